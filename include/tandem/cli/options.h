@@ -1,0 +1,34 @@
+// The command line: every setting is a flag, and the same names (without "--") work as
+// keys of a --config JSON file and of SageMaker's hyperparameters.json.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json_fwd.hpp>
+
+#include "tandem/common/settings.h"
+
+namespace tandem::cli {
+
+// Option groups; `simulate` forwards the settings of the last three to every host.
+inline constexpr const char* kClusterGroup = "Cluster";
+inline constexpr const char* kDataGroup = "Data";
+inline constexpr const char* kWorkerGroup = "Data worker";
+inline constexpr const char* kTrainerGroup = "Training";
+
+void add_cluster_options(CLI::App& app, ClusterOptions& o);
+void add_data_options(CLI::App& app, DataOptions& o);
+void add_worker_options(CLI::App& app, WorkerOptions& o);
+void add_trainer_options(CLI::App& app, TrainerOptions& o);
+void add_simulate_options(CLI::App& app, SimulateOptions& o);
+
+// Fills options of `cmd` that were not given as flags from opts.config_file, then from
+// <sagemaker_root>/input/config/hyperparameters.json (which wins over the config file).
+// Keys are flag names without "--" ('_' and '-' are interchangeable). Throws
+// ConfigError for a file that is not a JSON object, an unknown key, or a bad value.
+void apply_setting_files(CLI::App& cmd, const ClusterOptions& opts);
+
+// The Data/Data worker/Training settings that `cmd` received from flags or files, as
+// a flat JSON object {name: value}.
+nlohmann::json given_settings(const CLI::App& cmd);
+
+}  // namespace tandem::cli

@@ -1,0 +1,61 @@
+// Role resolution: which hosts train, which serve data, and where this host fits.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "tandem/cluster/cluster.h"
+#include "tandem/common/settings.h"
+
+namespace tandem::cluster {
+
+enum class Role { kTrainer, kWorker };
+
+const char* role_name(Role role);
+
+// True for the GPU instance families (ml.p*, ml.g*: ml.p4d.24xlarge, ml.g5.xlarge), false
+// for CPU ones (ml.c5, ml.m5, ml.r5, ...). The "ml." prefix is optional.
+bool is_gpu_instance_type(const std::string& instance_type);
+
+struct RolePlan {
+  Role role = Role::kTrainer;
+  std::vector<std::string> trainer_groups;  // sorted
+  std::vector<std::string> worker_groups;   // sorted
+  std::vector<std::string> trainer_hosts;   // hosts of all trainer groups, sorted
+  std::vector<std::string> worker_hosts;    // hosts of all worker groups, sorted
+  int host_index = 0;  // this host's position in trainer_hosts or worker_hosts
+  // True when no group serves data: every host trains on its own cores.
+  bool homogeneous = false;
+  // Why each decision was made, keyed "role", "trainer_groups", "worker_groups".
+  std::map<std::string, std::string> origin;
+};
+
+// By default a group whose instance type is a GPU family (ml.p*, ml.g*) trains and the
+// rest serve data; a single-group cluster trains everywhere. --trainer-group and
+// --worker-group override. Throws ConfigError on anything ambiguous or inconsistent.
+RolePlan resolve_roles(const Cluster& cluster, const ClusterOptions& opts);
+
+// How to reach one host's data worker.
+struct Endpoint {
+  std::string host;  // the name as the cluster knows it
+  std::string address;  // what to dial: the host itself or its --host-map entry
+  int port = 0;
+  std::string target() const;  // "address:port"
+};
+
+// Applies --host-map (name=addr[:port]); the port defaults to opts.worker_port.
+Endpoint worker_endpoint(const std::string& host, const ClusterOptions& opts);
+
+// Resolves a host name, retrying until `timeout_s` passes (DNS lags at job start).
+// Returns the numeric address. Throws NetworkError naming the host after the deadline.
+std::string resolve_host(const std::string& host, double timeout_s);
+
+// The JSON that `tandem inspect` prints: the cluster, this host's role, its trainer rank
+// range or worker address, and where each value came from.
+nlohmann::json describe(const Cluster& cluster, const RolePlan& plan, const ClusterOptions& opts,
+                        int procs_per_host);
+
+}  // namespace tandem::cluster

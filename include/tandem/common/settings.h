@@ -1,0 +1,80 @@
+// Plain settings structs with documented defaults. They are filled once, from defaults,
+// then a --config JSON file, then SageMaker's hyperparameters.json, then flags (each
+// later source wins), and passed around by const&. See docs/configuration.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+// Where this host sits in the job and how to reach the others.
+struct ClusterOptions {
+  std::string sagemaker_root = "/opt/ml";    // --sagemaker-root, env TANDEM_SAGEMAKER_ROOT
+  std::string config_file;                   // --config FILE.json
+  std::vector<std::string> trainer_groups;   // --trainer-group NAME (repeatable)
+  std::vector<std::string> worker_groups;    // --worker-group NAME (repeatable)
+  std::string current_host;                  // --current-host: overrides discovery
+  // --host-map name=addr[:port],... (env TANDEM_HOST_MAP): how to reach a host by name.
+  // `simulate` uses it to put every host on 127.0.0.1 with its own ports.
+  std::vector<std::string> host_map;
+  int worker_port = 6000;                    // --worker-port: where data workers listen
+  double resolve_timeout_s = 120;            // --resolve-timeout: DNS may lag at job start
+};
+
+// What every sample is and how it is augmented. Trainer and workers must agree.
+struct DataOptions {
+  std::string data = "synthetic";  // --data: synthetic | blur-benchmark
+  uint64_t seed = 0;               // --seed: with (epoch, index) it fixes every random choice
+  int num_classes = 10;            // --num-classes
+  int image_size = 0;              // --image-size: 0 = the dataset's default
+  uint64_t dataset_size = 0;       // --dataset-size: samples per epoch; 0 = default
+};
+
+// A data worker's server.
+struct WorkerOptions {
+  int port = 0;               // --port: 0 = ClusterOptions::worker_port
+  std::string bind = "0.0.0.0";
+  int threads = 0;            // --threads: preprocessing threads; 0 = all cores
+  double idle_timeout_s = 600;  // --idle-timeout: exit when no trainer speaks for this long
+};
+
+// The training loop and its feeding.
+struct TrainerOptions {
+  std::vector<std::string> workers;  // --workers host:port,... (explicit trainer only)
+  std::string model = "small_cnn";   // --model
+  int batch_size = 64;               // --batch-size: per trainer process
+  int64_t steps = 300;               // --steps
+  double lr = 0.05;                  // --lr
+  double momentum = 0.9;             // --momentum
+  int log_every = 20;                // --log-every
+  int local_workers = -1;            // --local-workers: in-process preprocessing threads; -1 = spare cores
+  int train_threads = 0;             // --train-threads: LibTorch intra-op threads; 0 = auto
+  int inflight = 4;                  // --inflight: requests outstanding per worker
+  int prefetch = 16;                 // --prefetch: batches requested ahead of the loop
+  double connect_timeout_s = 180;    // --connect-timeout: waiting for workers to come up
+  double batch_timeout_s = 120;      // --batch-timeout: longest wait for one batch
+  std::string summary_json;          // --summary-json: default <root>/output/data/summary.json
+};
+
+// A whole heterogeneous cluster as local processes.
+struct SimulateOptions {
+  int trainer_hosts = 1;                           // --trainer-hosts
+  int worker_hosts = 2;                            // --worker-hosts
+  std::string trainer_instance_type = "ml.p4d.24xlarge";
+  std::string worker_instance_type = "ml.c5.18xlarge";
+  int cpus_per_host = 0;                           // --cpus-per-host: pin each host; 0 = no pinning
+  std::string run_dir;                             // --run-dir: default a fresh /tmp/tandem-sim-*
+  double timeout_s = 1800;                         // --timeout: stop the cluster after this long
+};
+
+struct Settings {
+  ClusterOptions cluster;
+  DataOptions data;
+  WorkerOptions worker;
+  TrainerOptions trainer;
+  SimulateOptions simulate;
+};
+
+}  // namespace tandem

@@ -1,0 +1,18 @@
+// Gaussian blur with torchvision's semantics (transforms.GaussianBlur): a normalised
+// kernel sampled at integer offsets, reflect padding, applied per channel.
+#pragma once
+
+#include <span>
+#include <vector>
+
+namespace tandem::data {
+
+// torchvision's _get_gaussian_kernel1d: exp(-0.5 (x/sigma)^2) at x = -k/2..k/2, summing to 1.
+std::vector<float> gaussian_kernel1d(int kernel_size, float sigma);
+
+// Blurs a CHW float image in place. `scratch` is reused between calls to avoid
+// allocation. REQUIRES: kernel_size odd, height and width > kernel_size / 2.
+void gaussian_blur(std::span<float> image, int channels, int height, int width, int kernel_size,
+                   float sigma, std::vector<float>& scratch);
+
+}  // namespace tandem::data

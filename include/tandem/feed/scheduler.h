@@ -1,0 +1,91 @@
+// The feeder's logic, free of any transport: hands batch requests to whichever source
+// has room, re-issues a failed source's requests to the others, and delivers finished
+// batches to the training loop in sequence order. Sources pull work (acquire) rather
+// than being pushed to, so a faster source simply asks more often: load balancing by
+// construction. Tested without a network; gRPC and in-process sources plug into it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tandem/data/batch.h"
+
+namespace tandem::feed {
+
+struct SchedulerOptions {
+  uint64_t total_batches = 0;    // sequences 0 .. total_batches-1 are delivered
+  int prefetch = 16;             // requested-but-unconsumed batches, at most (bounds memory)
+  double batch_timeout_s = 120;  // next() gives up after this long without its batch
+};
+
+struct SourceStats {
+  std::string name;
+  uint64_t batches = 0;        // delivered to the training loop
+  uint64_t samples = 0;
+  double compute_seconds = 0;  // CPU-seconds the source reported for its batches
+  bool failed = false;
+  std::string error;           // why it failed
+};
+
+class Scheduler {
+ public:
+  using RequestFactory = std::function<data::BatchRequest(uint64_t sequence)>;
+
+  Scheduler(RequestFactory make_request, SchedulerOptions opts);
+
+  // Registers a source that may hold up to `window` requests at once. Returns its id.
+  int add_source(std::string name, int window);
+
+  // Source side. Blocks until `source` has room and a request is due. Returns nullopt
+  // once there is nothing left to do for it: closed, finished, or the source failed.
+  std::optional<data::BatchRequest> acquire(int source);
+  // A finished batch. Ignored if that request is no longer the source's (re-issued).
+  void complete(int source, data::Batch batch);
+  // The source is gone: its outstanding requests go back to the queue for the others.
+  // Calling it again only replaces the recorded reason.
+  void fail(int source, const std::string& why);
+
+  // Consumer side. The next batch in sequence order, or nullopt after the last one.
+  // Throws NetworkError when every source has failed or batch_timeout_s passes.
+  std::optional<data::Batch> next();
+
+  // Wakes every waiter; acquire() then returns nullopt. Idempotent.
+  void close();
+
+  std::vector<SourceStats> stats() const;
+  // Seconds next() spent waiting for data, in total.
+  double wait_seconds() const;
+
+ private:
+  struct Source {
+    SourceStats stats;
+    int window = 1;
+    int inflight = 0;
+  };
+  bool has_work_for(const Source& s) const;
+  bool all_failed() const;
+  std::string failure_summary() const;
+
+  RequestFactory make_request_;
+  SchedulerOptions opts_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Source> sources_;                 // GUARDED_BY(mu_)
+  std::deque<uint64_t> retry_;                  // GUARDED_BY(mu_): re-issue first
+  std::map<uint64_t, int> outstanding_;         // GUARDED_BY(mu_): sequence -> source
+  std::map<uint64_t, data::Batch> ready_;       // GUARDED_BY(mu_)
+  uint64_t next_new_ = 0;                       // GUARDED_BY(mu_): next never-issued sequence
+  uint64_t next_deliver_ = 0;                   // GUARDED_BY(mu_)
+  bool closed_ = false;                         // GUARDED_BY(mu_)
+  std::chrono::steady_clock::duration waited_{};  // GUARDED_BY(mu_)
+};
+
+}  // namespace tandem::feed

@@ -1,0 +1,31 @@
+// Running one host's role. Each returns the process exit code: 0 ok, 1 failed,
+// 2 interrupted (SIGTERM/SIGINT before training finished).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tandem/common/settings.h"
+
+namespace tandem::launch {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitInterrupted = 2;
+
+// Serves batches on settings.worker.port (or cluster.worker_port) until a trainer
+// says Shutdown (exit 0), SIGTERM (exit 0), or no trainer speaks for --idle-timeout
+// (exit 1, with the reason in output/failure).
+int run_worker(const Settings& settings, const std::string& host);
+
+// Trains on batches from `worker_targets` ("address:port") plus local preprocessing.
+// When training ends (or fails) every worker is told to shut down. Writes the summary
+// JSON; on failure writes output/failure.
+int run_trainer(const Settings& settings, const std::vector<std::string>& worker_targets,
+                const std::string& host);
+
+// `tandem launch` / `tandem train`: discovers the cluster, resolves this host's role
+// and runs it.
+int run_launch(const Settings& settings);
+
+}  // namespace tandem::launch

@@ -1,0 +1,58 @@
+// The trainer's side of one data worker: readiness, identity, and a stream that pulls
+// requests from the Scheduler and feeds finished batches back into it.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tandem/feed/scheduler.h"
+
+namespace tandem::transport {
+
+struct WorkerInfo {
+  std::string dataset;
+  uint64_t size = 0;
+  std::string fingerprint;
+  std::vector<int64_t> sample_shape;
+  int threads = 0;
+  std::string host;
+};
+
+class RemoteWorker {
+ public:
+  // `target` is "address:port".
+  explicit RemoteWorker(std::string target);
+  ~RemoteWorker();  // stops the stream if it runs
+  RemoteWorker(const RemoteWorker&) = delete;
+  RemoteWorker& operator=(const RemoteWorker&) = delete;
+
+  const std::string& target() const { return target_; }
+
+  // Waits until the worker's health check answers SERVING. Throws NetworkError naming
+  // the target and the fix after `timeout_s`.
+  void wait_ready(double timeout_s);
+
+  // Asks what the worker serves. Throws NetworkError on failure.
+  WorkerInfo info(double timeout_s);
+
+  // Streams for `scheduler` as source `source_id` on two threads (writer and reader),
+  // until the scheduler runs out of work or stop() is called. A broken stream calls
+  // scheduler.fail(), so its requests go to the other sources.
+  void start(feed::Scheduler& scheduler, int source_id);
+
+  // Cancels the stream and joins its threads. Idempotent.
+  void stop();
+
+  // Asks the worker to exit. Returns false (and logs) if it could not be reached.
+  bool shutdown(const std::string& reason, double timeout_s);
+
+ private:
+  struct Impl;
+  std::string target_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::transport

@@ -1,0 +1,44 @@
+// A data worker: serves augmented batches over gRPC (tandem.v1.DataService), as fast as
+// its cores allow. The gRPC types stay inside the .cc.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tandem/common/settings.h"
+#include "tandem/data/dataset.h"
+
+namespace tandem::transport {
+
+enum class StopReason { kShutdownRpc, kIdle, kStopped };
+
+class WorkerServer {
+ public:
+  // `host` names this worker in logs and in its Info reply.
+  WorkerServer(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts,
+               std::string host);
+  ~WorkerServer();
+  WorkerServer(const WorkerServer&) = delete;
+  WorkerServer& operator=(const WorkerServer&) = delete;
+
+  // Binds `address` (e.g. "0.0.0.0:6000"; port 0 picks a free port, so tests can bind
+  // anywhere) and starts serving. Returns the bound port. Throws NetworkError if it
+  // cannot bind.
+  int start(const std::string& address);
+
+  // Blocks until a Shutdown RPC, the idle timeout (no trainer spoke for
+  // opts.idle_timeout_s and no stream is open), or stop(); then shuts the server down,
+  // giving open streams a short grace. Returns why it stopped.
+  StopReason wait();
+
+  // Makes wait() return kStopped. Thread-safe; not async-signal-safe.
+  void stop();
+
+  int threads() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::transport

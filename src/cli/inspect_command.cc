@@ -1,0 +1,25 @@
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/cli/commands.h"
+#include "tandem/cli/options.h"
+#include "tandem/cluster/cluster.h"
+#include "tandem/cluster/roles.h"
+
+namespace tandem::cli {
+
+Command add_inspect_command(CLI::App& root, Settings& s) {
+  CLI::App* app = root.add_subcommand(
+      "inspect", "Print the resolved cluster and this host's role as JSON, with where each value came from");
+  add_cluster_options(*app, s.cluster);
+  return {app, [&s] {
+            const cluster::Cluster c = cluster::discover(s.cluster);
+            const cluster::RolePlan plan = cluster::resolve_roles(c, s.cluster);
+            std::cout << cluster::describe(c, plan, s.cluster, 1).dump(2) << std::endl;
+            return 0;
+          },
+          false};
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,19 @@
+#include "tandem/cli/commands.h"
+#include "tandem/cli/options.h"
+#include "tandem/launch/roles.h"
+
+namespace tandem::cli {
+
+Command add_launch_command(CLI::App& root, Settings& s, const std::string& name) {
+  const std::string about =
+      name == "train" ? "Same as `launch`: SageMaker starts a bring-your-own container as `docker run IMAGE train`"
+                      : "Discover the cluster, resolve this host's role (trainer or data worker) and run it";
+  CLI::App* app = root.add_subcommand(name, about);
+  add_cluster_options(*app, s.cluster);
+  add_data_options(*app, s.data);
+  add_worker_options(*app, s.worker);
+  add_trainer_options(*app, s.trainer);
+  return {app, [&s] { return launch::run_launch(s); }, true};
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,194 @@
+#include "tandem/cli/options.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/common/error.h"
+
+namespace tandem::cli {
+
+void add_cluster_options(CLI::App& app, ClusterOptions& o) {
+  app.add_option("--sagemaker-root", o.sagemaker_root,
+                 "Root of input/config/*.json, input/data/<channel>, model, checkpoints, output/failure")
+      ->envname("TANDEM_SAGEMAKER_ROOT")->capture_default_str()->group(kClusterGroup);
+  app.add_option("--config", o.config_file, "JSON file of settings (keys are flag names without --)")
+      ->check(CLI::ExistingFile)->group(kClusterGroup);
+  app.add_option("--trainer-group", o.trainer_groups, "Instance group that trains (repeatable)")->group(kClusterGroup);
+  app.add_option("--worker-group", o.worker_groups, "Instance group that serves data (repeatable)")->group(kClusterGroup);
+  app.add_option("--current-host", o.current_host, "This host's name, overriding discovery")->group(kClusterGroup);
+  app.add_option("--host-map", o.host_map, "How to reach hosts: name=addr[:port],...")
+      ->envname("TANDEM_HOST_MAP")->delimiter(',')->group(kClusterGroup);
+  app.add_option("--worker-port", o.worker_port, "Port data workers listen on")
+      ->capture_default_str()->check(CLI::Range(1, 65535))->group(kClusterGroup);
+  app.add_option("--resolve-timeout", o.resolve_timeout_s, "Seconds to wait for host names to resolve")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kClusterGroup);
+}
+
+void add_data_options(CLI::App& app, DataOptions& o) {
+  app.add_option("--data", o.data, "Dataset: synthetic (learnable) | blur-benchmark")->capture_default_str()->group(kDataGroup);
+  app.add_option("--seed", o.seed, "Seed of every random choice")->capture_default_str()->group(kDataGroup);
+  app.add_option("--num-classes", o.num_classes, "Classes")->capture_default_str()->group(kDataGroup);
+  app.add_option("--image-size", o.image_size, "Image side in pixels; 0 = the dataset's default")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kDataGroup);
+  app.add_option("--dataset-size", o.dataset_size, "Samples per epoch; 0 = the dataset's default")
+      ->capture_default_str()->group(kDataGroup);
+}
+
+void add_worker_options(CLI::App& app, WorkerOptions& o) {
+  app.add_option("--port", o.port, "Port to serve on; 0 = --worker-port")->capture_default_str()
+      ->check(CLI::Range(0, 65535))->group(kWorkerGroup);
+  app.add_option("--bind", o.bind, "Address to listen on")->capture_default_str()->group(kWorkerGroup);
+  app.add_option("--threads", o.threads, "Preprocessing threads; 0 = all cores")->capture_default_str()
+      ->check(CLI::NonNegativeNumber)->group(kWorkerGroup);
+  app.add_option("--idle-timeout", o.idle_timeout_s, "Exit when no trainer speaks for this many seconds")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(kWorkerGroup);
+}
+
+void add_trainer_options(CLI::App& app, TrainerOptions& o) {
+  app.add_option("--model", o.model, "Model to train: small_cnn")->capture_default_str()->group(kTrainerGroup);
+  app.add_option("--batch-size", o.batch_size, "Samples per step")->capture_default_str()
+      ->check(CLI::PositiveNumber)->group(kTrainerGroup);
+  app.add_option("--steps", o.steps, "Training steps")->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
+  app.add_option("--lr", o.lr, "Learning rate")->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
+  app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->group(kTrainerGroup);
+  app.add_option("--log-every", o.log_every, "Steps between metric lines")->capture_default_str()
+      ->check(CLI::PositiveNumber)->group(kTrainerGroup);
+  app.add_option("--local-workers", o.local_workers, "In-process preprocessing threads; -1 = the spare cores")
+      ->capture_default_str()->check(CLI::Range(-1, 4096))->group(kTrainerGroup);
+  app.add_option("--train-threads", o.train_threads, "LibTorch threads; 0 = the cores preprocessing leaves")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+  app.add_option("--inflight", o.inflight, "Requests outstanding per data worker")->capture_default_str()
+      ->check(CLI::PositiveNumber)->group(kTrainerGroup);
+  app.add_option("--prefetch", o.prefetch, "Batches requested ahead of the training loop (bounds memory)")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
+  app.add_option("--connect-timeout", o.connect_timeout_s, "Seconds to wait for data workers to come up")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
+  app.add_option("--batch-timeout", o.batch_timeout_s, "Longest wait in seconds for one batch")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
+  app.add_option("--summary-json", o.summary_json, "Where to write the summary; default <root>/output/data/summary.json")
+      ->group(kTrainerGroup);
+}
+
+void add_simulate_options(CLI::App& app, SimulateOptions& o) {
+  const char* g = "Simulation";
+  app.add_option("--trainer-hosts", o.trainer_hosts, "Hosts in the trainer group")->capture_default_str()->group(g);
+  app.add_option("--worker-hosts", o.worker_hosts, "Hosts in the data worker group")->capture_default_str()->group(g);
+  app.add_option("--trainer-instance-type", o.trainer_instance_type, "Instance type of the trainer group")
+      ->capture_default_str()->group(g);
+  app.add_option("--worker-instance-type", o.worker_instance_type, "Instance type of the worker group")
+      ->capture_default_str()->group(g);
+  app.add_option("--cpus-per-host", o.cpus_per_host, "Pin each host to this many cores; 0 = no pinning")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(g);
+  app.add_option("--run-dir", o.run_dir, "Directory for the hosts' SageMaker roots; default a new /tmp/tandem-sim-*")
+      ->group(g);
+  app.add_option("--timeout", o.timeout_s, "Stop the whole cluster after this many seconds")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(g);
+}
+
+namespace {
+
+std::string normalize(std::string key) {
+  for (char& c : key) if (c == '_') c = '-';
+  return key;
+}
+
+// Every setting name any tandem command accepts from a file.
+const std::set<std::string>& known_settings() {
+  static const std::set<std::string> names = [] {
+    CLI::App app;
+    Settings s;
+    add_cluster_options(app, s.cluster);
+    add_data_options(app, s.data);
+    add_worker_options(app, s.worker);
+    add_trainer_options(app, s.trainer);
+    std::set<std::string> out;
+    for (const CLI::Option* o : app.get_options()) {
+      if (!o->get_lnames().empty()) out.insert(o->get_lnames().front());
+    }
+    return out;
+  }();
+  return names;
+}
+
+nlohmann::json read_json_object(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError("cannot read " + path + ": check the path and its permissions");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError(path + " is not valid JSON (" + e.what() + "): fix the file's syntax");
+  }
+  if (!j.is_object()) throw ConfigError(path + " must hold a JSON object of settings, like {\"batch-size\": 64}");
+  return j;
+}
+
+// SageMaker passes every hyperparameter as a string, often JSON-encoded ("\"abc\"", "64").
+std::vector<std::string> values_of(const nlohmann::json& v, bool from_sagemaker) {
+  if (v.is_array()) {
+    std::vector<std::string> out;
+    for (const auto& e : v) out.push_back(e.is_string() ? e.get<std::string>() : e.dump());
+    return out;
+  }
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (from_sagemaker) {
+      const nlohmann::json decoded = nlohmann::json::parse(s, nullptr, false);
+      if (!decoded.is_discarded() && (decoded.is_string() || decoded.is_array())) return values_of(decoded, false);
+    }
+    return {s};
+  }
+  return {v.dump()};
+}
+
+void apply_file(CLI::App& cmd, const std::string& path, bool from_sagemaker, std::set<std::string>& set_by_file) {
+  for (const auto& [key, value] : read_json_object(path).items()) {
+    if (from_sagemaker && key.rfind("sagemaker_", 0) == 0) continue;  // the toolkit's own keys
+    const std::string name = normalize(key);
+    if (name == "config" || name == "sagemaker-root") {
+      throw ConfigError("'" + key + "' in " + path + " cannot be set from a file: pass --" + name + " as a flag");
+    }
+    if (!known_settings().count(name)) {
+      throw ConfigError("unknown setting '" + key + "' in " + path + ": see `tandem launch --help` for the settings");
+    }
+    CLI::Option* opt = cmd.get_option_no_throw("--" + name);
+    if (!opt) continue;  // a setting for another role
+    if (opt->count() > 0 && !set_by_file.count(name)) continue;  // a flag wins
+    opt->clear();
+    for (const std::string& v : values_of(value, from_sagemaker)) opt->add_result(v);
+    try {
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      throw ConfigError("bad value for '" + key + "' in " + path + ": " + e.what());
+    }
+    set_by_file.insert(name);
+  }
+}
+
+}  // namespace
+
+void apply_setting_files(CLI::App& cmd, const ClusterOptions& opts) {
+  std::set<std::string> set_by_file;
+  if (!opts.config_file.empty()) apply_file(cmd, opts.config_file, false, set_by_file);
+  const std::string hp = opts.sagemaker_root + "/input/config/hyperparameters.json";
+  if (std::filesystem::exists(hp)) apply_file(cmd, hp, true, set_by_file);
+}
+
+nlohmann::json given_settings(const CLI::App& cmd) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const CLI::Option* o : cmd.get_options()) {
+    const std::string& g = o->get_group();
+    if (g != kDataGroup && g != kWorkerGroup && g != kTrainerGroup) continue;
+    if (o->count() == 0 || o->get_lnames().empty()) continue;
+    const auto& results = o->results();
+    if (o->get_expected_max() > 1) out[o->get_lnames().front()] = results;
+    else out[o->get_lnames().front()] = results.back();
+  }
+  return out;
+}
+
+}  // namespace tandem::cli

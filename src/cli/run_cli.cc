@@ -1,0 +1,43 @@
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+#include "tandem/cli/commands.h"
+#include "tandem/cli/options.h"
+#include "tandem/common/error.h"
+#include "tandem/launch/roles.h"
+#include "tandem/report/summary.h"
+
+namespace tandem::cli {
+
+int run_cli(int argc, char** argv) {
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  CLI::App app{"tandem: one binary for every host of a heterogeneous training job.\n"
+               "CPU hosts serve augmented batches over gRPC; GPU hosts train on them."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tandem 0.1.0");
+  Settings settings;
+  std::vector<Command> commands = {
+      add_launch_command(app, settings, "launch"), add_launch_command(app, settings, "train"),
+      add_worker_command(app, settings),           add_trainer_command(app, settings),
+      add_simulate_command(app, settings),         add_inspect_command(app, settings)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (Command& cmd : commands) {
+    if (!cmd.app->parsed()) continue;
+    try {
+      apply_setting_files(*cmd.app, settings.cluster);
+      return cmd.run();
+    } catch (const std::exception& e) {
+      spdlog::error("{}", e.what());
+      if (cmd.reports_failure) report::write_failure(settings.cluster.sagemaker_root, e.what());
+      return launch::kExitFailed;
+    }
+  }
+  return launch::kExitFailed;
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,28 @@
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/cli/commands.h"
+#include "tandem/cli/options.h"
+#include "tandem/launch/simulate.h"
+
+namespace tandem::cli {
+
+Command add_simulate_command(CLI::App& root, Settings& s) {
+  CLI::App* app = root.add_subcommand(
+      "simulate", "Run a whole heterogeneous cluster on this machine, one process per host");
+  add_simulate_options(*app, s.simulate);
+  app->add_option("--config", s.cluster.config_file, "JSON file of settings for every host")
+      ->check(CLI::ExistingFile)->group(kClusterGroup);
+  add_data_options(*app, s.data);
+  add_worker_options(*app, s.worker);
+  add_trainer_options(*app, s.trainer);
+  return {app, [app, &s] {
+            nlohmann::json hyperparameters = given_settings(*app);
+            hyperparameters.erase("summary-json");  // simulate copies the summary itself
+            return launch::run_simulate(s, hyperparameters, std::filesystem::read_symlink("/proc/self/exe"));
+          },
+          false};
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,24 @@
+#include <unistd.h>
+
+#include "tandem/cli/commands.h"
+#include "tandem/cli/options.h"
+#include "tandem/launch/roles.h"
+
+namespace tandem::cli {
+
+Command add_trainer_command(CLI::App& root, Settings& s) {
+  CLI::App* app = root.add_subcommand("trainer", "Run a trainer against explicit data workers");
+  add_cluster_options(*app, s.cluster);
+  add_data_options(*app, s.data);
+  add_trainer_options(*app, s.trainer);
+  app->add_option("--workers", s.trainer.workers, "Data workers to pull from: host:port,...")
+      ->delimiter(',')->group(kTrainerGroup);
+  return {app, [&s] {
+            char name[256] = "trainer";
+            gethostname(name, sizeof name - 1);
+            return launch::run_trainer(s, s.trainer.workers, s.cluster.current_host.empty() ? name : s.cluster.current_host);
+          },
+          true};
+}
+
+}  // namespace tandem::cli

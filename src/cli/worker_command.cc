@@ -1,0 +1,22 @@
+#include <unistd.h>
+
+#include "tandem/cli/commands.h"
+#include "tandem/cli/options.h"
+#include "tandem/launch/roles.h"
+
+namespace tandem::cli {
+
+Command add_worker_command(CLI::App& root, Settings& s) {
+  CLI::App* app = root.add_subcommand("worker", "Run a data worker: serve augmented batches over gRPC");
+  add_cluster_options(*app, s.cluster);
+  add_data_options(*app, s.data);
+  add_worker_options(*app, s.worker);
+  return {app, [&s] {
+            char name[256] = "worker";
+            gethostname(name, sizeof name - 1);
+            return launch::run_worker(s, s.cluster.current_host.empty() ? name : s.cluster.current_host);
+          },
+          true};
+}
+
+}  // namespace tandem::cli

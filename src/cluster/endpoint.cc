@@ -1,0 +1,189 @@
+// Reaching a host: --host-map overrides and DNS resolution with retries.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "tandem/cluster/roles.h"
+#include "tandem/common/error.h"
+
+namespace tandem::cluster {
+namespace {
+
+struct MapEntry {
+  std::string address;
+  std::optional<int> port;
+  std::string text;  // as written, for messages
+};
+
+[[noreturn]] void malformed(const std::string& entry, const std::string& problem) {
+  throw ConfigError("--host-map entry \"" + entry + "\": " + problem +
+                    ". Fix: write each entry as name=addr[:port], e.g. "
+                    "algo-1=127.0.0.1:6001");
+}
+
+std::string trim(const std::string& s) {
+  const auto first = s.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
+int parse_port(const std::string& text, const std::string& entry) {
+  int port = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
+  if (ec != std::errc() || end != text.data() + text.size() || port < 1 || port > 65535) {
+    malformed(entry, "port \"" + text + "\" is not a number from 1 to 65535");
+  }
+  return port;
+}
+
+// "addr", "addr:port", "[v6]" or "[v6]:port"; a bare address with several colons is IPv6.
+MapEntry parse_target(const std::string& target, const std::string& entry) {
+  MapEntry out{target, std::nullopt, entry};
+  if (target.starts_with("[")) {
+    const auto close = target.find(']');
+    if (close == std::string::npos) malformed(entry, "\"[\" without \"]\"");
+    out.address = target.substr(1, close - 1);
+    const std::string rest = target.substr(close + 1);
+    if (!rest.empty() && rest[0] != ':') malformed(entry, "unexpected text after \"]\"");
+    if (!rest.empty()) out.port = parse_port(rest.substr(1), entry);
+  } else if (std::count(target.begin(), target.end(), ':') == 1) {
+    const auto colon = target.find(':');
+    out.address = target.substr(0, colon);
+    out.port = parse_port(target.substr(colon + 1), entry);
+  }
+  if (out.address.empty()) malformed(entry, "the address is empty");
+  return out;
+}
+
+// Entries may also hold comma-separated lists, as TANDEM_HOST_MAP does.
+std::map<std::string, MapEntry> parse_host_map(const std::vector<std::string>& entries) {
+  std::map<std::string, MapEntry> map;
+  for (const auto& list : entries) {
+    size_t start = 0;
+    while (start <= list.size()) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      const std::string entry = trim(list.substr(start, comma - start));
+      start = comma + 1;
+      if (entry.empty()) continue;
+      const auto eq = entry.find('=');
+      if (eq == std::string::npos) malformed(entry, "no \"=\" between name and address");
+      const std::string name = trim(entry.substr(0, eq));
+      if (name.empty()) malformed(entry, "the host name is empty");
+      MapEntry target = parse_target(trim(entry.substr(eq + 1)), entry);
+      auto [it, fresh] = map.emplace(name, target);
+      if (!fresh && (it->second.address != target.address || it->second.port != target.port)) {
+        malformed(entry, "host " + name + " is already mapped by \"" + it->second.text + "\"");
+      }
+    }
+  }
+  return map;
+}
+
+struct Lookup {
+  std::string address;  // empty on failure
+  std::string error;
+};
+
+Lookup lookup_once(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0) {
+    return {"", gai_strerror(rc)};
+  }
+  // IPv4 first: cluster networks and --host-map speak it, and it keeps targets simple.
+  const addrinfo* pick = found;
+  for (const addrinfo* p = found; p != nullptr; p = p->ai_next) {
+    if (p->ai_family == AF_INET) {
+      pick = p;
+      break;
+    }
+  }
+  char buf[NI_MAXHOST];
+  int rc = getnameinfo(pick->ai_addr, pick->ai_addrlen, buf, sizeof buf, nullptr, 0,
+                       NI_NUMERICHOST);
+  freeaddrinfo(found);
+  if (rc != 0) return {"", gai_strerror(rc)};
+  return {buf, ""};
+}
+
+// getaddrinfo cannot be interrupted and may block for the resolver's own timeouts, so it
+// runs on a detached thread and the caller waits only as long as its deadline allows.
+std::shared_future<Lookup> start_lookup(const std::string& host) {
+  auto promise = std::make_shared<std::promise<Lookup>>();
+  std::shared_future<Lookup> result = promise->get_future().share();
+  std::thread([promise, host] { promise->set_value(lookup_once(host)); }).detach();
+  return result;
+}
+
+bool is_numeric(const std::string& host) {
+  unsigned char buf[sizeof(in6_addr)];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+}  // namespace
+
+std::string Endpoint::target() const {
+  const bool v6 = address.find(':') != std::string::npos;
+  return (v6 ? "[" + address + "]" : address) + ":" + std::to_string(port);
+}
+
+Endpoint worker_endpoint(const std::string& host, const ClusterOptions& opts) {
+  if (opts.worker_port < 1 || opts.worker_port > 65535) {
+    throw ConfigError("--worker-port " + std::to_string(opts.worker_port) +
+                      ": not a port. Fix: pass a number from 1 to 65535");
+  }
+  const auto map = parse_host_map(opts.host_map);
+  Endpoint endpoint{host, host, opts.worker_port};
+  if (auto it = map.find(host); it != map.end()) {
+    endpoint.address = it->second.address;
+    endpoint.port = it->second.port.value_or(opts.worker_port);
+  }
+  return endpoint;
+}
+
+std::string resolve_host(const std::string& host, double timeout_s) {
+  if (is_numeric(host)) return host;
+  if (host == "localhost") return "127.0.0.1";
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(std::max(timeout_s, 0.0)));
+  // Host names appear in DNS a little after the job starts: retry, backing off to 2 s.
+  auto delay = std::chrono::milliseconds(250);
+  std::string last_error;
+  while (true) {
+    // Even the last attempt, or one with no time left, gets a moment to answer.
+    const auto wait = std::max(deadline, Clock::now() + std::chrono::milliseconds(200));
+    auto attempt = start_lookup(host);
+    if (attempt.wait_until(wait) != std::future_status::ready) {
+      if (last_error.empty()) last_error = "the resolver did not answer in time";
+      break;
+    }
+    const Lookup result = attempt.get();
+    if (!result.address.empty()) return result.address;
+    last_error = result.error;
+    if (Clock::now() >= deadline) break;
+    std::this_thread::sleep_until(std::min(Clock::now() + delay, deadline));
+    delay = std::min(delay * 2, std::chrono::milliseconds(2000));
+  }
+  char waited[32];
+  std::snprintf(waited, sizeof waited, "%.1f",
+                std::chrono::duration<double>(Clock::now() - start).count());
+  throw NetworkError("could not resolve host \"" + host + "\" after waiting " + waited + " s (" +
+                     last_error + "). Fix: check the host name, map it to an address with "
+                     "--host-map " + host + "=addr[:port], or wait longer with --resolve-timeout");
+}
+
+}  // namespace tandem::cluster

@@ -1,0 +1,39 @@
+#include "tandem/common/signals.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <ctime>
+
+namespace tandem {
+
+namespace {
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+}  // namespace
+
+SignalWatcher::SignalWatcher(std::function<void(int)> on_signal) {
+  const sigset_t set = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  thread_ = std::thread([this, set, on_signal = std::move(on_signal)] {
+    const timespec tick{0, 200'000'000};
+    while (!done_) {
+      const int signo = sigtimedwait(&set, nullptr, &tick);
+      if (signo > 0) on_signal(signo);
+    }
+  });
+}
+
+SignalWatcher::~SignalWatcher() {
+  // The signals stay blocked: one arriving during teardown must not kill the process
+  // half-way through writing its summary.
+  done_ = true;
+  thread_.join();
+}
+
+}  // namespace tandem

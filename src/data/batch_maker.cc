@@ -1,0 +1,93 @@
+#include "tandem/data/batch_maker.h"
+
+#include <algorithm>
+#include <atomic>
+#include <ctime>
+#include <mutex>
+
+namespace tandem::data {
+namespace {
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Shared by the chunks of one batch; the last chunk to finish hands the batch on.
+struct Job {
+  BatchRequest request;
+  Batch batch;
+  std::atomic<int> remaining{0};
+  std::atomic<double> cpu_seconds{0};
+  std::mutex mu;
+  std::exception_ptr error;  // GUARDED_BY(mu)
+  std::function<void(Batch)> done;
+  std::function<void(std::exception_ptr)> failed;
+};
+
+}  // namespace
+
+BatchMaker::BatchMaker(std::shared_ptr<const Dataset> dataset, ThreadPool* pool)
+    : dataset_(std::move(dataset)), pool_(pool) {}
+
+Batch BatchMaker::allocate(const BatchRequest& request) const {
+  const DatasetInfo& info = dataset_->info();
+  Batch batch;
+  batch.sequence = request.sequence;
+  batch.epoch = request.epoch;
+  batch.dtype = info.dtype;
+  batch.shape = {static_cast<int64_t>(request.indices.size())};
+  batch.shape.insert(batch.shape.end(), info.sample_shape.begin(), info.sample_shape.end());
+  batch.labels.resize(request.indices.size());
+  batch.data.resize(request.indices.size() * info.sample_bytes());
+  return batch;
+}
+
+void BatchMaker::fill(Batch& batch, const BatchRequest& request, size_t begin, size_t end) const {
+  const size_t bytes = dataset_->info().sample_bytes();
+  auto* base = reinterpret_cast<std::byte*>(batch.data.data());
+  for (size_t i = begin; i < end; ++i) {
+    batch.labels[i] = dataset_->produce(request.indices[i], request.epoch,
+                                        std::span<std::byte>(base + i * bytes, bytes));
+  }
+}
+
+Batch BatchMaker::make(const BatchRequest& request) const {
+  const double start = thread_cpu_seconds();
+  Batch batch = allocate(request);
+  fill(batch, request, 0, request.indices.size());
+  batch.compute_seconds = thread_cpu_seconds() - start;
+  return batch;
+}
+
+void BatchMaker::make_async(BatchRequest request, std::function<void(Batch)> done,
+                            std::function<void(std::exception_ptr)> failed) {
+  auto job = std::make_shared<Job>();
+  job->batch = allocate(request);
+  job->request = std::move(request);
+  job->done = std::move(done);
+  job->failed = std::move(failed);
+  const size_t n = job->request.indices.size();
+  const size_t chunks = std::max<size_t>(1, std::min<size_t>(n, pool_->size()));
+  job->remaining = static_cast<int>(chunks);
+  for (size_t c = 0; c < chunks; ++c) {
+    const size_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+    pool_->submit([this, job, begin, end] {
+      const double start = thread_cpu_seconds();
+      try {
+        fill(job->batch, job->request, begin, end);
+      } catch (...) {
+        std::lock_guard lock(job->mu);
+        if (!job->error) job->error = std::current_exception();
+      }
+      job->cpu_seconds.fetch_add(thread_cpu_seconds() - start);
+      if (job->remaining.fetch_sub(1) != 1) return;
+      if (job->error) return job->failed(job->error);
+      job->batch.compute_seconds = job->cpu_seconds.load();
+      job->done(std::move(job->batch));
+    });
+  }
+}
+
+}  // namespace tandem::data

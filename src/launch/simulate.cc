@@ -1,0 +1,280 @@
+#include "tandem/launch/simulate.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "tandem/common/error.h"
+
+namespace tandem::launch {
+
+namespace fs = std::filesystem;
+
+std::vector<SimHost> plan_hosts(const SimulateOptions& opts) {
+  if (opts.trainer_hosts < 1) {
+    throw ConfigError(fmt::format("--trainer-hosts must be at least 1 (got {})",
+                                  opts.trainer_hosts));
+  }
+  if (opts.worker_hosts < 0) {
+    throw ConfigError(fmt::format("--worker-hosts must be 0 or more (got {})", opts.worker_hosts));
+  }
+  std::vector<SimHost> hosts;
+  int trainers_left = opts.trainer_hosts;
+  int workers_left = opts.worker_hosts;
+  // Alternate, data group first, while both groups have hosts left; then the rest.
+  // Real SageMaker numbers hosts with no regard to groups, so neither do we.
+  bool data_turn = true;
+  while (trainers_left > 0 || workers_left > 0) {
+    const bool worker = workers_left > 0 && (data_turn || trainers_left == 0);
+    SimHost host;
+    host.name = "algo-" + std::to_string(hosts.size() + 1);
+    host.trainer = !worker;
+    host.group = worker ? kDataGroup : kTrainGroup;
+    host.instance_type = worker ? opts.worker_instance_type : opts.trainer_instance_type;
+    hosts.push_back(host);
+    (worker ? workers_left : trainers_left)--;
+    data_turn = !data_turn;
+  }
+  return hosts;
+}
+
+nlohmann::ordered_json resource_config(const std::vector<SimHost>& hosts, std::size_t current) {
+  const SimHost& me = hosts.at(current);
+  nlohmann::ordered_json config;
+  config["current_group_name"] = me.group;
+  config["current_host"] = me.name;
+  config["current_instance_type"] = me.instance_type;
+  config["hosts"] = nlohmann::ordered_json::array();
+  for (const auto& h : hosts) config["hosts"].push_back(h.name);
+  config["instance_groups"] = nlohmann::ordered_json::array();
+  for (const char* group : {kDataGroup, kTrainGroup}) {
+    nlohmann::ordered_json names = nlohmann::ordered_json::array();
+    std::string type;
+    // Newest first: SageMaker's group lists are not sorted either (e.g. ["algo-3",
+    // "algo-1"]), and readers must not depend on that order.
+    for (auto it = hosts.rbegin(); it != hosts.rend(); ++it) {
+      if (it->group != group) continue;
+      type = it->instance_type;
+      names.push_back(it->name);
+    }
+    if (names.empty()) continue;  // no workers: the group does not exist
+    nlohmann::ordered_json entry;
+    entry["instance_group_name"] = group;
+    entry["instance_type"] = type;
+    entry["hosts"] = std::move(names);
+    config["instance_groups"].push_back(std::move(entry));
+  }
+  config["network_interface_name"] = "lo";
+  return config;
+}
+
+nlohmann::json sagemaker_hyperparameters(const nlohmann::json& hyperparameters) {
+  if (hyperparameters.is_null()) return nlohmann::json::object();
+  if (!hyperparameters.is_object()) {
+    throw ConfigError("simulate: hyperparameters must be a JSON object of name -> value, got " +
+                      std::string(hyperparameters.type_name()));
+  }
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, value] : hyperparameters.items()) {
+    out[key] = value.is_string() ? value.get<std::string>() : value.dump();
+  }
+  return out;
+}
+
+std::string host_map(const std::vector<SimHost>& hosts, const std::vector<int>& ports) {
+  if (ports.size() != hosts.size()) {
+    throw std::invalid_argument("host_map: one port per host is needed");
+  }
+  std::string map;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    if (i > 0) map += ',';
+    map += fmt::format("{}=127.0.0.1:{}", hosts[i].name, ports[i]);
+  }
+  return map;
+}
+
+std::vector<int> free_loopback_ports(std::size_t n) {
+  // All sockets stay bound until every port is known, so the kernel cannot hand out
+  // the same port twice.
+  std::vector<int> sockets;
+  std::vector<int> ports;
+  auto close_all = [&] {
+    for (int s : sockets) close(s);
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof addr;
+    if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      const std::string why = std::strerror(errno);
+      if (s >= 0) close(s);
+      close_all();
+      throw std::runtime_error("cannot find a free port on 127.0.0.1: " + why);
+    }
+    sockets.push_back(s);
+    ports.push_back(ntohs(addr.sin_port));
+  }
+  close_all();
+  return ports;
+}
+
+std::vector<int> host_cpus(int index, int per_host, unsigned ncpus) {
+  std::vector<int> cpus;
+  if (per_host <= 0) return cpus;
+  const long n = std::max(1u, ncpus);
+  for (long c = static_cast<long>(index) * per_host; c < static_cast<long>(index + 1) * per_host;
+       ++c) {
+    cpus.push_back(static_cast<int>(c % n));
+  }
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  return cpus;
+}
+
+namespace {
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string make_run_dir(const std::string& requested) {
+  if (!requested.empty()) {
+    fs::create_directories(requested);
+    return fs::absolute(requested).string();
+  }
+  std::string tmpl = "/tmp/tandem-sim-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    throw std::runtime_error("cannot create a run directory in /tmp: " +
+                             std::string(std::strerror(errno)));
+  }
+  return tmpl;
+}
+
+std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<SimHost>& hosts,
+                                    const std::string& run, const std::string& tandem_exe) {
+  const std::string map = host_map(hosts, free_loopback_ports(hosts.size()));
+  spdlog::info("TANDEM_HOST_MAP={}", map);
+  const unsigned ncpus = std::thread::hardware_concurrency();
+  std::vector<ProcessSpec> specs;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    ProcessSpec spec;
+    spec.name = hosts[i].name;
+    spec.argv = {tandem_exe, "launch", "--sagemaker-root", run + "/" + hosts[i].name};
+    spec.env = {{"TANDEM_HOST_MAP", map}, {"TANDEM_SIMULATED_HOST", hosts[i].name}};
+    spec.cpus = host_cpus(static_cast<int>(i), settings.simulate.cpus_per_host, ncpus);
+    // A trainer copes with a lost worker; nothing copes with a lost trainer.
+    spec.critical = hosts[i].trainer;
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+void print_summary(const std::string& run, const std::vector<SimHost>& hosts) {
+  const auto trainer = std::find_if(hosts.begin(), hosts.end(),
+                                    [](const SimHost& h) { return h.trainer; });
+  const fs::path path = fs::path(run) / trainer->name / "output/data/summary.json";
+  if (!fs::exists(path)) {
+    std::cout << "no summary from " << trainer->name << ": " << path.string()
+              << " does not exist\n";
+    return;
+  }
+  const std::string text = read_file(path);
+  const auto summary = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  std::cout << "summary from " << trainer->name << " (" << path.string() << "):\n"
+            << (summary.is_discarded() ? text : summary.dump(2)) << "\n";
+}
+
+void print_failures(const std::string& run, const std::vector<SimHost>& hosts) {
+  for (const auto& host : hosts) {
+    const fs::path path = fs::path(run) / host.name / "output/failure";
+    if (!fs::exists(path)) continue;
+    std::string text = read_file(path);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    std::cout << host.name << " failure (" << path.string() << "):\n" << text << "\n";
+  }
+}
+
+}  // namespace
+
+void write_host_root(const std::string& root, const std::vector<SimHost>& hosts,
+                     std::size_t index, const nlohmann::json& hyperparameters) {
+  const fs::path base(root);
+  for (const char* dir : {"input/config", "output/data", "model", "checkpoints"}) {
+    fs::create_directories(base / dir);
+  }
+  fs::remove(base / "output/data/summary.json");
+  fs::remove(base / "output/failure");
+  write_file(base / "input/config/resourceconfig.json", resource_config(hosts, index).dump());
+  write_file(base / "input/config/hyperparameters.json", hyperparameters.dump());
+}
+
+std::string status_table(const std::vector<SimHost>& hosts,
+                         const std::vector<ExitStatus>& statuses) {
+  std::size_t width = 4;
+  for (const auto& h : hosts) width = std::max(width, h.name.size());
+  std::string table = fmt::format("{:<{}}  {:<7}  {}\n", "host", width, "role", "status");
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const std::string status = i < statuses.size() ? statuses[i].describe() : "not started";
+    table += fmt::format("{:<{}}  {:<7}  {}\n", hosts[i].name, width,
+                         hosts[i].trainer ? "trainer" : "worker", status);
+  }
+  return table;
+}
+
+int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters,
+                 const std::string& tandem_exe) {
+  const std::vector<SimHost> hosts = plan_hosts(settings.simulate);
+  if (settings.simulate.cpus_per_host < 0) {
+    throw ConfigError(fmt::format("--cpus-per-host must be 0 (no pinning) or more (got {})",
+                                  settings.simulate.cpus_per_host));
+  }
+  const nlohmann::json hp = sagemaker_hyperparameters(hyperparameters);
+  const std::string run = make_run_dir(settings.simulate.run_dir);
+  spdlog::info("simulating {} trainer host(s) and {} worker host(s) in {}",
+               settings.simulate.trainer_hosts, settings.simulate.worker_hosts, run);
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    write_host_root(run + "/" + hosts[i].name, hosts, i, hp);
+  }
+  SuperviseOptions opts;
+  opts.timeout_s = settings.simulate.timeout_s;
+  const auto statuses = supervise(host_specs(settings, hosts, run, tandem_exe), opts);
+
+  std::cout << status_table(hosts, statuses);
+  print_summary(run, hosts);
+  print_failures(run, hosts);
+  std::cout << std::flush;
+  const bool all_ok = std::all_of(statuses.begin(), statuses.end(),
+                                  [](const ExitStatus& s) { return s.ok(); });
+  spdlog::info("run directory: {}", run);
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace tandem::launch

@@ -1,0 +1,118 @@
+#include <atomic>
+#include <csignal>
+#include <memory>
+
+#include <spdlog/spdlog.h>
+
+#include "tandem/common/error.h"
+#include "tandem/common/signals.h"
+#include "tandem/data/sampler.h"
+#include "tandem/data/thread_pool.h"
+#include "tandem/feed/local_source.h"
+#include "tandem/launch/roles.h"
+#include "tandem/report/summary.h"
+#include "tandem/training/trainer.h"
+#include "tandem/transport/remote_worker.h"
+
+namespace tandem::launch {
+namespace {
+
+// Threads for LibTorch and for in-process preprocessing, without oversubscribing.
+// On GPU the loop needs few CPU threads and the rest preprocess; on CPU training owns
+// the cores unless nobody else makes data.
+std::pair<int, int> split_cores(const TrainerOptions& opts, bool has_remote, bool cuda) {
+  const int cores = data::available_cores();
+  int local = opts.local_workers;
+  if (local < 0) {
+    if (cuda) local = std::max(cores - 2, 1);
+    else local = has_remote ? 0 : std::max(cores / 2, 1);
+  }
+  int torch_threads = opts.train_threads > 0 ? opts.train_threads : std::max(cores - local, 1);
+  return {torch_threads, local};
+}
+
+// Connects to every worker and checks it serves exactly our dataset.
+std::vector<std::unique_ptr<transport::RemoteWorker>> connect_workers(const std::vector<std::string>& targets,
+                                                                      const TrainerOptions& opts,
+                                                                      const data::DatasetInfo& info) {
+  std::vector<std::unique_ptr<transport::RemoteWorker>> workers;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opts.connect_timeout_s);
+  for (const std::string& target : targets) {
+    auto w = std::make_unique<transport::RemoteWorker>(target);
+    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    w->wait_ready(std::max(left, 1.0));
+    const transport::WorkerInfo wi = w->info(10);
+    if (wi.fingerprint != info.fingerprint || wi.size != info.size) {
+      throw ConfigError("data worker " + target + " (" + wi.host + ") serves dataset '" + wi.dataset + "' of " +
+                        std::to_string(wi.size) + " samples, fingerprint " + wi.fingerprint + ", but this trainer expects '" +
+                        info.name + "' of " + std::to_string(info.size) + " samples, fingerprint " + info.fingerprint +
+                        ": give every host the same data settings (--data, --seed, --image-size, ...)");
+    }
+    spdlog::info("data worker {} ({}) ready: {} threads", target, wi.host, wi.threads);
+    workers.push_back(std::move(w));
+  }
+  return workers;
+}
+
+}  // namespace
+
+int run_trainer(const Settings& settings, const std::vector<std::string>& worker_targets, const std::string& host) {
+  std::atomic<bool> stop{false};
+  SignalWatcher signals([&](int signo) {
+    spdlog::warn("received {}: stopping training", signo == SIGTERM ? "SIGTERM" : "SIGINT");
+    stop = true;
+  });
+  const TrainerOptions& opts = settings.trainer;
+  std::vector<std::unique_ptr<transport::RemoteWorker>> workers;
+  // Whatever happens, the workers hear that training is over, so none waits in vain.
+  auto release_workers = [&](const std::string& reason) {
+    for (const std::string& target : worker_targets) transport::RemoteWorker(target).shutdown(reason, 5);
+  };
+  try {
+    auto dataset = data::make_dataset(settings.data);
+    const data::DatasetInfo& info = dataset->info();
+    const auto [torch_threads, local] = split_cores(opts, !worker_targets.empty(), training::cuda_device_count() > 0);
+    training::set_torch_threads(torch_threads);
+    if (worker_targets.empty() && local == 0) {
+      throw ConfigError("no data source: there are no data workers and --local-workers is 0; "
+                        "set --local-workers or add a worker group");
+    }
+    data::Sampler sampler(info.size, opts.batch_size, settings.data.seed);
+    feed::Scheduler scheduler([&](uint64_t seq) { return sampler.request(seq); },
+                              {static_cast<uint64_t>(opts.steps), opts.prefetch, opts.batch_timeout_s});
+    spdlog::info("trainer {}: {} data workers, {} local preprocessing threads, {} torch threads", host,
+                 worker_targets.size(), local, torch_threads);
+    workers = connect_workers(worker_targets, opts, info);
+    for (auto& w : workers) w->start(scheduler, scheduler.add_source(w->target(), opts.inflight));
+    std::unique_ptr<feed::LocalSource> local_source;
+    if (local > 0) local_source = std::make_unique<feed::LocalSource>(scheduler, dataset, local);
+    training::TrainReport result;
+    try {
+      result = training::train(opts, info, [&] { return scheduler.next(); }, stop);
+    } catch (...) {
+      scheduler.close();
+      for (auto& w : workers) w->stop();  // their threads use the scheduler
+      throw;
+    }
+    scheduler.close();
+    for (auto& w : workers) w->stop();
+    local_source.reset();
+    const nlohmann::json summary = report::make_summary(result, scheduler.stats());
+    const std::string path = opts.summary_json.empty() ? settings.cluster.sagemaker_root + "/output/data/summary.json"
+                                                       : opts.summary_json;
+    report::write_file_atomically(path, summary.dump(2) + "\n");
+    spdlog::info("training {}: {} steps, loss {:.4f} -> {:.4f}, {:.1f} samples/s; summary in {}",
+                 result.interrupted ? "interrupted" : "finished", result.steps, result.first_loss, result.final_loss,
+                 result.samples_per_sec, path);
+    release_workers(result.interrupted ? "trainer interrupted" : "training finished");
+    return result.interrupted ? kExitInterrupted : kExitOk;
+  } catch (const std::exception& e) {
+    spdlog::error("trainer {} failed: {}", host, e.what());
+    report::write_failure(settings.cluster.sagemaker_root, std::string("trainer failed: ") + e.what());
+    for (auto& w : workers) w->stop();
+    release_workers("trainer failed");
+    return kExitFailed;
+  }
+}
+
+}  // namespace tandem::launch

@@ -1,0 +1,43 @@
+#include <csignal>
+
+#include <spdlog/spdlog.h>
+
+#include "tandem/common/signals.h"
+#include "tandem/data/dataset.h"
+#include "tandem/launch/roles.h"
+#include "tandem/report/summary.h"
+#include "tandem/transport/worker_server.h"
+
+namespace tandem::launch {
+
+int run_worker(const Settings& settings, const std::string& host) {
+  std::atomic<transport::WorkerServer*> live{nullptr};
+  std::atomic<bool> signalled{false};
+  SignalWatcher signals([&](int signo) {
+    spdlog::info("received {}: stopping the data worker", signo == SIGTERM ? "SIGTERM" : "SIGINT");
+    signalled = true;
+    if (auto* s = live.load()) s->stop();
+  });
+  auto dataset = data::make_dataset(settings.data);
+  transport::WorkerServer server(dataset, settings.worker, host);
+  const int port = settings.worker.port ? settings.worker.port : settings.cluster.worker_port;
+  const int bound = server.start(settings.worker.bind + ":" + std::to_string(port));
+  live = &server;
+  if (signalled) server.stop();
+  spdlog::info("data worker {} serving '{}' ({} samples, fingerprint {}) on port {} with {} threads", host,
+               dataset->info().name, dataset->info().size, dataset->info().fingerprint, bound, server.threads());
+  const transport::StopReason why = server.wait();
+  live = nullptr;
+  if (why == transport::StopReason::kIdle) {
+    const std::string reason = "no trainer contacted data worker " + host + " for " +
+                               std::to_string(static_cast<int>(settings.worker.idle_timeout_s)) +
+                               " s (--idle-timeout): the trainer is gone or never started; exiting";
+    spdlog::error("{}", reason);
+    report::write_failure(settings.cluster.sagemaker_root, reason);
+    return kExitFailed;
+  }
+  spdlog::info("data worker {} exiting", host);
+  return kExitOk;
+}
+
+}  // namespace tandem::launch

@@ -1,0 +1,66 @@
+#include "tandem/report/summary.h"
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+namespace tandem::report {
+
+nlohmann::json make_summary(const training::TrainReport& train, const std::vector<feed::SourceStats>& sources) {
+  nlohmann::json workers = nlohmann::json::array();
+  uint64_t total = 0;
+  for (const auto& s : sources) total += s.batches;
+  for (const auto& s : sources) {
+    nlohmann::json w = {
+        {"address", s.name},
+        {"batches", s.batches},
+        {"samples", s.samples},
+        {"images_per_sec", train.wall_seconds > 0 ? s.samples / train.wall_seconds : 0.0},
+        {"share", total ? static_cast<double>(s.batches) / total : 0.0},
+        {"compute_seconds", s.compute_seconds},
+        {"failed", s.failed}};
+    if (s.failed) w["error"] = s.error;
+    workers.push_back(std::move(w));
+  }
+  return {{"steps", train.steps},
+          {"samples", train.samples},
+          {"samples_per_sec", train.samples_per_sec},
+          {"data_wait_fraction", train.data_wait_fraction},
+          {"first_loss", train.first_loss},
+          {"final_loss", train.final_loss},
+          {"wall_seconds", train.wall_seconds},
+          {"interrupted", train.interrupted},
+          {"model", train.model},
+          {"device", train.device},
+          {"torch_threads", train.torch_threads},
+          {"workers", std::move(workers)}};
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::filesystem::path target(path);
+  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path());
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw std::runtime_error("cannot write " + tmp + ": check the directory exists and is writable");
+  }
+  std::filesystem::rename(tmp, target);
+}
+
+void write_failure(const std::string& sagemaker_root, const std::string& reason) {
+  // Outside SageMaker (a developer's shell, CI) the root usually does not exist: don't create it.
+  if (!std::filesystem::is_directory(sagemaker_root)) return;
+  try {
+    write_file_atomically(sagemaker_root + "/output/failure", reason + "\n");
+  } catch (const std::exception& e) {
+    spdlog::error("could not record the failure under {}: {}", sagemaker_root, e.what());
+  }
+}
+
+}  // namespace tandem::report

@@ -1,0 +1,210 @@
+#include "tandem/transport/worker_server.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+
+#include "tandem/common/error.h"
+#include "tandem/data/batch_maker.h"
+#include "tandem/data/thread_pool.h"
+#include "tandem/transport/wire.h"
+#include "tandem/v1/data.grpc.pb.h"
+
+namespace tandem::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One open StreamBatches call: batches finish on pool threads and queue here until the
+// handler thread writes them.
+struct StreamState {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<data::Batch> done;  // GUARDED_BY(mu)
+  int outstanding = 0;           // GUARDED_BY(mu): accepted, not yet written
+  bool reading_done = false;     // GUARDED_BY(mu)
+  std::string error;             // GUARDED_BY(mu): a request that cannot be served
+
+  void push(data::Batch batch) {
+    { std::lock_guard lock(mu); done.push_back(std::move(batch)); }
+    cv.notify_all();
+  }
+  void fail(const std::string& why) {
+    { std::lock_guard lock(mu); if (error.empty()) error = why; }
+    cv.notify_all();
+  }
+};
+
+}  // namespace
+
+struct WorkerServer::Impl final : v1::DataService::Service {
+  Impl(std::shared_ptr<const data::Dataset> ds, const WorkerOptions& o, std::string h)
+      : dataset(std::move(ds)), opts(o), host(std::move(h)),
+        pool(std::make_unique<data::ThreadPool>(o.threads > 0 ? o.threads : data::available_cores())),
+        maker(std::make_unique<data::BatchMaker>(dataset, pool.get())) {}
+
+  ~Impl() override {
+    if (server) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    pool.reset();  // drains callbacks that still refer to maker
+  }
+
+  grpc::Status Info(grpc::ServerContext*, const v1::InfoRequest*, v1::InfoReply* reply) override {
+    touch();
+    const data::DatasetInfo& info = dataset->info();
+    reply->set_dataset(info.name);
+    reply->set_size(info.size);
+    reply->set_fingerprint(info.fingerprint);
+    reply->mutable_sample_shape()->Add(info.sample_shape.begin(), info.sample_shape.end());
+    reply->set_dtype(to_proto(info.dtype));
+    reply->set_threads(static_cast<uint32_t>(pool->size()));
+    reply->set_host(host);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Shutdown(grpc::ServerContext*, const v1::ShutdownRequest* req, v1::ShutdownReply*) override {
+    spdlog::info("shutdown requested by the trainer: {}", req->reason().empty() ? "no reason given" : req->reason());
+    finish(StopReason::kShutdownRpc);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status StreamBatches(grpc::ServerContext* ctx,
+                             grpc::ServerReaderWriter<v1::Batch, v1::BatchRequest>* stream) override {
+    touch();
+    ++open_streams;
+    auto state = std::make_shared<StreamState>();
+    std::thread reader([&] { read_requests(stream, state); });
+    grpc::Status status = write_batches(ctx, stream, *state);
+    if (!status.ok()) ctx->TryCancel();  // unblocks the reader's Read
+    reader.join();
+    --open_streams;
+    touch();
+    return status;
+  }
+
+  void read_requests(grpc::ServerReaderWriter<v1::Batch, v1::BatchRequest>* stream,
+                     const std::shared_ptr<StreamState>& state) {
+    v1::BatchRequest msg;
+    while (stream->Read(&msg)) {
+      touch();
+      { std::lock_guard lock(state->mu); ++state->outstanding; }
+      maker->make_async(
+          from_proto(msg), [state](data::Batch b) { state->push(std::move(b)); },
+          [state](std::exception_ptr e) {
+            try { std::rethrow_exception(e); } catch (const std::exception& ex) { state->fail(ex.what()); }
+          });
+    }
+    { std::lock_guard lock(state->mu); state->reading_done = true; }
+    state->cv.notify_all();
+  }
+
+  grpc::Status write_batches(grpc::ServerContext* ctx,
+                             grpc::ServerReaderWriter<v1::Batch, v1::BatchRequest>* stream,
+                             StreamState& state) {
+    for (;;) {
+      std::unique_lock lock(state.mu);
+      // Wake periodically to notice a cancelled call or a stopping server.
+      state.cv.wait_for(lock, std::chrono::milliseconds(200), [&] {
+        return !state.done.empty() || !state.error.empty() || (state.reading_done && state.outstanding == 0);
+      });
+      if (!state.error.empty()) return {grpc::StatusCode::INVALID_ARGUMENT, state.error};
+      if (state.done.empty()) {
+        if (state.reading_done && state.outstanding == 0) return grpc::Status::OK;
+        if (ctx->IsCancelled() || stopping) return {grpc::StatusCode::CANCELLED, "worker stopping"};
+        continue;
+      }
+      data::Batch batch = std::move(state.done.front());
+      state.done.pop_front();
+      --state.outstanding;
+      lock.unlock();
+      v1::Batch msg;
+      to_proto(std::move(batch), &msg);
+      if (!stream->Write(msg)) return {grpc::StatusCode::CANCELLED, "trainer went away"};
+      touch();
+    }
+  }
+
+  void touch() { last_activity = Clock::now().time_since_epoch().count(); }
+
+  void finish(StopReason why) {
+    {
+      std::lock_guard lock(mu);
+      if (!reason) reason = why;
+    }
+    cv.notify_all();
+  }
+
+  std::shared_ptr<const data::Dataset> dataset;
+  WorkerOptions opts;
+  std::string host;
+  std::unique_ptr<data::ThreadPool> pool;
+  std::unique_ptr<data::BatchMaker> maker;
+  std::unique_ptr<grpc::Server> server;
+  std::atomic<Clock::rep> last_activity{Clock::now().time_since_epoch().count()};
+  std::atomic<int> open_streams{0};
+  std::atomic<bool> stopping{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<StopReason> reason;  // GUARDED_BY(mu)
+};
+
+WorkerServer::WorkerServer(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts,
+                           std::string host)
+    : impl_(std::make_unique<Impl>(std::move(dataset), opts, std::move(host))) {}
+
+WorkerServer::~WorkerServer() = default;
+
+int WorkerServer::threads() const { return impl_->pool->size(); }
+
+int WorkerServer::start(const std::string& address) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(impl_.get());
+  // Batches of any size up to 1 GiB and beyond: no 4 MiB surprises.
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  // Trainers ping every 10 s to notice a dead worker; accept those pings.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  impl_->server = builder.BuildAndStart();
+  if (!impl_->server || port == 0) {
+    throw NetworkError("cannot listen on " + address +
+                       ": is another process using the port? Choose another with --port");
+  }
+  impl_->touch();
+  return port;
+}
+
+StopReason WorkerServer::wait() {
+  const auto idle = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(impl_->opts.idle_timeout_s));
+  StopReason why;
+  {
+    std::unique_lock lock(impl_->mu);
+    for (;;) {
+      if (impl_->cv.wait_for(lock, std::chrono::milliseconds(500), [&] { return impl_->reason.has_value(); })) break;
+      const Clock::time_point last{Clock::duration{impl_->last_activity.load()}};
+      if (impl_->open_streams == 0 && Clock::now() - last > idle) {
+        impl_->reason = StopReason::kIdle;
+        break;
+      }
+    }
+    why = *impl_->reason;
+  }
+  impl_->stopping = true;
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return why;
+}
+
+void WorkerServer::stop() { impl_->finish(StopReason::kStopped); }
+
+}  // namespace tandem::transport
