@@ -54,14 +54,14 @@ class SyntheticDataset final : public Dataset {
     float* px = reinterpret_cast<float*>(out.data());
     // Noise is redrawn every epoch: the augmentation the model must see through.
     Rng noise(kAugmentStream, seed_, epoch, index);
-    for (int i = 0; i < 3 * s * s; ++i) px[i] = static_cast<float>(0.3 * noise.normal());
+    for (int i = 0; i < 3 * s * s; ++i) px[i] = static_cast<float>(0.8 * noise.normal());
     // The square's place is the class's grid cell, jittered per sample.
     Rng content(kContentStream, seed_, index);
     const int cell = s / 4, side = cell / 2;
     const int jitter = cell - side;
     const int y0 = static_cast<int>(label / 4) * cell + static_cast<int>(content.below(jitter + 1));
     const int x0 = static_cast<int>(label % 4) * cell + static_cast<int>(content.below(jitter + 1));
-    const float brightness = static_cast<float>(content.uniform(0.8, 1.2));
+    const float brightness = static_cast<float>(content.uniform(0.4, 0.8));
     for (int c = 0; c < 3; ++c)
       for (int y = y0; y < y0 + side; ++y)
         for (int x = x0; x < x0 + side; ++x) px[(c * s + y) * s + x] += brightness;

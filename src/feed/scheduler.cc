@@ -30,9 +30,9 @@ std::optional<data::BatchRequest> Scheduler::acquire(int source) {
   std::unique_lock lock(mu_);
   Source& s = sources_.at(source);
   cv_.wait(lock, [&] {
-    return closed_ || s.stats.failed || next_deliver_ >= opts_.total_batches || has_work_for(s);
+    return closed_ || s.stats.failed || s.retired || next_deliver_ >= opts_.total_batches || has_work_for(s);
   });
-  if (closed_ || s.stats.failed || next_deliver_ >= opts_.total_batches) return std::nullopt;
+  if (closed_ || s.stats.failed || s.retired || next_deliver_ >= opts_.total_batches) return std::nullopt;
   uint64_t seq;
   if (!retry_.empty()) {
     seq = retry_.front();
@@ -83,6 +83,14 @@ void Scheduler::fail(int source, const std::string& why) {
     }
     retry_.insert(retry_.begin(), lost.begin(), lost.end());
     std::sort(retry_.begin(), retry_.end());
+  }
+  cv_.notify_all();
+}
+
+void Scheduler::retire(int source) {
+  {
+    std::lock_guard lock(mu_);
+    sources_.at(source).retired = true;
   }
   cv_.notify_all();
 }

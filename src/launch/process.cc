@@ -93,6 +93,8 @@ class SignalCatcher {
     g_signal_write_fd = fds_[1];
     struct sigaction sa {};
     sa.sa_handler = on_signal;
+    // Other threads' blocking calls should not see EINTR; our poll() wakes on the pipe.
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int_);
     sigaction(SIGTERM, &sa, &old_term_);

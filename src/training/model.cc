@@ -11,9 +11,9 @@ namespace {
 // things are (the synthetic task's label is a position) at any input size.
 struct SmallCnnImpl : torch::nn::Module {
   SmallCnnImpl(int64_t channels, int64_t classes)
-      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, 16, 3).padding(1)))),
-        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).padding(1)))),
-        fc(register_module("fc", torch::nn::Linear(32 * 4 * 4, classes))) {}
+      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, 8, 3).padding(1)))),
+        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 16, 3).padding(1)))),
+        fc(register_module("fc", torch::nn::Linear(16 * 4 * 4, classes))) {}
 
   torch::Tensor forward(torch::Tensor x) {
     x = torch::max_pool2d(torch::relu(conv1(x)), 2);

@@ -53,6 +53,7 @@ TrainReport train(const TrainerOptions& opts, const data::DatasetInfo& info, con
                   const std::atomic<bool>& stop) {
   const torch::Device device = cuda_device_count() > 0 ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   torch::manual_seed(0);
+  at::globalContext().setFlushDenormal(true);  // near-zero gradients late in training are slow otherwise
   torch::nn::AnyModule model = make_model(opts.model, info);
   model.ptr()->to(device);
   torch::optim::SGD optimizer(model.ptr()->parameters(), torch::optim::SGDOptions(opts.lr).momentum(opts.momentum));

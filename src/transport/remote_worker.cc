@@ -119,15 +119,20 @@ void RemoteWorker::Impl::stream(feed::Scheduler& scheduler, int id, const std::s
     try {
       scheduler.complete(id, from_proto(std::move(msg)));
     } catch (const NetworkError& e) {
-      bad_batch = e.what();
+      bad_batch = "data worker " + target + ": " + e.what();
       ctx->TryCancel();
     }
   }
-  // The writer may be parked in acquire(); failing the source wakes it.
-  if (!writer_finished && !stopping) scheduler.fail(id, "data worker " + target + " stream broke");
+  const bool writer_was_done = writer_finished;
+  // The writer may be parked in acquire(); retiring the source wakes it.
+  scheduler.retire(id);
   writer.join();
   const grpc::Status status = rw->Finish();
   if (stopping) return;
+  if (!writer_was_done && bad_batch.empty() && status.ok()) {
+    scheduler.fail(id, "data worker " + target + " ended its stream early");
+    return;
+  }
   if (!bad_batch.empty()) {
     scheduler.fail(id, bad_batch);
   } else if (!status.ok()) {

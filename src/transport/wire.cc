@@ -53,6 +53,9 @@ void to_proto(data::Batch&& batch, v1::Batch* out) {
 }
 
 data::Batch from_proto(v1::Batch&& batch) {
+  if (!batch.error().empty()) {
+    throw NetworkError("it refused a request: " + batch.error());
+  }
   data::Batch out;
   out.sequence = batch.sequence();
   out.epoch = batch.epoch();

@@ -82,6 +82,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     auto state = std::make_shared<StreamState>();
     std::thread reader([&] { read_requests(stream, state); });
     grpc::Status status = write_batches(ctx, stream, *state);
+    if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) report_error(ctx, stream, *state, status);
     if (!status.ok()) ctx->TryCancel();  // unblocks the reader's Read
     reader.join();
     --open_streams;
@@ -131,6 +132,18 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     }
   }
 
+  // Tells the trainer in-band (a cancelled call would lose the message), then gives it
+  // a few seconds to end the stream.
+  void report_error(grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::Batch, v1::BatchRequest>* stream,
+                    StreamState& state, const grpc::Status& status) {
+    spdlog::warn("refusing a request: {}", status.error_message());
+    v1::Batch msg;
+    msg.set_error(status.error_message());
+    stream->Write(msg);
+    std::unique_lock lock(state.mu);
+    state.cv.wait_for(lock, std::chrono::seconds(10), [&] { return state.reading_done || ctx->IsCancelled(); });
+  }
+
   void touch() { last_activity = Clock::now().time_since_epoch().count(); }
 
   void finish(StopReason why) {
@@ -175,6 +188,8 @@ int WorkerServer::start(const std::string& address) {
   // Trainers ping every 10 s to notice a dead worker; accept those pings.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  // Without this gRPC sets SO_REUSEPORT and a second worker on the same port "succeeds".
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || port == 0) {
     throw NetworkError("cannot listen on " + address +

@@ -53,6 +53,11 @@ class Scheduler {
   // Calling it again only replaces the recorded reason.
   void fail(int source, const std::string& why);
 
+  // The source takes no more work: a parked acquire() returns nullopt. Its outstanding
+  // requests stay its own until complete() or fail(). Lets a transport stop its writer
+  // before it knows why its stream ended.
+  void retire(int source);
+
   // Consumer side. The next batch in sequence order, or nullopt after the last one.
   // Throws NetworkError when every source has failed or batch_timeout_s passes.
   std::optional<data::Batch> next();
@@ -69,6 +74,7 @@ class Scheduler {
     SourceStats stats;
     int window = 1;
     int inflight = 0;
+    bool retired = false;
   };
   bool has_work_for(const Source& s) const;
   bool all_failed() const;

@@ -1,0 +1,157 @@
+#include "tandem/feed/scheduler.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tandem/common/error.h"
+
+namespace tandem::feed {
+namespace {
+
+using namespace std::chrono_literals;
+
+data::BatchRequest request_for(uint64_t seq) { return {seq, 0, {seq}}; }
+
+data::Batch batch_for(const data::BatchRequest& r) {
+  data::Batch b;
+  b.sequence = r.sequence;
+  b.shape = {1, 1};
+  b.labels = {static_cast<int64_t>(r.indices[0])};
+  b.data.assign(4, 'x');
+  return b;
+}
+
+// A fake source: serves every request it acquires after `delay`.
+std::thread serve(Scheduler& s, int id, std::chrono::milliseconds delay, std::atomic<int>* served = nullptr) {
+  return std::thread([&s, id, delay, served] {
+    while (auto r = s.acquire(id)) {
+      std::this_thread::sleep_for(delay);
+      if (served) ++*served;
+      s.complete(id, batch_for(*r));
+    }
+  });
+}
+
+TEST(Scheduler, DeliversInSequenceOrderWhateverTheCompletionOrder) {
+  Scheduler s(request_for, {8, 8, 10});
+  const int id = s.add_source("reverse", 8);
+  std::vector<data::BatchRequest> held;
+  for (int i = 0; i < 8; ++i) held.push_back(*s.acquire(id));
+  for (auto it = held.rbegin(); it != held.rend(); ++it) s.complete(id, batch_for(*it));
+  for (uint64_t i = 0; i < 8; ++i) {
+    auto b = s.next();
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->sequence, i);
+  }
+  EXPECT_FALSE(s.next());
+  EXPECT_FALSE(s.acquire(id)) << "no work after the last batch";
+}
+
+TEST(Scheduler, PrefetchBoundsRequestsAheadOfTheConsumer) {
+  Scheduler s(request_for, {100, 3, 10});
+  const int id = s.add_source("greedy", 50);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(s.acquire(id));
+  std::atomic<bool> got_fourth{false};
+  std::thread t([&] {
+    if (s.acquire(id)) got_fourth = true;
+  });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(got_fourth) << "a fourth request while three are undelivered";
+  s.close();
+  t.join();
+}
+
+TEST(Scheduler, WindowLimitsOneSource) {
+  Scheduler s(request_for, {100, 50, 10});
+  const int id = s.add_source("small", 2);
+  ASSERT_TRUE(s.acquire(id));
+  ASSERT_TRUE(s.acquire(id));
+  std::atomic<bool> got_third{false};
+  std::thread t([&] {
+    if (s.acquire(id)) got_third = true;
+  });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(got_third);
+  s.complete(id, batch_for(request_for(0)));
+  t.join();
+  EXPECT_TRUE(got_third) << "room again once one completes";
+}
+
+TEST(Scheduler, FasterSourceServesProportionallyMore) {
+  const uint64_t total = 120;
+  Scheduler s(request_for, {total, 16, 30});
+  const int fast = s.add_source("fast", 2), slow = s.add_source("slow", 2);
+  std::thread a = serve(s, fast, 5ms), b = serve(s, slow, 15ms);
+  for (uint64_t i = 0; i < total; ++i) ASSERT_TRUE(s.next());
+  s.close();
+  a.join();
+  b.join();
+  const auto stats = s.stats();
+  const double share = double(stats[fast].batches) / total;
+  EXPECT_NEAR(share, 0.75, 0.1) << "fast " << stats[fast].batches << " slow " << stats[slow].batches;
+  EXPECT_EQ(stats[fast].batches + stats[slow].batches, total);
+}
+
+TEST(Scheduler, AFailedSourcesRequestsGoToTheOthers) {
+  Scheduler s(request_for, {20, 8, 10});
+  const int doomed = s.add_source("doomed", 4), healthy = s.add_source("healthy", 4);
+  std::vector<data::BatchRequest> lost;
+  for (int i = 0; i < 4; ++i) lost.push_back(*s.acquire(doomed));
+  s.fail(doomed, "connection reset");
+  EXPECT_FALSE(s.acquire(doomed));
+  s.complete(doomed, batch_for(lost[0]));  // a late completion from the dead source is ignored
+  std::thread t = serve(s, healthy, 0ms);
+  for (uint64_t i = 0; i < 20; ++i) {
+    auto b = s.next();
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->sequence, i);
+    EXPECT_EQ(b->source, healthy);
+  }
+  t.join();
+  const auto stats = s.stats();
+  EXPECT_TRUE(stats[doomed].failed);
+  EXPECT_EQ(stats[doomed].error, "connection reset");
+  EXPECT_EQ(stats[healthy].batches, 20u);
+}
+
+TEST(Scheduler, EveryoneFailedIsAnErrorNamingThem) {
+  Scheduler s(request_for, {5, 4, 10});
+  const int a = s.add_source("worker-a:6000", 2), b = s.add_source("worker-b:6000", 2);
+  s.fail(a, "refused");
+  s.fail(b, "reset");
+  try {
+    s.next();
+    FAIL();
+  } catch (const NetworkError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("worker-a:6000: refused"), std::string::npos) << what;
+    EXPECT_NE(what.find("worker-b:6000: reset"), std::string::npos) << what;
+  }
+}
+
+TEST(Scheduler, NextHasADeadline) {
+  Scheduler s(request_for, {5, 4, 0.2});
+  s.add_source("silent", 2);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(s.next(), NetworkError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_GE(s.wait_seconds(), 0.19);
+}
+
+TEST(Scheduler, CloseReleasesEveryWaiter) {
+  Scheduler s(request_for, {5, 1, 10});
+  const int id = s.add_source("x", 1);
+  ASSERT_TRUE(s.acquire(id));
+  std::thread producer([&] { EXPECT_FALSE(s.acquire(id)); });
+  std::thread consumer([&] { EXPECT_FALSE(s.next()); });
+  std::this_thread::sleep_for(50ms);
+  s.close();
+  producer.join();
+  consumer.join();
+}
+
+}  // namespace
+}  // namespace tandem::feed

@@ -1,0 +1,180 @@
+// Real workers on loopback port 0, real gRPC streams.
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "tandem/common/error.h"
+#include "tandem/data/batch_maker.h"
+#include "tandem/data/sampler.h"
+#include "tandem/transport/remote_worker.h"
+#include "tandem/transport/worker_server.h"
+
+namespace tandem::transport {
+namespace {
+
+using namespace std::chrono_literals;
+
+DataOptions small_data() {
+  DataOptions d;
+  d.image_size = 16;
+  d.dataset_size = 400;
+  return d;
+}
+
+struct Worker {
+  explicit Worker(WorkerOptions opts = {}, DataOptions data = small_data())
+      : server(data::make_dataset(data), with_threads(opts), "test-worker") {
+    port = server.start("127.0.0.1:0");
+    waiter = std::async(std::launch::async, [this] { return server.wait(); });
+  }
+  ~Worker() {
+    server.stop();
+    waiter.wait();
+  }
+  static WorkerOptions with_threads(WorkerOptions o) {
+    if (!o.threads) o.threads = 2;
+    return o;
+  }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port); }
+
+  WorkerServer server;
+  int port = 0;
+  std::future<StopReason> waiter;
+};
+
+TEST(Transport, WorkerAnswersHealthChecksAndInfo) {
+  Worker w;
+  auto channel = grpc::CreateChannel(w.target(), grpc::InsecureChannelCredentials());
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  grpc::health::v1::HealthCheckRequest req;
+  grpc::health::v1::HealthCheckResponse resp;
+  ASSERT_TRUE(health->Check(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+
+  RemoteWorker remote(w.target());
+  remote.wait_ready(5);
+  const WorkerInfo info = remote.info(5);
+  EXPECT_EQ(info.dataset, "synthetic");
+  EXPECT_EQ(info.size, 400u);
+  EXPECT_EQ(info.fingerprint, data::make_dataset(small_data())->info().fingerprint);
+  EXPECT_EQ(info.threads, 2);
+  EXPECT_EQ(info.host, "test-worker");
+}
+
+TEST(Transport, StreamedBatchesEqualLocallyMadeOnes) {
+  Worker w;
+  auto ds = data::make_dataset(small_data());
+  data::Sampler sampler(ds->info().size, 8, 0);
+  feed::Scheduler sched([&](uint64_t s) { return sampler.request(s); }, {30, 8, 20});
+  RemoteWorker remote(w.target());
+  remote.wait_ready(5);
+  remote.start(sched, sched.add_source(remote.target(), 3));
+  data::BatchMaker local(ds, nullptr);
+  for (uint64_t i = 0; i < 30; ++i) {
+    auto b = sched.next();
+    ASSERT_TRUE(b);
+    const data::Batch expected = local.make(sampler.request(i));
+    EXPECT_EQ(b->sequence, i);
+    EXPECT_EQ(b->shape, expected.shape);
+    EXPECT_EQ(b->labels, expected.labels);
+    ASSERT_EQ(b->data, expected.data) << "batch " << i;
+  }
+  sched.close();
+  remote.stop();
+  EXPECT_EQ(sched.stats()[0].batches, 30u);
+  EXPECT_FALSE(sched.stats()[0].failed);
+}
+
+TEST(Transport, ALostWorkersRequestsAreServedByTheOther) {
+  auto doomed = std::make_unique<Worker>();
+  Worker survivor;
+  auto ds = data::make_dataset(small_data());
+  data::Sampler sampler(ds->info().size, 8, 0);
+  feed::Scheduler sched([&](uint64_t s) { return sampler.request(s); }, {60, 8, 20});
+  RemoteWorker a(doomed->target()), b(survivor.target());
+  a.wait_ready(5);
+  b.wait_ready(5);
+  a.start(sched, sched.add_source("doomed", 4));
+  b.start(sched, sched.add_source("survivor", 4));
+  for (uint64_t i = 0; i < 10; ++i) ASSERT_EQ(sched.next()->sequence, i);
+  doomed.reset();  // the worker process goes away mid-stream
+  data::BatchMaker local(ds, nullptr);
+  for (uint64_t i = 10; i < 60; ++i) {
+    auto batch = sched.next();
+    ASSERT_TRUE(batch);
+    ASSERT_EQ(batch->sequence, i);
+    ASSERT_EQ(batch->data, local.make(sampler.request(i)).data);
+  }
+  sched.close();
+  a.stop();
+  b.stop();
+  const auto stats = sched.stats();
+  EXPECT_TRUE(stats[0].failed);
+  EXPECT_FALSE(stats[1].failed);
+  EXPECT_EQ(stats[0].batches + stats[1].batches, 60u);
+}
+
+TEST(Transport, ABadRequestFailsTheSourceWithTheReason) {
+  Worker w;
+  feed::Scheduler sched([](uint64_t s) { return data::BatchRequest{s, 0, {100000}}; }, {1, 1, 10});
+  RemoteWorker remote(w.target());
+  remote.wait_ready(5);
+  remote.start(sched, sched.add_source(remote.target(), 1));
+  try {
+    sched.next();
+    FAIL() << "expected an error";
+  } catch (const NetworkError& e) {
+    EXPECT_NE(std::string(e.what()).find("outside dataset"), std::string::npos) << e.what();
+  }
+  remote.stop();
+}
+
+TEST(Transport, ShutdownRpcStopsTheWorker) {
+  DataOptions data = small_data();
+  WorkerServer server(data::make_dataset(data), WorkerOptions{}, "w");
+  const int port = server.start("127.0.0.1:0");
+  auto waiter = std::async(std::launch::async, [&] { return server.wait(); });
+  RemoteWorker remote("127.0.0.1:" + std::to_string(port));
+  remote.wait_ready(5);
+  EXPECT_TRUE(remote.shutdown("test over", 5));
+  ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(waiter.get(), StopReason::kShutdownRpc);
+}
+
+TEST(Transport, AWorkerNobodyTalksToGivesUp) {
+  WorkerOptions opts;
+  opts.idle_timeout_s = 0.5;
+  WorkerServer server(data::make_dataset(small_data()), opts, "w");
+  server.start("127.0.0.1:0");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(server.wait(), StopReason::kIdle);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+TEST(Transport, WaitingForAnAbsentWorkerHasADeadline) {
+  RemoteWorker remote("127.0.0.1:1");  // nothing listens on port 1
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    remote.wait_ready(1.0);
+    FAIL();
+  } catch (const NetworkError& e) {
+    EXPECT_NE(std::string(e.what()).find("127.0.0.1:1"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("--connect-timeout"), std::string::npos);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+TEST(Transport, ABusyPortIsAClearError) {
+  Worker w;
+  WorkerServer second(data::make_dataset(small_data()), WorkerOptions{}, "w2");
+  EXPECT_THROW(second.start("127.0.0.1:" + std::to_string(w.port)), NetworkError);
+}
+
+}  // namespace
+}  // namespace tandem::transport
