@@ -146,7 +146,8 @@ std::vector<std::string> values_of(const nlohmann::json& v, bool from_sagemaker)
 }
 
 void apply_file(CLI::App& cmd, const std::string& path, bool from_sagemaker, std::set<std::string>& set_by_file) {
-  for (const auto& [key, value] : read_json_object(path).items()) {
+  const nlohmann::json settings = read_json_object(path);
+  for (const auto& [key, value] : settings.items()) {
     if (from_sagemaker && key.rfind("sagemaker_", 0) == 0) continue;  // the toolkit's own keys
     const std::string name = normalize(key);
     if (name == "config" || name == "sagemaker-root") {

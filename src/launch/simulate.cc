@@ -197,7 +197,8 @@ std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<
   return specs;
 }
 
-void print_summary(const std::string& run, const std::vector<SimHost>& hosts) {
+// Prints the first trainer's summary and copies it to `copy_to` when that is set.
+void print_summary(const std::string& run, const std::vector<SimHost>& hosts, const std::string& copy_to) {
   const auto trainer = std::find_if(hosts.begin(), hosts.end(),
                                     [](const SimHost& h) { return h.trainer; });
   const fs::path path = fs::path(run) / trainer->name / "output/data/summary.json";
@@ -210,6 +211,10 @@ void print_summary(const std::string& run, const std::vector<SimHost>& hosts) {
   const auto summary = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   std::cout << "summary from " << trainer->name << " (" << path.string() << "):\n"
             << (summary.is_discarded() ? text : summary.dump(2)) << "\n";
+  if (!copy_to.empty()) {
+    if (fs::path(copy_to).has_parent_path()) fs::create_directories(fs::path(copy_to).parent_path());
+    fs::copy_file(path, copy_to, fs::copy_options::overwrite_existing);
+  }
 }
 
 void print_failures(const std::string& run, const std::vector<SimHost>& hosts) {
@@ -268,7 +273,7 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
   const auto statuses = supervise(host_specs(settings, hosts, run, tandem_exe), opts);
 
   std::cout << status_table(hosts, statuses);
-  print_summary(run, hosts);
+  print_summary(run, hosts, settings.trainer.summary_json);
   print_failures(run, hosts);
   std::cout << std::flush;
   const bool all_ok = std::all_of(statuses.begin(), statuses.end(),

@@ -1,0 +1,227 @@
+// End to end: the real `tandem` binary, real processes, loopback networking.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("tandem-e2e-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+struct Result {
+  int code = -1;
+  std::string output;
+};
+
+// Runs `tandem ARGS` under a deadline; output is stdout and stderr together.
+Result run(const std::string& args, const fs::path& dir, int timeout_s = 120) {
+  const fs::path log = dir / "run.log";
+  const std::string cmd = "timeout -s KILL " + std::to_string(timeout_s) + " " + TANDEM_BINARY + " " + args + " > " +
+                          log.string() + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(log)};
+}
+
+// Starts `tandem ARGS` in the background with its output in `log`.
+pid_t spawn(const std::string& args, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd = std::string("exec ") + TANDEM_BINARY + " " + args + " > " + log.string() + " 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+// The exit code, 128+signal if killed, or -1 (after killing it) if it outlives the deadline.
+int wait_exit(pid_t pid, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(50ms);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+bool wait_for_text(const fs::path& log, const std::string& text, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (slurp(log).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return false;
+}
+
+// A port the kernel just handed out; the race until the worker binds is acceptable here.
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST(EndToEnd, SimulateTrainsAHeterogeneousClusterAndEveryHostExitsZero) {
+  const fs::path dir = fresh_dir("simulate");
+  const Result r = run("simulate --steps 200 --log-every 50 --run-dir " + (dir / "run").string() + " --summary-json " +
+                           (dir / "summary.json").string(),
+                       dir, 300);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("[algo-1]"), std::string::npos);
+  EXPECT_NE(r.output.find("step=200 loss="), std::string::npos) << r.output;
+  const auto summary = nlohmann::json::parse(slurp(dir / "summary.json"));
+  EXPECT_EQ(summary["steps"], 200);
+  EXPECT_EQ(summary["samples"], 200 * 64);
+  EXPECT_LT(summary["final_loss"].get<double>(), 0.5 * summary["first_loss"].get<double>()) << summary.dump(2);
+  ASSERT_EQ(summary["workers"].size(), 2u) << "two data workers, no local preprocessing by default";
+  int batches = 0;
+  for (const auto& w : summary["workers"]) {
+    EXPECT_GT(w["batches"].get<int>(), 0) << w.dump();
+    batches += w["batches"].get<int>();
+  }
+  EXPECT_EQ(batches, 200);
+  for (const char* host : {"algo-1", "algo-2", "algo-3"}) {
+    EXPECT_TRUE(fs::exists(dir / "run" / host / "input/config/resourceconfig.json")) << host;
+  }
+}
+
+TEST(EndToEnd, SimulateFailsCleanlyWhenTheTrainerFails) {
+  const fs::path dir = fresh_dir("simulate-fail");
+  const auto start = std::chrono::steady_clock::now();
+  const Result r = run("simulate --model no_such_model --run-dir " + (dir / "run").string(), dir, 120);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 60s) << "workers must not wait for their idle timeout";
+  EXPECT_NE(slurp(dir / "run/algo-2/output/failure").find("unknown --model 'no_such_model'"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("unknown --model"), std::string::npos);
+}
+
+TEST(EndToEnd, WorkersDoNotHangWhenTheTrainerIsKilled) {
+  const fs::path dir = fresh_dir("trainer-killed");
+  const int port = free_port();
+  const pid_t worker = spawn("worker --port " + std::to_string(port) + " --idle-timeout 2", dir / "worker.log");
+  const pid_t trainer = spawn("trainer --steps 100000 --log-every 5 --workers 127.0.0.1:" + std::to_string(port),
+                              dir / "trainer.log");
+  ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 60s)) << slurp(dir / "trainer.log");
+  kill(trainer, SIGKILL);
+  EXPECT_EQ(wait_exit(trainer, 10s), 128 + SIGKILL);
+  EXPECT_EQ(wait_exit(worker, 30s), 1) << slurp(dir / "worker.log");
+  EXPECT_NE(slurp(dir / "worker.log").find("--idle-timeout"), std::string::npos) << slurp(dir / "worker.log");
+}
+
+TEST(EndToEnd, SigtermStopsATrainerWhichReleasesItsWorkers) {
+  const fs::path dir = fresh_dir("sigterm");
+  const int port = free_port();
+  const pid_t worker = spawn("worker --port " + std::to_string(port), dir / "worker.log");
+  const pid_t trainer = spawn("trainer --steps 100000 --log-every 5 --summary-json " + (dir / "s.json").string() +
+                                  " --workers 127.0.0.1:" + std::to_string(port),
+                              dir / "trainer.log");
+  ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 60s)) << slurp(dir / "trainer.log");
+  kill(trainer, SIGTERM);
+  EXPECT_EQ(wait_exit(trainer, 20s), 2) << slurp(dir / "trainer.log");
+  EXPECT_EQ(wait_exit(worker, 20s), 0) << slurp(dir / "worker.log");
+  EXPECT_TRUE(nlohmann::json::parse(slurp(dir / "s.json"))["interrupted"].get<bool>());
+}
+
+TEST(EndToEnd, SigtermStopsAWorkerWithExitZero) {
+  const fs::path dir = fresh_dir("worker-sigterm");
+  const pid_t worker = spawn("worker --port " + std::to_string(free_port()), dir / "worker.log");
+  ASSERT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
+  kill(worker, SIGTERM);
+  EXPECT_EQ(wait_exit(worker, 10s), 0) << slurp(dir / "worker.log");
+}
+
+TEST(EndToEnd, FlagsBeatHyperparametersWhichBeatTheConfigFile) {
+  const fs::path dir = fresh_dir("settings");
+  fs::create_directories(dir / "root/input/config");
+  std::ofstream(dir / "root/input/config/hyperparameters.json")
+      << R"({"batch_size": "\"16\"", "steps": "9", "sagemaker_program": "train.py", "log-every": "1"})";
+  std::ofstream(dir / "config.json") << R"({"steps": 7, "batch-size": 8, "dataset-size": 500, "seed": 3})";
+  const Result r = run("trainer --local-workers 1 --sagemaker-root " + (dir / "root").string() + " --config " +
+                           (dir / "config.json").string() + " --steps 4 --summary-json " + (dir / "s.json").string(),
+                       dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto summary = nlohmann::json::parse(slurp(dir / "s.json"));
+  EXPECT_EQ(summary["steps"], 4) << "the flag wins";
+  EXPECT_EQ(summary["samples"], 4 * 16) << "hyperparameters.json beats the config file";
+  EXPECT_NE(r.output.find("step=1 "), std::string::npos) << "log-every from hyperparameters.json";
+}
+
+TEST(EndToEnd, AnUnknownSettingIsOneClearError) {
+  const fs::path dir = fresh_dir("unknown-setting");
+  std::ofstream(dir / "config.json") << R"({"batch-sise": 8})";
+  const Result r = run("trainer --local-workers 1 --config " + (dir / "config.json").string(), dir);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("unknown setting 'batch-sise'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("config.json"), std::string::npos) << r.output;
+}
+
+TEST(EndToEnd, ABrokenResourceConfigStopsLaunchWithTheFileNamed) {
+  const fs::path dir = fresh_dir("bad-resourceconfig");
+  fs::create_directories(dir / "root/input/config");
+  fs::create_directories(dir / "root/output");
+  std::ofstream(dir / "root/input/config/resourceconfig.json") << R"({"current_host": "algo-1", "hosts": )";
+  const Result r = run("launch --sagemaker-root " + (dir / "root").string(), dir, 30);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("resourceconfig.json"), std::string::npos) << r.output;
+  EXPECT_NE(slurp(dir / "root/output/failure").find("resourceconfig.json"), std::string::npos);
+}
+
+TEST(EndToEnd, InspectExplainsEveryHostOfTheExampleCluster) {
+  const fs::path dir = fresh_dir("inspect");
+  fs::create_directories(dir / "root/input/config");
+  std::ofstream(dir / "root/input/config/resourceconfig.json")
+      << R"({"current_group_name":"data_group","current_host":"algo-1","current_instance_type":"ml.c5.18xlarge",)"
+      << R"("hosts":["algo-1","algo-2","algo-3"],"instance_groups":[{"instance_group_name":"data_group",)"
+      << R"("instance_type":"ml.c5.18xlarge","hosts":["algo-3","algo-1"]},{"instance_group_name":"dnn_group",)"
+      << R"("instance_type":"ml.p4d.24xlarge","hosts":["algo-2"]}],"network_interface_name":"eth0"})";
+  for (const std::string host : {"algo-1", "algo-2", "algo-3"}) {
+    const Result r = run("inspect --sagemaker-root " + (dir / "root").string() + " --current-host " + host, dir, 30);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    EXPECT_EQ(j["current_host"], host);
+    EXPECT_EQ(j["role"], host == "algo-2" ? "trainer" : "worker");
+    EXPECT_EQ(j["worker_hosts"], nlohmann::json({"algo-1", "algo-3"}));
+    if (host == "algo-2") {
+      EXPECT_EQ(j["workers"], nlohmann::json({"algo-1:6000", "algo-3:6000"}));
+    } else {
+      EXPECT_EQ(j["worker_address"], host + ":6000");
+      EXPECT_EQ(j["current_group"], "data_group");
+    }
+  }
+}
+
+}  // namespace
