@@ -65,11 +65,13 @@ struct Run {
   double elapsed = 0;
 };
 
-Run run(const std::vector<ProcessSpec>& children, double timeout_s = 20, double grace_s = 1) {
+Run run(const std::vector<ProcessSpec>& children, double timeout_s = 20, double grace_s = 1,
+        double linger_s = -1) {
   std::ostringstream out;
   SuperviseOptions opts;
   opts.timeout_s = timeout_s;
   opts.grace_s = grace_s;
+  opts.linger_s = linger_s;
   opts.out = &out;
   const auto start = Clock::now();
   Run r;
@@ -191,6 +193,61 @@ TEST(Supervise, NonCriticalFailureLetsTheOthersFinish) {
   EXPECT_EQ(r.statuses[0].describe(), "exited 2");
   EXPECT_EQ(r.statuses[1].describe(), "exited 0");
   EXPECT_NE(r.output.find("[trainer] done\n"), std::string::npos);
+}
+
+TEST(Supervise, LingerStopsNonCriticalChildrenAfterTheCriticalOnesFinish) {
+  const auto r = run({sh("trainer", "true", /*critical=*/true),
+                      sh("worker", "sleep 100", /*critical=*/false)},
+                     /*timeout_s=*/20, /*grace_s=*/1, /*linger_s=*/0.5);
+  EXPECT_GE(r.elapsed, 0.5);
+  EXPECT_LT(r.elapsed, 4.0);
+  EXPECT_EQ(r.statuses[0].describe(), "exited 0");
+  EXPECT_EQ(r.statuses[1].describe(), "killed by SIGTERM");
+  for (const auto& s : r.statuses) EXPECT_TRUE(gone(s.pid)) << s.name;
+}
+
+TEST(Supervise, LingerClockStartsWhenTheLastCriticalChildFinishes) {
+  const auto r = run({sh("fast", "true", /*critical=*/true),
+                      sh("slow", "sleep 1", /*critical=*/true),
+                      sh("worker", "exec sleep 100", /*critical=*/false)},
+                     /*timeout_s=*/20, /*grace_s=*/1, /*linger_s=*/0.3);
+  EXPECT_GE(r.elapsed, 1.3);
+  EXPECT_LT(r.elapsed, 5.0);
+  EXPECT_EQ(r.statuses[0].describe(), "exited 0");
+  EXPECT_EQ(r.statuses[1].describe(), "exited 0");
+  EXPECT_EQ(r.statuses[2].describe(), "killed by SIGTERM");
+}
+
+TEST(Supervise, NegativeLingerWaitsForNonCriticalChildren) {
+  EXPECT_LT(SuperviseOptions{}.linger_s, 0);  // the default keeps the old behaviour
+  const auto r = run({sh("trainer", "true", /*critical=*/true),
+                      sh("worker", "sleep 1; exit 0", /*critical=*/false)},
+                     /*timeout_s=*/20, /*grace_s=*/1, /*linger_s=*/-1);
+  EXPECT_GE(r.elapsed, 1.0);
+  EXPECT_EQ(r.statuses[0].describe(), "exited 0");
+  EXPECT_EQ(r.statuses[1].describe(), "exited 0");
+}
+
+TEST(Supervise, LingeringChildThatExitsCleanlyOnSigtermIsOk) {
+  namespace fs = std::filesystem;
+  // The trainer finishes only once the worker has set its trap, so SIGTERM cannot
+  // arrive before it.
+  const fs::path ready =
+      fs::temp_directory_path() / ("tandem-linger-ready-" + std::to_string(getpid()));
+  fs::remove(ready);
+  const auto r = run(
+      {sh("trainer", "while [ ! -e '" + ready.string() + "' ]; do sleep 0.05; done",
+          /*critical=*/true),
+       sh("worker", "trap 'echo bye; exit 0' TERM; touch '" + ready.string() +
+                        "'; sleep 100 & wait",
+          /*critical=*/false)},
+      /*timeout_s=*/20, /*grace_s=*/5, /*linger_s=*/0.3);
+  fs::remove(ready);
+  EXPECT_LT(r.elapsed, 4.0);
+  EXPECT_EQ(r.statuses[0].describe(), "exited 0");
+  EXPECT_EQ(r.statuses[1].describe(), "exited 0");
+  EXPECT_TRUE(r.statuses[1].ok());
+  EXPECT_NE(r.output.find("[worker] bye\n"), std::string::npos) << r.output;
 }
 
 TEST(Supervise, ForwardsSigintAsSigtermAndRestoresHandlers) {

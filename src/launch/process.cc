@@ -294,7 +294,8 @@ class Supervisor {
   void reap();
   void on_exit(Child& c, int wstatus);
   void check_clock();
-  void stop(const std::string& why);
+  void stop(const std::string& why, spdlog::level::level_enum level = spdlog::level::warn);
+  void maybe_start_linger();
   void signal_live(int sig);
   void abandon_stuck();
   bool pump(Child& c, int max_reads);
@@ -303,6 +304,7 @@ class Supervisor {
   void close_pipe(Child& c);
   int live() const;
   std::string live_names() const;
+  std::string critical_names() const;
 
   const SuperviseOptions& opts_;
   std::ostream& out_;
@@ -311,6 +313,9 @@ class Supervisor {
   Clock::time_point deadline_;
   bool stopping_ = false;
   bool killed_ = false;
+  // Every critical child has exited ok; the rest have until linger_end_ (linger_s >= 0).
+  bool lingering_ = false;
+  Clock::time_point linger_end_{};
   Clock::time_point term_sent_{};
   Clock::time_point kill_sent_{};
 };
@@ -395,6 +400,7 @@ void Supervisor::on_exit(Child& c, int wstatus) {
   drain_and_close(c);
   if (c.status.ok() || stopping_) {
     spdlog::info("{} {}", c.spec->name, c.status.describe());
+    if (c.status.ok() && c.spec->critical) maybe_start_linger();
     return;
   }
   if (!c.spec->critical) {
@@ -405,11 +411,28 @@ void Supervisor::on_exit(Child& c, int wstatus) {
   if (live() > 0) stop(c.spec->name + " " + c.status.describe());
 }
 
+// Starts the linger clock once the last critical child has exited ok.
+void Supervisor::maybe_start_linger() {
+  if (stopping_ || lingering_ || !(opts_.linger_s >= 0) || live() == 0) return;
+  for (const auto& c : children_) {
+    if (c.spec->critical && (c.running || !c.status.ok())) return;
+  }
+  lingering_ = true;
+  linger_end_ = Clock::now() + seconds(opts_.linger_s);
+  spdlog::info("every critical child ({}) exited ok; giving {} {} s to exit on their own",
+               critical_names(), live_names(), opts_.linger_s);
+}
+
 void Supervisor::check_clock() {
   const auto now = Clock::now();
   if (!stopping_ && now >= deadline_ && live() > 0) {
     spdlog::error("timeout of {}s reached", opts_.timeout_s);
     stop("timeout");
+  }
+  if (!stopping_ && lingering_ && now >= linger_end_ && live() > 0) {
+    stop(fmt::format("every critical child ({}) exited ok; still running {} s later",
+                     critical_names(), opts_.linger_s),
+         spdlog::level::info);
   }
   if (stopping_ && !killed_ && now >= term_sent_ + seconds(opts_.grace_s) && live() > 0) {
     spdlog::warn("{} still running {}s after SIGTERM; sending SIGKILL", live_names(),
@@ -421,8 +444,8 @@ void Supervisor::check_clock() {
   if (killed_ && now >= kill_sent_ + kKillWait && live() > 0) abandon_stuck();
 }
 
-void Supervisor::stop(const std::string& why) {
-  spdlog::warn("{}: sending SIGTERM to {}", why, live_names());
+void Supervisor::stop(const std::string& why, spdlog::level::level_enum level) {
+  spdlog::log(level, "{}: sending SIGTERM to {}", why, live_names());
   stopping_ = true;
   term_sent_ = Clock::now();
   signal_live(SIGTERM);
@@ -497,6 +520,16 @@ std::string Supervisor::live_names() const {
   std::string names;
   for (const auto& c : children_) {
     if (!c.running) continue;
+    if (!names.empty()) names += ", ";
+    names += c.spec->name;
+  }
+  return names;
+}
+
+std::string Supervisor::critical_names() const {
+  std::string names;
+  for (const auto& c : children_) {
+    if (!c.spec->critical) continue;
     if (!names.empty()) names += ", ";
     names += c.spec->name;
   }

@@ -270,6 +270,9 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
   }
   SuperviseOptions opts;
   opts.timeout_s = settings.simulate.timeout_s;
+  // Data workers normally exit within a second of the trainers' Shutdown RPC; this only
+  // catches a worker that never got it, so the run does not sit until timeout_s.
+  opts.linger_s = 30;
   const auto statuses = supervise(host_specs(settings, hosts, run, tandem_exe), opts);
 
   std::cout << status_table(hosts, statuses);

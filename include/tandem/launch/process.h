@@ -23,6 +23,12 @@ struct ProcessSpec {
 struct SuperviseOptions {
   double timeout_s = 3600;  // stop everything (SIGTERM, then SIGKILL) after this long
   double grace_s = 10;      // between SIGTERM and SIGKILL
+  // Once every critical child has exited ok, the non-critical ones still running get
+  // this many seconds to exit on their own, then SIGTERM (then SIGKILL after grace_s);
+  // negative = wait for them indefinitely (up to timeout_s). Has no effect when no child
+  // is critical. A child stopped this way that exits 0 on SIGTERM is ok; one the signal
+  // kills is reported "killed by SIGTERM".
+  double linger_s = -1;
   // Where the "[name] line" output goes; nullptr = std::cout. A test knob: tests point
   // it at a std::ostringstream to check what the children printed.
   std::ostream* out = nullptr;
