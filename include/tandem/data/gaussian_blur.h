@@ -10,8 +10,12 @@ namespace tandem::data {
 // torchvision's _get_gaussian_kernel1d: exp(-0.5 (x/sigma)^2) at x = -k/2..k/2, summing to 1.
 std::vector<float> gaussian_kernel1d(int kernel_size, float sigma);
 
-// Blurs a CHW float image in place. `scratch` is reused between calls to avoid
-// allocation. REQUIRES: kernel_size odd, height and width > kernel_size / 2.
+// Blurs one HxW plane in place with a symmetric 1-D `kernel` along both axes.
+// `scratch` is reused between calls to avoid allocation.
+// REQUIRES: kernel.size() odd, height and width > kernel.size() / 2.
+void blur_plane(float* plane, int height, int width, std::span<const float> kernel, std::vector<float>& scratch);
+
+// Blurs a CHW float image in place (every channel with the same sigma).
 void gaussian_blur(std::span<float> image, int channels, int height, int width, int kernel_size,
                    float sigma, std::vector<float>& scratch);
 

@@ -1,0 +1,61 @@
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "tandem/bench/bench.h"
+#include "tandem/data/batch_maker.h"
+#include "tandem/data/sampler.h"
+#include "tandem/data/thread_pool.h"
+
+namespace tandem::bench {
+
+nlohmann::json bench_pipeline(const BenchOptions& opts) {
+  using Clock = std::chrono::steady_clock;
+  auto dataset = data::make_dataset(opts.data);
+  const int threads = opts.threads > 0 ? opts.threads : data::available_cores();
+  data::ThreadPool pool(threads);
+  data::BatchMaker maker(dataset, &pool);
+  data::Sampler sampler(dataset->info().size, opts.batch_size, opts.data.seed);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t next_seq = 0, finished = 0, measured_images = 0;
+  int in_flight = 0;
+  const auto start = Clock::now();
+  const auto warm = start + std::chrono::milliseconds(500);
+  const auto end = warm + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.seconds));
+  // Two batches per thread in flight keep every thread busy between batches.
+  std::function<void()> submit = [&] {
+    maker.make_async(sampler.request(next_seq++), [&](data::Batch b) {
+          std::lock_guard lock(mu);
+          --in_flight;
+          ++finished;
+          const auto now = Clock::now();
+          if (now >= warm && now < end) measured_images += static_cast<uint64_t>(b.size());
+          cv.notify_all();
+        }, [&](std::exception_ptr) { std::lock_guard lock(mu); --in_flight; cv.notify_all(); });
+  };
+  std::unique_lock lock(mu);
+  while (Clock::now() < end) {
+    while (in_flight < 2) {
+      ++in_flight;
+      submit();
+    }
+    cv.wait_until(lock, end, [&] { return in_flight < 2; });
+  }
+  cv.wait(lock, [&] { return in_flight == 0; });
+  const double images_per_sec = measured_images / opts.seconds;
+  const data::DatasetInfo& info = dataset->info();
+  return {{"bench", "pipeline"},
+          {"data", info.name},
+          {"image_size", info.sample_shape[1]},
+          {"images_per_sec", images_per_sec},
+          {"images_per_sec_per_thread", images_per_sec / threads},
+          {"threads", threads},
+          {"batch_size", opts.batch_size},
+          {"dtype", data::dtype_name(info.dtype)},
+          {"seconds", opts.seconds}};
+}
+
+}  // namespace tandem::bench
