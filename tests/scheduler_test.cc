@@ -20,7 +20,7 @@ data::Batch batch_for(const data::BatchRequest& r) {
   b.sequence = r.sequence;
   b.shape = {1, 1};
   b.labels = {static_cast<int64_t>(r.indices[0])};
-  b.data.assign(4, 'x');
+  b.data = data::Buffer(4);
   return b;
 }
 
@@ -151,6 +151,27 @@ TEST(Scheduler, CloseReleasesEveryWaiter) {
   s.close();
   producer.join();
   consumer.join();
+}
+
+}  // namespace
+}  // namespace tandem::feed
+
+namespace tandem::feed {
+namespace {
+
+// Sources start pulling as soon as they are added; adding more must not disturb them.
+TEST(Scheduler, SourcesAddedWhileOthersWaitKeepWorking) {
+  Scheduler s(request_for, {400, 16, 10});
+  const int first = s.add_source("first", 2);
+  std::atomic<int> served{0};
+  std::thread t = serve(s, first, std::chrono::milliseconds(1), &served);
+  std::this_thread::sleep_for(20ms);  // `first` is now parked in acquire()
+  std::vector<int> more;
+  for (int i = 0; i < 50; ++i) more.push_back(s.add_source("extra" + std::to_string(i), 1));
+  for (int i = 0; i < 400; ++i) ASSERT_TRUE(s.next()) << "stalled at " << i;
+  s.close();
+  t.join();
+  EXPECT_EQ(served, 400);
 }
 
 }  // namespace

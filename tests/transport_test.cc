@@ -178,3 +178,61 @@ TEST(Transport, ABusyPortIsAClearError) {
 
 }  // namespace
 }  // namespace tandem::transport
+
+namespace tandem::transport {
+namespace {
+
+// A trainer that disconnects mid-stream must not leave the worker unable to serve the
+// next one (e.g. a restarted trainer, or `tandem bench feed`'s phases).
+TEST(Transport, AWorkerServesANewStreamAfterTheLastOneWasCancelled) {
+  Worker w;
+  auto ds = data::make_dataset(small_data());
+  data::Sampler sampler(ds->info().size, 8, 0);
+  for (int round = 0; round < 3; ++round) {
+    feed::Scheduler sched([&](uint64_t s) { return sampler.request(s); }, {1000, 8, 10});
+    RemoteWorker remote(w.target());
+    remote.wait_ready(5);
+    remote.start(sched, sched.add_source(remote.target(), 4));
+    for (uint64_t i = 0; i < 5; ++i) ASSERT_TRUE(sched.next()) << "round " << round;
+    sched.close();
+    remote.stop();
+  }
+}
+
+}  // namespace
+}  // namespace tandem::transport
+
+namespace tandem::transport {
+namespace {
+
+uint64_t pull(const std::vector<std::string>& targets, int batches, std::vector<uint64_t>* per_source) {
+  auto ds = data::make_dataset(small_data());
+  data::Sampler sampler(ds->info().size, 8, 0);
+  feed::Scheduler sched([&](uint64_t s) { return sampler.request(s); }, {100000, 16, 20});
+  std::vector<std::unique_ptr<RemoteWorker>> remotes;
+  for (const auto& t : targets) {
+    remotes.push_back(std::make_unique<RemoteWorker>(t));
+    remotes.back()->wait_ready(5);
+    remotes.back()->start(sched, sched.add_source(t, 4));
+  }
+  uint64_t n = 0;
+  for (int i = 0; i < batches; ++i) n += sched.next() ? 1 : 0;
+  sched.close();
+  for (auto& r : remotes) r->stop();
+  if (per_source) for (const auto& s : sched.stats()) per_source->push_back(s.batches);
+  return n;
+}
+
+TEST(Transport, TwoWorkersBothServeAfterEachServedAlone) {
+  Worker a, b;
+  EXPECT_EQ(pull({a.target()}, 40, nullptr), 40u);
+  EXPECT_EQ(pull({b.target()}, 40, nullptr), 40u);
+  std::vector<uint64_t> shares;
+  EXPECT_EQ(pull({a.target(), b.target()}, 200, &shares), 200u);
+  ASSERT_EQ(shares.size(), 2u);
+  EXPECT_GT(shares[0], 20u) << "a served " << shares[0] << ", b " << shares[1];
+  EXPECT_GT(shares[1], 20u) << "a served " << shares[0] << ", b " << shares[1];
+}
+
+}  // namespace
+}  // namespace tandem::transport

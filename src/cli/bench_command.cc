@@ -45,8 +45,13 @@ Command add_bench_command(CLI::App& root, Settings&) {
   CLI::App* app = root.add_subcommand("bench", "Measure the data plane (see docs/benchmarks.md)");
   app->require_subcommand(1);
   CLI::App* pipeline = add_bench(*app, "pipeline", "Augmentation throughput on this host's cores, no network", flags);
-  return {app, [pipeline] {
+  CLI::App* transport = add_bench(*app, "transport", "Pre-made batches from a worker to a trainer over loopback", flags);
+  CLI::App* feed = add_bench(*app, "feed", "Two workers of different speed feeding one trainer: shares and total", flags);
+  return {app, [pipeline, transport, feed] {
+            const std::string exe = std::filesystem::read_symlink("/proc/self/exe");
             if (pipeline->parsed()) print(bench::bench_pipeline(flags.opts), flags.json);
+            if (transport->parsed()) print(bench::bench_transport(flags.opts, exe), flags.json);
+            if (feed->parsed()) print(bench::bench_feed(flags.opts, exe), flags.json);
             return 0;
           },
           false};

@@ -29,13 +29,16 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
 }
 
 void add_data_options(CLI::App& app, DataOptions& o) {
-  app.add_option("--data", o.data, "Dataset: synthetic (learnable) | blur-benchmark")->capture_default_str()->group(kDataGroup);
+  app.add_option("--data", o.data, "Dataset: synthetic (learnable) | blur-benchmark | premade (no augmentation)")->capture_default_str()->group(kDataGroup);
   app.add_option("--seed", o.seed, "Seed of every random choice")->capture_default_str()->group(kDataGroup);
   app.add_option("--num-classes", o.num_classes, "Classes")->capture_default_str()->group(kDataGroup);
   app.add_option("--image-size", o.image_size, "Image side in pixels; 0 = the dataset's default")
       ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kDataGroup);
   app.add_option("--dataset-size", o.dataset_size, "Samples per epoch; 0 = the dataset's default")
       ->capture_default_str()->group(kDataGroup);
+  app.add_option("--wire-dtype", o.wire_dtype,
+                 "Batches travel as float32 | bfloat16 | float16 | uint8 (values in [0,1] x 255); default float32")
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16", "uint8"}))->group(kDataGroup);
 }
 
 void add_worker_options(CLI::App& app, WorkerOptions& o) {

@@ -5,6 +5,8 @@
 #include <ctime>
 #include <mutex>
 
+#include "tandem/data/convert.h"
+
 namespace tandem::data {
 namespace {
 
@@ -28,28 +30,40 @@ struct Job {
 
 }  // namespace
 
-BatchMaker::BatchMaker(std::shared_ptr<const Dataset> dataset, ThreadPool* pool)
-    : dataset_(std::move(dataset)), pool_(pool) {}
+BatchMaker::BatchMaker(std::shared_ptr<const Dataset> dataset, ThreadPool* pool, DType wire)
+    : dataset_(std::move(dataset)), pool_(pool), wire_(wire) {}
 
 Batch BatchMaker::allocate(const BatchRequest& request) const {
   const DatasetInfo& info = dataset_->info();
   Batch batch;
   batch.sequence = request.sequence;
   batch.epoch = request.epoch;
-  batch.dtype = info.dtype;
+  batch.dtype = wire_;
   batch.shape = {static_cast<int64_t>(request.indices.size())};
   batch.shape.insert(batch.shape.end(), info.sample_shape.begin(), info.sample_shape.end());
   batch.labels.resize(request.indices.size());
-  batch.data.resize(request.indices.size() * info.sample_bytes());
+  batch.data = Buffer(request.indices.size() * info.sample_bytes() / dtype_size(info.dtype) * dtype_size(wire_));
   return batch;
 }
 
 void BatchMaker::fill(Batch& batch, const BatchRequest& request, size_t begin, size_t end) const {
-  const size_t bytes = dataset_->info().sample_bytes();
-  auto* base = reinterpret_cast<std::byte*>(batch.data.data());
+  const DatasetInfo& info = dataset_->info();
+  const size_t bytes = info.sample_bytes();
+  if (wire_ == info.dtype) {
+    for (size_t i = begin; i < end; ++i) {
+      batch.labels[i] = dataset_->produce(request.indices[i], request.epoch,
+                                          std::span<std::byte>(batch.data.data() + i * bytes, bytes));
+    }
+    return;
+  }
+  // Samples are float32; each is made in scratch and converted into place.
+  const size_t values = bytes / sizeof(float);
+  const size_t wire_bytes = values * dtype_size(wire_);
+  thread_local std::vector<float> scratch;
+  scratch.resize(values);
   for (size_t i = begin; i < end; ++i) {
-    batch.labels[i] = dataset_->produce(request.indices[i], request.epoch,
-                                        std::span<std::byte>(base + i * bytes, bytes));
+    batch.labels[i] = dataset_->produce(request.indices[i], request.epoch, std::as_writable_bytes(std::span<float>(scratch)));
+    convert_from_float(scratch.data(), values, wire_, batch.data.data() + i * wire_bytes);
   }
 }
 

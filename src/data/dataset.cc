@@ -16,8 +16,9 @@ size_t DatasetInfo::sample_bytes() const {
 std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts) {
   if (opts.data == "synthetic") return make_synthetic(opts);
   if (opts.data == "blur-benchmark") return make_blur_benchmark(opts);
+  if (opts.data == "premade") return make_premade(opts);
   throw ConfigError("unknown --data '" + opts.data +
-                    "': use 'synthetic' (a small learnable task) or 'blur-benchmark'");
+                    "': use 'synthetic' (a small learnable task), 'blur-benchmark' or 'premade'");
 }
 
 std::string fingerprint_of(const std::string& description) {

@@ -111,7 +111,34 @@ class BlurBenchmarkDataset final : public Dataset {
   DatasetInfo info_;
 };
 
+class PremadeDataset final : public Dataset {
+ public:
+  explicit PremadeDataset(const DataOptions& opts) {
+    const int size = opts.image_size ? opts.image_size : 224;
+    info_ = base_info("premade", opts, size, 10000);
+    info_.fingerprint = fingerprint_of("premade/v1 seed=" + std::to_string(opts.seed) + " size=" +
+                                       std::to_string(info_.size) + " image=" + std::to_string(size));
+    image_.resize(info_.sample_bytes() / sizeof(float));
+    Rng content(kContentStream, opts.seed);
+    for (float& v : image_) v = static_cast<float>(content.uniform());
+  }
+
+  const DatasetInfo& info() const override { return info_; }
+
+  int64_t produce(uint64_t index, uint32_t, std::span<std::byte> out) const override {
+    check_index(index, info_);
+    std::memcpy(out.data(), image_.data(), info_.sample_bytes());
+    return static_cast<int64_t>(index % info_.num_classes);
+  }
+
+ private:
+  DatasetInfo info_;
+  std::vector<float> image_;
+};
+
 }  // namespace
+
+std::shared_ptr<const Dataset> make_premade(const DataOptions& opts) { return std::make_shared<PremadeDataset>(opts); }
 
 std::shared_ptr<const Dataset> make_synthetic(const DataOptions& opts) {
   return std::make_shared<SyntheticDataset>(opts);

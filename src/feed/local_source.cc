@@ -4,8 +4,9 @@
 
 namespace tandem::feed {
 
-LocalSource::LocalSource(Scheduler& scheduler, std::shared_ptr<const data::Dataset> dataset, int threads)
-    : scheduler_(scheduler), maker_(std::move(dataset), nullptr),
+LocalSource::LocalSource(Scheduler& scheduler, std::shared_ptr<const data::Dataset> dataset, int threads,
+                         data::DType wire)
+    : scheduler_(scheduler), maker_(std::move(dataset), nullptr, wire),
       id_(scheduler.add_source("local", threads)) {
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
 }

@@ -6,6 +6,7 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/signals.h"
+#include "tandem/data/convert.h"
 #include "tandem/data/sampler.h"
 #include "tandem/data/thread_pool.h"
 #include "tandem/feed/local_source.h"
@@ -85,7 +86,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     workers = connect_workers(worker_targets, opts, info);
     for (auto& w : workers) w->start(scheduler, scheduler.add_source(w->target(), opts.inflight));
     std::unique_ptr<feed::LocalSource> local_source;
-    if (local > 0) local_source = std::make_unique<feed::LocalSource>(scheduler, dataset, local);
+    if (local > 0) local_source = std::make_unique<feed::LocalSource>(scheduler, dataset, local, data::wire_dtype(settings.data));
     training::TrainReport result;
     try {
       result = training::train(opts, info, [&] { return scheduler.next(); }, stop);

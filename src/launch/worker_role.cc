@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/signals.h"
+#include "tandem/data/convert.h"
 #include "tandem/data/dataset.h"
 #include "tandem/launch/roles.h"
 #include "tandem/report/summary.h"
@@ -19,7 +20,7 @@ int run_worker(const Settings& settings, const std::string& host) {
     if (auto* s = live.load()) s->stop();
   });
   auto dataset = data::make_dataset(settings.data);
-  transport::WorkerServer server(dataset, settings.worker, host);
+  transport::WorkerServer server(dataset, settings.worker, host, data::wire_dtype(settings.data));
   const int port = settings.worker.port ? settings.worker.port : settings.cluster.worker_port;
   const int bound = server.start(settings.worker.bind + ":" + std::to_string(port));
   live = &server;

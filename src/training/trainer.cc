@@ -38,8 +38,13 @@ void check_batch(const data::Batch& batch, const data::DatasetInfo& info) {
 std::pair<torch::Tensor, torch::Tensor> to_tensors(data::Batch& batch, const torch::Device& device) {
   torch::Tensor x = torch::from_blob(batch.data.data(), batch.shape, torch::TensorOptions(scalar_type(batch.dtype)));
   torch::Tensor y = torch::from_blob(batch.labels.data(), {static_cast<int64_t>(batch.labels.size())}, torch::kInt64);
-  if (x.scalar_type() != torch::kFloat32) x = x.to(torch::kFloat32);
-  if (device.is_cuda()) return {x.to(device), y.to(device)};
+  // Narrow wire dtypes travel to the device as they are and widen there.
+  if (device.is_cuda()) {
+    x = x.to(device);
+    y = y.to(device);
+  }
+  if (batch.dtype == data::DType::kUInt8) x = x.to(torch::kFloat32).div_(255.0f);
+  else if (x.scalar_type() != torch::kFloat32) x = x.to(torch::kFloat32);
   return {x, y};
 }
 

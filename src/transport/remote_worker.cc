@@ -105,7 +105,11 @@ void RemoteWorker::start(feed::Scheduler& scheduler, int source_id) {
 }
 
 void RemoteWorker::Impl::stream(feed::Scheduler& scheduler, int id, const std::string& target) {
-  auto rw = stub->StreamBatches(ctx.get());
+  // The copy-free reader (batch_codec.h) in place of the generated protobuf stub.
+  const grpc::internal::RpcMethod method(kStreamBatchesMethod, grpc::internal::RpcMethod::BIDI_STREAMING, channel);
+  std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, IncomingBatch>> rw(
+      grpc::internal::ClientReaderWriterFactory<v1::BatchRequest, IncomingBatch>::Create(channel.get(), method,
+                                                                                          ctx.get()));
   std::thread writer([&] {
     while (auto request = scheduler.acquire(id)) {
       if (!rw->Write(to_proto(*request))) break;
@@ -113,11 +117,12 @@ void RemoteWorker::Impl::stream(feed::Scheduler& scheduler, int id, const std::s
     writer_finished = true;
     rw->WritesDone();
   });
-  v1::Batch msg;
+  IncomingBatch msg;
   std::string bad_batch;
   while (rw->Read(&msg)) {
     try {
-      scheduler.complete(id, from_proto(std::move(msg)));
+      scheduler.complete(id, from_wire(std::move(msg)));
+      msg = IncomingBatch();
     } catch (const NetworkError& e) {
       bad_batch = "data worker " + target + ": " + e.what();
       ctx->TryCancel();

@@ -42,36 +42,43 @@ data::DType from_proto(v1::DType dtype) {
   }
 }
 
-void to_proto(data::Batch&& batch, v1::Batch* out) {
-  out->set_sequence(batch.sequence);
-  out->set_epoch(batch.epoch);
-  out->mutable_shape()->Add(batch.shape.begin(), batch.shape.end());
-  out->set_dtype(to_proto(batch.dtype));
-  out->mutable_labels()->Add(batch.labels.begin(), batch.labels.end());
-  out->mutable_data()->swap(batch.data);
-  out->set_compute_seconds(batch.compute_seconds);
+OutgoingBatch to_wire(data::Batch&& batch) {
+  OutgoingBatch out;
+  v1::BatchHeader& h = out.header;
+  h.set_sequence(batch.sequence);
+  h.set_epoch(batch.epoch);
+  h.mutable_shape()->Add(batch.shape.begin(), batch.shape.end());
+  h.set_dtype(to_proto(batch.dtype));
+  h.mutable_labels()->Add(batch.labels.begin(), batch.labels.end());
+  h.set_compute_seconds(batch.compute_seconds);
+  out.payload = std::move(batch.data);
+  return out;
 }
 
-data::Batch from_proto(v1::Batch&& batch) {
-  if (!batch.error().empty()) {
-    throw NetworkError("it refused a request: " + batch.error());
-  }
+OutgoingBatch error_batch(const std::string& why) {
+  OutgoingBatch out;
+  out.header.set_error(why);
+  return out;
+}
+
+data::Batch from_wire(IncomingBatch&& batch) {
+  const v1::BatchHeader& h = batch.header;
+  if (!h.error().empty()) throw NetworkError("it refused a request: " + h.error());
   data::Batch out;
-  out.sequence = batch.sequence();
-  out.epoch = batch.epoch();
-  out.shape.assign(batch.shape().begin(), batch.shape().end());
-  out.dtype = from_proto(batch.dtype());
-  out.labels.assign(batch.labels().begin(), batch.labels().end());
-  out.data.swap(*batch.mutable_data());
-  out.compute_seconds = batch.compute_seconds();
+  out.sequence = h.sequence();
+  out.epoch = h.epoch();
+  out.shape.assign(h.shape().begin(), h.shape().end());
+  out.dtype = from_proto(h.dtype());
+  out.labels.assign(h.labels().begin(), h.labels().end());
+  out.data = std::move(batch.payload);
+  out.compute_seconds = h.compute_seconds();
   size_t expected = data::dtype_size(out.dtype);
   for (int64_t d : out.shape) expected *= d < 0 ? 0 : static_cast<size_t>(d);
   if (out.shape.empty() || out.data.size() != expected ||
       static_cast<int64_t>(out.labels.size()) != out.shape[0]) {
-    throw NetworkError("peer sent an inconsistent batch " + std::to_string(out.sequence) + ": " +
-                       std::to_string(out.data.size()) + " payload bytes, " +
-                       std::to_string(expected) + " expected from its shape, " +
-                       std::to_string(out.labels.size()) + " labels");
+    throw NetworkError("it sent an inconsistent batch " + std::to_string(out.sequence) + ": " +
+                       std::to_string(out.data.size()) + " payload bytes, " + std::to_string(expected) +
+                       " expected from its shape, " + std::to_string(out.labels.size()) + " labels");
   }
   return out;
 }

@@ -22,6 +22,8 @@ namespace tandem::transport {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using BatchStream = grpc::ServerReaderWriter<OutgoingBatch, v1::BatchRequest>;
+constexpr int kMaxOutstanding = 64;  // accepted but unwritten requests per stream
 
 // One open StreamBatches call: batches finish on pool threads and queue here until the
 // handler thread writes them.
@@ -32,6 +34,7 @@ struct StreamState {
   int outstanding = 0;           // GUARDED_BY(mu): accepted, not yet written
   bool reading_done = false;     // GUARDED_BY(mu)
   std::string error;             // GUARDED_BY(mu): a request that cannot be served
+  bool closed = false;           // GUARDED_BY(mu): the handler is done writing
 
   void push(data::Batch batch) {
     { std::lock_guard lock(mu); done.push_back(std::move(batch)); }
@@ -46,10 +49,19 @@ struct StreamState {
 }  // namespace
 
 struct WorkerServer::Impl final : v1::DataService::Service {
-  Impl(std::shared_ptr<const data::Dataset> ds, const WorkerOptions& o, std::string h)
+  Impl(std::shared_ptr<const data::Dataset> ds, const WorkerOptions& o, std::string h, data::DType wire)
       : dataset(std::move(ds)), opts(o), host(std::move(h)),
         pool(std::make_unique<data::ThreadPool>(o.threads > 0 ? o.threads : data::available_cores())),
-        maker(std::make_unique<data::BatchMaker>(dataset, pool.get())) {}
+        maker(std::make_unique<data::BatchMaker>(dataset, pool.get(), wire)) {
+    // StreamBatches sends copy-free OutgoingBatch messages instead of the generated
+    // protobuf type; same method, same bytes on the wire.
+    MarkMethodStreamed(kStreamBatchesIndex,
+                       new grpc::internal::BidiStreamingHandler<Impl, v1::BatchRequest, OutgoingBatch>(
+                           [](Impl* self, grpc::ServerContext* ctx, BatchStream* stream) {
+                             return self->stream_batches(ctx, stream);
+                           },
+                           this));
+  }
 
   ~Impl() override {
     if (server) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -75,8 +87,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status StreamBatches(grpc::ServerContext* ctx,
-                             grpc::ServerReaderWriter<v1::Batch, v1::BatchRequest>* stream) override {
+  grpc::Status stream_batches(grpc::ServerContext* ctx, BatchStream* stream) {
     touch();
     ++open_streams;
     auto state = std::make_shared<StreamState>();
@@ -84,18 +95,29 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     grpc::Status status = write_batches(ctx, stream, *state);
     if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) report_error(ctx, stream, *state, status);
     if (!status.ok()) ctx->TryCancel();  // unblocks the reader's Read
+    {
+      std::lock_guard lock(state->mu);
+      state->closed = true;
+    }
+    state->cv.notify_all();
     reader.join();
     --open_streams;
     touch();
     return status;
   }
 
-  void read_requests(grpc::ServerReaderWriter<v1::Batch, v1::BatchRequest>* stream,
+  void read_requests(BatchStream* stream,
                      const std::shared_ptr<StreamState>& state) {
     v1::BatchRequest msg;
     while (stream->Read(&msg)) {
       touch();
-      { std::lock_guard lock(state->mu); ++state->outstanding; }
+      {
+        // A trainer keeps a few requests in flight; one that floods us is slowed down
+        // here rather than allowed to fill memory with batches.
+        std::unique_lock lock(state->mu);
+        state->cv.wait(lock, [&] { return state->outstanding < kMaxOutstanding || state->closed; });
+        ++state->outstanding;
+      }
       maker->make_async(
           from_proto(msg), [state](data::Batch b) { state->push(std::move(b)); },
           [state](std::exception_ptr e) {
@@ -107,7 +129,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   }
 
   grpc::Status write_batches(grpc::ServerContext* ctx,
-                             grpc::ServerReaderWriter<v1::Batch, v1::BatchRequest>* stream,
+                             BatchStream* stream,
                              StreamState& state) {
     for (;;) {
       std::unique_lock lock(state.mu);
@@ -125,21 +147,18 @@ struct WorkerServer::Impl final : v1::DataService::Service {
       state.done.pop_front();
       --state.outstanding;
       lock.unlock();
-      v1::Batch msg;
-      to_proto(std::move(batch), &msg);
-      if (!stream->Write(msg)) return {grpc::StatusCode::CANCELLED, "trainer went away"};
+      state.cv.notify_all();  // the reader may wait for room
+      if (!stream->Write(to_wire(std::move(batch)))) return {grpc::StatusCode::CANCELLED, "trainer went away"};
       touch();
     }
   }
 
   // Tells the trainer in-band (a cancelled call would lose the message), then gives it
   // a few seconds to end the stream.
-  void report_error(grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::Batch, v1::BatchRequest>* stream,
+  void report_error(grpc::ServerContext* ctx, BatchStream* stream,
                     StreamState& state, const grpc::Status& status) {
     spdlog::warn("refusing a request: {}", status.error_message());
-    v1::Batch msg;
-    msg.set_error(status.error_message());
-    stream->Write(msg);
+    stream->Write(error_batch(status.error_message()));
     std::unique_lock lock(state.mu);
     state.cv.wait_for(lock, std::chrono::seconds(10), [&] { return state.reading_done || ctx->IsCancelled(); });
   }
@@ -169,8 +188,8 @@ struct WorkerServer::Impl final : v1::DataService::Service {
 };
 
 WorkerServer::WorkerServer(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts,
-                           std::string host)
-    : impl_(std::make_unique<Impl>(std::move(dataset), opts, std::move(host))) {}
+                           std::string host, data::DType wire)
+    : impl_(std::make_unique<Impl>(std::move(dataset), opts, std::move(host), wire)) {}
 
 WorkerServer::~WorkerServer() = default;
 

@@ -13,7 +13,6 @@ struct BenchOptions {
   int threads = 0;           // preprocessing threads; 0 = all cores
   int batch_size = 32;
   double seconds = 10;       // measured time, after a short warm-up
-  std::string wire_dtype;    // transport: dtype on the wire; empty = the dataset's
 };
 
 // Augmentation throughput on this host: the worker's pool and batch maker, no network.

@@ -30,6 +30,9 @@ struct DataOptions {
   int num_classes = 10;            // --num-classes
   int image_size = 0;              // --image-size: 0 = the dataset's default
   uint64_t dataset_size = 0;       // --dataset-size: samples per epoch; 0 = default
+  // --wire-dtype: float32 | bfloat16 | float16 | uint8 (values in [0,1] x 255); empty =
+  // the dataset's own (float32). The trainer converts back to float on its device.
+  std::string wire_dtype;
 };
 
 // A data worker's server.

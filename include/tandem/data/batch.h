@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tandem/data/buffer.h"
+
 namespace tandem::data {
 
 enum class DType : uint8_t { kFloat32, kBFloat16, kFloat16, kUInt8 };
@@ -27,7 +29,7 @@ struct Batch {
   std::vector<int64_t> shape;   // [N, C, H, W]
   DType dtype = DType::kFloat32;
   std::vector<int64_t> labels;  // N
-  std::string data;             // row-major payload; a string so protobuf can adopt it
+  Buffer data;                  // row-major payload, shape x dtype
   double compute_seconds = 0;   // CPU-seconds spent producing it
   int source = -1;              // which feeder source delivered it (set by the feeder)
 

@@ -13,8 +13,9 @@ namespace tandem::data {
 
 class BatchMaker {
  public:
-  // `pool` may be null: then only make() is available.
-  BatchMaker(std::shared_ptr<const Dataset> dataset, ThreadPool* pool);
+  // `pool` may be null: then only make() is available. Batches are built as `wire`
+  // (the dataset's samples are float32; other dtypes are converted sample by sample).
+  BatchMaker(std::shared_ptr<const Dataset> dataset, ThreadPool* pool, DType wire = DType::kFloat32);
 
   // Builds the batch on the pool, in chunks of samples so one batch uses every thread.
   // Exactly one of `done` / `failed` runs, on the pool thread that finishes last.
@@ -32,6 +33,7 @@ class BatchMaker {
 
   std::shared_ptr<const Dataset> dataset_;
   ThreadPool* pool_;
+  DType wire_;
 };
 
 }  // namespace tandem::data

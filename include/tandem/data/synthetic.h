@@ -18,6 +18,10 @@ std::shared_ptr<const Dataset> make_synthetic(const DataOptions& opts);
 // each sigma drawn from the (seed, epoch, i) stream.
 std::shared_ptr<const Dataset> make_blur_benchmark(const DataOptions& opts);
 
+// "premade": pre-made samples with no augmentation (a copy of one fixed 3xSxS image,
+// S default 224), to measure transport alone.
+std::shared_ptr<const Dataset> make_premade(const DataOptions& opts);
+
 inline constexpr int kBlurRepeats = 10;
 inline constexpr int kBlurKernel = 11;
 inline constexpr float kBlurSigmaMin = 0.1f;

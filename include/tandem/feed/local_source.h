@@ -13,7 +13,8 @@ namespace tandem::feed {
 class LocalSource {
  public:
   // Starts `threads` threads, each building whole batches. REQUIRES: threads >= 1.
-  LocalSource(Scheduler& scheduler, std::shared_ptr<const data::Dataset> dataset, int threads);
+  LocalSource(Scheduler& scheduler, std::shared_ptr<const data::Dataset> dataset, int threads,
+              data::DType wire = data::DType::kFloat32);
   // REQUIRES: scheduler.close() was called or every batch was delivered.
   ~LocalSource();
   LocalSource(const LocalSource&) = delete;

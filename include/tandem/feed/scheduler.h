@@ -84,7 +84,9 @@ class Scheduler {
   SchedulerOptions opts_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Source> sources_;                 // GUARDED_BY(mu_)
+  // A deque, so a Source stays put while sources are added: acquire() holds a reference
+  // to its own across waits, and sources may start before the last one is added.
+  std::deque<Source> sources_;                  // GUARDED_BY(mu_)
   std::deque<uint64_t> retry_;                  // GUARDED_BY(mu_): re-issue first
   std::map<uint64_t, int> outstanding_;         // GUARDED_BY(mu_): sequence -> source
   std::map<uint64_t, data::Batch> ready_;       // GUARDED_BY(mu_)

@@ -1,8 +1,11 @@
-// Conversions between tandem's values and their protobuf form. The payload moves:
-// no copy of the pixel bytes on either side.
+// Conversions between tandem's values and their wire form. The payload moves: no copy
+// of the pixel bytes on either side (see batch_codec.h).
 #pragma once
 
+#include <string>
+
 #include "tandem/data/batch.h"
+#include "tandem/transport/batch_codec.h"
 #include "tandem/v1/data.pb.h"
 
 namespace tandem::transport {
@@ -10,11 +13,13 @@ namespace tandem::transport {
 v1::BatchRequest to_proto(const data::BatchRequest& request);
 data::BatchRequest from_proto(const v1::BatchRequest& request);
 
-// Moves batch.data into the message.
-void to_proto(data::Batch&& batch, v1::Batch* out);
-// Moves the message's payload out. Throws NetworkError if the message is inconsistent
-// (payload size does not match shape x dtype, labels do not match the batch size).
-data::Batch from_proto(v1::Batch&& batch);
+// Moves the batch's payload into the message.
+OutgoingBatch to_wire(data::Batch&& batch);
+// A message that tells the trainer its request cannot be served.
+OutgoingBatch error_batch(const std::string& why);
+// Moves the payload out. Throws NetworkError for an error message or an inconsistent
+// one (payload size does not match shape x dtype, labels do not match the batch size).
+data::Batch from_wire(IncomingBatch&& batch);
 
 v1::DType to_proto(data::DType dtype);
 data::DType from_proto(v1::DType dtype);

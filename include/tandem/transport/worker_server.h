@@ -14,9 +14,9 @@ enum class StopReason { kShutdownRpc, kIdle, kStopped };
 
 class WorkerServer {
  public:
-  // `host` names this worker in logs and in its Info reply.
-  WorkerServer(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts,
-               std::string host);
+  // `host` names this worker in logs and in its Info reply; batches travel as `wire`.
+  WorkerServer(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts, std::string host,
+               data::DType wire = data::DType::kFloat32);
   ~WorkerServer();
   WorkerServer(const WorkerServer&) = delete;
   WorkerServer& operator=(const WorkerServer&) = delete;

@@ -1,0 +1,50 @@
+// Copy-free batch messages. gRPC serialises through SerializationTraits<T>; these
+// specialisations write a tandem.v1.Batch as [header via protobuf][payload slice that
+// owns the batch's memory] and read one by copying the payload once, from the received
+// slices into a data::Buffer. The bytes on the wire are an ordinary tandem.v1.Batch.
+#pragma once
+
+#include <grpcpp/impl/serialization_traits.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/status.h>
+
+#include "tandem/data/buffer.h"
+#include "tandem/v1/data.pb.h"
+
+namespace tandem::transport {
+
+// Written by a worker. Serialising moves the payload into gRPC, which frees it once sent.
+struct OutgoingBatch {
+  v1::BatchHeader header;
+  mutable data::Buffer payload;
+};
+
+// Read by a trainer.
+struct IncomingBatch {
+  v1::BatchHeader header;
+  data::Buffer payload;
+};
+
+// The method both sides speak; index 1 in the service's declaration order.
+inline constexpr const char* kStreamBatchesMethod = "/tandem.v1.DataService/StreamBatches";
+inline constexpr int kStreamBatchesIndex = 1;
+
+}  // namespace tandem::transport
+
+namespace grpc {
+
+template <>
+class SerializationTraits<tandem::transport::OutgoingBatch, void> {
+ public:
+  static Status Serialize(const tandem::transport::OutgoingBatch& msg, ByteBuffer* buffer, bool* own_buffer);
+  static Status Deserialize(ByteBuffer* buffer, tandem::transport::OutgoingBatch* msg);
+};
+
+template <>
+class SerializationTraits<tandem::transport::IncomingBatch, void> {
+ public:
+  static Status Serialize(const tandem::transport::IncomingBatch& msg, ByteBuffer* buffer, bool* own_buffer);
+  static Status Deserialize(ByteBuffer* buffer, tandem::transport::IncomingBatch* msg);
+};
+
+}  // namespace grpc

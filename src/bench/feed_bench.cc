@@ -1,0 +1,130 @@
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "tandem/bench/bench.h"
+#include "tandem/data/convert.h"
+#include "tandem/data/dataset.h"
+#include "tandem/data/sampler.h"
+#include "tandem/data/thread_pool.h"
+#include "tandem/feed/scheduler.h"
+#include "tandem/launch/process.h"
+#include "tandem/launch/simulate.h"
+#include "tandem/transport/remote_worker.h"
+
+namespace tandem::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct WorkerSpec {
+  std::vector<int> cpus;
+  int port = 0;
+  std::string target() const { return "127.0.0.1:" + std::to_string(port); }
+};
+
+// One worker twice as fast as the other: k cores and 2k cores. On fewer than three cores
+// that is impossible, and the two get one core each.
+std::vector<WorkerSpec> plan_workers() {
+  const int cores = data::available_cores();
+  const int k = std::max(cores / 3, 1);
+  std::vector<WorkerSpec> w(2);
+  if (cores >= 3) {
+    for (int c = 0; c < k; ++c) w[0].cpus.push_back(c);
+    for (int c = k; c < 3 * k; ++c) w[1].cpus.push_back(c);
+  } else {
+    w[0].cpus = {0};
+    w[1].cpus = {cores > 1 ? 1 : 0};
+  }
+  const auto ports = launch::free_loopback_ports(2);
+  w[0].port = ports[0];
+  w[1].port = ports[1];
+  return w;
+}
+
+struct Phase {
+  double images_per_sec = 0;
+  std::vector<uint64_t> batches;  // per worker of the phase
+};
+
+// Pulls batches from `targets` for `seconds` (after a warm-up) and counts them.
+Phase measure(const std::vector<std::string>& targets, const BenchOptions& opts, const data::DatasetInfo& info) {
+  data::Sampler sampler(info.size, opts.batch_size, 0);
+  feed::Scheduler scheduler([&](uint64_t s) { return sampler.request(s); }, {1'000'000'000, 16, 120});
+  std::vector<std::unique_ptr<transport::RemoteWorker>> workers;
+  for (const auto& t : targets) {
+    workers.push_back(std::make_unique<transport::RemoteWorker>(t));
+    workers.back()->wait_ready(60);
+    workers.back()->start(scheduler, scheduler.add_source(t, 4));
+  }
+  const auto warm = Clock::now() + std::chrono::seconds(1);
+  while (Clock::now() < warm) scheduler.next();
+  const auto before = scheduler.stats();
+  uint64_t images = 0;
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.seconds));
+  while (Clock::now() < end) images += static_cast<uint64_t>(scheduler.next()->size());
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  const auto after = scheduler.stats();
+  for (const auto& s : after) {
+    if (s.failed) spdlog::warn("bench feed: {} failed: {}", s.name, s.error);
+  }
+  scheduler.close();
+  for (auto& w : workers) w->stop();
+  Phase p;
+  p.images_per_sec = images / elapsed;
+  for (size_t i = 0; i < after.size(); ++i) p.batches.push_back(after[i].batches - before[i].batches);
+  return p;
+}
+
+}  // namespace
+
+nlohmann::json bench_feed(const BenchOptions& opts, const std::string& tandem_exe) {
+  auto dataset = data::make_dataset(opts.data);
+  const std::vector<WorkerSpec> specs = plan_workers();
+  std::vector<launch::ProcessSpec> children;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    launch::ProcessSpec c;
+    c.name = i == 0 ? "worker-a" : "worker-b";
+    c.argv = {tandem_exe, "worker", "--port", std::to_string(specs[i].port), "--bind", "127.0.0.1",
+              "--threads", std::to_string(specs[i].cpus.size()), "--data", opts.data.data,
+              "--image-size", std::to_string(opts.data.image_size), "--idle-timeout", "600"};
+    c.cpus = specs[i].cpus;
+    c.critical = false;
+    children.push_back(std::move(c));
+  }
+  launch::SuperviseOptions sup;
+  sup.timeout_s = 4 * (opts.seconds + 1) + 180;
+  sup.out = &std::cerr;  // stdout carries the result
+  std::thread supervisor([&] { launch::supervise(children, sup); });
+
+  const Phase a = measure({specs[0].target()}, opts, dataset->info());
+  const Phase b = measure({specs[1].target()}, opts, dataset->info());
+  const Phase both = measure({specs[0].target(), specs[1].target()}, opts, dataset->info());
+  for (const auto& s : specs) transport::RemoteWorker(s.target()).shutdown("bench over", 5);
+  supervisor.join();
+
+  const double solo_sum = a.images_per_sec + b.images_per_sec;
+  const uint64_t total = both.batches[0] + both.batches[1];
+  nlohmann::json workers = nlohmann::json::array();
+  const double solo[2] = {a.images_per_sec, b.images_per_sec};
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back({{"cores", specs[i].cpus.size()},
+                       {"solo_images_per_sec", solo[i]},
+                       {"share", total ? static_cast<double>(both.batches[i]) / total : 0.0},
+                       {"expected_share", solo_sum > 0 ? solo[i] / solo_sum : 0.0}});
+  }
+  return {{"bench", "feed"},
+          {"data", dataset->info().name},
+          {"images_per_sec", both.images_per_sec},
+          {"solo_sum_images_per_sec", solo_sum},
+          {"ratio_to_solo_sum", solo_sum > 0 ? both.images_per_sec / solo_sum : 0.0},
+          {"workers", workers},
+          {"batch_size", opts.batch_size},
+          {"dtype", "float32"},
+          {"seconds", opts.seconds}};
+}
+
+}  // namespace tandem::bench

@@ -1,0 +1,62 @@
+#include <chrono>
+#include <future>
+
+#include "tandem/bench/bench.h"
+#include "tandem/data/convert.h"
+#include "tandem/data/sampler.h"
+#include "tandem/feed/scheduler.h"
+#include "tandem/transport/remote_worker.h"
+#include "tandem/transport/worker_server.h"
+
+namespace tandem::bench {
+
+// A worker serving pre-made batches and a trainer-side stream pulling them as fast as
+// they come, in one process over loopback TCP. Only the transport is measured: the
+// worker's per-batch work is one memcpy of pre-made samples.
+nlohmann::json bench_transport(const BenchOptions& opts, const std::string&) {
+  using Clock = std::chrono::steady_clock;
+  DataOptions data = opts.data;
+  data.data = "premade";
+  auto dataset = data::make_dataset(data);
+  WorkerOptions wopts;
+  wopts.threads = opts.threads > 0 ? opts.threads : 1;
+  transport::WorkerServer server(dataset, wopts, "bench", data::wire_dtype(data));
+  const int port = server.start("127.0.0.1:0");
+  auto waiter = std::async(std::launch::async, [&] { return server.wait(); });
+
+  data::Sampler sampler(dataset->info().size, opts.batch_size, 0);
+  const uint64_t enough = 1'000'000'000;  // more batches than any run takes
+  feed::Scheduler scheduler([&](uint64_t s) { return sampler.request(s); }, {enough, 8, 60});
+  transport::RemoteWorker remote("127.0.0.1:" + std::to_string(port));
+  remote.wait_ready(10);
+  remote.start(scheduler, scheduler.add_source(remote.target(), 4));
+
+  uint64_t bytes = 0, images = 0, batches = 0;
+  const auto warm = Clock::now() + std::chrono::milliseconds(500);
+  while (Clock::now() < warm) scheduler.next();
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.seconds));
+  while (Clock::now() < end) {
+    const auto batch = scheduler.next();
+    bytes += batch->data.size();
+    images += static_cast<uint64_t>(batch->size());
+    ++batches;
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  scheduler.close();
+  remote.stop();
+  server.stop();
+  waiter.wait();
+  return {{"bench", "transport"},
+          {"bytes_per_sec", bytes / elapsed},
+          {"images_per_sec", images / elapsed},
+          {"batches", batches},
+          {"batch_size", opts.batch_size},
+          {"batch_bytes", batches ? bytes / batches : 0},
+          {"dtype", data::dtype_name(data::wire_dtype(data))},
+          {"image_size", dataset->info().sample_shape[1]},
+          {"threads", wopts.threads},
+          {"seconds", elapsed}};
+}
+
+}  // namespace tandem::bench

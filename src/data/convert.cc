@@ -1,0 +1,64 @@
+#include "tandem/data/convert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "tandem/common/error.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TANDEM_VECTOR_CLONES __attribute__((target_clones("default", "arch=x86-64-v3")))
+#else
+#define TANDEM_VECTOR_CLONES
+#endif
+
+namespace tandem::data {
+namespace {
+
+// Round to nearest even, as torch's float -> bfloat16 does; NaN stays NaN.
+TANDEM_VECTOR_CLONES void to_bfloat16(const float* in, size_t n, uint16_t* out) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &in[i], 4);
+    if (std::isnan(in[i])) {
+      out[i] = static_cast<uint16_t>((bits >> 16) | 0x40);
+      continue;
+    }
+    bits += 0x7fff + ((bits >> 16) & 1);
+    out[i] = static_cast<uint16_t>(bits >> 16);
+  }
+}
+
+// _Float16 conversion compiles to F16C instructions in the x86-64-v3 clone.
+TANDEM_VECTOR_CLONES void to_float16(const float* in, size_t n, _Float16* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<_Float16>(in[i]);
+}
+
+TANDEM_VECTOR_CLONES void to_uint8(const float* in, size_t n, uint8_t* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(std::clamp(in[i] * 255.0f + 0.5f, 0.0f, 255.0f));
+}
+
+}  // namespace
+
+void convert_from_float(const float* in, size_t n, DType dtype, std::byte* out) {
+  switch (dtype) {
+    case DType::kFloat32: std::memcpy(out, in, n * 4); return;
+    case DType::kBFloat16: return to_bfloat16(in, n, reinterpret_cast<uint16_t*>(out));
+    case DType::kFloat16: return to_float16(in, n, reinterpret_cast<_Float16*>(out));
+    case DType::kUInt8: return to_uint8(in, n, reinterpret_cast<uint8_t*>(out));
+  }
+}
+
+DType wire_dtype(const DataOptions& opts) {
+  return opts.wire_dtype.empty() ? DType::kFloat32 : parse_dtype(opts.wire_dtype);
+}
+
+DType parse_dtype(const std::string& name) {
+  for (DType d : {DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kUInt8}) {
+    if (name == dtype_name(d)) return d;
+  }
+  throw ConfigError("unknown --wire-dtype '" + name + "': use float32, bfloat16, float16 or uint8");
+}
+
+}  // namespace tandem::data

@@ -1,0 +1,144 @@
+#include "tandem/transport/batch_codec.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <grpcpp/support/slice.h>
+
+namespace grpc {
+namespace {
+
+constexpr uint8_t kHeaderTag = (1 << 3) | 2;   // field 1, length-delimited
+constexpr uint8_t kPayloadTag = (2 << 3) | 2;  // field 2, length-delimited
+
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+// Reads the protobuf wire format across the slices of a received message.
+class SliceReader {
+ public:
+  explicit SliceReader(std::vector<Slice> slices) : slices_(std::move(slices)) {}
+
+  bool done() {
+    while (index_ < slices_.size() && offset_ == slices_[index_].size()) next();
+    return index_ >= slices_.size();
+  }
+  bool varint(uint64_t& v) {
+    v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      std::byte b;
+      if (!copy(&b, 1)) return false;
+      v |= static_cast<uint64_t>(b & std::byte{0x7f}) << shift;
+      if ((b & std::byte{0x80}) == std::byte{0}) return true;
+    }
+    return false;
+  }
+  // Copies n bytes to dst (or skips them when dst is null).
+  bool copy(std::byte* dst, size_t n) {
+    while (n > 0) {
+      if (done()) return false;
+      const Slice& s = slices_[index_];
+      const size_t take = std::min(n, s.size() - offset_);
+      if (dst) {
+        std::memcpy(dst, s.begin() + offset_, take);
+        dst += take;
+      }
+      offset_ += take;
+      n -= take;
+    }
+    return true;
+  }
+
+ private:
+  void next() {
+    ++index_;
+    offset_ = 0;
+  }
+  std::vector<Slice> slices_;
+  size_t index_ = 0;
+  size_t offset_ = 0;
+};
+
+Status malformed(const std::string& what) {
+  return Status(StatusCode::INTERNAL, "malformed tandem.v1.Batch from the worker: " + what);
+}
+
+bool skip_field(SliceReader& in, uint64_t wire_type) {
+  uint64_t n;
+  switch (wire_type) {
+    case 0: return in.varint(n);
+    case 1: return in.copy(nullptr, 8);
+    case 2: return in.varint(n) && in.copy(nullptr, n);
+    case 5: return in.copy(nullptr, 4);
+    default: return false;
+  }
+}
+
+}  // namespace
+
+Status SerializationTraits<tandem::transport::OutgoingBatch, void>::Serialize(
+    const tandem::transport::OutgoingBatch& msg, ByteBuffer* buffer, bool* own_buffer) {
+  std::string prefix;
+  const std::string header = msg.header.SerializeAsString();
+  prefix.push_back(static_cast<char>(kHeaderTag));
+  put_varint(prefix, header.size());
+  prefix += header;
+  const size_t size = msg.payload.size();
+  prefix.push_back(static_cast<char>(kPayloadTag));
+  put_varint(prefix, size);
+  Slice slices[2] = {Slice(prefix), Slice()};
+  size_t count = 1;
+  if (size > 0) {
+    std::byte* owned = msg.payload.release();
+    slices[1] = Slice(owned, size, [](void* p) { delete[] static_cast<std::byte*>(p); });
+    count = 2;
+  }
+  *buffer = ByteBuffer(slices, count);
+  *own_buffer = true;
+  return Status::OK;
+}
+
+Status SerializationTraits<tandem::transport::OutgoingBatch, void>::Deserialize(ByteBuffer*,
+                                                                             tandem::transport::OutgoingBatch*) {
+  return Status(StatusCode::UNIMPLEMENTED, "workers do not read batches");
+}
+
+Status SerializationTraits<tandem::transport::IncomingBatch, void>::Serialize(const tandem::transport::IncomingBatch&,
+                                                                           ByteBuffer*, bool*) {
+  return Status(StatusCode::UNIMPLEMENTED, "trainers do not send batches");
+}
+
+Status SerializationTraits<tandem::transport::IncomingBatch, void>::Deserialize(
+    ByteBuffer* buffer, tandem::transport::IncomingBatch* msg) {
+  std::vector<Slice> slices;
+  if (!buffer->Dump(&slices).ok()) return malformed("unreadable buffer");
+  buffer->Clear();
+  SliceReader in(std::move(slices));
+  while (!in.done()) {
+    uint64_t tag, size;
+    if (!in.varint(tag)) return malformed("truncated tag");
+    if (tag == kHeaderTag || tag == kPayloadTag) {
+      if (!in.varint(size)) return malformed("truncated length");
+      if (tag == kHeaderTag) {
+        std::string header(size, '\0');
+        if (!in.copy(reinterpret_cast<std::byte*>(header.data()), size) || !msg->header.ParseFromString(header)) {
+          return malformed("bad header");
+        }
+      } else {
+        msg->payload = tandem::data::Buffer(size);
+        if (!in.copy(msg->payload.data(), size)) return malformed("payload shorter than its length");
+      }
+    } else if (!skip_field(in, tag & 7)) {
+      return malformed("bad field " + std::to_string(tag >> 3));
+    }
+  }
+  return Status::OK;
+}
+
+}  // namespace grpc
