@@ -12,6 +12,7 @@
 #include "tandem/feed/scheduler.h"
 #include "tandem/launch/process.h"
 #include "tandem/launch/simulate.h"
+#include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/remote_worker.h"
 
 namespace tandem::bench {
@@ -82,6 +83,7 @@ Phase measure(const std::vector<std::string>& targets, const BenchOptions& opts,
 }  // namespace
 
 nlohmann::json bench_feed(const BenchOptions& opts, const std::string& tandem_exe) {
+  transport::keep_grpc_initialised();
   auto dataset = data::make_dataset(opts.data);
   const std::vector<WorkerSpec> specs = plan_workers();
   std::vector<launch::ProcessSpec> children;

@@ -5,6 +5,7 @@
 #include "tandem/data/convert.h"
 #include "tandem/data/sampler.h"
 #include "tandem/feed/scheduler.h"
+#include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/remote_worker.h"
 #include "tandem/transport/worker_server.h"
 
@@ -15,6 +16,7 @@ namespace tandem::bench {
 // worker's per-batch work is one memcpy of pre-made samples.
 nlohmann::json bench_transport(const BenchOptions& opts, const std::string&) {
   using Clock = std::chrono::steady_clock;
+  transport::keep_grpc_initialised();
   DataOptions data = opts.data;
   data.data = "premade";
   auto dataset = data::make_dataset(data);

@@ -13,6 +13,7 @@
 #include "tandem/launch/roles.h"
 #include "tandem/report/summary.h"
 #include "tandem/training/trainer.h"
+#include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/remote_worker.h"
 
 namespace tandem::launch {
@@ -63,6 +64,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     spdlog::warn("received {}: stopping training", signo == SIGTERM ? "SIGTERM" : "SIGINT");
     stop = true;
   });
+  transport::keep_grpc_initialised();
   const TrainerOptions& opts = settings.trainer;
   std::vector<std::unique_ptr<transport::RemoteWorker>> workers;
   // Whatever happens, the workers hear that training is over, so none waits in vain.

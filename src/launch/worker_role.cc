@@ -7,6 +7,7 @@
 #include "tandem/data/dataset.h"
 #include "tandem/launch/roles.h"
 #include "tandem/report/summary.h"
+#include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/worker_server.h"
 
 namespace tandem::launch {
@@ -19,6 +20,7 @@ int run_worker(const Settings& settings, const std::string& host) {
     signalled = true;
     if (auto* s = live.load()) s->stop();
   });
+  transport::keep_grpc_initialised();
   auto dataset = data::make_dataset(settings.data);
   transport::WorkerServer server(dataset, settings.worker, host, data::wire_dtype(settings.data));
   const int port = settings.worker.port ? settings.worker.port : settings.cluster.worker_port;
