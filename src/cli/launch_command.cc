@@ -1,3 +1,5 @@
+#include <nlohmann/json.hpp>
+
 #include "tandem/cli/commands.h"
 #include "tandem/cli/options.h"
 #include "tandem/launch/roles.h"
@@ -13,7 +15,20 @@ Command add_launch_command(CLI::App& root, Settings& s, const std::string& name)
   add_data_options(*app, s.data);
   add_worker_options(*app, s.worker);
   add_trainer_options(*app, s.trainer);
-  return {app, [&s] { return launch::run_launch(s); }, true};
+  return {app, [app, &s] {
+            std::vector<std::string> forwarded;
+            auto text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+            const nlohmann::json given = given_settings(*app);  // items() must not outlive it
+            for (const auto& [name, value] : given.items()) {
+              if (value.is_array()) {
+                for (const auto& v : value) forwarded.push_back("--" + name + "=" + text(v));
+              } else {
+                forwarded.push_back("--" + name + "=" + text(value));
+              }
+            }
+            return launch::run_launch(s, forwarded);
+          },
+          true};
 }
 
 }  // namespace tandem::cli

@@ -29,7 +29,10 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
 }
 
 void add_data_options(CLI::App& app, DataOptions& o) {
-  app.add_option("--data", o.data, "Dataset: synthetic (learnable) | blur-benchmark | premade (no augmentation)")->capture_default_str()->group(kDataGroup);
+  app.add_option("--data", o.data,
+                 "Dataset: synthetic (learnable) | blur-benchmark | premade (no augmentation) | imagefolder[:PATH] "
+                 "(one folder per class) | mnist[:PATH] (idx files); no PATH = the SageMaker channel --channel")
+      ->capture_default_str()->group(kDataGroup);
   app.add_option("--seed", o.seed, "Seed of every random choice")->capture_default_str()->group(kDataGroup);
   app.add_option("--num-classes", o.num_classes, "Classes")->capture_default_str()->group(kDataGroup);
   app.add_option("--image-size", o.image_size, "Image side in pixels; 0 = the dataset's default")
@@ -37,8 +40,20 @@ void add_data_options(CLI::App& app, DataOptions& o) {
   app.add_option("--dataset-size", o.dataset_size, "Samples per epoch; 0 = the dataset's default")
       ->capture_default_str()->group(kDataGroup);
   app.add_option("--wire-dtype", o.wire_dtype,
-                 "Batches travel as float32 | bfloat16 | float16 | uint8 (values in [0,1] x 255); default float32")
+                 "Batches travel as float32 | bfloat16 | float16 | uint8 (values in [0,1] x 255); default the "
+                 "dataset's own (uint8 for imagefolder and mnist, else float32)")
       ->check(CLI::IsMember({"float32", "bfloat16", "float16", "uint8"}))->group(kDataGroup);
+  app.add_option("--pipeline", o.pipeline,
+                 "Augmentation of imagefolder/mnist samples, e.g. decode,random_resized_crop(224),hflip or a JSON "
+                 "list; default per dataset (docs/configuration.md)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::Join)->group(kDataGroup);
+  app.add_option("--channel", o.channel, "SageMaker channel imagefolder/mnist read when --data has no PATH")
+      ->capture_default_str()->group(kDataGroup);
+  app.add_option("--split", o.split, "train | test: mnist's train-* or t10k-* files; imagefolder's default pipeline")
+      ->capture_default_str()->check(CLI::IsMember({"train", "test"}))->group(kDataGroup);
+  app.add_option("--on-bad-sample", o.on_bad_sample,
+                 "fail | skip: on an undecodable file, stop, or use the next good sample and list the file")
+      ->capture_default_str()->check(CLI::IsMember({"fail", "skip"}))->group(kDataGroup);
 }
 
 void add_worker_options(CLI::App& app, WorkerOptions& o) {
@@ -52,7 +67,31 @@ void add_worker_options(CLI::App& app, WorkerOptions& o) {
 }
 
 void add_trainer_options(CLI::App& app, TrainerOptions& o) {
-  app.add_option("--model", o.model, "Model to train: small_cnn")->capture_default_str()->group(kTrainerGroup);
+  app.add_option("--model", o.model, "Model: small_cnn | mnist_cnn | resnet18 | resnet50 | vit_tiny | vit_b16")
+      ->capture_default_str()->group(kTrainerGroup);
+  app.add_option("--optimizer", o.optimizer, "sgd (with --momentum) | adam | adamw")->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))->group(kTrainerGroup);
+  app.add_option("--weight-decay", o.weight_decay, "Weight decay")->capture_default_str()
+      ->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+  app.add_option("--lr-schedule", o.schedule, "constant | cosine (decays to 0 at --steps)")->capture_default_str()
+      ->check(CLI::IsMember({"constant", "cosine"}))->group(kTrainerGroup);
+  app.add_option("--warmup-steps", o.warmup_steps, "Linear learning-rate warmup steps")->capture_default_str()
+      ->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+  app.add_option("--clip-grad-norm", o.clip_grad_norm, "Clip the gradient norm to this; 0 = off")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+  app.add_option("--amp", o.amp, "Mixed precision: none | bf16")->capture_default_str()
+      ->check(CLI::IsMember({"none", "bf16"}))->group(kTrainerGroup);
+  app.add_flag("--channels-last", o.channels_last, "Channels-last memory format")->group(kTrainerGroup);
+  app.add_option("--procs-per-host", o.procs_per_host, "Trainer processes per host; 0 = one per GPU (1 on CPU)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+  app.add_option("--master-port", o.master_port, "Port of the rendezvous store on the first trainer host")
+      ->capture_default_str()->check(CLI::Range(1, 65535))->group(kTrainerGroup);
+  app.add_option("--dist-timeout", o.dist_timeout_s, "Seconds allowed for rendezvous and each collective")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
+  app.add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints; 0 = only on SIGTERM")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+  app.add_option("--keep-checkpoints", o.keep_checkpoints, "How many checkpoints to keep")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
   app.add_option("--batch-size", o.batch_size, "Samples per step")->capture_default_str()
       ->check(CLI::PositiveNumber)->group(kTrainerGroup);
   app.add_option("--steps", o.steps, "Training steps")->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
@@ -189,6 +228,7 @@ nlohmann::json given_settings(const CLI::App& cmd) {
     if (g != kDataGroup && g != kWorkerGroup && g != kTrainerGroup) continue;
     if (o->count() == 0 || o->get_lnames().empty()) continue;
     const auto& results = o->results();
+    if (results.empty()) continue;
     if (o->get_expected_max() > 1) out[o->get_lnames().front()] = results;
     else out[o->get_lnames().front()] = results.back();
   }

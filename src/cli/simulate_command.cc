@@ -20,6 +20,10 @@ Command add_simulate_command(CLI::App& root, Settings& s) {
   return {app, [app, &s] {
             nlohmann::json hyperparameters = given_settings(*app);
             hyperparameters.erase("summary-json");  // simulate copies the summary itself
+            // Trainer ranks meet on the first trainer host; give this cluster its own port.
+            if (!hyperparameters.contains("master-port")) {
+              hyperparameters["master-port"] = std::to_string(launch::free_loopback_ports(1).front());
+            }
             return launch::run_simulate(s, hyperparameters, std::filesystem::read_symlink("/proc/self/exe"));
           },
           false};

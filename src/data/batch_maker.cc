@@ -5,6 +5,7 @@
 #include <ctime>
 #include <mutex>
 
+#include "tandem/common/error.h"
 #include "tandem/data/convert.h"
 
 namespace tandem::data {
@@ -30,8 +31,14 @@ struct Job {
 
 }  // namespace
 
-BatchMaker::BatchMaker(std::shared_ptr<const Dataset> dataset, ThreadPool* pool, DType wire)
-    : dataset_(std::move(dataset)), pool_(pool), wire_(wire) {}
+BatchMaker::BatchMaker(std::shared_ptr<const Dataset> dataset, ThreadPool* pool, std::optional<DType> wire)
+    : dataset_(std::move(dataset)), pool_(pool), wire_(wire.value_or(dataset_->info().dtype)) {
+  const DType own = dataset_->info().dtype;
+  if (wire_ != own && own != DType::kFloat32 && own != DType::kUInt8) {
+    throw ConfigError(std::string("cannot send ") + dtype_name(own) + " samples of '" + dataset_->info().name +
+                      "' as " + dtype_name(wire_) + ": leave --wire-dtype unset");
+  }
+}
 
 Batch BatchMaker::allocate(const BatchRequest& request) const {
   const DatasetInfo& info = dataset_->info();
@@ -53,6 +60,17 @@ void BatchMaker::fill(Batch& batch, const BatchRequest& request, size_t begin, s
     for (size_t i = begin; i < end; ++i) {
       batch.labels[i] = dataset_->produce(request.indices[i], request.epoch,
                                           std::span<std::byte>(batch.data.data() + i * bytes, bytes));
+    }
+    return;
+  }
+  if (info.dtype == DType::kUInt8) {
+    // uint8 samples (image datasets) made in scratch, then scaled by 1/255 into place.
+    const size_t wire_bytes = bytes * dtype_size(wire_);
+    thread_local std::vector<uint8_t> pixels;
+    pixels.resize(bytes);
+    for (size_t i = begin; i < end; ++i) {
+      batch.labels[i] = dataset_->produce(request.indices[i], request.epoch, std::as_writable_bytes(std::span<uint8_t>(pixels)));
+      convert_from_uint8(pixels.data(), bytes, wire_, batch.data.data() + i * wire_bytes);
     }
     return;
   }

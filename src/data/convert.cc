@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "tandem/common/error.h"
+#include "tandem/data/dataset.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TANDEM_VECTOR_CLONES __attribute__((target_clones("default", "arch=x86-64-v3")))
@@ -39,7 +40,25 @@ TANDEM_VECTOR_CLONES void to_uint8(const float* in, size_t n, uint8_t* out) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(std::clamp(in[i] * 255.0f + 0.5f, 0.0f, 255.0f));
 }
 
+TANDEM_VECTOR_CLONES void u8_to_float(const uint8_t* in, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]) / 255.0f;
+}
+
 }  // namespace
+
+void convert_from_uint8(const uint8_t* in, size_t n, DType dtype, std::byte* out) {
+  if (dtype == DType::kUInt8) {
+    std::memcpy(out, in, n);
+    return;
+  }
+  // Through float32 in blocks that stay in cache, with the float paths' rounding.
+  float block[1024];
+  for (size_t done = 0; done < n; done += 1024) {
+    const size_t m = std::min<size_t>(1024, n - done);
+    u8_to_float(in + done, m, block);
+    convert_from_float(block, m, dtype, out + done * dtype_size(dtype));
+  }
+}
 
 void convert_from_float(const float* in, size_t n, DType dtype, std::byte* out) {
   switch (dtype) {
@@ -51,7 +70,7 @@ void convert_from_float(const float* in, size_t n, DType dtype, std::byte* out) 
 }
 
 DType wire_dtype(const DataOptions& opts) {
-  return opts.wire_dtype.empty() ? DType::kFloat32 : parse_dtype(opts.wire_dtype);
+  return opts.wire_dtype.empty() ? dataset_dtype(opts) : parse_dtype(opts.wire_dtype);
 }
 
 DType parse_dtype(const std::string& name) {

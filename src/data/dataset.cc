@@ -3,6 +3,9 @@
 #include <cstdio>
 
 #include "tandem/common/error.h"
+#include "tandem/data/file_dataset.h"
+#include "tandem/data/image_folder.h"
+#include "tandem/data/mnist.h"
 #include "tandem/data/synthetic.h"
 
 namespace tandem::data {
@@ -17,16 +20,29 @@ std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts) {
   if (opts.data == "synthetic") return make_synthetic(opts);
   if (opts.data == "blur-benchmark") return make_blur_benchmark(opts);
   if (opts.data == "premade") return make_premade(opts);
+  const std::string source = split_source(opts.data).first;
+  if (source == "imagefolder") return make_image_folder(opts, data_path(opts));
+  if (source == "mnist") return make_mnist(opts, data_path(opts));
   throw ConfigError("unknown --data '" + opts.data +
-                    "': use 'synthetic' (a small learnable task), 'blur-benchmark' or 'premade'");
+                    "': use 'synthetic' (a small learnable task), 'blur-benchmark', 'premade', "
+                    "'imagefolder[:PATH]' (one folder per class) or 'mnist[:PATH]' (idx files)");
+}
+
+DType dataset_dtype(const DataOptions& opts) {
+  const std::string source = split_source(opts.data).first;
+  return source == "imagefolder" || source == "mnist" ? DType::kUInt8 : DType::kFloat32;
+}
+
+uint64_t fnv1a(std::string_view data, uint64_t hash) {
+  for (unsigned char c : data) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
 }
 
 std::string fingerprint_of(const std::string& description) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : description) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
+  const uint64_t h = fnv1a(description);
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;

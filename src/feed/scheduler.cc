@@ -9,6 +9,7 @@ namespace tandem::feed {
 Scheduler::Scheduler(RequestFactory make_request, SchedulerOptions opts)
     : make_request_(std::move(make_request)), opts_(opts) {
   opts_.prefetch = std::max(opts_.prefetch, 1);
+  next_new_ = next_deliver_ = opts_.first_batch;
 }
 
 int Scheduler::add_source(std::string name, int window) {

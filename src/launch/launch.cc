@@ -1,25 +1,79 @@
+#include <filesystem>
+
 #include <spdlog/spdlog.h>
 
 #include "tandem/cluster/cluster.h"
 #include "tandem/cluster/roles.h"
 #include "tandem/common/error.h"
+#include "tandem/launch/process.h"
 #include "tandem/launch/roles.h"
+#include "tandem/training/trainer.h"
 
 namespace tandem::launch {
+namespace {
 
-int run_launch(const Settings& settings) {
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+// One trainer process per GPU (or --procs-per-host), each a `tandem trainer` with
+// torchrun's variables, supervised: if one dies the others are stopped.
+int run_rank_processes(const Settings& settings, const cluster::RolePlan& plan, const std::vector<std::string>& targets,
+                       const std::vector<std::string>& forwarded, int procs) {
+  const ClusterOptions& c = settings.cluster;
+  const std::string master_addr =
+      cluster::resolve_host(cluster::worker_endpoint(plan.trainer_hosts.front(), c).address, c.resolve_timeout_s);
+  const std::string my_addr = cluster::worker_endpoint(plan.trainer_hosts.at(plan.host_index), c).address;
+  const int world = static_cast<int>(plan.trainer_hosts.size()) * procs;
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe");
+  std::vector<ProcessSpec> children;
+  for (int local = 0; local < procs; ++local) {
+    const int rank = plan.host_index * procs + local;
+    ProcessSpec p;
+    p.name = "rank-" + std::to_string(rank);
+    p.argv = {exe, "trainer", "--sagemaker-root", c.sagemaker_root, "--current-host", plan.trainer_hosts.at(plan.host_index)};
+    if (!c.config_file.empty()) p.argv.insert(p.argv.end(), {"--config", c.config_file});
+    if (!targets.empty()) p.argv.insert(p.argv.end(), {"--workers", joined(targets)});
+    p.argv.insert(p.argv.end(), forwarded.begin(), forwarded.end());
+    p.env = {{"RANK", std::to_string(rank)},
+             {"LOCAL_RANK", std::to_string(local)},
+             {"WORLD_SIZE", std::to_string(world)},
+             {"LOCAL_WORLD_SIZE", std::to_string(procs)},
+             {"GROUP_RANK", std::to_string(plan.host_index)},
+             {"MASTER_ADDR", master_addr},
+             {"MASTER_PORT", std::to_string(settings.trainer.master_port)},
+             {"TANDEM_GLOO_ADDRESS", cluster::resolve_host(my_addr, c.resolve_timeout_s)}};
+    children.push_back(std::move(p));
+  }
+  spdlog::info("starting {} trainer processes (ranks {}..{} of {}), rendezvous at {}:{}", procs,
+               plan.host_index * procs, plan.host_index * procs + procs - 1, world, master_addr,
+               settings.trainer.master_port);
+  SuperviseOptions opts;
+  opts.timeout_s = 1e9;  // training takes as long as it takes; SIGTERM and failures end it
+  const std::vector<ExitStatus> statuses = supervise(children, opts);
+  bool interrupted = false;
+  for (const auto& s : statuses) {
+    if (s.ok()) continue;
+    if (s.signal == 0 && s.exit_code == kExitInterrupted) interrupted = true;
+    else return kExitFailed;
+  }
+  return interrupted ? kExitInterrupted : kExitOk;
+}
+
+}  // namespace
+
+int run_launch(const Settings& settings, const std::vector<std::string>& forwarded) {
   const cluster::Cluster c = cluster::discover(settings.cluster);
   const cluster::RolePlan plan = cluster::resolve_roles(c, settings.cluster);
   spdlog::info("host {} of group {} ({}): role {} (from {})", c.current_host, c.current_group,
-               c.current_instance_type, cluster::role_name(plan.role), plan.origin.count("role") ? plan.origin.at("role") : c.source);
+               c.current_instance_type, cluster::role_name(plan.role),
+               plan.origin.count("role") ? plan.origin.at("role") : c.source);
   if (plan.role == cluster::Role::kWorker) {
     Settings s = settings;
     if (!s.worker.port) s.worker.port = cluster::worker_endpoint(c.current_host, s.cluster).port;
     return run_worker(s, c.current_host);
-  }
-  if (plan.trainer_hosts.size() > 1) {
-    throw ConfigError("the trainer groups have " + std::to_string(plan.trainer_hosts.size()) +
-                      " hosts, but this version trains on one trainer host: use one trainer host");
   }
   std::vector<std::string> targets;
   for (const std::string& host : plan.worker_hosts) {
@@ -27,7 +81,10 @@ int run_launch(const Settings& settings) {
     ep.address = cluster::resolve_host(ep.address, settings.cluster.resolve_timeout_s);
     targets.push_back(ep.target());
   }
-  return run_trainer(settings, targets, c.current_host);
+  const int procs = settings.trainer.procs_per_host > 0 ? settings.trainer.procs_per_host
+                                                        : std::max(training::cuda_device_count(), 1);
+  if (procs == 1 && plan.trainer_hosts.size() == 1) return run_trainer(settings, targets, c.current_host);
+  return run_rank_processes(settings, plan, targets, forwarded, procs);
 }
 
 }  // namespace tandem::launch

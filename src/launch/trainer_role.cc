@@ -21,9 +21,9 @@ namespace {
 
 // Threads for LibTorch and for in-process preprocessing, without oversubscribing.
 // On GPU the loop needs few CPU threads and the rest preprocess; on CPU training owns
-// the cores unless nobody else makes data.
-std::pair<int, int> split_cores(const TrainerOptions& opts, bool has_remote, bool cuda) {
-  const int cores = data::available_cores();
+// the cores unless nobody else makes data. Ranks on one host share its cores.
+std::pair<int, int> split_cores(const TrainerOptions& opts, bool has_remote, bool cuda, int local_ranks) {
+  const int cores = std::max(data::available_cores() / std::max(local_ranks, 1), 1);
   int local = opts.local_workers;
   if (local < 0) {
     if (cuda) local = std::max(cores - 2, 1);
@@ -66,32 +66,39 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   });
   transport::keep_grpc_initialised();
   const TrainerOptions& opts = settings.trainer;
+  const std::string& root = settings.cluster.sagemaker_root;
   std::vector<std::unique_ptr<transport::RemoteWorker>> workers;
   // Whatever happens, the workers hear that training is over, so none waits in vain.
   auto release_workers = [&](const std::string& reason) {
     for (const std::string& target : worker_targets) transport::RemoteWorker(target).shutdown(reason, 5);
   };
+  int rank = 0;
   try {
+    const training::DistInfo dist = training::dist_from_env(opts);
+    rank = dist.rank;
     auto dataset = data::make_dataset(settings.data);
     const data::DatasetInfo& info = dataset->info();
-    const auto [torch_threads, local] = split_cores(opts, !worker_targets.empty(), training::cuda_device_count() > 0);
+    const auto [torch_threads, local] =
+        split_cores(opts, !worker_targets.empty(), training::cuda_device_count() > 0, dist.local_world);
     training::set_torch_threads(torch_threads);
     if (worker_targets.empty() && local == 0) {
       throw ConfigError("no data source: there are no data workers and --local-workers is 0; "
                         "set --local-workers or add a worker group");
     }
-    data::Sampler sampler(info.size, opts.batch_size, settings.data.seed);
+    training::Trainer trainer(opts, info, dist, {root + "/checkpoints", root + "/model"});
+    data::Sampler sampler(info.size, opts.batch_size, settings.data.seed, dist.rank, dist.world);
     feed::Scheduler scheduler([&](uint64_t seq) { return sampler.request(seq); },
-                              {static_cast<uint64_t>(opts.steps), opts.prefetch, opts.batch_timeout_s});
-    spdlog::info("trainer {}: {} data workers, {} local preprocessing threads, {} torch threads", host,
-                 worker_targets.size(), local, torch_threads);
+                              {static_cast<uint64_t>(opts.steps), opts.prefetch, opts.batch_timeout_s,
+                               static_cast<uint64_t>(trainer.start_step())});
+    spdlog::info("trainer {} rank {}/{}: {} data workers, {} local preprocessing threads, {} torch threads", host,
+                 dist.rank, dist.world, worker_targets.size(), local, torch_threads);
     workers = connect_workers(worker_targets, opts, info);
     for (auto& w : workers) w->start(scheduler, scheduler.add_source(w->target(), opts.inflight));
     std::unique_ptr<feed::LocalSource> local_source;
     if (local > 0) local_source = std::make_unique<feed::LocalSource>(scheduler, dataset, local, data::wire_dtype(settings.data));
     training::TrainReport result;
     try {
-      result = training::train(opts, info, [&] { return scheduler.next(); }, stop);
+      result = trainer.run([&] { return scheduler.next(); }, stop);
     } catch (...) {
       scheduler.close();
       for (auto& w : workers) w->stop();  // their threads use the scheduler
@@ -100,18 +107,20 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     scheduler.close();
     for (auto& w : workers) w->stop();
     local_source.reset();
-    const nlohmann::json summary = report::make_summary(result, scheduler.stats());
-    const std::string path = opts.summary_json.empty() ? settings.cluster.sagemaker_root + "/output/data/summary.json"
-                                                       : opts.summary_json;
-    report::write_file_atomically(path, summary.dump(2) + "\n");
-    spdlog::info("training {}: {} steps, loss {:.4f} -> {:.4f}, {:.1f} samples/s; summary in {}",
-                 result.interrupted ? "interrupted" : "finished", result.steps, result.first_loss, result.final_loss,
-                 result.samples_per_sec, path);
-    release_workers(result.interrupted ? "trainer interrupted" : "training finished");
+    if (dist.rank == 0) {
+      const nlohmann::json summary = report::make_summary(result, scheduler.stats());
+      const std::string path = opts.summary_json.empty() ? root + "/output/data/summary.json" : opts.summary_json;
+      report::write_file_atomically(path, summary.dump(2) + "\n");
+      spdlog::info("training {}: {} steps, loss {:.4f} -> {:.4f}, {:.1f} samples/s; summary in {}",
+                   result.interrupted ? "interrupted" : "finished", result.steps, result.first_loss, result.final_loss,
+                   result.samples_per_sec * dist.world, path);
+      // Every rank has finished its last step (run() ends with a barrier): now the workers may go.
+      release_workers(result.interrupted ? "trainer interrupted" : "training finished");
+    }
     return result.interrupted ? kExitInterrupted : kExitOk;
   } catch (const std::exception& e) {
-    spdlog::error("trainer {} failed: {}", host, e.what());
-    report::write_failure(settings.cluster.sagemaker_root, std::string("trainer failed: ") + e.what());
+    spdlog::error("trainer {} rank {} failed: {}", host, rank, e.what());
+    report::write_failure(root, std::string("trainer failed: ") + e.what());
     for (auto& w : workers) w->stop();
     release_workers("trainer failed");
     return kExitFailed;

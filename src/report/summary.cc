@@ -26,7 +26,7 @@ nlohmann::json make_summary(const training::TrainReport& train, const std::vecto
     if (s.failed) w["error"] = s.error;
     workers.push_back(std::move(w));
   }
-  return {{"steps", train.steps},
+  nlohmann::json out = {{"steps", train.steps},
           {"samples", train.samples},
           {"samples_per_sec", train.samples_per_sec},
           {"data_wait_fraction", train.data_wait_fraction},
@@ -37,7 +37,15 @@ nlohmann::json make_summary(const training::TrainReport& train, const std::vecto
           {"model", train.model},
           {"device", train.device},
           {"torch_threads", train.torch_threads},
-          {"workers", std::move(workers)}};
+          {"workers", std::move(workers)},
+          {"start_step", train.start_step},
+          {"losses", train.losses},
+          {"rank", train.rank},
+          {"world_size", train.world},
+          {"param_checksums", train.param_checksums}};
+  if (!train.last_checkpoint.empty()) out["checkpoint_dir"] = train.last_checkpoint;
+  if (!train.model_file.empty()) out["model_file"] = train.model_file;
+  return out;
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {

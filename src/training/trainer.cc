@@ -1,12 +1,19 @@
 #include "tandem/training/trainer.h"
 
 #include <chrono>
+#include <filesystem>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "autocast.h"
+#include "checkpoint.h"
+#include "collective.h"
 #include "model.h"
+#include "optim.h"
 #include "tandem/common/error.h"
+#include "tandem/report/summary.h"
 
 namespace tandem::training {
 namespace {
@@ -26,16 +33,99 @@ torch::ScalarType scalar_type(data::DType dtype) {
 }
 
 void check_batch(const data::Batch& batch, const data::DatasetInfo& info) {
-  const std::vector<int64_t> expected_tail = info.sample_shape;
-  if (batch.shape.size() != expected_tail.size() + 1 ||
-      !std::equal(expected_tail.begin(), expected_tail.end(), batch.shape.begin() + 1)) {
+  if (batch.shape.size() != info.sample_shape.size() + 1 ||
+      !std::equal(info.sample_shape.begin(), info.sample_shape.end(), batch.shape.begin() + 1)) {
     throw NetworkError("batch " + std::to_string(batch.sequence) + " has the wrong sample shape for dataset '" +
                        info.name + "': give every host the same data settings");
   }
 }
 
-// The batch's bytes as tensors on `device`. The payload is wrapped, not copied, on CPU.
-std::pair<torch::Tensor, torch::Tensor> to_tensors(data::Batch& batch, const torch::Device& device) {
+// Hex FNV-1a over every parameter's bytes: equal on every rank, or the ranks diverged.
+std::string checksum(torch::nn::Module& model) {
+  std::string all;
+  for (const auto& p : model.parameters()) {
+    const torch::Tensor c = p.detach().to(torch::kCPU).contiguous();
+    all.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
+  }
+  return data::fingerprint_of(all);
+}
+
+}  // namespace
+
+struct Trainer::Impl {
+  TrainerOptions opts;
+  data::DatasetInfo info;
+  DistInfo dist;
+  RunPaths paths;
+  torch::Device device{torch::kCPU};
+  torch::nn::AnyModule model;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<Collective> collective;
+  int64_t start_step = 0;
+
+  void resume();
+  std::pair<torch::Tensor, torch::Tensor> to_tensors(data::Batch& batch) const;
+  double train_step(data::Batch& batch, int64_t step);
+  void log_line(int64_t step, double loss, double window_s, int64_t window_samples, double window_wait) const;
+  std::string save_checkpoint(int64_t step);
+  std::string save_model();
+};
+
+Trainer::Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.opts = opts;
+  m.info = info;
+  m.dist = dist;
+  m.paths = paths;
+  const int gpus = cuda_device_count();
+  if (gpus > 0) m.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(dist.local_rank % gpus));
+  torch::manual_seed(0);
+  at::globalContext().setFlushDenormal(true);  // near-zero gradients late in training are slow otherwise
+  m.model = make_model(opts.model, info);
+  m.model.ptr()->to(m.device);
+  if (opts.channels_last) {
+    for (auto& p : m.model.ptr()->parameters()) {
+      if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
+    }
+  }
+  m.optimizer = make_optimizer(opts, m.model.ptr()->parameters());
+  m.collective = std::make_unique<Collective>(dist, m.device.is_cuda());
+  m.resume();
+  std::vector<torch::Tensor> state = m.model.ptr()->parameters();
+  for (const auto& b : m.model.ptr()->buffers()) state.push_back(b);
+  m.collective->broadcast(state);
+}
+
+Trainer::~Trainer() = default;
+
+int64_t Trainer::start_step() const { return impl_->start_step; }
+
+void Trainer::barrier() { impl_->collective->barrier(); }
+
+// Rank 0 picks the newest valid checkpoint and shares its bytes through the store, so a
+// rank on another host resumes from the same one.
+void Trainer::Impl::resume() {
+  std::string bytes, origin;
+  if (dist.rank == 0) {
+    if (auto c = newest_checkpoint(paths.checkpoint_dir)) {
+      bytes = std::move(c->bytes);
+      origin = c->path;
+    }
+    collective->put("resume-origin", origin.empty() ? "-" : origin);
+    collective->put("resume", bytes);
+  } else {
+    origin = collective->take("resume-origin");
+    bytes = collective->take("resume");
+    if (origin == "-") origin.clear();
+  }
+  if (origin.empty()) return;
+  start_step = restore_state(bytes, origin, *model.ptr(), *optimizer);
+  model.ptr()->to(device);
+  if (dist.rank == 0) spdlog::info("resumed from {} at step {}", origin, start_step);
+}
+
+std::pair<torch::Tensor, torch::Tensor> Trainer::Impl::to_tensors(data::Batch& batch) const {
   torch::Tensor x = torch::from_blob(batch.data.data(), batch.shape, torch::TensorOptions(scalar_type(batch.dtype)));
   torch::Tensor y = torch::from_blob(batch.labels.data(), {static_cast<int64_t>(batch.labels.size())}, torch::kInt64);
   // Narrow wire dtypes travel to the device as they are and widen there.
@@ -45,65 +135,120 @@ std::pair<torch::Tensor, torch::Tensor> to_tensors(data::Batch& batch, const tor
   }
   if (batch.dtype == data::DType::kUInt8) x = x.to(torch::kFloat32).div_(255.0f);
   else if (x.scalar_type() != torch::kFloat32) x = x.to(torch::kFloat32);
+  if (opts.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
   return {x, y};
 }
 
-}  // namespace
+double Trainer::Impl::train_step(data::Batch& batch, int64_t step) {
+  check_batch(batch, info);
+  auto [x, y] = to_tensors(batch);
+  set_learning_rate(*optimizer, learning_rate(opts, step));
+  optimizer->zero_grad();
+  torch::Tensor loss;
+  {
+    Autocast amp(opts.amp == "bf16", device.is_cuda());
+    loss = torch::nn::functional::cross_entropy(model.forward(x).to(torch::kFloat32), y);
+  }
+  loss.backward();
+  collective->average_gradients(model.ptr()->parameters());
+  if (opts.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(model.ptr()->parameters(), opts.clip_grad_norm);
+  optimizer->step();
+  return loss.item<double>();
+}
 
-int cuda_device_count() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
+void Trainer::Impl::log_line(int64_t step, double loss, double window_s, int64_t window_samples,
+                             double window_wait) const {
+  if (dist.rank != 0) return;
+  spdlog::info("step={} loss={:.4f} samples_per_sec={:.1f} data_wait_pct={:.1f}", step, loss,
+               window_samples * dist.world / window_s, 100.0 * window_wait / window_s);
+}
 
-void set_torch_threads(int threads) { torch::set_num_threads(std::max(threads, 1)); }
+std::string Trainer::Impl::save_checkpoint(int64_t step) {
+  if (dist.rank != 0) return {};
+  write_checkpoint(paths.checkpoint_dir, step, serialize_state(*model.ptr(), *optimizer, step), opts.keep_checkpoints);
+  spdlog::info("checkpoint at step {} in {}", step, paths.checkpoint_dir);
+  return paths.checkpoint_dir;
+}
 
-TrainReport train(const TrainerOptions& opts, const data::DatasetInfo& info, const NextBatch& next,
-                  const std::atomic<bool>& stop) {
-  const torch::Device device = cuda_device_count() > 0 ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  torch::manual_seed(0);
-  at::globalContext().setFlushDenormal(true);  // near-zero gradients late in training are slow otherwise
-  torch::nn::AnyModule model = make_model(opts.model, info);
-  model.ptr()->to(device);
-  torch::optim::SGD optimizer(model.ptr()->parameters(), torch::optim::SGDOptions(opts.lr).momentum(opts.momentum));
+// The final model as a LibTorch archive (torch::load-able) and a JSON of its settings.
+std::string Trainer::Impl::save_model() {
+  if (dist.rank != 0 || paths.model_dir.empty()) return {};
+  std::filesystem::create_directories(paths.model_dir);
+  const std::string file = paths.model_dir + "/model.pt";
+  torch::save(model.ptr(), file + ".tmp");
+  std::filesystem::rename(file + ".tmp", file);
+  const nlohmann::json meta = {{"model", opts.model},
+                               {"num_classes", info.num_classes},
+                               {"sample_shape", info.sample_shape},
+                               {"dataset", info.name},
+                               {"input_dtype", "float32"},
+                               {"file", "model.pt"}};
+  report::write_file_atomically(paths.model_dir + "/model.json", meta.dump(2) + "\n");
+  return file;
+}
 
-  TrainReport report;
-  report.device = device.str();
-  report.model = opts.model;
-  report.torch_threads = torch::get_num_threads();
+TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop) {
+  Impl& m = *impl_;
+  TrainReport r;
+  r.device = m.device.str();
+  r.model = m.opts.model;
+  r.torch_threads = torch::get_num_threads();
+  r.rank = m.dist.rank;
+  r.world = m.dist.world;
+  r.start_step = m.start_step;
   const auto start = Clock::now();
   auto window_start = start;
   double window_wait = 0;
   int64_t window_samples = 0;
-  while (report.steps < opts.steps && !stop) {
+  int64_t step = m.start_step;
+  for (; step < m.opts.steps; ++step) {
+    if (m.collective->any(stop.load())) {
+      r.interrupted = true;
+      break;
+    }
     const auto wait_start = Clock::now();
     std::optional<data::Batch> batch = next();
     const double waited = seconds_since(wait_start);
-    report.data_wait_seconds += waited;
+    r.data_wait_seconds += waited;
     window_wait += waited;
     if (!batch) break;
-    check_batch(*batch, info);
-    auto [x, y] = to_tensors(*batch, device);
-    optimizer.zero_grad();
-    torch::Tensor loss = torch::nn::functional::cross_entropy(model.forward(x), y);
-    loss.backward();
-    optimizer.step();
-    const double loss_value = loss.item<double>();
-    if (report.steps == 0) report.first_loss = loss_value;
-    report.final_loss = loss_value;
-    ++report.steps;
-    report.samples += batch->size();
+    const double loss = m.train_step(*batch, step);
+    r.losses.push_back(loss);
+    r.samples += batch->size();
     window_samples += batch->size();
-    if (report.steps % opts.log_every == 0 || report.steps == opts.steps) {
-      const double window = seconds_since(window_start);
-      spdlog::info("step={} loss={:.4f} samples_per_sec={:.1f} data_wait_pct={:.1f}", report.steps, loss_value,
-                   window_samples / window, 100.0 * window_wait / window);
+    const int64_t done = step + 1;
+    if (done % m.opts.log_every == 0 || done == m.opts.steps) {
+      m.log_line(done, loss, seconds_since(window_start), window_samples, window_wait);
       window_start = Clock::now();
       window_wait = 0;
       window_samples = 0;
     }
+    if (m.opts.checkpoint_every > 0 && done % m.opts.checkpoint_every == 0 && done < m.opts.steps) {
+      r.last_checkpoint = m.save_checkpoint(done);
+    }
   }
-  report.interrupted = stop && report.steps < opts.steps;
-  report.wall_seconds = seconds_since(start);
-  report.samples_per_sec = report.wall_seconds > 0 ? report.samples / report.wall_seconds : 0;
-  report.data_wait_fraction = report.wall_seconds > 0 ? report.data_wait_seconds / report.wall_seconds : 0;
-  return report;
+  if (r.interrupted) r.last_checkpoint = m.save_checkpoint(step);
+  else r.model_file = m.save_model();
+  r.steps = static_cast<int64_t>(r.losses.size());
+  if (!r.losses.empty()) {
+    r.first_loss = r.losses.front();
+    r.final_loss = r.losses.back();
+  }
+  r.wall_seconds = seconds_since(start);
+  r.samples_per_sec = r.wall_seconds > 0 ? r.samples / r.wall_seconds : 0;
+  r.data_wait_fraction = r.wall_seconds > 0 ? r.data_wait_seconds / r.wall_seconds : 0;
+  const std::string mine = checksum(*m.model.ptr());
+  m.collective->put("checksum/" + std::to_string(m.dist.rank), mine);
+  m.collective->barrier();
+  if (m.dist.world <= 1) r.param_checksums = {mine};
+  else if (m.dist.rank == 0) {
+    for (int i = 0; i < m.dist.world; ++i) r.param_checksums.push_back(m.collective->take("checksum/" + std::to_string(i)));
+  }
+  return r;
 }
+
+int cuda_device_count() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
+
+void set_torch_threads(int threads) { torch::set_num_threads(std::max(threads, 1)); }
 
 }  // namespace tandem::training

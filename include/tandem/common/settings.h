@@ -25,14 +25,26 @@ struct ClusterOptions {
 
 // What every sample is and how it is augmented. Trainer and workers must agree.
 struct DataOptions {
-  std::string data = "synthetic";  // --data: synthetic | blur-benchmark
+  // --data: synthetic | blur-benchmark | premade | imagefolder[:PATH] | mnist[:PATH]
+  // (without PATH: the SageMaker channel <sagemaker_root>/input/data/<channel>)
+  std::string data = "synthetic";
   uint64_t seed = 0;               // --seed: with (epoch, index) it fixes every random choice
   int num_classes = 10;            // --num-classes
   int image_size = 0;              // --image-size: 0 = the dataset's default
   uint64_t dataset_size = 0;       // --dataset-size: samples per epoch; 0 = default
   // --wire-dtype: float32 | bfloat16 | float16 | uint8 (values in [0,1] x 255); empty =
-  // the dataset's own (float32). The trainer converts back to float on its device.
+  // the dataset's own (uint8 for imagefolder and mnist, else float32). The trainer
+  // converts back to float on its device.
   std::string wire_dtype;
+  // --pipeline: augmentation of imagefolder / mnist samples, e.g.
+  // "decode,random_resized_crop(224),hflip,color_jitter(0.4,0.4,0.4),to_uint8" or a JSON
+  // list; empty = the dataset's default. See docs/configuration.md.
+  std::string pipeline;
+  std::string channel = "train";        // --channel: SageMaker channel read when --data has no PATH
+  std::string split = "train";          // --split: train | test (mnist's files; imagefolder's default pipeline)
+  std::string on_bad_sample = "fail";   // --on-bad-sample: fail | skip (use the next good sample, list the bad one)
+  // Not a flag: callers copy ClusterOptions::sagemaker_root here. Empty: $TANDEM_SAGEMAKER_ROOT, else /opt/ml.
+  std::string sagemaker_root;
 };
 
 // A data worker's server.
@@ -46,11 +58,23 @@ struct WorkerOptions {
 // The training loop and its feeding.
 struct TrainerOptions {
   std::vector<std::string> workers;  // --workers host:port,... (explicit trainer only)
-  std::string model = "small_cnn";   // --model
+  std::string model = "small_cnn";   // --model: small_cnn | mnist_cnn | resnet18 | resnet50 | vit_tiny | vit_b16
   int batch_size = 64;               // --batch-size: per trainer process
   int64_t steps = 300;               // --steps
-  double lr = 0.05;                  // --lr
-  double momentum = 0.9;             // --momentum
+  std::string optimizer = "sgd";     // --optimizer: sgd (momentum) | adam | adamw
+  double lr = 0.05;                  // --lr: peak learning rate
+  double momentum = 0.9;             // --momentum (sgd)
+  double weight_decay = 0;           // --weight-decay
+  int64_t warmup_steps = 0;          // --warmup-steps: linear warmup, then cosine decay to 0
+  std::string schedule = "constant"; // --lr-schedule: constant | cosine
+  double clip_grad_norm = 0;         // --clip-grad-norm: 0 = off
+  std::string amp = "none";          // --amp: none | bf16 (autocast on CUDA and CPU)
+  bool channels_last = false;        // --channels-last
+  int procs_per_host = 0;            // --procs-per-host: trainer processes per host; 0 = GPUs (1 on CPU)
+  int master_port = 29500;           // --master-port: c10d TCPStore on the first trainer host
+  double dist_timeout_s = 300;       // --dist-timeout: rendezvous and collective deadline
+  int64_t checkpoint_every = 0;      // --checkpoint-every: steps between checkpoints; 0 = only on SIGTERM
+  int keep_checkpoints = 3;          // --keep-checkpoints: the newest K are kept
   int log_every = 20;                // --log-every
   int local_workers = -1;            // --local-workers: in-process preprocessing threads; -1 = spare cores
   int train_threads = 0;             // --train-threads: LibTorch intra-op threads; 0 = auto

@@ -4,6 +4,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "tandem/data/batch.h"
 #include "tandem/data/dataset.h"
@@ -13,9 +14,11 @@ namespace tandem::data {
 
 class BatchMaker {
  public:
-  // `pool` may be null: then only make() is available. Batches are built as `wire`
-  // (the dataset's samples are float32; other dtypes are converted sample by sample).
-  BatchMaker(std::shared_ptr<const Dataset> dataset, ThreadPool* pool, DType wire = DType::kFloat32);
+  // `pool` may be null: then only make() is available. Batches are built as `wire`,
+  // by default the dataset's own dtype. float32 samples convert to any wire dtype; uint8
+  // samples (image datasets) too, as value / 255 for the float types. Conversion is
+  // sample by sample. Throws ConfigError for a dataset dtype it cannot convert from.
+  BatchMaker(std::shared_ptr<const Dataset> dataset, ThreadPool* pool, std::optional<DType> wire = std::nullopt);
 
   // Builds the batch on the pool, in chunks of samples so one batch uses every thread.
   // Exactly one of `done` / `failed` runs, on the pool thread that finishes last.

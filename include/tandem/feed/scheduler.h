@@ -21,9 +21,10 @@
 namespace tandem::feed {
 
 struct SchedulerOptions {
-  uint64_t total_batches = 0;    // sequences 0 .. total_batches-1 are delivered
+  uint64_t total_batches = 0;    // sequences first_batch .. total_batches-1 are delivered
   int prefetch = 16;             // requested-but-unconsumed batches, at most (bounds memory)
   double batch_timeout_s = 120;  // next() gives up after this long without its batch
+  uint64_t first_batch = 0;      // where a resumed run starts
 };
 
 struct SourceStats {

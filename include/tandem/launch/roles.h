@@ -25,7 +25,9 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
                 const std::string& host);
 
 // `tandem launch` / `tandem train`: discovers the cluster, resolves this host's role
-// and runs it.
-int run_launch(const Settings& settings);
+// and runs it. A trainer host with several processes (--procs-per-host, GPUs) or in a
+// multi-host trainer group starts one `tandem trainer` per process with torchrun's
+// variables and `forwarded` (this command's own flags) and supervises them.
+int run_launch(const Settings& settings, const std::vector<std::string>& forwarded = {});
 
 }  // namespace tandem::launch

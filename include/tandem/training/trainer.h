@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,8 +16,31 @@
 
 namespace tandem::training {
 
+// This process's place in data-parallel training, torchrun style.
+struct DistInfo {
+  int rank = 0;
+  int world = 1;
+  int local_rank = 0;
+  int local_world = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  double timeout_s = 300;
+  std::string gloo_address;  // the address Gloo binds to; empty = this host's name
+};
+
+// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
+// TANDEM_GLOO_ADDRESS; none set means a world of one. Throws ConfigError naming the
+// variable for values that do not fit together.
+DistInfo dist_from_env(const TrainerOptions& opts);
+
+struct RunPaths {
+  std::string checkpoint_dir;  // <root>/checkpoints
+  std::string model_dir;       // <root>/model
+};
+
 struct TrainReport {
-  int64_t steps = 0;
+  int64_t start_step = 0;         // > 0 when resumed from a checkpoint
+  int64_t steps = 0;              // steps this run took
   int64_t samples = 0;
   double wall_seconds = 0;
   double samples_per_sec = 0;
@@ -24,22 +48,46 @@ struct TrainReport {
   double data_wait_fraction = 0;  // of wall time, spent waiting for the next batch
   double first_loss = 0;
   double final_loss = 0;
+  std::vector<double> losses;     // one per step, from start_step
   bool interrupted = false;       // stopped early by `stop`
   std::string device;             // "cpu" or "cuda:0"
   std::string model;
   int torch_threads = 0;
+  int rank = 0;
+  int world = 1;
+  std::vector<std::string> param_checksums;  // per rank: FNV-1a of every parameter's bytes
+  std::string last_checkpoint;    // path, if this run wrote one
+  std::string model_file;         // the final model, written by rank 0
 };
 
 // Pulls the next batch; nullopt ends training.
 using NextBatch = std::function<std::optional<data::Batch>()>;
 
-// Trains opts.model on batches from `next` for opts.steps steps (or until batches run
-// out, or `stop` becomes true), logging a metrics line every opts.log_every steps.
-// Uses CUDA when available. Throws on a batch whose shape does not match `info`.
-TrainReport train(const TrainerOptions& opts, const data::DatasetInfo& info, const NextBatch& next,
-                  const std::atomic<bool>& stop);
+class Trainer {
+ public:
+  // Builds the model and optimizer, joins the process group (when dist.world > 1),
+  // resumes from the newest valid checkpoint in paths.checkpoint_dir (rank 0 reads it and
+  // shares it), and makes every rank's parameters equal to rank 0's.
+  Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths);
+  ~Trainer();
 
-// Whether this build and machine can train on a GPU, and how many GPUs it sees.
+  // The first step this run trains; batches must start at this sequence number.
+  int64_t start_step() const;
+
+  // Trains until opts.steps, the end of the batches, or `stop` on any rank (every rank
+  // stops at the same step; rank 0 then checkpoints). Logs a metrics line every
+  // opts.log_every steps (rank 0). Writes checkpoints and, when finished, the model.
+  TrainReport run(const NextBatch& next, const std::atomic<bool>& stop);
+
+  // Waits for every rank (e.g. before rank 0 releases the data workers).
+  void barrier();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// How many GPUs this process sees.
 int cuda_device_count();
 
 // Sets LibTorch's intra-op thread count for this process.

@@ -1,0 +1,112 @@
+#include "checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include "tandem/common/error.h"
+#include "tandem/data/dataset.h"
+#include "tandem/report/summary.h"
+
+namespace tandem::training {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path checkpoint_path(const std::string& dir, int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "ckpt-%09lld.pt", static_cast<long long>(step));
+  return fs::path(dir) / name;
+}
+
+// Steps of the checkpoints in `dir`, newest first.
+std::vector<int64_t> steps_in(const std::string& dir) {
+  std::vector<int64_t> steps;
+  if (!fs::is_directory(dir)) return steps;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() == 17 && name.rfind("ckpt-", 0) == 0 && entry.path().extension() == ".pt") {
+      steps.push_back(std::stoll(name.substr(5, 9)));
+    }
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::string serialize_state(torch::nn::Module& model, torch::optim::Optimizer& optimizer, int64_t step) {
+  torch::serialize::OutputArchive archive;
+  torch::serialize::OutputArchive model_archive, optimizer_archive;
+  model.save(model_archive);
+  optimizer.save(optimizer_archive);
+  archive.write("model", model_archive);
+  archive.write("optimizer", optimizer_archive);
+  archive.write("step", torch::tensor(step));
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+int64_t restore_state(const std::string& bytes, const std::string& origin, torch::nn::Module& model,
+                      torch::optim::Optimizer& optimizer) {
+  try {
+    std::istringstream in(bytes);
+    torch::serialize::InputArchive archive, model_archive, optimizer_archive;
+    archive.load_from(in);
+    archive.read("model", model_archive);
+    archive.read("optimizer", optimizer_archive);
+    model.load(model_archive);
+    optimizer.load(optimizer_archive);
+    torch::Tensor step;
+    archive.read("step", step);
+    return step.item<int64_t>();
+  } catch (const c10::Error& e) {
+    throw ConfigError("checkpoint " + origin + " does not fit this model and optimizer (" +
+                      std::string(e.what_without_backtrace()) +
+                      "): resume with the settings it was written with, or move it out of the checkpoints directory");
+  }
+}
+
+void write_checkpoint(const std::string& dir, int64_t step, const std::string& bytes, int keep) {
+  const fs::path path = checkpoint_path(dir, step);
+  report::write_file_atomically(path.string(), bytes);
+  const nlohmann::json sidecar = {{"step", step}, {"bytes", bytes.size()}, {"fnv1a", data::fingerprint_of(bytes)}};
+  report::write_file_atomically(path.string() + ".json", sidecar.dump() + "\n");
+  const std::vector<int64_t> steps = steps_in(dir);
+  for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < steps.size(); ++i) {
+    fs::remove(checkpoint_path(dir, steps[i]));
+    fs::remove(checkpoint_path(dir, steps[i]).string() + ".json");
+  }
+}
+
+std::optional<Checkpoint> newest_checkpoint(const std::string& dir) {
+  for (int64_t step : steps_in(dir)) {
+    const fs::path path = checkpoint_path(dir, step);
+    Checkpoint c{step, path.string(), read_all(path)};
+    const nlohmann::json sidecar = nlohmann::json::parse(read_all(path.string() + ".json"), nullptr, false);
+    if (sidecar.is_discarded() || sidecar.value("bytes", uint64_t{0}) != c.bytes.size() ||
+        sidecar.value("fnv1a", std::string()) != data::fingerprint_of(c.bytes)) {
+      spdlog::error("checkpoint {} is corrupt or incomplete (its size or hash does not match {}.json); skipping it",
+                    path.string(), path.filename().string());
+      continue;
+    }
+    return c;
+  }
+  return std::nullopt;
+}
+
+}  // namespace tandem::training

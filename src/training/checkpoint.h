@@ -1,0 +1,36 @@
+// Checkpoints (Torch world only): model, optimizer and step in one LibTorch archive, plus
+// a JSON sidecar holding its size and hash, so a torn or corrupted file is recognised and
+// skipped rather than half-loaded.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+namespace tandem::training {
+
+struct Checkpoint {
+  int64_t step = 0;
+  std::string path;
+  std::string bytes;
+};
+
+std::string serialize_state(torch::nn::Module& model, torch::optim::Optimizer& optimizer, int64_t step);
+
+// Loads `bytes` into the model and optimizer and returns the step. Throws ConfigError
+// naming `origin` when the checkpoint does not fit (e.g. written for another model).
+int64_t restore_state(const std::string& bytes, const std::string& origin, torch::nn::Module& model,
+                      torch::optim::Optimizer& optimizer);
+
+// Writes <dir>/ckpt-<step>.pt (temp file + rename) and its .json sidecar, then deletes
+// all but the newest `keep`.
+void write_checkpoint(const std::string& dir, int64_t step, const std::string& bytes, int keep);
+
+// The newest checkpoint in `dir` whose bytes match its sidecar. Corrupt ones are reported
+// (logged, with the path) and skipped.
+std::optional<Checkpoint> newest_checkpoint(const std::string& dir);
+
+}  // namespace tandem::training

@@ -1,0 +1,138 @@
+#include "collective.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if defined(TANDEM_WITH_CUDA)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include "tandem/common/error.h"
+
+namespace tandem::training {
+
+// LibTorch 2.x's Gloo and NCCL process groups derive from c10d::Backend; 1.13's from
+// c10d::ProcessGroup. Both offer the collectives used here.
+#if TORCH_VERSION_MAJOR >= 2
+using ProcessGroupBase = c10d::Backend;
+#else
+using ProcessGroupBase = c10d::ProcessGroup;
+#endif
+
+struct Collective::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<ProcessGroupBase> pg;
+  std::function<c10::intrusive_ptr<c10d::Work>(std::vector<torch::Tensor>&, const c10d::AllreduceOptions&)> allreduce;
+};
+
+namespace {
+
+std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); }
+
+c10::intrusive_ptr<c10d::Store> rendezvous(const DistInfo& d) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(d.master_port);
+  o.isServer = d.rank == 0;
+  o.numWorkers = d.world;
+  o.waitWorkers = true;
+  o.timeout = ms(d.timeout_s);
+  try {
+    auto store = c10::make_intrusive<c10d::TCPStore>(d.master_addr, o);
+    return c10::make_intrusive<c10d::PrefixStore>("tandem", store);
+  } catch (const std::exception& e) {
+    throw NetworkError("rank " + std::to_string(d.rank) + " could not meet the others at " + d.master_addr + ":" +
+                       std::to_string(d.master_port) + " within " + std::to_string(static_cast<int>(d.timeout_s)) +
+                       " s (" + e.what() + "): check that every trainer host runs and reaches it, or raise --dist-timeout");
+  }
+}
+
+}  // namespace
+
+Collective::Collective(const DistInfo& dist, bool cuda) : dist_(dist), impl_(std::make_unique<Impl>()) {
+  if (dist.world <= 1) return;
+  impl_->store = rendezvous(dist);
+#if defined(TANDEM_WITH_CUDA)
+  if (cuda) {
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = ms(dist.timeout_s);
+    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, dist.rank, dist.world, opts);
+    impl_->allreduce = [nccl](std::vector<torch::Tensor>& t, const c10d::AllreduceOptions& o) { return nccl->allreduce(t, o); };
+    impl_->pg = nccl;
+    return;
+  }
+#else
+  (void)cuda;
+#endif
+  auto opts = c10d::ProcessGroupGloo::Options::create(ms(dist.timeout_s));
+  opts->devices.push_back(dist.gloo_address.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                                    : c10d::ProcessGroupGloo::createDeviceForHostname(dist.gloo_address));
+  auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, dist.rank, dist.world, opts);
+  impl_->allreduce = [gloo](std::vector<torch::Tensor>& t, const c10d::AllreduceOptions& o) { return gloo->allreduce(t, o); };
+  impl_->pg = gloo;
+}
+
+Collective::~Collective() = default;
+
+void Collective::broadcast(std::vector<torch::Tensor> tensors, int root) {
+  if (world() <= 1 || tensors.empty()) return;
+  c10d::BroadcastOptions o;
+  o.rootRank = root;
+  for (auto& t : tensors) {
+    std::vector<torch::Tensor> one = {t};
+    impl_->pg->broadcast(one, o)->wait();
+  }
+}
+
+void Collective::average_gradients(const std::vector<torch::Tensor>& params) {
+  if (world() <= 1) return;
+  constexpr int64_t kBucketBytes = 25 << 20;
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  for (size_t i = 0; i < grads.size();) {
+    std::vector<torch::Tensor> bucket, flat_parts;
+    int64_t bytes = 0;
+    while (i < grads.size() && (bucket.empty() || bytes + static_cast<int64_t>(grads[i].nbytes()) <= kBucketBytes &&
+                                                       grads[i].scalar_type() == bucket[0].scalar_type())) {
+      bytes += static_cast<int64_t>(grads[i].nbytes());
+      flat_parts.push_back(grads[i].reshape(-1));
+      bucket.push_back(grads[i++]);
+    }
+    std::vector<torch::Tensor> flat = {torch::cat(flat_parts)};
+    impl_->allreduce(flat, c10d::AllreduceOptions())->wait();
+    flat[0].div_(world());
+    int64_t offset = 0;
+    for (auto& g : bucket) {
+      g.copy_(flat[0].narrow(0, offset, g.numel()).view_as(g));
+      offset += g.numel();
+    }
+  }
+}
+
+bool Collective::any(bool flag) {
+  if (world() <= 1) return flag;
+  std::vector<torch::Tensor> t = {torch::tensor({flag ? 1.0f : 0.0f})};
+  c10d::AllreduceOptions o;
+  o.reduceOp = c10d::ReduceOp::MAX;
+  impl_->allreduce(t, o)->wait();
+  return t[0].item<float>() > 0;
+}
+
+void Collective::barrier() {
+  if (world() > 1) impl_->pg->barrier()->wait();
+}
+
+void Collective::put(const std::string& key, const std::string& value) {
+  if (world() > 1) impl_->store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+std::string Collective::take(const std::string& key) {
+  if (world() <= 1) return {};
+  const std::vector<uint8_t> v = impl_->store->get(key);
+  return std::string(v.begin(), v.end());
+}
+
+}  // namespace tandem::training

@@ -1,0 +1,170 @@
+// Data parallelism and checkpoints end to end: real `tandem` processes, Gloo over
+// loopback. The comparison of final models loads them with LibTorch.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "training/model.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("tandem-dist-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Runs `tandem ARGS` to completion under a deadline; returns the exit code.
+int run(const std::string& args, const fs::path& log, int timeout_s = 240) {
+  const std::string cmd = "timeout -s KILL " + std::to_string(timeout_s) + " " + TANDEM_BINARY + " " + args + " > " +
+                          log.string() + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+nlohmann::json summary(const fs::path& p) { return nlohmann::json::parse(slurp(p)); }
+
+std::vector<torch::Tensor> load_params(const std::string& file) {
+  tandem::data::DatasetInfo info;
+  info.sample_shape = {3, 32, 32};
+  info.num_classes = 10;
+  torch::nn::AnyModule model = tandem::training::make_model("small_cnn", info);
+  auto module = model.ptr();
+  torch::load(module, file);
+  return module->parameters();
+}
+
+TEST(DataParallel, TwoRanksStayIdenticalAndMatchOneProcessWithTheSameGlobalBatch) {
+  const fs::path dir = fresh_dir("ranks");
+  const std::string common = " --worker-hosts 1 --steps 12 --log-every 4 --lr 0.02 --model small_cnn";
+  ASSERT_EQ(run("simulate --procs-per-host 2 --batch-size 8" + common + " --run-dir " + (dir / "two").string() +
+                    " --summary-json " + (dir / "two.json").string(),
+                dir / "two.log"),
+            0)
+      << slurp(dir / "two.log");
+  ASSERT_EQ(run("simulate --procs-per-host 1 --batch-size 16" + common + " --run-dir " + (dir / "one").string() +
+                    " --summary-json " + (dir / "one.json").string(),
+                dir / "one.log"),
+            0)
+      << slurp(dir / "one.log");
+  const auto two = summary(dir / "two.json"), one = summary(dir / "one.json");
+  ASSERT_EQ(two["world_size"], 2);
+  ASSERT_EQ(two["param_checksums"].size(), 2u);
+  EXPECT_EQ(two["param_checksums"][0], two["param_checksums"][1]) << "ranks diverged";
+  const auto a = load_params(two["model_file"]), b = load_params(one["model_file"]);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-4, 1e-5)) << "parameter " << i << " differs by "
+                                                          << (a[i] - b[i]).abs().max().item<float>();
+  }
+}
+
+TEST(DataParallel, TwoSimulatedTrainerHostsTrainResnet18WithGloo) {
+  const fs::path dir = fresh_dir("hosts");
+  ASSERT_EQ(run("simulate --trainer-hosts 2 --worker-hosts 1 --model resnet18 --steps 4 --batch-size 8 --log-every 2"
+                " --run-dir " + (dir / "run").string() + " --summary-json " + (dir / "s.json").string(),
+                dir / "run.log"),
+            0)
+      << slurp(dir / "run.log");
+  const auto s = summary(dir / "s.json");
+  EXPECT_EQ(s["world_size"], 2);
+  EXPECT_EQ(s["steps"], 4);
+  ASSERT_EQ(s["param_checksums"].size(), 2u);
+  EXPECT_EQ(s["param_checksums"][0], s["param_checksums"][1]);
+}
+
+pid_t spawn(const std::string& args, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd = std::string("exec ") + TANDEM_BINARY + " " + args + " > " + log.string() + " 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(50ms);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+std::string trainer_args(const fs::path& root, int steps, const std::string& extra = "") {
+  return "trainer --local-workers 1 --train-threads 1 --batch-size 16 --log-every 5 --steps " + std::to_string(steps) +
+         " --sagemaker-root " + root.string() + " --summary-json " + (root / "s.json").string() + extra;
+}
+
+TEST(Checkpoints, SigtermThenResumeReproducesTheUninterruptedLosses) {
+  const fs::path dir = fresh_dir("resume");
+  ASSERT_EQ(run(trainer_args(dir / "straight", 40), dir / "straight.log"), 0) << slurp(dir / "straight.log");
+  const auto straight = summary(dir / "straight/s.json")["losses"].get<std::vector<double>>();
+  ASSERT_EQ(straight.size(), 40u);
+
+  const fs::path root = dir / "stopped";
+  const pid_t p = spawn(trainer_args(root, 40), dir / "first.log");
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (slurp(dir / "first.log").find("step=10 ") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  kill(p, SIGTERM);
+  ASSERT_EQ(wait_exit(p, 30s), 2) << slurp(dir / "first.log");
+  const auto first = summary(root / "s.json");
+  const auto before = first["losses"].get<std::vector<double>>();
+  ASSERT_TRUE(first["interrupted"].get<bool>());
+  ASSERT_GE(before.size(), 10u);
+  ASSERT_LT(before.size(), 40u) << "SIGTERM came too late to test a resume";
+  for (size_t i = 0; i < before.size(); ++i) ASSERT_DOUBLE_EQ(before[i], straight[i]) << "step " << i;
+
+  ASSERT_EQ(run(trainer_args(root, 40), dir / "second.log"), 0) << slurp(dir / "second.log");
+  const auto second = summary(root / "s.json");
+  EXPECT_EQ(second["start_step"].get<size_t>(), before.size());
+  const auto after = second["losses"].get<std::vector<double>>();
+  ASSERT_EQ(before.size() + after.size(), 40u);
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_NEAR(after[i], straight[before.size() + i], 1e-6) << "step " << before.size() + i;
+  }
+  EXPECT_TRUE(fs::exists(root / "model/model.pt"));
+  EXPECT_TRUE(fs::exists(root / "model/model.json"));
+}
+
+TEST(Checkpoints, ACorruptCheckpointIsReportedAndSkipped) {
+  const fs::path root = fresh_dir("corrupt");
+  ASSERT_EQ(run(trainer_args(root, 10, " --checkpoint-every 4 --keep-checkpoints 5"), root / "a.log"), 0)
+      << slurp(root / "a.log");
+  const fs::path newest = root / "checkpoints/ckpt-000000008.pt";
+  ASSERT_TRUE(fs::exists(newest));
+  ASSERT_TRUE(fs::exists(root / "checkpoints/ckpt-000000004.pt"));
+  fs::resize_file(newest, fs::file_size(newest) / 2);  // a torn write
+  ASSERT_EQ(run(trainer_args(root, 12), root / "b.log"), 0) << slurp(root / "b.log");
+  EXPECT_NE(slurp(root / "b.log").find("ckpt-000000008.pt is corrupt"), std::string::npos) << slurp(root / "b.log");
+  EXPECT_EQ(summary(root / "s.json")["start_step"], 4);
+}
+
+}  // namespace

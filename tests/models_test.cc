@@ -1,0 +1,95 @@
+// Every model runs a forward and backward step; the schedule and distributed settings
+// behave. (Torch world: includes the training module's private headers.)
+#include <cstdlib>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "tandem/common/error.h"
+#include "tandem/training/trainer.h"
+#include "training/model.h"
+#include "training/optim.h"
+
+namespace tandem::training {
+namespace {
+
+data::DatasetInfo info_for(int channels, int side, int classes) {
+  data::DatasetInfo info;
+  info.name = "test";
+  info.sample_shape = {channels, side, side};
+  info.num_classes = classes;
+  return info;
+}
+
+TEST(Models, EveryModelTrainsOneStep) {
+  torch::manual_seed(0);
+  for (const std::string& name : model_names()) {
+    const int side = name.rfind("vit", 0) == 0 ? 32 : (name == "mnist_cnn" ? 28 : 64);
+    const auto info = info_for(name == "mnist_cnn" ? 1 : 3, side, 7);
+    torch::nn::AnyModule model = make_model(name, info);
+    TrainerOptions opts;
+    opts.optimizer = "adamw";
+    opts.lr = 1e-3;
+    auto optimizer = make_optimizer(opts, model.ptr()->parameters());
+    const torch::Tensor x = torch::randn({2, info.sample_shape[0], side, side});
+    const torch::Tensor y = torch::tensor({1, 5});
+    const torch::Tensor out = model.forward(x);
+    ASSERT_EQ(out.sizes(), (std::vector<int64_t>{2, 7})) << name;
+    const torch::Tensor loss = torch::nn::functional::cross_entropy(out, y);
+    loss.backward();
+    const torch::Tensor before = model.ptr()->parameters().front().clone();
+    optimizer->step();
+    EXPECT_FALSE(torch::equal(before, model.ptr()->parameters().front())) << name << ": the step changed nothing";
+    EXPECT_TRUE(std::isfinite(loss.item<double>())) << name;
+  }
+}
+
+TEST(Models, UnknownNamesAndBadInputSizesAreClearErrors) {
+  try {
+    make_model("resnet19", info_for(3, 32, 10));
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("resnet18"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(make_model("vit_tiny", info_for(3, 30, 10)), ConfigError);
+}
+
+TEST(Schedule, WarmupThenCosineToZero) {
+  TrainerOptions o;
+  o.lr = 0.1;
+  o.steps = 110;
+  o.warmup_steps = 10;
+  o.schedule = "cosine";
+  EXPECT_NEAR(learning_rate(o, 0), 0.01, 1e-12);
+  EXPECT_NEAR(learning_rate(o, 9), 0.1, 1e-12);
+  EXPECT_NEAR(learning_rate(o, 10), 0.1, 1e-12);
+  EXPECT_NEAR(learning_rate(o, 60), 0.05, 1e-12);
+  EXPECT_NEAR(learning_rate(o, 110), 0.0, 1e-12);
+  o.schedule = "constant";
+  EXPECT_NEAR(learning_rate(o, 80), 0.1, 1e-12);
+}
+
+TEST(DistEnv, TorchrunVariablesAreReadAndChecked) {
+  TrainerOptions o;
+  setenv("WORLD_SIZE", "4", 1);
+  setenv("RANK", "3", 1);
+  setenv("LOCAL_RANK", "1", 1);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "algo-1", 1);
+  setenv("MASTER_PORT", "29555", 1);
+  const DistInfo d = dist_from_env(o);
+  EXPECT_EQ(d.rank, 3);
+  EXPECT_EQ(d.world, 4);
+  EXPECT_EQ(d.local_rank, 1);
+  EXPECT_EQ(d.master_addr, "algo-1");
+  EXPECT_EQ(d.master_port, 29555);
+  setenv("RANK", "4", 1);
+  EXPECT_THROW(dist_from_env(o), ConfigError);
+  setenv("RANK", "x", 1);
+  EXPECT_THROW(dist_from_env(o), ConfigError);
+  for (const char* v : {"WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
+  EXPECT_EQ(dist_from_env(o).world, 1);
+}
+
+}  // namespace
+}  // namespace tandem::training
