@@ -168,3 +168,19 @@ TEST(Checkpoints, ACorruptCheckpointIsReportedAndSkipped) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Training, Bf16AutocastAndChannelsLastTrain) {
+  const fs::path root = fresh_dir("amp");
+  ASSERT_EQ(run(trainer_args(root, 6, " --amp bf16 --channels-last --model resnet18 --optimizer adamw --lr 0.001"
+                                      " --lr-schedule cosine --warmup-steps 2 --clip-grad-norm 1.0"),
+                root / "amp.log"),
+            0)
+      << slurp(root / "amp.log");
+  const auto s = summary(root / "s.json");
+  EXPECT_EQ(s["steps"], 6);
+  for (double loss : s["losses"].get<std::vector<double>>()) EXPECT_TRUE(std::isfinite(loss));
+}
+
+}  // namespace

@@ -16,6 +16,8 @@
 namespace tandem::data {
 namespace {
 
+constexpr int kMargin = 2;  // pixels decoded around a crop, for exact chroma upsampling at its edges
+
 struct ErrorManager {
   jpeg_error_mgr pub;
   std::jmp_buf jump;
@@ -135,12 +137,13 @@ void decode_jpeg(std::span<const uint8_t> file, int channels, const CropBox& box
   const int w = static_cast<int>(d.cinfo.image_width), h = static_cast<int>(d.cinfo.image_height);
   out.scaled_width = jpeg_scaled(w, scale_denom);
   out.scaled_height = jpeg_scaled(h, scale_denom);
-  // The box in scaled pixels, widened to whole pixels.
+  // The box in scaled pixels, widened to whole pixels and by a margin: chroma upsampling
+  // blends neighbouring chroma samples, which a cropped decode lacks at its edges.
   const double sx = static_cast<double>(out.scaled_width) / w, sy = static_cast<double>(out.scaled_height) / h;
-  const int x0 = std::clamp(static_cast<int>(box.left * sx), 0, out.scaled_width - 1);
-  const int x1 = std::clamp(static_cast<int>(std::ceil((box.left + box.width) * sx)), x0 + 1, out.scaled_width);
-  const int y0 = std::clamp(static_cast<int>(box.top * sy), 0, out.scaled_height - 1);
-  const int y1 = std::clamp(static_cast<int>(std::ceil((box.top + box.height) * sy)), y0 + 1, out.scaled_height);
+  const int x0 = std::clamp(static_cast<int>(box.left * sx) - kMargin, 0, out.scaled_width - 1);
+  const int x1 = std::clamp(static_cast<int>(std::ceil((box.left + box.width) * sx)) + kMargin, x0 + 1, out.scaled_width);
+  const int y0 = std::clamp(static_cast<int>(box.top * sy) - kMargin, 0, out.scaled_height - 1);
+  const int y1 = std::clamp(static_cast<int>(std::ceil((box.top + box.height) * sy)) + kMargin, y0 + 1, out.scaled_height);
   JDIMENSION left = static_cast<JDIMENSION>(x0), width = static_cast<JDIMENSION>(x1 - x0);
   if (!start(d, channels, scale_denom, &left, &width, y0)) fail(d, "start");
   const bool cmyk = d.cinfo.out_color_space == JCS_CMYK;

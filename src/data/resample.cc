@@ -69,31 +69,59 @@ inline uint8_t to_u8(float v) {
 }
 
 typedef float v4 __attribute__((vector_size(16)));
-typedef uint8_t u8x4 __attribute__((vector_size(4)));
+typedef int v4i __attribute__((vector_size(16)));
+typedef uint8_t u8x16 __attribute__((vector_size(16)));
 
-// One source row -> out_w pixels of 4 float lanes (RGB and a spare lane, or gray in lane 0).
-// K: taps per output (weights zero-padded to K), so the tap loop unrolls.
+// 4 bytes -> 4 floats: one byte shuffle (pshufb in the x86-64-v3 clone) and a conversion.
+__attribute__((always_inline)) inline v4 load4(const uint8_t* p) {
+  u8x16 b = {};
+  __builtin_memcpy(&b, p, 4);
+  const u8x16 spread = __builtin_shuffle(b, u8x16{}, u8x16{0, 16, 16, 16, 1, 16, 16, 16, 2, 16, 16, 16, 3, 16, 16, 16});
+  v4i i;
+  __builtin_memcpy(&i, &spread, 16);
+  return __builtin_convertvector(i, v4);
+}
+
+// The low byte of each of 4 ints -> 4 bytes at p.
+__attribute__((always_inline)) inline void store4(v4i q, uint8_t* p) {
+  u8x16 b;
+  __builtin_memcpy(&b, &q, 16);
+  const u8x16 packed = __builtin_shuffle(b, u8x16{0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  __builtin_memcpy(p, &packed, 4);
+}
+
+typedef float v8 __attribute__((vector_size(32)));
+// For v8 arrays in std::vector<float> storage, which is only 16-byte aligned.
+typedef float v8u __attribute__((vector_size(32), aligned(16)));
+
+// Two source rows -> out_w pixels of 4 float lanes each (RGB and a spare lane, or gray in
+// lane 0). Both rows share the taps, so they are filtered side by side in 8 lanes (one AVX
+// register in the x86-64-v3 clone). K: taps per output (weights zero-padded to K), so the
+// tap loop unrolls; 0: any count.
 template <int C, int K>
-TANDEM_VECTOR_CLONES void horizontal(const uint8_t* row, const Taps& tx, int x0, int x1, v4* lanes, v4* out, int out_w) {
+TANDEM_VECTOR_CLONES void horizontal(const uint8_t* row_a, const uint8_t* row_b, const Taps& tx, int x0, int x1,
+                                     v8u* lanes, v4* out_a, v4* out_b, int out_w) {
   for (int x = x0; x < x1; ++x) {
-    const uint8_t* p = row + static_cast<size_t>(x) * C;
-    if constexpr (C == 3) {
-      u8x4 px;  // RGB and the next byte (Image::kPadding keeps the last pixel's read inside)
-      __builtin_memcpy(&px, p, 4);
-      lanes[x - x0] = __builtin_convertvector(px, v4);
+    v4 a, b;
+    if constexpr (C == 3) {  // RGB and the next byte (Image::kPadding keeps the last read inside)
+      a = load4(row_a + 3 * x);
+      b = load4(row_b + 3 * x);
     } else {
-      lanes[x - x0] = v4{float(p[0]), 0, 0, 0};
+      a = v4{float(row_a[x]), 0, 0, 0};
+      b = v4{float(row_b[x]), 0, 0, 0};
     }
+    lanes[x - x0] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7);
   }
-  for (int x = x1 - x0; x < x1 - x0 + K; ++x) lanes[x] = v4{0, 0, 0, 0};  // zero-weight taps read these
+  for (int x = x1 - x0; x < x1 - x0 + K; ++x) lanes[x] = v8u{};  // zero-weight taps read these
   for (int i = 0; i < out_w; ++i) {
     const float* w = &tx.weights[static_cast<size_t>(i) * tx.stride];
-    const v4* src = lanes + (tx.first[i] - x0);
-    v4 acc = src[0] * w[0];
+    const v8u* src = lanes + (tx.first[i] - x0);
+    v8 acc = src[0] * w[0];
     const int n = K > 0 ? K : tx.count[i];
 #pragma GCC unroll 8
     for (int j = 1; j < n; ++j) acc += src[j] * w[j];
-    out[i] = acc;
+    out_a[i] = __builtin_shufflevector(acc, acc, 0, 1, 2, 3);
+    out_b[i] = __builtin_shufflevector(acc, acc, 4, 5, 6, 7);
   }
 }
 
@@ -107,8 +135,6 @@ void vertical(const float* const* rows, size_t row_floats, const float* w, int n
   }
 }
 
-typedef int v4i __attribute__((vector_size(16)));
-
 // The 4-lane row rounded (half to even), clamped, and stored as C-channel bytes.
 template <int C>
 TANDEM_VECTOR_CLONES void store_row(const float* acc, int out_w, uint8_t* dst) {
@@ -120,8 +146,7 @@ TANDEM_VECTOR_CLONES void store_row(const float* acc, int out_w, uint8_t* dst) {
     v = v > top ? top : v;
     const v4i q = __builtin_convertvector((v + magic) - magic, v4i);
     if constexpr (C == 3) {
-      const u8x4 bytes = __builtin_convertvector(q, u8x4);  // the 4th byte is overwritten next
-      __builtin_memcpy(dst + 3 * x, &bytes, 4);
+      store4(q, dst + 3 * x);  // the 4th byte is overwritten by the next pixel (or is padding)
     } else {
       dst[x] = static_cast<uint8_t>(q[0]);
     }
@@ -130,38 +155,44 @@ TANDEM_VECTOR_CLONES void store_row(const float* acc, int out_w, uint8_t* dst) {
 
 // horizontal<C, K> for K = the most taps any output has; K = 0: any count.
 template <int C>
-void horizontal_any(const uint8_t* row, const Taps& tx, int x0, int x1, v4* lanes, v4* out, int out_w) {
+void horizontal_any(const uint8_t* a, const uint8_t* b, const Taps& tx, int x0, int x1, v8u* lanes, v4* out_a,
+                    v4* out_b, int out_w) {
   switch (tx.max_count) {
     case 1:
-    case 2: return horizontal<C, 2>(row, tx, x0, x1, lanes, out, out_w);
-    case 3: return horizontal<C, 3>(row, tx, x0, x1, lanes, out, out_w);
-    case 4: return horizontal<C, 4>(row, tx, x0, x1, lanes, out, out_w);
-    case 5: return horizontal<C, 5>(row, tx, x0, x1, lanes, out, out_w);
-    case 6: return horizontal<C, 6>(row, tx, x0, x1, lanes, out, out_w);
-    default: return horizontal<C, 0>(row, tx, x0, x1, lanes, out, out_w);
+    case 2: return horizontal<C, 2>(a, b, tx, x0, x1, lanes, out_a, out_b, out_w);
+    case 3: return horizontal<C, 3>(a, b, tx, x0, x1, lanes, out_a, out_b, out_w);
+    case 4: return horizontal<C, 4>(a, b, tx, x0, x1, lanes, out_a, out_b, out_w);
+    case 5: return horizontal<C, 5>(a, b, tx, x0, x1, lanes, out_a, out_b, out_w);
+    case 6: return horizontal<C, 6>(a, b, tx, x0, x1, lanes, out_a, out_b, out_w);
+    default: return horizontal<C, 0>(a, b, tx, x0, x1, lanes, out_a, out_b, out_w);
   }
 }
 
-// Resamples with the horizontal rows in a ring of `ty.stride` rows: each source row is
-// filtered once, when the first output row needs it, and stays in cache while it is used.
+// Resamples with the horizontal rows in a ring: each source row is filtered once, in pairs,
+// when the first output row needs it, and stays in cache while it is used.
 template <int C>
 void resample_rows(const ResampleSource& src, const Taps& tx, const Taps& ty, int out_height, int out_width, Image& dst) {
   const int col0 = tx.first.front(), col1 = tx.first.back() + tx.count.back();
+  const int row_end = ty.first.back() + ty.count.back();
+  const int ring_rows = ty.stride + 2;  // the taps of one output row, and the pair's second row
   const size_t row_floats = static_cast<size_t>(out_width) * 4;
-  thread_local std::vector<v4> lanes, ring;
+  thread_local std::vector<float> lanes;
+  thread_local std::vector<v4> ring;
   thread_local std::vector<float> acc;
-  lanes.resize(col1 - col0 + tx.stride);
-  ring.resize(static_cast<size_t>(ty.stride) * out_width);
+  lanes.resize(static_cast<size_t>(col1 - col0 + tx.stride) * 8);
+  ring.resize(static_cast<size_t>(ring_rows) * out_width);
   acc.resize(row_floats);
+  auto slot = [&](int row) { return ring.data() + static_cast<size_t>(row % ring_rows) * out_width; };
   const float* rows[64];
   int next = ty.first.front();  // the next source row to filter
   for (int i = 0; i < out_height; ++i) {
     const int first = ty.first[i], n = ty.count[i];
-    for (; next < first + n; ++next) {
-      v4* slot = ring.data() + static_cast<size_t>(next % ty.stride) * out_width;
-      horizontal_any<C>(src.pixels + next * src.stride, tx, col0, col1, lanes.data(), slot, out_width);
+    for (; next < first + n; next += 2) {
+      const int second = std::min(next + 1, row_end - 1);  // past the end: filter the last row twice
+      horizontal_any<C>(src.pixels + next * src.stride, src.pixels + second * src.stride, tx, col0, col1,
+                        reinterpret_cast<v8u*>(lanes.data()), slot(next), slot(next + 1), out_width);
     }
-    for (int j = 0; j < n; ++j) rows[j] = reinterpret_cast<const float*>(ring.data() + static_cast<size_t>((first + j) % ty.stride) * out_width);
+    for (int j = 0; j < n; ++j) rows[j] = reinterpret_cast<const float*>(slot(first + j));
     vertical(rows, row_floats, &ty.weights[static_cast<size_t>(i) * ty.stride], n, acc.data());
     store_row<C>(acc.data(), out_width, dst.row(i));
   }

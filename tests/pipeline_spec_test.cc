@@ -1,0 +1,76 @@
+// --pipeline parsing: both forms, defaults, the canonical text, and errors that name the step.
+#include <gtest/gtest.h>
+
+#include "tandem/common/error.h"
+#include "tandem/data/pipeline_spec.h"
+
+namespace tandem::data {
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_pipeline(text);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PipelineSpec, ParsesTheListFormWithDefaults) {
+  const PipelineSpec spec = parse_pipeline("decode, random_resized_crop(224), hflip, color_jitter(0.4,0.4,0.4), to_uint8");
+  ASSERT_EQ(spec.steps.size(), 5u);
+  EXPECT_EQ(spec.steps[1].op, "random_resized_crop");
+  EXPECT_EQ(spec.steps[1].param("size"), 224);
+  EXPECT_DOUBLE_EQ(spec.steps[1].param("scale_min"), 0.08);
+  EXPECT_DOUBLE_EQ(spec.steps[1].param("ratio_max"), 4.0 / 3.0);
+  EXPECT_EQ(spec.steps[2].param("p"), 0.5);
+  EXPECT_DOUBLE_EQ(spec.steps[3].param("saturation"), 0.4);
+  EXPECT_EQ(spec.steps[3].param("hue"), 0);
+}
+
+TEST(PipelineSpec, NamedParametersAndNewlinesWork) {
+  const PipelineSpec spec = parse_pipeline("resize(size=256)\ncenter_crop(224)\ngaussian_blur(kernel_size=5, sigma_max=1.5)");
+  ASSERT_EQ(spec.steps.size(), 3u);
+  EXPECT_EQ(spec.steps[0].param("width"), 0);
+  EXPECT_EQ(spec.steps[2].param("sigma_min"), 0.1);
+  EXPECT_EQ(spec.steps[2].param("sigma_max"), 1.5);
+}
+
+TEST(PipelineSpec, JsonListEqualsTheTextForm) {
+  const PipelineSpec a = parse_pipeline(R"js(["decode", "random_resized_crop(224)", {"op": "hflip", "p": 0.5},
+                                           {"op": "color_jitter", "brightness": 0.4}, {"op": "normalize", "args": [0.5, 0.25]}])js");
+  const PipelineSpec b = parse_pipeline("decode,random_resized_crop(size=224),hflip,color_jitter(brightness=0.4),normalize(0.5,0.25)");
+  EXPECT_EQ(a.canonical(), b.canonical());
+  EXPECT_EQ(a.steps.size(), 5u);
+}
+
+TEST(PipelineSpec, CanonicalTextNamesEveryParameterAndIsStable) {
+  const std::string c = parse_pipeline("hflip(0.25),rotation(10)").canonical();
+  EXPECT_EQ(c, "hflip(p=0.25),rotation(degrees=10)");
+  EXPECT_EQ(parse_pipeline(c).canonical(), c);
+  EXPECT_NE(parse_pipeline("hflip").canonical(), parse_pipeline("hflip(0.6)").canonical());
+}
+
+TEST(PipelineSpec, EmptyTextIsAnEmptyPipeline) {
+  EXPECT_TRUE(parse_pipeline("").steps.empty());
+  EXPECT_TRUE(parse_pipeline("  ").steps.empty());
+}
+
+TEST(PipelineSpec, ErrorsNameTheStepAndTheProblem) {
+  EXPECT_NE(error_of("decode,random_crop(3)").find("unknown step 'random_crop'"), std::string::npos);
+  EXPECT_NE(error_of("random_resized_crop").find("'size' is required"), std::string::npos);
+  EXPECT_NE(error_of("hflip(p=2)").find("p must be in [0, 1]"), std::string::npos);
+  EXPECT_NE(error_of("hflip(q=0.5)").find("no parameter 'q'"), std::string::npos);
+  EXPECT_NE(error_of("color_jitter(hue=0.7)").find("hue"), std::string::npos);
+  EXPECT_NE(error_of("gaussian_blur(4)").find("odd"), std::string::npos);
+  EXPECT_NE(error_of("resize(abc)").find("'abc' is not a number"), std::string::npos);
+  EXPECT_NE(error_of("resize(10").find("unbalanced"), std::string::npos);
+  EXPECT_NE(error_of("decode,,hflip").find("empty step"), std::string::npos);
+  EXPECT_NE(error_of("[\"decode\", 3]").find("\"op\""), std::string::npos);
+  EXPECT_NE(error_of("normalize(0.5)").find("normalize takes"), std::string::npos);
+  EXPECT_NE(error_of("resize(0)").find("size must be"), std::string::npos);
+  EXPECT_NE(error_of("hflip(0.5, 3)").find("at most 1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::data
