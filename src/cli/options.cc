@@ -90,6 +90,10 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
       ->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
   app.add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints; 0 = only on SIGTERM")
       ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+  app.add_option("--eval-data", o.eval_data, "Held-out set for top-1 accuracy (like --data; read with --split test)")
+      ->group(kTrainerGroup);
+  app.add_option("--eval-every", o.eval_every, "Steps between evaluations; 0 = at the end only")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
   app.add_option("--keep-checkpoints", o.keep_checkpoints, "How many checkpoints to keep")
       ->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
   app.add_option("--batch-size", o.batch_size, "Samples per step")->capture_default_str()

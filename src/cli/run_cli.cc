@@ -31,6 +31,7 @@ int run_cli(int argc, char** argv) {
     if (!cmd.app->parsed()) continue;
     try {
       apply_setting_files(*cmd.app, settings.cluster);
+      settings.data.sagemaker_root = settings.cluster.sagemaker_root;  // channels live under it
       return cmd.run();
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());

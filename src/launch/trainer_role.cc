@@ -56,6 +56,39 @@ std::vector<std::unique_ptr<transport::RemoteWorker>> connect_workers(const std:
   return workers;
 }
 
+// The held-out set: same data settings, the test split and its default (eval) pipeline.
+std::shared_ptr<const data::Dataset> eval_dataset(const Settings& settings, const data::DatasetInfo& train) {
+  DataOptions e = settings.data;
+  e.data = settings.trainer.eval_data;
+  e.split = "test";
+  e.pipeline.clear();
+  e.sagemaker_root = settings.cluster.sagemaker_root;
+  auto eval = data::make_dataset(e);
+  if (eval->info().sample_shape != train.sample_shape || eval->info().num_classes != train.num_classes) {
+    throw ConfigError("--eval-data " + e.data + " gives samples of another shape or class count than --data " +
+                      settings.data.data + ": evaluate on data prepared like the training set");
+  }
+  return eval;
+}
+
+// Samples that were substituted under --on-bad-sample skip, here and on every worker.
+void add_skipped(nlohmann::json& summary, const data::Dataset& local,
+                 const std::vector<std::unique_ptr<transport::RemoteWorker>>& workers) {
+  nlohmann::json files = local.skipped();
+  uint64_t count = local.skipped_count();
+  for (const auto& w : workers) {
+    try {
+      const transport::WorkerInfo wi = w->info(10);
+      for (const auto& s : wi.skipped) files.push_back(wi.host + ": " + s);
+      count += wi.skipped_count;
+    } catch (const std::exception& e) {
+      spdlog::warn("could not ask {} which samples it skipped: {}", w->target(), e.what());
+    }
+  }
+  summary["skipped_samples"] = count;
+  summary["skipped_files"] = files;
+}
+
 }  // namespace
 
 int run_trainer(const Settings& settings, const std::vector<std::string>& worker_targets, const std::string& host) {
@@ -85,7 +118,9 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       throw ConfigError("no data source: there are no data workers and --local-workers is 0; "
                         "set --local-workers or add a worker group");
     }
-    training::Trainer trainer(opts, info, dist, {root + "/checkpoints", root + "/model"});
+    std::shared_ptr<const data::Dataset> eval;
+    if (!opts.eval_data.empty()) eval = eval_dataset(settings, info);
+    training::Trainer trainer(opts, info, dist, {root + "/checkpoints", root + "/model"}, eval);
     data::Sampler sampler(info.size, opts.batch_size, settings.data.seed, dist.rank, dist.world);
     feed::Scheduler scheduler([&](uint64_t seq) { return sampler.request(seq); },
                               {static_cast<uint64_t>(opts.steps), opts.prefetch, opts.batch_timeout_s,
@@ -108,7 +143,8 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     for (auto& w : workers) w->stop();
     local_source.reset();
     if (dist.rank == 0) {
-      const nlohmann::json summary = report::make_summary(result, scheduler.stats());
+      nlohmann::json summary = report::make_summary(result, scheduler.stats());
+      add_skipped(summary, *dataset, workers);
       const std::string path = opts.summary_json.empty() ? root + "/output/data/summary.json" : opts.summary_json;
       report::write_file_atomically(path, summary.dump(2) + "\n");
       spdlog::info("training {}: {} steps, loss {:.4f} -> {:.4f}, {:.1f} samples/s; summary in {}",

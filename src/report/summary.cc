@@ -45,6 +45,10 @@ nlohmann::json make_summary(const training::TrainReport& train, const std::vecto
           {"param_checksums", train.param_checksums}};
   if (!train.last_checkpoint.empty()) out["checkpoint_dir"] = train.last_checkpoint;
   if (!train.model_file.empty()) out["model_file"] = train.model_file;
+  if (train.eval_accuracy) {
+    out["eval_accuracy"] = *train.eval_accuracy;
+    out["eval_history"] = train.eval_history;
+  }
   return out;
 }
 

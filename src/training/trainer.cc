@@ -13,6 +13,7 @@
 #include "model.h"
 #include "optim.h"
 #include "tandem/common/error.h"
+#include "tandem/data/batch_maker.h"
 #include "tandem/report/summary.h"
 
 namespace tandem::training {
@@ -62,6 +63,8 @@ struct Trainer::Impl {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<Collective> collective;
   int64_t start_step = 0;
+  std::shared_ptr<const data::Dataset> eval;
+  torch::Tensor mean, std;  // [1, C, 1, 1] on the device, when the data asks for normalisation
 
   void resume();
   std::pair<torch::Tensor, torch::Tensor> to_tensors(data::Batch& batch) const;
@@ -69,17 +72,25 @@ struct Trainer::Impl {
   void log_line(int64_t step, double loss, double window_s, int64_t window_samples, double window_wait) const;
   std::string save_checkpoint(int64_t step);
   std::string save_model();
+  double evaluate();
 };
 
-Trainer::Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths)
+Trainer::Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths,
+                 std::shared_ptr<const data::Dataset> eval)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.opts = opts;
   m.info = info;
   m.dist = dist;
   m.paths = paths;
+  m.eval = std::move(eval);
   const int gpus = cuda_device_count();
   if (gpus > 0) m.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(dist.local_rank % gpus));
+  if (!info.mean.empty()) {
+    const int64_t c = static_cast<int64_t>(info.mean.size());
+    m.mean = torch::tensor(info.mean).view({1, c, 1, 1}).to(m.device);
+    m.std = torch::tensor(info.std).view({1, c, 1, 1}).to(m.device);
+  }
   torch::manual_seed(0);
   at::globalContext().setFlushDenormal(true);  // near-zero gradients late in training are slow otherwise
   m.model = make_model(opts.model, info);
@@ -135,6 +146,7 @@ std::pair<torch::Tensor, torch::Tensor> Trainer::Impl::to_tensors(data::Batch& b
   }
   if (batch.dtype == data::DType::kUInt8) x = x.to(torch::kFloat32).div_(255.0f);
   else if (x.scalar_type() != torch::kFloat32) x = x.to(torch::kFloat32);
+  if (mean.defined()) x = (x - mean) / std;
   if (opts.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
   return {x, y};
 }
@@ -187,6 +199,24 @@ std::string Trainer::Impl::save_model() {
   return file;
 }
 
+// Top-1 accuracy over the whole held-out set, in batches made on this thread.
+double Trainer::Impl::evaluate() {
+  torch::NoGradGuard no_grad;
+  model.ptr()->eval();
+  data::BatchMaker maker(eval, nullptr, eval->info().dtype);
+  const uint64_t n = eval->info().size;
+  int64_t correct = 0;
+  for (uint64_t first = 0; first < n; first += 256) {
+    data::BatchRequest req{first, 0, {}};
+    for (uint64_t i = first; i < std::min(n, first + 256); ++i) req.indices.push_back(i);
+    data::Batch batch = maker.make(req);
+    auto [x, y] = to_tensors(batch);
+    correct += model.forward(x).argmax(1).eq(y).sum().item<int64_t>();
+  }
+  model.ptr()->train();
+  return n ? static_cast<double>(correct) / static_cast<double>(n) : 0.0;
+}
+
 TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop) {
   Impl& m = *impl_;
   TrainReport r;
@@ -222,6 +252,13 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop) {
       window_start = Clock::now();
       window_wait = 0;
       window_samples = 0;
+    }
+    const bool last = done == m.opts.steps;
+    if (m.eval && m.dist.rank == 0 && (last || (m.opts.eval_every > 0 && done % m.opts.eval_every == 0))) {
+      const double accuracy = m.evaluate();
+      r.eval_accuracy = accuracy;
+      r.eval_history.emplace_back(done, accuracy);
+      spdlog::info("step={} eval_accuracy={:.4f}", done, accuracy);
     }
     if (m.opts.checkpoint_every > 0 && done % m.opts.checkpoint_every == 0 && done < m.opts.steps) {
       r.last_checkpoint = m.save_checkpoint(done);

@@ -93,6 +93,8 @@ WorkerInfo RemoteWorker::info(double timeout_s) {
   info.sample_shape.assign(reply.sample_shape().begin(), reply.sample_shape().end());
   info.threads = static_cast<int>(reply.threads());
   info.host = reply.host();
+  info.skipped.assign(reply.skipped().begin(), reply.skipped().end());
+  info.skipped_count = reply.skipped_count();
   return info;
 }
 

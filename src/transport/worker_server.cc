@@ -78,6 +78,8 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     reply->set_dtype(to_proto(info.dtype));
     reply->set_threads(static_cast<uint32_t>(pool->size()));
     reply->set_host(host);
+    for (const std::string& s : dataset->skipped()) reply->add_skipped(s);
+    reply->set_skipped_count(dataset->skipped_count());
     return grpc::Status::OK;
   }
 

@@ -75,6 +75,10 @@ struct TrainerOptions {
   double dist_timeout_s = 300;       // --dist-timeout: rendezvous and collective deadline
   int64_t checkpoint_every = 0;      // --checkpoint-every: steps between checkpoints; 0 = only on SIGTERM
   int keep_checkpoints = 3;          // --keep-checkpoints: the newest K are kept
+  // --eval-data: a held-out set (same forms as --data, read with --split test); the
+  // trainer reports its top-1 accuracy every --eval-every steps (0 = at the end only).
+  std::string eval_data;
+  int64_t eval_every = 0;
   int log_every = 20;                // --log-every
   int local_workers = -1;            // --local-workers: in-process preprocessing threads; -1 = spare cores
   int train_threads = 0;             // --train-threads: LibTorch intra-op threads; 0 = auto

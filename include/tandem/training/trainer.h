@@ -58,6 +58,8 @@ struct TrainReport {
   std::vector<std::string> param_checksums;  // per rank: FNV-1a of every parameter's bytes
   std::string last_checkpoint;    // path, if this run wrote one
   std::string model_file;         // the final model, written by rank 0
+  std::optional<double> eval_accuracy;  // the last evaluation's top-1 accuracy
+  std::vector<std::pair<int64_t, double>> eval_history;  // (step, accuracy)
 };
 
 // Pulls the next batch; nullopt ends training.
@@ -68,7 +70,9 @@ class Trainer {
   // Builds the model and optimizer, joins the process group (when dist.world > 1),
   // resumes from the newest valid checkpoint in paths.checkpoint_dir (rank 0 reads it and
   // shares it), and makes every rank's parameters equal to rank 0's.
-  Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths);
+  // `eval` (may be null) is the held-out set evaluated by rank 0.
+  Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths,
+          std::shared_ptr<const data::Dataset> eval = nullptr);
   ~Trainer();
 
   // The first step this run trains; batches must start at this sequence number.

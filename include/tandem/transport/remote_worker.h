@@ -19,6 +19,8 @@ struct WorkerInfo {
   std::vector<int64_t> sample_shape;
   int threads = 0;
   std::string host;
+  std::vector<std::string> skipped;  // files it could not use (--on-bad-sample skip)
+  uint64_t skipped_count = 0;
 };
 
 class RemoteWorker {

@@ -1,0 +1,182 @@
+// The compiled pipeline: shapes, where steps may go, the fused JPEG decode (cropped and
+// scaled) against decode-then-transform, the folded final flip, and uint8 conversion.
+#include <cstring>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "image_fixtures.h"
+#include "tandem/common/error.h"
+#include "tandem/data/convert.h"
+#include "tandem/data/jpeg.h"
+#include "tandem/data/pipeline.h"
+
+namespace tandem::data {
+namespace {
+
+using testing::encode_jpeg;
+using testing::encode_png;
+using testing::gradient_image;
+
+const PipelineSource kFiles{true, 3, 0, 0};
+
+std::vector<uint8_t> run(const Pipeline& p, const std::vector<uint8_t>& file, uint64_t key) {
+  std::vector<uint8_t> out(p.sample_bytes());
+  Rng rng(kAugmentStream, 1, 0, key);
+  p.run_file(file, rng, out.data());
+  return out;
+}
+
+std::string compile_error(const std::string& spec, PipelineSource source = kFiles) {
+  try {
+    Pipeline(parse_pipeline(spec), source);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+int max_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  int worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(int(a[i]) - int(b[i])));
+  return worst;
+}
+
+TEST(Pipeline, OutputShapeFollowsTheSteps) {
+  EXPECT_EQ(Pipeline(parse_pipeline("decode,random_resized_crop(224),hflip"), kFiles).sample_shape(),
+            (std::vector<int64_t>{3, 224, 224}));
+  EXPECT_EQ(Pipeline(parse_pipeline("decode(channels=1),resize(64,48)"), kFiles).sample_shape(),
+            (std::vector<int64_t>{1, 64, 48}));
+  EXPECT_EQ(Pipeline(parse_pipeline("resize(256),center_crop(224,200)"), kFiles).sample_shape(),
+            (std::vector<int64_t>{3, 224, 200}));
+  // raw 28x28 gray images: fixed size without any step, smaller-edge resize is known too
+  EXPECT_EQ(Pipeline(parse_pipeline(""), {false, 1, 28, 28}).sample_shape(), (std::vector<int64_t>{1, 28, 28}));
+  EXPECT_EQ(Pipeline(parse_pipeline("decode(channels=3),resize(56)"), {false, 1, 28, 14}).sample_shape(),
+            (std::vector<int64_t>{3, 112, 56}));
+}
+
+TEST(Pipeline, MisplacedStepsAndVaryingSizesAreConfigErrors) {
+  EXPECT_NE(compile_error("decode,hflip").find("output size would vary"), std::string::npos);
+  EXPECT_NE(compile_error("decode,resize(100)").find("output size would vary"), std::string::npos);
+  EXPECT_NE(compile_error("hflip,decode,center_crop(8)").find("decode must be the first step"), std::string::npos);
+  EXPECT_NE(compile_error("to_uint8,center_crop(8)").find("to_uint8 must be the last"), std::string::npos);
+  EXPECT_NE(compile_error("center_crop(8),normalize(0.5,0.5)").find("normalize needs 3 mean"), std::string::npos);
+  EXPECT_NE(compile_error("gaussian_blur(9)", {false, 1, 4, 4}).find("too large"), std::string::npos);
+}
+
+TEST(Pipeline, NormalizeSetsMeanAndStdWithoutChangingBytes) {
+  const Pipeline plain(parse_pipeline("decode,center_crop(16)"), kFiles);
+  const Pipeline normalised(parse_pipeline("decode,center_crop(16),normalize(0.1,0.2,0.3,0.4,0.5,0.6),to_uint8"), kFiles);
+  EXPECT_TRUE(plain.mean().empty());
+  EXPECT_EQ(normalised.mean(), (std::vector<float>{0.1f, 0.2f, 0.3f}));
+  EXPECT_EQ(normalised.stddev(), (std::vector<float>{0.4f, 0.5f, 0.6f}));
+  const std::vector<uint8_t> file = encode_jpeg(gradient_image(30, 40, 3, 1));
+  EXPECT_EQ(run(plain, file, 0), run(normalised, file, 0));
+}
+
+TEST(Pipeline, FusedUnscaledJpegDecodeEqualsDecodeThenCrop) {
+  // decode(scaled=0): the fused path decodes only the crop box, which must give exactly what
+  // decoding the whole file (as a PNG of the decoded pixels) and then cropping gives.
+  const std::vector<uint8_t> jpeg = encode_jpeg(gradient_image(150, 200, 3, 2), 85);
+  const ImageSize size = jpeg_size(jpeg);
+  JpegRegion full;
+  decode_jpeg(jpeg, 3, {0, 0, size.height, size.width}, 1, full);
+  full.image.reshape(150, 200, 3);
+  const std::vector<uint8_t> png = encode_png(full.image, PNG_FORMAT_RGB);
+  for (const char* spec : {"decode(scaled=0),random_resized_crop(64),hflip", "decode(scaled=0),resize(50),center_crop(48)",
+                           "decode(scaled=0),resize(37,29),rotation(30)"}) {
+    const Pipeline p(parse_pipeline(spec), kFiles);
+    for (uint64_t key = 0; key < 20; ++key) ASSERT_EQ(run(p, jpeg, key), run(p, png, key)) << spec << " key " << key;
+  }
+}
+
+TEST(Pipeline, ScaledJpegDecodeStaysCloseToFullResolution) {
+  // A 1/4-scale decode when the crop is 4x the output: DCT scaling instead of a wide filter.
+  const std::vector<uint8_t> jpeg = encode_jpeg(gradient_image(480, 640, 3, 3), 95);
+  const Pipeline scaled(parse_pipeline("decode,resize(120,160)"), kFiles);
+  const Pipeline exact(parse_pipeline("decode(scaled=0),resize(120,160)"), kFiles);
+  const std::vector<uint8_t> a = run(scaled, jpeg, 0), b = run(exact, jpeg, 0);
+  EXPECT_NE(a, b);  // it did take the other path
+  double mean = 0;
+  for (size_t i = 0; i < a.size(); ++i) mean += std::abs(int(a[i]) - int(b[i]));
+  EXPECT_LT(mean / a.size(), 2.0);
+  EXPECT_LE(max_difference(a, b), 24);
+}
+
+TEST(Pipeline, FinalFlipIsFoldedIntoTheCopyWithTheSameDraw) {
+  // hflip(p=1) last (folded) against hflip(p=1) before an identity-size center crop (applied).
+  const std::vector<uint8_t> jpeg = encode_jpeg(gradient_image(40, 60, 3, 4));
+  const Pipeline folded(parse_pipeline("decode,resize(32,48),hflip(1)"), kFiles);
+  const Pipeline applied(parse_pipeline("decode,resize(32,48),hflip(1),center_crop(32,48)"), kFiles);
+  const Pipeline none(parse_pipeline("decode,resize(32,48)"), kFiles);
+  const std::vector<uint8_t> f = run(folded, jpeg, 0), a = run(applied, jpeg, 0), n = run(none, jpeg, 0);
+  EXPECT_EQ(f, a);
+  EXPECT_NE(f, n);
+  for (int c = 0; c < 3; ++c)
+    for (int y = 0; y < 32; ++y) EXPECT_EQ(f[(c * 32 + y) * 48], n[(c * 32 + y) * 48 + 47]);
+}
+
+TEST(Pipeline, GrayRawImagesExpandToThreeChannels) {
+  const Pipeline p(parse_pipeline("decode(channels=3)"), {false, 1, 5, 4});
+  const Image gray = gradient_image(5, 4, 1, 5);
+  std::vector<uint8_t> out(p.sample_bytes());
+  Rng rng(1);
+  p.run_image(gray, rng, out.data());
+  for (int c = 0; c < 3; ++c) EXPECT_EQ(0, std::memcmp(out.data() + c * 20, gray.pixels.data(), 20));
+}
+
+TEST(Pipeline, EveryStepIsAFunctionOfTheKey) {
+  const std::vector<uint8_t> jpeg = encode_jpeg(gradient_image(90, 120, 3, 6));
+  const Pipeline p(parse_pipeline("decode,random_resized_crop(48),hflip,color_jitter(0.4,0.4,0.4,0.1),"
+                                  "gaussian_blur(5,0.1,2,0.5),rotation(15),to_uint8"), kFiles);
+  std::set<std::vector<uint8_t>> distinct;
+  for (uint64_t key = 0; key < 8; ++key) {
+    const std::vector<uint8_t> first = run(p, jpeg, key);
+    EXPECT_EQ(first, run(p, jpeg, key)) << key;
+    distinct.insert(first);
+  }
+  EXPECT_EQ(distinct.size(), 8u);
+}
+
+TEST(Pipeline, NotAnImageIsADecodeError) {
+  const Pipeline p(parse_pipeline("decode,center_crop(8)"), kFiles);
+  std::vector<uint8_t> out(p.sample_bytes());
+  Rng rng(1);
+  const std::vector<uint8_t> text = {'G', 'I', 'F', '8', '9', 'a'};
+  try {
+    p.run_file(text, rng, out.data());
+    FAIL();
+  } catch (const DecodeError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a JPEG or PNG file (it starts with bytes 47 49 46 38)"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Convert, Uint8ToFloatTypesScalesByOneOver255) {
+  const uint8_t in[4] = {0, 1, 128, 255};
+  float f[4];
+  convert_from_uint8(in, 4, DType::kFloat32, reinterpret_cast<std::byte*>(f));
+  EXPECT_EQ(f[0], 0.0f);
+  EXPECT_FLOAT_EQ(f[2], 128 / 255.0f);
+  EXPECT_EQ(f[3], 1.0f);
+  uint8_t back[4];
+  convert_from_uint8(in, 4, DType::kUInt8, reinterpret_cast<std::byte*>(back));
+  EXPECT_EQ(0, std::memcmp(in, back, 4));
+  uint16_t half[4];
+  convert_from_uint8(in, 4, DType::kFloat16, reinterpret_cast<std::byte*>(half));
+  EXPECT_EQ(half[3], 0x3c00);  // 1.0
+}
+
+TEST(Convert, WireDtypeDefaultsToTheDatasetsOwn) {
+  DataOptions opts;
+  EXPECT_EQ(wire_dtype(opts), DType::kFloat32);
+  opts.data = "imagefolder:/x";
+  EXPECT_EQ(wire_dtype(opts), DType::kUInt8);
+  opts.data = "mnist";
+  EXPECT_EQ(wire_dtype(opts), DType::kUInt8);
+  opts.wire_dtype = "bfloat16";
+  EXPECT_EQ(wire_dtype(opts), DType::kBFloat16);
+}
+
+}  // namespace
+}  // namespace tandem::data
