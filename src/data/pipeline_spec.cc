@@ -61,9 +61,13 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
 }
 
+// The shortest text that reads back as exactly `v`.
 std::string format_number(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
   return buf;
 }
 
