@@ -94,7 +94,22 @@ TEST(DataParallel, TwoSimulatedTrainerHostsTrainResnet18WithGloo) {
   EXPECT_EQ(s["param_checksums"][0], s["param_checksums"][1]);
 }
 
-pid_t spawn(const std::string& args, const fs::path& log) {
+// A process a test started. If the test ends early (a failed ASSERT), the destructor
+// kills it, so no process outlives its test.
+struct Child {
+  pid_t pid = -1;
+  bool reaped = false;
+  Child(pid_t p) : pid(p) {}
+  Child(const Child&) = delete;
+  ~Child() {
+    if (pid > 0 && !reaped) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+Child spawn(const std::string& args, const fs::path& log) {
   const pid_t pid = fork();
   if (pid == 0) {
     const std::string cmd = std::string("exec ") + TANDEM_BINARY + " " + args + " > " + log.string() + " 2>&1";
@@ -104,15 +119,18 @@ pid_t spawn(const std::string& args, const fs::path& log) {
   return pid;
 }
 
-int wait_exit(pid_t pid, std::chrono::seconds timeout) {
+int wait_exit(Child& child, std::chrono::seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   int status = 0;
+  child.reaped = true;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (waitpid(child.pid, &status, WNOHANG) == child.pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
     std::this_thread::sleep_for(50ms);
   }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
+  kill(child.pid, SIGKILL);
+  waitpid(child.pid, &status, 0);
   return -1;
 }
 
@@ -128,12 +146,12 @@ TEST(Checkpoints, SigtermThenResumeReproducesTheUninterruptedLosses) {
   ASSERT_EQ(straight.size(), 40u);
 
   const fs::path root = dir / "stopped";
-  const pid_t p = spawn(trainer_args(root, 40), dir / "first.log");
+  Child p = spawn(trainer_args(root, 40), dir / "first.log");
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   while (slurp(dir / "first.log").find("step=10 ") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);
   }
-  kill(p, SIGTERM);
+  kill(p.pid, SIGTERM);
   ASSERT_EQ(wait_exit(p, 30s), 2) << slurp(dir / "first.log");
   const auto first = summary(root / "s.json");
   const auto before = first["losses"].get<std::vector<double>>();

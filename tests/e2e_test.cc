@@ -49,7 +49,22 @@ Result run(const std::string& args, const fs::path& dir, int timeout_s = 120) {
 }
 
 // Starts `tandem ARGS` in the background with its output in `log`.
-pid_t spawn(const std::string& args, const fs::path& log) {
+// A process a test started. If the test ends early (a failed ASSERT), the destructor
+// kills it, so no process outlives its test.
+struct Child {
+  pid_t pid = -1;
+  bool reaped = false;
+  Child(pid_t p) : pid(p) {}
+  Child(const Child&) = delete;
+  ~Child() {
+    if (pid > 0 && !reaped) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+Child spawn(const std::string& args, const fs::path& log) {
   const pid_t pid = fork();
   if (pid == 0) {
     const std::string cmd = std::string("exec ") + TANDEM_BINARY + " " + args + " > " + log.string() + " 2>&1";
@@ -60,15 +75,18 @@ pid_t spawn(const std::string& args, const fs::path& log) {
 }
 
 // The exit code, 128+signal if killed, or -1 (after killing it) if it outlives the deadline.
-int wait_exit(pid_t pid, std::chrono::seconds timeout) {
+int wait_exit(Child& child, std::chrono::seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   int status = 0;
+  child.reaped = true;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (waitpid(child.pid, &status, WNOHANG) == child.pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
     std::this_thread::sleep_for(50ms);
   }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
+  kill(child.pid, SIGKILL);
+  waitpid(child.pid, &status, 0);
   return -1;
 }
 
@@ -132,11 +150,11 @@ TEST(EndToEnd, SimulateFailsCleanlyWhenTheTrainerFails) {
 TEST(EndToEnd, WorkersDoNotHangWhenTheTrainerIsKilled) {
   const fs::path dir = fresh_dir("trainer-killed");
   const int port = free_port();
-  const pid_t worker = spawn("worker --port " + std::to_string(port) + " --idle-timeout 2", dir / "worker.log");
-  const pid_t trainer = spawn("trainer --steps 100000 --log-every 5 --workers 127.0.0.1:" + std::to_string(port),
+  Child worker = spawn("worker --port " + std::to_string(port) + " --idle-timeout 2", dir / "worker.log");
+  Child trainer = spawn("trainer --steps 100000 --log-every 5 --workers 127.0.0.1:" + std::to_string(port),
                               dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 60s)) << slurp(dir / "trainer.log");
-  kill(trainer, SIGKILL);
+  kill(trainer.pid, SIGKILL);
   EXPECT_EQ(wait_exit(trainer, 10s), 128 + SIGKILL);
   EXPECT_EQ(wait_exit(worker, 30s), 1) << slurp(dir / "worker.log");
   EXPECT_NE(slurp(dir / "worker.log").find("--idle-timeout"), std::string::npos) << slurp(dir / "worker.log");
@@ -145,12 +163,12 @@ TEST(EndToEnd, WorkersDoNotHangWhenTheTrainerIsKilled) {
 TEST(EndToEnd, SigtermStopsATrainerWhichReleasesItsWorkers) {
   const fs::path dir = fresh_dir("sigterm");
   const int port = free_port();
-  const pid_t worker = spawn("worker --port " + std::to_string(port), dir / "worker.log");
-  const pid_t trainer = spawn("trainer --steps 100000 --log-every 5 --summary-json " + (dir / "s.json").string() +
+  Child worker = spawn("worker --port " + std::to_string(port), dir / "worker.log");
+  Child trainer = spawn("trainer --steps 100000 --log-every 5 --summary-json " + (dir / "s.json").string() +
                                   " --workers 127.0.0.1:" + std::to_string(port),
                               dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 60s)) << slurp(dir / "trainer.log");
-  kill(trainer, SIGTERM);
+  kill(trainer.pid, SIGTERM);
   EXPECT_EQ(wait_exit(trainer, 20s), 2) << slurp(dir / "trainer.log");
   EXPECT_EQ(wait_exit(worker, 20s), 0) << slurp(dir / "worker.log");
   EXPECT_TRUE(nlohmann::json::parse(slurp(dir / "s.json"))["interrupted"].get<bool>());
@@ -158,9 +176,9 @@ TEST(EndToEnd, SigtermStopsATrainerWhichReleasesItsWorkers) {
 
 TEST(EndToEnd, SigtermStopsAWorkerWithExitZero) {
   const fs::path dir = fresh_dir("worker-sigterm");
-  const pid_t worker = spawn("worker --port " + std::to_string(free_port()), dir / "worker.log");
+  Child worker = spawn("worker --port " + std::to_string(free_port()), dir / "worker.log");
   ASSERT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
-  kill(worker, SIGTERM);
+  kill(worker.pid, SIGTERM);
   EXPECT_EQ(wait_exit(worker, 10s), 0) << slurp(dir / "worker.log");
 }
 
