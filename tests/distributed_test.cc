@@ -202,3 +202,23 @@ TEST(Training, Bf16AutocastAndChannelsLastTrain) {
 }
 
 }  // namespace
+
+namespace {
+
+// Debian's dataset-fashion-mnist (scripts/setup installs it): real data, real evaluation.
+TEST(Training, FashionMnistLearnsAndIsEvaluatedOnItsTestSplit) {
+  const std::string data = "mnist:/usr/share/datasets/fashion-mnist";
+  const fs::path root = fresh_dir("fashion");
+  ASSERT_EQ(run(trainer_args(root, 120, " --data " + data + " --eval-data " + data +
+                                        " --model small_cnn --optimizer adam --lr 0.003 --eval-every 60"),
+                root / "run.log"),
+            0)
+      << slurp(root / "run.log");
+  const auto s = summary(root / "s.json");
+  EXPECT_GT(s["eval_accuracy"].get<double>(), 0.6) << s.dump(2);
+  ASSERT_EQ(s["eval_history"].size(), 2u);
+  EXPECT_EQ(s["skipped_samples"], 0);
+  EXPECT_NE(slurp(root / "run.log").find("step=120 eval_accuracy="), std::string::npos);
+}
+
+}  // namespace
