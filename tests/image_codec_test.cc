@@ -83,6 +83,41 @@ TEST(Jpeg, GrayFilesDecodeToRgbAndRgbFilesToGray) {
   EXPECT_EQ(gray_of_rgb.height, 20);
 }
 
+TEST(Jpeg, AdobeCmykFilesConvertAsPilDoes) {
+  // Adobe CMYK JPEGs store inverted ink: (255, 0, 0, 255) is C=0 M=255 Y=255 K=0, red.
+  jpeg_compress_struct c{};
+  jpeg_error_mgr err{};
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buf, &size);
+  c.image_width = 16;
+  c.image_height = 16;
+  c.input_components = 4;
+  c.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&c);  // writes the Adobe marker for CMYK
+  jpeg_set_quality(&c, 100, TRUE);
+  jpeg_start_compress(&c, TRUE);
+  std::vector<uint8_t> row(16 * 4);
+  for (int x = 0; x < 16; ++x) row[x * 4] = 255, row[x * 4 + 1] = 0, row[x * 4 + 2] = 0, row[x * 4 + 3] = 255;
+  while (c.next_scanline < 16) {
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&c, &r, 1);
+  }
+  jpeg_finish_compress(&c);
+  const std::vector<uint8_t> file(buf, buf + size);
+  jpeg_destroy_compress(&c);
+  free(buf);
+  const Image rgb = decode_full(file, 3);
+  ASSERT_EQ(rgb.channels, 3);
+  EXPECT_GE(rgb.pixels[0], 250);
+  EXPECT_LE(rgb.pixels[1], 5);
+  EXPECT_LE(rgb.pixels[2], 5);
+  const Image gray = decode_full(file, 1);
+  EXPECT_NEAR(gray.pixels[0], 76, 3);  // 0.299 * 255
+}
+
 TEST(Jpeg, TruncatedAndGarbageDataAreDecodeErrors) {
   const std::vector<uint8_t> file = encode_jpeg(gradient_image(64, 64, 3, 6));
   std::vector<uint8_t> truncated(file.begin(), file.begin() + file.size() / 2);

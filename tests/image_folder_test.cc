@@ -2,6 +2,7 @@
 // and PNG files, the fingerprint, determinism, and every kind of bad data under
 // --on-bad-sample fail and skip.
 #include <filesystem>
+#include <future>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include "tandem/data/batch_maker.h"
 #include "tandem/data/convert.h"
 #include "tandem/data/image_folder.h"
+#include "tandem/data/thread_pool.h"
 
 namespace tandem::data {
 namespace {
@@ -178,6 +180,24 @@ TEST(ImageFolder, BatchesAreUint8OrConvertedToFloat) {
   for (size_t i = 0; i < u8.data.size(); ++i) ASSERT_FLOAT_EQ(floats[i], bytes[i] / 255.0f);
   const Batch bf16 = BatchMaker(d, nullptr, DType::kBFloat16).make(request);
   EXPECT_EQ(bf16.data.size(), u8.data.size() * 2);
+}
+
+TEST(ImageFolder, PoolThreadsMakeTheSameBatchAsOneThread) {
+  TempDir dir;
+  make_folder(dir.path());
+  auto d = make_dataset(folder_options(dir.path(), "decode,random_resized_crop(40),hflip,color_jitter(0.3,0.3,0.3,0.05)"));
+  ThreadPool pool(3);
+  BatchMaker maker(d, &pool);
+  for (uint32_t epoch = 0; epoch < 3; ++epoch) {
+    BatchRequest request{epoch, epoch, {5, 4, 3, 2, 1, 0, 1, 3}};
+    std::promise<Batch> result;
+    maker.make_async(request, [&](Batch b) { result.set_value(std::move(b)); },
+                     [&](std::exception_ptr e) { result.set_exception(e); });
+    const Batch pooled = result.get_future().get();
+    const Batch single = maker.make(request);
+    EXPECT_TRUE(pooled.data == single.data) << "epoch " << epoch;
+    EXPECT_EQ(pooled.labels, single.labels);
+  }
 }
 
 TEST(ImageFolder, MissingRootsAndChannelsAreNamed) {
