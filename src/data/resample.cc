@@ -62,12 +62,6 @@ Taps compute_taps(double b0, double b1, int lo, int hi, int out) {
   return t;
 }
 
-// Rounds half to even and clamps to [0, 255] (the default rounding mode does the rounding).
-inline uint8_t to_u8(float v) {
-  v = std::clamp(v, 0.0f, 255.0f);
-  return static_cast<uint8_t>((v + 0x1.8p23f) - 0x1.8p23f);
-}
-
 typedef float v4 __attribute__((vector_size(16)));
 typedef int v4i __attribute__((vector_size(16)));
 typedef uint8_t u8x16 __attribute__((vector_size(16)));
@@ -125,31 +119,52 @@ TANDEM_VECTOR_CLONES void horizontal(const uint8_t* row_a, const uint8_t* row_b,
   }
 }
 
-// One output row from `n` horizontal rows (each `row_floats` floats), weights `w`.
-TANDEM_VECTOR_CLONES
-void vertical(const float* const* rows, size_t row_floats, const float* w, int n, float* acc) {
-  for (size_t k = 0; k < row_floats; ++k) acc[k] = rows[0][k] * w[0];
-  for (int j = 1; j < n; ++j) {
-    const float* r = rows[j];
-    for (size_t k = 0; k < row_floats; ++k) acc[k] += r[k] * w[j];
+// The 4 lanes rounded (half to even), clamped and stored as C bytes at `dst`.
+template <int C>
+__attribute__((always_inline)) inline void store_pixel(v4 v, uint8_t* dst) {
+  const v4 zero = {0, 0, 0, 0}, top = {255, 255, 255, 255}, magic = {0x1.8p23f, 0x1.8p23f, 0x1.8p23f, 0x1.8p23f};
+  v = v < zero ? zero : v;
+  v = v > top ? top : v;
+  const v4i q = __builtin_convertvector((v + magic) - magic, v4i);  // the default rounding mode rounds
+  if constexpr (C == 3) {
+    store4(q, dst);  // the 4th byte is overwritten by the next pixel (or is padding)
+  } else {
+    *dst = static_cast<uint8_t>(q[0]);
   }
 }
 
-// The 4-lane row rounded (half to even), clamped, and stored as C-channel bytes.
+// One output row: the weighted sum of `rows` (K of them, zero weights past the taps; K = 0:
+// n of them), two pixels (8 lanes) at a time, stored as C-channel bytes.
+template <int C, int K>
+TANDEM_VECTOR_CLONES void vertical(const float* const* rows, const float* w, int n, int out_w, uint8_t* dst) {
+  const int taps = K > 0 ? K : n;
+  int x = 0;
+  for (; x + 2 <= out_w; x += 2) {
+    v8u acc = *reinterpret_cast<const v8u*>(rows[0] + 4 * x) * w[0];
+#pragma GCC unroll 8
+    for (int j = 1; j < taps; ++j) acc += *reinterpret_cast<const v8u*>(rows[j] + 4 * x) * w[j];
+    store_pixel<C>(__builtin_shufflevector(acc, acc, 0, 1, 2, 3), dst + x * C);
+    store_pixel<C>(__builtin_shufflevector(acc, acc, 4, 5, 6, 7), dst + (x + 1) * C);
+  }
+  for (; x < out_w; ++x) {
+    v4 acc = *reinterpret_cast<const v4*>(rows[0] + 4 * x) * w[0];
+    for (int j = 1; j < taps; ++j) acc += *reinterpret_cast<const v4*>(rows[j] + 4 * x) * w[j];
+    store_pixel<C>(acc, dst + x * C);
+  }
+}
+
+// vertical<C, K> for K = the most taps any output row has.
 template <int C>
-TANDEM_VECTOR_CLONES void store_row(const float* acc, int out_w, uint8_t* dst) {
-  const v4 zero = {0, 0, 0, 0}, top = {255, 255, 255, 255}, magic = {0x1.8p23f, 0x1.8p23f, 0x1.8p23f, 0x1.8p23f};
-  for (int x = 0; x < out_w; ++x) {
-    v4 v;
-    __builtin_memcpy(&v, acc + 4 * x, sizeof v);
-    v = v < zero ? zero : v;
-    v = v > top ? top : v;
-    const v4i q = __builtin_convertvector((v + magic) - magic, v4i);
-    if constexpr (C == 3) {
-      store4(q, dst + 3 * x);  // the 4th byte is overwritten by the next pixel (or is padding)
-    } else {
-      dst[x] = static_cast<uint8_t>(q[0]);
-    }
+void vertical_any(const float* const* rows, const Taps& ty, int i, int out_w, uint8_t* dst) {
+  const float* w = &ty.weights[static_cast<size_t>(i) * ty.stride];
+  switch (ty.max_count) {
+    case 1:
+    case 2: return vertical<C, 2>(rows, w, ty.count[i], out_w, dst);
+    case 3: return vertical<C, 3>(rows, w, ty.count[i], out_w, dst);
+    case 4: return vertical<C, 4>(rows, w, ty.count[i], out_w, dst);
+    case 5: return vertical<C, 5>(rows, w, ty.count[i], out_w, dst);
+    case 6: return vertical<C, 6>(rows, w, ty.count[i], out_w, dst);
+    default: return vertical<C, 0>(rows, w, ty.count[i], out_w, dst);
   }
 }
 
@@ -175,13 +190,10 @@ void resample_rows(const ResampleSource& src, const Taps& tx, const Taps& ty, in
   const int col0 = tx.first.front(), col1 = tx.first.back() + tx.count.back();
   const int row_end = ty.first.back() + ty.count.back();
   const int ring_rows = ty.stride + 2;  // the taps of one output row, and the pair's second row
-  const size_t row_floats = static_cast<size_t>(out_width) * 4;
   thread_local std::vector<float> lanes;
   thread_local std::vector<v4> ring;
-  thread_local std::vector<float> acc;
   lanes.resize(static_cast<size_t>(col1 - col0 + tx.stride) * 8);
   ring.resize(static_cast<size_t>(ring_rows) * out_width);
-  acc.resize(row_floats);
   auto slot = [&](int row) { return ring.data() + static_cast<size_t>(row % ring_rows) * out_width; };
   const float* rows[64];
   int next = ty.first.front();  // the next source row to filter
@@ -192,9 +204,8 @@ void resample_rows(const ResampleSource& src, const Taps& tx, const Taps& ty, in
       horizontal_any<C>(src.pixels + next * src.stride, src.pixels + second * src.stride, tx, col0, col1,
                         reinterpret_cast<v8u*>(lanes.data()), slot(next), slot(next + 1), out_width);
     }
-    for (int j = 0; j < n; ++j) rows[j] = reinterpret_cast<const float*>(slot(first + j));
-    vertical(rows, row_floats, &ty.weights[static_cast<size_t>(i) * ty.stride], n, acc.data());
-    store_row<C>(acc.data(), out_width, dst.row(i));
+    for (int j = 0; j < ty.stride; ++j) rows[j] = reinterpret_cast<const float*>(slot(first + std::min(j, n - 1)));
+    vertical_any<C>(rows, ty, i, out_width, dst.row(i));
   }
 }
 
