@@ -75,47 +75,49 @@ Pipeline::Pipeline(const PipelineSpec& spec, const PipelineSource& source) : cha
                 (steps_[0].kind == Kind::kRandomResizedCrop || steps_[0].kind == Kind::kResize);
 }
 
-// Adds one augmentation step and tracks the image size through it (0 = varies).
-void Pipeline::add_step(const StepSpec& s, int& height, int& width) {
+// A spec's step with its parameters read out. REQUIRES: an augmentation op (not decode,
+// normalize or to_uint8).
+Pipeline::Step Pipeline::parse_step(const StepSpec& s) {
   Step step{};
-  const auto size = [&] {
+  const bool sized = s.op == "random_resized_crop" || s.op == "resize" || s.op == "center_crop";
+  if (sized) {
     step.height = static_cast<int>(s.param("size"));
     step.width = static_cast<int>(s.param("width"));
-  };
+    if (step.width == 0 && s.op != "resize") step.width = step.height;
+  }
   if (s.op == "random_resized_crop") {
     step.kind = Kind::kRandomResizedCrop;
-    size();
-    if (step.width == 0) step.width = step.height;
     step.crop = {s.param("scale_min"), s.param("scale_max"), s.param("ratio_min"), s.param("ratio_max")};
   } else if (s.op == "resize") {
     step.kind = Kind::kResize;
-    size();
   } else if (s.op == "center_crop") {
     step.kind = Kind::kCenterCrop;
-    size();
-    if (step.width == 0) step.width = step.height;
   } else if (s.op == "hflip") {
     step.kind = Kind::kHflip;
-    step.p = s.param("p");
   } else if (s.op == "color_jitter") {
     step.kind = Kind::kColorJitter;
     for (int k = 0; k < 4; ++k) step.jitter[k] = s.params[k];
-    step.p = s.param("p");
   } else if (s.op == "gaussian_blur") {
     step.kind = Kind::kBlur;
     step.kernel = static_cast<int>(s.param("kernel_size"));
     step.sigma_min = s.param("sigma_min");
     step.sigma_max = s.param("sigma_max");
-    step.p = s.param("p");
-    if (height && width && (step.kernel / 2 >= height || step.kernel / 2 >= width)) {
-      misplaced("gaussian_blur kernel " + std::to_string(step.kernel) + " is too large for " + std::to_string(height) +
-                "x" + std::to_string(width) + " images");
-    }
   } else if (s.op == "rotation") {
     step.kind = Kind::kRotation;
     step.degrees = s.param("degrees");
   } else {
     throw std::logic_error("pipeline step '" + s.op + "' has no implementation");
+  }
+  if (s.op == "hflip" || s.op == "color_jitter" || s.op == "gaussian_blur") step.p = s.param("p");
+  return step;
+}
+
+// Adds one augmentation step and tracks the image size through it (0 = varies).
+void Pipeline::add_step(const StepSpec& s, int& height, int& width) {
+  const Step step = parse_step(s);
+  if (step.kind == Kind::kBlur && height && width && (step.kernel / 2 >= height || step.kernel / 2 >= width)) {
+    misplaced("gaussian_blur kernel " + std::to_string(step.kernel) + " is too large for " + std::to_string(height) +
+              "x" + std::to_string(width) + " images");
   }
   if (step.kind == Kind::kResize && step.width == 0) {
     if (height && width) std::tie(height, width) = resize_smaller_edge(height, width, step.height);

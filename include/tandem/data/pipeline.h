@@ -61,6 +61,7 @@ class Pipeline {
     double sigma_min = 0, sigma_max = 0, degrees = 0;
   };
 
+  static Step parse_step(const StepSpec& spec);
   void add_step(const StepSpec& spec, int& height, int& width);
   void apply(const Step& step, Image*& image, Image*& spare, Rng& rng) const;
   void run_steps(size_t first, Image*& image, Image*& spare, Rng& rng, uint8_t* out) const;
