@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "process_helpers.h"
 #include "training/model.h"
 
 namespace {
@@ -21,27 +22,9 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using namespace tandem::testing;
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("tandem-dist-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-// Runs `tandem ARGS` to completion under a deadline; returns the exit code.
-int run(const std::string& args, const fs::path& log, int timeout_s = 240) {
-  const std::string cmd = "timeout -s KILL " + std::to_string(timeout_s) + " " + TANDEM_BINARY + " " + args + " > " +
-                          log.string() + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+int run(const std::string& args, const fs::path& log, int timeout_s = 240) { return run_tandem(args, log, timeout_s); }
 
 nlohmann::json summary(const fs::path& p) { return nlohmann::json::parse(slurp(p)); }
 
@@ -94,47 +77,10 @@ TEST(DataParallel, TwoSimulatedTrainerHostsTrainResnet18WithGloo) {
   EXPECT_EQ(s["param_checksums"][0], s["param_checksums"][1]);
 }
 
-// A process a test started. If the test ends early (a failed ASSERT), the destructor
-// kills it, so no process outlives its test.
-struct Child {
-  pid_t pid = -1;
-  bool reaped = false;
-  Child(pid_t p) : pid(p) {}
-  Child(const Child&) = delete;
-  ~Child() {
-    if (pid > 0 && !reaped) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
-Child spawn(const std::string& args, const fs::path& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const std::string cmd = std::string("exec ") + TANDEM_BINARY + " " + args + " > " + log.string() + " 2>&1";
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit(Child& child, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  child.reaped = true;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (waitpid(child.pid, &status, WNOHANG) == child.pid) {
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    std::this_thread::sleep_for(50ms);
-  }
-  kill(child.pid, SIGKILL);
-  waitpid(child.pid, &status, 0);
-  return -1;
-}
-
+// A trainer on its own SageMaker root (created here: tandem writes checkpoints and the
+// model only under a root that exists).
 std::string trainer_args(const fs::path& root, int steps, const std::string& extra = "") {
+  fs::create_directories(root);
   return "trainer --local-workers 1 --train-threads 1 --batch-size 16 --log-every 5 --steps " + std::to_string(steps) +
          " --sagemaker-root " + root.string() + " --summary-json " + (root / "s.json").string() + extra;
 }
@@ -147,10 +93,7 @@ TEST(Checkpoints, SigtermThenResumeReproducesTheUninterruptedLosses) {
 
   const fs::path root = dir / "stopped";
   Child p = spawn(trainer_args(root, 40), dir / "first.log");
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (slurp(dir / "first.log").find("step=10 ") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(20ms);
-  }
+  ASSERT_TRUE(wait_for_text(dir / "first.log", "step=10 ", 60s)) << slurp(dir / "first.log");
   kill(p.pid, SIGTERM);
   ASSERT_EQ(wait_exit(p, 30s), 2) << slurp(dir / "first.log");
   const auto first = summary(root / "s.json");

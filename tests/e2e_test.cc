@@ -15,24 +15,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "process_helpers.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("tandem-e2e-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using namespace tandem::testing;
 
 struct Result {
   int code = -1;
@@ -41,62 +31,8 @@ struct Result {
 
 // Runs `tandem ARGS` under a deadline; output is stdout and stderr together.
 Result run(const std::string& args, const fs::path& dir, int timeout_s = 120) {
-  const fs::path log = dir / "run.log";
-  const std::string cmd = "timeout -s KILL " + std::to_string(timeout_s) + " " + TANDEM_BINARY + " " + args + " > " +
-                          log.string() + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(log)};
-}
-
-// Starts `tandem ARGS` in the background with its output in `log`.
-// A process a test started. If the test ends early (a failed ASSERT), the destructor
-// kills it, so no process outlives its test.
-struct Child {
-  pid_t pid = -1;
-  bool reaped = false;
-  Child(pid_t p) : pid(p) {}
-  Child(const Child&) = delete;
-  ~Child() {
-    if (pid > 0 && !reaped) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
-Child spawn(const std::string& args, const fs::path& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const std::string cmd = std::string("exec ") + TANDEM_BINARY + " " + args + " > " + log.string() + " 2>&1";
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
-    _exit(127);
-  }
-  return pid;
-}
-
-// The exit code, 128+signal if killed, or -1 (after killing it) if it outlives the deadline.
-int wait_exit(Child& child, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  child.reaped = true;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (waitpid(child.pid, &status, WNOHANG) == child.pid) {
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    std::this_thread::sleep_for(50ms);
-  }
-  kill(child.pid, SIGKILL);
-  waitpid(child.pid, &status, 0);
-  return -1;
-}
-
-bool wait_for_text(const fs::path& log, const std::string& text, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (slurp(log).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return false;
+  const int code = run_tandem(args, dir / "run.log", timeout_s);
+  return {code, slurp(dir / "run.log")};
 }
 
 // A port the kernel just handed out; the race until the worker binds is acceptable here.

@@ -8,11 +8,7 @@
 #include "tandem/common/error.h"
 #include "tandem/data/dataset.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TANDEM_VECTOR_CLONES __attribute__((target_clones("default", "arch=x86-64-v3")))
-#else
-#define TANDEM_VECTOR_CLONES
-#endif
+#include "tandem/common/simd.h"
 
 namespace tandem::data {
 namespace {

@@ -3,13 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-// The inner loops run over contiguous x so they vectorise; blur_plane is built twice, for plain x86-64
-// and for x86-64-v3 (AVX2 + FMA: Haswell, Zen and newer), picked at load time.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TANDEM_VECTOR_CLONES __attribute__((target_clones("default", "arch=x86-64-v3")))
-#else
-#define TANDEM_VECTOR_CLONES
-#endif
+#include "tandem/common/simd.h"
 
 namespace tandem::data {
 

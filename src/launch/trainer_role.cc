@@ -1,4 +1,5 @@
 #include <atomic>
+#include <filesystem>
 #include <csignal>
 #include <memory>
 
@@ -120,7 +121,14 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     }
     std::shared_ptr<const data::Dataset> eval;
     if (!opts.eval_data.empty()) eval = eval_dataset(settings, info);
-    training::Trainer trainer(opts, info, dist, {root + "/checkpoints", root + "/model"}, eval);
+    const bool has_root = std::filesystem::is_directory(root);
+    if (!has_root && dist.rank == 0) {
+      spdlog::warn("no SageMaker root at {}: checkpoints and the final model are not written "
+                   "(point --sagemaker-root at a directory to keep them)", root);
+    }
+    training::RunPaths paths;
+    if (has_root) paths = {root + "/checkpoints", root + "/model"};
+    training::Trainer trainer(opts, info, dist, paths, eval);
     data::Sampler sampler(info.size, opts.batch_size, settings.data.seed, dist.rank, dist.world);
     feed::Scheduler scheduler([&](uint64_t seq) { return sampler.request(seq); },
                               {static_cast<uint64_t>(opts.steps), opts.prefetch, opts.batch_timeout_s,
@@ -145,8 +153,9 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     if (dist.rank == 0) {
       nlohmann::json summary = report::make_summary(result, scheduler.stats());
       add_skipped(summary, *dataset, workers);
-      const std::string path = opts.summary_json.empty() ? root + "/output/data/summary.json" : opts.summary_json;
-      report::write_file_atomically(path, summary.dump(2) + "\n");
+      std::string path = opts.summary_json.empty() ? root + "/output/data/summary.json" : opts.summary_json;
+      if (has_root || !opts.summary_json.empty()) report::write_file_atomically(path, summary.dump(2) + "\n");
+      else path = "(not written: no SageMaker root; use --summary-json)";
       spdlog::info("training {}: {} steps, loss {:.4f} -> {:.4f}, {:.1f} samples/s; summary in {}",
                    result.interrupted ? "interrupted" : "finished", result.steps, result.first_loss, result.final_loss,
                    result.samples_per_sec * dist.world, path);

@@ -119,7 +119,9 @@ void Trainer::barrier() { impl_->collective->barrier(); }
 void Trainer::Impl::resume() {
   std::string bytes, origin;
   if (dist.rank == 0) {
-    if (auto c = newest_checkpoint(paths.checkpoint_dir)) {
+    std::optional<Checkpoint> c;
+    if (!paths.checkpoint_dir.empty()) c = newest_checkpoint(paths.checkpoint_dir);
+    if (c) {
       bytes = std::move(c->bytes);
       origin = c->path;
     }
@@ -176,7 +178,7 @@ void Trainer::Impl::log_line(int64_t step, double loss, double window_s, int64_t
 }
 
 std::string Trainer::Impl::save_checkpoint(int64_t step) {
-  if (dist.rank != 0) return {};
+  if (dist.rank != 0 || paths.checkpoint_dir.empty()) return {};
   write_checkpoint(paths.checkpoint_dir, step, serialize_state(*model.ptr(), *optimizer, step), opts.keep_checkpoints);
   spdlog::info("checkpoint at step {} in {}", step, paths.checkpoint_dir);
   return paths.checkpoint_dir;

@@ -34,8 +34,8 @@ struct DistInfo {
 DistInfo dist_from_env(const TrainerOptions& opts);
 
 struct RunPaths {
-  std::string checkpoint_dir;  // <root>/checkpoints
-  std::string model_dir;       // <root>/model
+  std::string checkpoint_dir;  // <root>/checkpoints; empty = no checkpoints
+  std::string model_dir;       // <root>/model; empty = the final model is not saved
 };
 
 struct TrainReport {

@@ -1,0 +1,96 @@
+// Helpers for tests that run the real `tandem` binary (TANDEM_BINARY) as processes.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+namespace tandem::testing {
+
+namespace fs = std::filesystem;
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// An empty directory of this test process's own, under the system temp directory.
+inline fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("tandem-test-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Runs `tandem ARGS` to completion under a deadline (SIGKILL after it), with stdout and
+// stderr in `log`. Returns the exit code, or -1 if it was killed.
+inline int run_tandem(const std::string& args, const fs::path& log, int timeout_s) {
+  const std::string cmd = "timeout -s KILL " + std::to_string(timeout_s) + " " + TANDEM_BINARY + " " + args + " > " +
+                          log.string() + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A process a test started. If the test ends early (a failed ASSERT), the destructor
+// kills it, so no process outlives its test.
+struct Child {
+  pid_t pid = -1;
+  bool reaped = false;
+  Child(pid_t p) : pid(p) {}
+  Child(const Child&) = delete;
+  ~Child() {
+    if (pid > 0 && !reaped) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+// Starts `tandem ARGS` in the background with its output in `log`.
+inline Child spawn(const std::string& args, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd = std::string("exec ") + TANDEM_BINARY + " " + args + " > " + log.string() + " 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+// The exit code, 128+signal if killed, or -1 (after killing it) past the deadline.
+inline int wait_exit(Child& child, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  child.reaped = true;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (waitpid(child.pid, &status, WNOHANG) == child.pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(child.pid, SIGKILL);
+  waitpid(child.pid, &status, 0);
+  return -1;
+}
+
+// Waits until `text` appears in the file at `log`; false after the deadline.
+inline bool wait_for_text(const fs::path& log, const std::string& text, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (slurp(log).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+}  // namespace tandem::testing
