@@ -125,7 +125,7 @@ nlohmann::json bench_feed(const BenchOptions& opts, const std::string& tandem_ex
           {"ratio_to_solo_sum", solo_sum > 0 ? both.images_per_sec / solo_sum : 0.0},
           {"workers", workers},
           {"batch_size", opts.batch_size},
-          {"dtype", "float32"},
+          {"dtype", data::dtype_name(data::wire_dtype(opts.data))},
           {"seconds", opts.seconds}};
 }
 
