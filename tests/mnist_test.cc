@@ -2,6 +2,7 @@
 // gzipped and plain; every way an idx file can be wrong.
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 

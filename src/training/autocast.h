@@ -3,7 +3,7 @@
 #pragma once
 
 #include <ATen/autocast_mode.h>
-#include <torch/version.h>
+#include "torch_version.h"
 
 namespace tandem::training {
 
@@ -23,7 +23,7 @@ class Autocast {
 
  private:
   void set(bool on) {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#if TANDEM_TORCH_AT_LEAST(2, 4)
     const auto type = cuda_ ? at::kCUDA : at::kCPU;
     at::autocast::set_autocast_dtype(type, at::kBFloat16);
     at::autocast::set_autocast_enabled(type, on);

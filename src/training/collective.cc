@@ -7,7 +7,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #include <torch/torch.h>
-#include <torch/version.h>
+#include "torch_version.h"
 
 #include "tandem/common/error.h"
 
@@ -15,7 +15,7 @@ namespace tandem::training {
 
 // LibTorch 2.x's Gloo and NCCL process groups derive from c10d::Backend; 1.13's from
 // c10d::ProcessGroup. Both offer the collectives used here.
-#if TORCH_VERSION_MAJOR >= 2
+#if TANDEM_TORCH_AT_LEAST(2, 0)
 using ProcessGroupBase = c10d::Backend;
 #else
 using ProcessGroupBase = c10d::ProcessGroup;
@@ -31,20 +31,41 @@ namespace {
 
 std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); }
 
-c10::intrusive_ptr<c10d::Store> rendezvous(const DistInfo& d) {
+c10::intrusive_ptr<c10d::Store> connect_store(const DistInfo& d, bool libuv) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<uint16_t>(d.master_port);
   o.isServer = d.rank == 0;
   o.numWorkers = d.world;
   o.waitWorkers = true;
   o.timeout = ms(d.timeout_s);
+#if TANDEM_TORCH_AT_LEAST(2, 2)
+  o.useLibUV = libuv;
+#else
+  (void)libuv;
+#endif
+  return c10::make_intrusive<c10d::TCPStore>(d.master_addr, o);
+}
+
+c10::intrusive_ptr<c10d::Store> rendezvous(const DistInfo& d) {
+  const std::string where = d.master_addr + ":" + std::to_string(d.master_port);
   try {
-    auto store = c10::make_intrusive<c10d::TCPStore>(d.master_addr, o);
+    c10::intrusive_ptr<c10d::Store> store;
+    try {
+      // LibTorch 2.x prefers the libuv store; builds without libuv (Debian's) refuse it.
+      store = connect_store(d, true);
+    } catch (const std::exception& e) {
+      if (std::string(e.what()).find("libuv") == std::string::npos) throw;
+      store = connect_store(d, false);
+    }
     return c10::make_intrusive<c10d::PrefixStore>("tandem", store);
   } catch (const std::exception& e) {
-    throw NetworkError("rank " + std::to_string(d.rank) + " could not meet the others at " + d.master_addr + ":" +
-                       std::to_string(d.master_port) + " within " + std::to_string(static_cast<int>(d.timeout_s)) +
-                       " s (" + e.what() + "): check that every trainer host runs and reaches it, or raise --dist-timeout");
+    const std::string what = e.what();
+    const bool timed_out = what.find("imeout") != std::string::npos || what.find("imed out") != std::string::npos;
+    throw NetworkError("rank " + std::to_string(d.rank) + " could not meet the others at " + where +
+                       (timed_out ? " within " + std::to_string(static_cast<int>(d.timeout_s)) + " s" : "") + " (" +
+                       what.substr(0, what.find('\n')) +
+                       "): check that every trainer host runs and reaches it" +
+                       (timed_out ? ", or raise --dist-timeout" : ", and that --master-port is free"));
   }
 }
 
