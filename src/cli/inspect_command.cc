@@ -6,6 +6,7 @@
 #include "tandem/cli/options.h"
 #include "tandem/cluster/cluster.h"
 #include "tandem/cluster/roles.h"
+#include "tandem/training/runtime.h"
 
 namespace tandem::cli {
 
@@ -16,7 +17,9 @@ Command add_inspect_command(CLI::App& root, Settings& s) {
   return {app, [&s] {
             const cluster::Cluster c = cluster::discover(s.cluster);
             const cluster::RolePlan plan = cluster::resolve_roles(c, s.cluster);
-            std::cout << cluster::describe(c, plan, s.cluster, 1).dump(2) << std::endl;
+            nlohmann::json out = cluster::describe(c, plan, s.cluster, 1);
+            out["torch"] = training::to_json(training::torch_runtime());
+            std::cout << out.dump(2) << std::endl;
             return 0;
           },
           false};

@@ -84,6 +84,9 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_flag("--channels-last", o.channels_last, "Channels-last memory format")->group(kTrainerGroup);
   app.add_option("--procs-per-host", o.procs_per_host, "Trainer processes per host; 0 = one per GPU (1 on CPU)")
       ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+  app.add_flag("--allow-cpu-training", o.allow_cpu_training,
+               "Let a GPU-family host train on its CPU when it has no usable GPU (otherwise an error)")
+      ->group(kTrainerGroup);
   app.add_option("--master-port", o.master_port, "Port of the rendezvous store on the first trainer host")
       ->capture_default_str()->check(CLI::Range(1, 65535))->group(kTrainerGroup);
   app.add_option("--dist-timeout", o.dist_timeout_s, "Seconds allowed for rendezvous and each collective")

@@ -7,6 +7,7 @@
 #include "tandem/common/error.h"
 #include "tandem/launch/roles.h"
 #include "tandem/report/summary.h"
+#include "tandem/training/runtime.h"
 
 namespace tandem::cli {
 
@@ -15,7 +16,7 @@ int run_cli(int argc, char** argv) {
   CLI::App app{"tandem: one binary for every host of a heterogeneous training job.\n"
                "CPU hosts serve augmented batches over gRPC; GPU hosts train on them."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "tandem 0.1.0");
+  app.set_version_flag("--version", [] { return "tandem 0.1.0; " + training::describe(training::torch_runtime()); });
   Settings settings;
   std::vector<Command> commands = {
       add_launch_command(app, settings, "launch"), add_launch_command(app, settings, "train"),

@@ -1,10 +1,12 @@
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "tandem/cli/commands.h"
 #include "tandem/cli/options.h"
 #include "tandem/launch/simulate.h"
+#include "tandem/training/runtime.h"
 
 namespace tandem::cli {
 
@@ -24,6 +26,11 @@ Command add_simulate_command(CLI::App& root, Settings& s) {
             if (!hyperparameters.contains("master-port")) {
               hyperparameters["master-port"] = std::to_string(launch::free_loopback_ports(1).front());
             }
+            // The simulated GPU-family hosts are make-believe: they train on whatever this
+            // machine has, so the GPU check that guards real GPU hosts is lifted.
+            hyperparameters["allow-cpu-training"] = "true";
+            spdlog::info("simulated trainer hosts train on this machine's {} (--allow-cpu-training)",
+                         training::why_no_gpu(training::torch_runtime()).empty() ? "GPUs" : "CPU");
             return launch::run_simulate(s, hyperparameters, std::filesystem::read_symlink("/proc/self/exe"));
           },
           false};

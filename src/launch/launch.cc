@@ -7,6 +7,7 @@
 #include "tandem/common/error.h"
 #include "tandem/launch/process.h"
 #include "tandem/launch/roles.h"
+#include "tandem/training/runtime.h"
 #include "tandem/training/trainer.h"
 
 namespace tandem::launch {
@@ -62,6 +63,23 @@ int run_rank_processes(const Settings& settings, const cluster::RolePlan& plan, 
   return interrupted ? kExitInterrupted : kExitOk;
 }
 
+// A trainer on a GPU instance family that cannot use a GPU would train on the CPU
+// without a word, at a fraction of the speed the job pays for: refuse unless asked.
+void check_gpu(const cluster::Cluster& c, const TrainerOptions& opts) {
+  if (!cluster::is_gpu_instance_type(c.current_instance_type)) return;
+  const training::TorchRuntime rt = training::torch_runtime();
+  const std::string why = training::why_no_gpu(rt);
+  if (why.empty()) return;
+  if (opts.allow_cpu_training) {
+    spdlog::warn("host {} is a {} but trains on the CPU (--allow-cpu-training): {}", c.current_host,
+                 c.current_instance_type, why);
+    return;
+  }
+  throw ConfigError("host " + c.current_host + " is a " + c.current_instance_type +
+                    " (a GPU instance family) but cannot train on a GPU: " + why +
+                    "; or pass --allow-cpu-training to train on its CPU anyway");
+}
+
 }  // namespace
 
 int run_launch(const Settings& settings, const std::vector<std::string>& forwarded) {
@@ -75,6 +93,7 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
     if (!s.worker.port) s.worker.port = cluster::worker_endpoint(c.current_host, s.cluster).port;
     return run_worker(s, c.current_host);
   }
+  check_gpu(c, settings.trainer);
   std::vector<std::string> targets;
   for (const std::string& host : plan.worker_hosts) {
     cluster::Endpoint ep = cluster::worker_endpoint(host, settings.cluster);

@@ -71,6 +71,9 @@ struct TrainerOptions {
   std::string amp = "none";          // --amp: none | bf16 (autocast on CUDA and CPU)
   bool channels_last = false;        // --channels-last
   int procs_per_host = 0;            // --procs-per-host: trainer processes per host; 0 = GPUs (1 on CPU)
+  // --allow-cpu-training: let a host of a GPU instance family (ml.p*, ml.g*) train on its
+  // CPU when this tandem has no CUDA or sees no GPU; without it that is an error.
+  bool allow_cpu_training = false;
   int master_port = 29500;           // --master-port: c10d TCPStore on the first trainer host
   double dist_timeout_s = 300;       // --dist-timeout: rendezvous and collective deadline
   int64_t checkpoint_every = 0;      // --checkpoint-every: steps between checkpoints; 0 = only on SIGTERM

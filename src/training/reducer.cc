@@ -1,0 +1,116 @@
+#include "reducer.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/torch.h>
+
+#include "collective.h"
+
+namespace tandem::training {
+
+Reducer::Reducer(std::vector<torch::Tensor> params, Collective& collective, bool overlap, int64_t first_bucket_bytes,
+                 int64_t bucket_bytes)
+    : collective_(collective), overlap_(overlap) {
+  for (auto& p : params) {
+    if (p.requires_grad()) params_.push_back(p);
+  }
+  build_buckets(first_bucket_bytes, bucket_bytes);
+  if (!overlap_ || collective_.world() <= 1) return;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(params_[i]);
+    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          on_gradient(i);
+          return outputs;
+        }));
+    accumulators_.push_back(std::move(acc));
+  }
+}
+
+Reducer::~Reducer() = default;
+
+// Buckets in reverse parameter order, split by dtype and device. Each gradient becomes a
+// view of its bucket with the parameter's own strides (channels-last stays channels-last),
+// which autograd then accumulates into in place.
+void Reducer::build_buckets(int64_t first_bucket_bytes, int64_t bucket_bytes) {
+  bucket_of_.assign(params_.size(), 0);
+  std::vector<std::vector<size_t>> groups;
+  int64_t bytes = 0;
+  for (size_t k = params_.size(); k-- > 0;) {
+    const torch::Tensor& p = params_[k];
+    bool start = groups.empty();
+    if (!start) {
+      const torch::Tensor& head = params_[groups.back().front()];
+      const int64_t cap = groups.size() == 1 ? first_bucket_bytes : bucket_bytes;
+      start = bytes + static_cast<int64_t>(p.nbytes()) > cap || head.scalar_type() != p.scalar_type() ||
+              head.device() != p.device();
+    }
+    if (start) {
+      groups.emplace_back();
+      bytes = 0;
+    }
+    groups.back().push_back(k);
+    bytes += static_cast<int64_t>(p.nbytes());
+  }
+  for (auto& members : groups) {
+    Bucket b;
+    int64_t numel = 0;
+    for (size_t k : members) numel += params_[k].numel();
+    const torch::Tensor& first = params_[members.front()];
+    b.buffer = torch::zeros({numel}, first.options());
+    int64_t offset = 0;
+    for (size_t k : members) {
+      torch::Tensor& p = params_[k];
+      // Dense parameters (contiguous or channels-last) keep their layout in the bucket.
+      torch::Tensor view = p.is_non_overlapping_and_dense()
+                               ? b.buffer.as_strided(p.sizes(), p.strides(), offset)
+                               : b.buffer.narrow(0, offset, p.numel()).view(p.sizes());
+      if (p.grad().defined()) view.copy_(p.grad());
+      p.mutable_grad() = view;
+      offset += p.numel();
+      bucket_of_[k] = buckets_.size();
+    }
+    b.params = std::move(members);
+    b.pending = b.params.size();
+    buckets_.push_back(std::move(b));
+  }
+}
+
+void Reducer::zero_grad() {
+  for (auto& b : buckets_) b.buffer.zero_();
+}
+
+void Reducer::on_gradient(size_t param) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Bucket& b = buckets_[bucket_of_[param]];
+  if (b.pending > 0) --b.pending;
+  launch_ready();
+}
+
+void Reducer::launch_ready() {
+  while (next_ < buckets_.size() && buckets_[next_].pending == 0) launch(buckets_[next_++]);
+}
+
+void Reducer::launch(Bucket& b) {
+  // Dividing first keeps the sum in range; by a power of two it is exact.
+  b.buffer.div_(collective_.world());
+  b.work = collective_.allreduce_async(b.buffer);
+}
+
+void Reducer::finish() {
+  if (collective_.world() <= 1) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  // Parameters that took no part in this backward leave their bucket incomplete: send it
+  // anyway, in order, so every rank issues the same collectives.
+  while (next_ < buckets_.size()) launch(buckets_[next_++]);
+  for (auto& b : buckets_) {
+    if (b.work) b.work->wait();
+    b.work.reset();
+    b.pending = b.params.size();
+  }
+  next_ = 0;
+}
+
+}  // namespace tandem::training

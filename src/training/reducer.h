@@ -1,0 +1,74 @@
+// Gradient averaging across data-parallel ranks, overlapped with backward (Torch world
+// only), the way DDP's reducer does it:
+//  - parameters are grouped, in reverse registration order (roughly the order backward
+//    produces their gradients), into flat buckets: the first small, so communication
+//    starts early, the rest about 25 MB;
+//  - every parameter's .grad is a view into its bucket, so autograd accumulates straight
+//    into the buffer that is sent, and the averaged result needs no copy back;
+//  - a hook on each parameter's gradient accumulator counts down its bucket; a bucket is
+//    allreduced as soon as it is complete and every bucket before it has been launched,
+//    so every rank issues the same collectives in the same order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace c10d {
+class Work;
+}
+namespace torch::autograd {
+struct Node;
+}
+
+namespace tandem::training {
+
+class Collective;
+
+class Reducer {
+ public:
+  // `overlap` false launches every bucket after backward instead (the same buckets and
+  // arithmetic: the reference the overlapped path is tested against).
+  // REQUIRES: params are on their final device and memory format; they stay alive.
+  Reducer(std::vector<torch::Tensor> params, Collective& collective, bool overlap, int64_t first_bucket_bytes = 1 << 20,
+          int64_t bucket_bytes = 25 << 20);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Zeroes every bucket (and so every gradient). Call before each backward, instead of
+  // the optimizer's zero_grad, which would detach the views.
+  void zero_grad();
+
+  // After backward: launches what is left, waits for every bucket (on CUDA the wait
+  // is enqueued on the current stream, not the host), and leaves averaged gradients.
+  void finish();
+
+  int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
+
+ private:
+  struct Bucket {
+    torch::Tensor buffer;           // flat, one dtype and device
+    std::vector<size_t> params;     // indices into params_
+    size_t pending = 0;             // gradients still to arrive this backward
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  void build_buckets(int64_t first_bucket_bytes, int64_t bucket_bytes);
+  void on_gradient(size_t param);  // from autograd's threads
+  void launch_ready();             // REQUIRES: mu_ held
+  void launch(Bucket& b);          // REQUIRES: mu_ held
+
+  std::vector<torch::Tensor> params_;
+  std::vector<size_t> bucket_of_;  // param -> bucket
+  std::vector<Bucket> buckets_;
+  Collective& collective_;
+  bool overlap_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keeps the hooks alive
+  std::mutex mu_;
+  size_t next_ = 0;  // the next bucket to launch; GUARDED_BY(mu_)
+};
+
+}  // namespace tandem::training
