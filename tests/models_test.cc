@@ -30,7 +30,7 @@ TEST(Models, EveryModelTrainsOneStep) {
     TrainerOptions opts;
     opts.optimizer = "adamw";
     opts.lr = 1e-3;
-    auto optimizer = make_optimizer(opts, model.ptr()->parameters());
+    auto optimizer = make_optimizer(opts, model.ptr()->parameters(), torch::kCPU);
     const torch::Tensor x = torch::randn({2, info.sample_shape[0], side, side});
     const torch::Tensor y = torch::tensor({1, 5});
     const torch::Tensor out = model.forward(x);

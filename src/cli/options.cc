@@ -87,6 +87,9 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_flag("--allow-cpu-training", o.allow_cpu_training,
                "Let a GPU-family host train on its CPU when it has no usable GPU (otherwise an error)")
       ->group(kTrainerGroup);
+  app.add_option("--grad-sync", o.grad_sync,
+                 "overlap (allreduce gradient buckets during backward) | after-backward")
+      ->capture_default_str()->check(CLI::IsMember({"overlap", "after-backward"}))->group(kTrainerGroup);
   app.add_option("--master-port", o.master_port, "Port of the rendezvous store on the first trainer host")
       ->capture_default_str()->check(CLI::Range(1, 65535))->group(kTrainerGroup);
   app.add_option("--dist-timeout", o.dist_timeout_s, "Seconds allowed for rendezvous and each collective")

@@ -62,11 +62,11 @@ std::string serialize_state(torch::nn::Module& model, torch::optim::Optimizer& o
 }
 
 int64_t restore_state(const std::string& bytes, const std::string& origin, torch::nn::Module& model,
-                      torch::optim::Optimizer& optimizer) {
+                      torch::optim::Optimizer& optimizer, torch::Device device) {
   try {
     std::istringstream in(bytes);
     torch::serialize::InputArchive archive, model_archive, optimizer_archive;
-    archive.load_from(in);
+    archive.load_from(in, device);
     archive.read("model", model_archive);
     archive.read("optimizer", optimizer_archive);
     model.load(model_archive);

@@ -20,10 +20,12 @@ struct Checkpoint {
 
 std::string serialize_state(torch::nn::Module& model, torch::optim::Optimizer& optimizer, int64_t step);
 
-// Loads `bytes` into the model and optimizer and returns the step. Throws ConfigError
-// naming `origin` when the checkpoint does not fit (e.g. written for another model).
+// Loads `bytes` into the model and optimizer and returns the step. Every tensor lands on
+// `device` (a checkpoint written by rank 0 on cuda:0 must not put another rank's
+// optimizer state there). Throws ConfigError naming `origin` when the checkpoint does
+// not fit (e.g. written for another model).
 int64_t restore_state(const std::string& bytes, const std::string& origin, torch::nn::Module& model,
-                      torch::optim::Optimizer& optimizer);
+                      torch::optim::Optimizer& optimizer, torch::Device device);
 
 // Writes <dir>/ckpt-<step>.pt (temp file + rename) and its .json sidecar, then deletes
 // all but the newest `keep`.

@@ -71,11 +71,12 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const DistInfo& d) {
 
 }  // namespace
 
-Collective::Collective(const DistInfo& dist, bool cuda) : dist_(dist), impl_(std::make_unique<Impl>()) {
+Collective::Collective(const DistInfo& dist, torch::Device device)
+    : dist_(dist), device_(device), impl_(std::make_unique<Impl>()) {
   if (dist.world <= 1) return;
   impl_->store = rendezvous(dist);
 #if defined(TANDEM_WITH_CUDA)
-  if (cuda) {
+  if (device.is_cuda()) {
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = ms(dist.timeout_s);
     auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, dist.rank, dist.world, opts);
@@ -83,8 +84,6 @@ Collective::Collective(const DistInfo& dist, bool cuda) : dist_(dist), impl_(std
     impl_->pg = nccl;
     return;
   }
-#else
-  (void)cuda;
 #endif
   auto opts = c10d::ProcessGroupGloo::Options::create(ms(dist.timeout_s));
   opts->devices.push_back(dist.gloo_address.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
@@ -106,42 +105,28 @@ void Collective::broadcast(std::vector<torch::Tensor> tensors, int root) {
   }
 }
 
-void Collective::average_gradients(const std::vector<torch::Tensor>& params) {
-  if (world() <= 1) return;
-  constexpr int64_t kBucketBytes = 25 << 20;
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : params) {
-    if (p.grad().defined()) grads.push_back(p.grad());
-  }
-  for (size_t i = 0; i < grads.size();) {
-    std::vector<torch::Tensor> bucket, flat_parts;
-    int64_t bytes = 0;
-    while (i < grads.size() && (bucket.empty() || bytes + static_cast<int64_t>(grads[i].nbytes()) <= kBucketBytes &&
-                                                       grads[i].scalar_type() == bucket[0].scalar_type())) {
-      bytes += static_cast<int64_t>(grads[i].nbytes());
-      flat_parts.push_back(grads[i].reshape(-1));
-      bucket.push_back(grads[i++]);
-    }
-    std::vector<torch::Tensor> flat = {torch::cat(flat_parts)};
-    impl_->allreduce(flat, c10d::AllreduceOptions())->wait();
-    flat[0].div_(world());
-    int64_t offset = 0;
-    for (auto& g : bucket) {
-      g.copy_(flat[0].narrow(0, offset, g.numel()).view_as(g));
-      offset += g.numel();
-    }
-  }
+c10::intrusive_ptr<c10d::Work> Collective::allreduce_async(torch::Tensor& t) {
+  std::vector<torch::Tensor> one = {t};
+  return impl_->allreduce(one, c10d::AllreduceOptions());
 }
 
+// NCCL takes only device tensors: the flag lives on this rank's device.
 bool Collective::any(bool flag) {
   if (world() <= 1) return flag;
-  std::vector<torch::Tensor> t = {torch::tensor({flag ? 1.0f : 0.0f})};
+  std::vector<torch::Tensor> t = {torch::full({1}, flag ? 1.0f : 0.0f, torch::TensorOptions(device_))};
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::MAX;
   impl_->allreduce(t, o)->wait();
   return t[0].item<float>() > 0;
 }
 
+std::vector<int64_t> Collective::sum(const std::vector<int64_t>& values) {
+  if (world() <= 1 || values.empty()) return values;
+  std::vector<torch::Tensor> t = {torch::tensor(values, torch::kInt64).to(device_)};
+  impl_->allreduce(t, c10d::AllreduceOptions())->wait();
+  const torch::Tensor host = t[0].cpu();
+  return std::vector<int64_t>(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());
+}
 void Collective::barrier() {
   if (world() > 1) impl_->pg->barrier()->wait();
 }

@@ -8,15 +8,20 @@
 
 #include <torch/types.h>
 
+namespace c10d {
+class Work;
+}
+
 #include "tandem/training/trainer.h"
 
 namespace tandem::training {
 
 class Collective {
  public:
-  // Joins the process group. A world of 1 needs no rendezvous and does nothing.
-  // Throws NetworkError naming the master and the fix when rendezvous times out.
-  Collective(const DistInfo& dist, bool cuda);
+  // Joins the process group: NCCL when `device` is a GPU, else Gloo. A world of 1 needs
+  // no rendezvous and does nothing. Throws NetworkError naming the master and the fix
+  // when rendezvous fails.
+  Collective(const DistInfo& dist, torch::Device device);
   ~Collective();
 
   int rank() const { return dist_.rank; }
@@ -24,10 +29,13 @@ class Collective {
 
   // Rank `root`'s values into every rank's tensors, in place.
   void broadcast(std::vector<torch::Tensor> tensors, int root = 0);
-  // Averages gradients across ranks, in buckets of about 25 MB (one allreduce each).
-  void average_gradients(const std::vector<torch::Tensor>& params);
+  // Sums `t` across ranks in place, asynchronously: wait on the result. On NCCL the wait
+  // makes the current CUDA stream wait, not the host.
+  c10::intrusive_ptr<c10d::Work> allreduce_async(torch::Tensor& t);
   // True if `flag` is true on any rank: lets every rank stop at the same step.
   bool any(bool flag);
+  // Element-wise sums of small counts across ranks (e.g. evaluation's correct answers).
+  std::vector<int64_t> sum(const std::vector<int64_t>& values);
   void barrier();
   // Small values shared through the rendezvous store (e.g. checksums, a checkpoint).
   void put(const std::string& key, const std::string& value);
@@ -36,6 +44,7 @@ class Collective {
  private:
   struct Impl;
   DistInfo dist_;
+  torch::Device device_;
   std::unique_ptr<Impl> impl_;
 };
 

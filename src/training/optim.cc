@@ -8,7 +8,9 @@
 
 namespace tandem::training {
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainerOptions& opts, std::vector<torch::Tensor> params) {
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainerOptions& opts, std::vector<torch::Tensor> params,
+                                                        torch::Device device) {
+  (void)device;
   if (opts.optimizer == "sgd") {
     return std::make_unique<torch::optim::SGD>(
         params, torch::optim::SGDOptions(opts.lr).momentum(opts.momentum).weight_decay(opts.weight_decay));

@@ -11,7 +11,9 @@
 namespace tandem::training {
 
 // sgd (momentum), adam or adamw over `params`, with opts.lr and opts.weight_decay.
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainerOptions& opts, std::vector<torch::Tensor> params);
+// `device` is where the parameters live (fused kernels are used where LibTorch has them).
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainerOptions& opts, std::vector<torch::Tensor> params,
+                                                        torch::Device device);
 
 // The learning rate for `step` (0-based): linear warmup over opts.warmup_steps, then
 // constant or cosine decay to 0 at opts.steps.

@@ -54,6 +54,7 @@ void Reducer::build_buckets(int64_t first_bucket_bytes, int64_t bucket_bytes) {
     groups.back().push_back(k);
     bytes += static_cast<int64_t>(p.nbytes());
   }
+  torch::NoGradGuard no_grad;
   for (auto& members : groups) {
     Bucket b;
     int64_t numel = 0;
@@ -80,6 +81,15 @@ void Reducer::build_buckets(int64_t first_bucket_bytes, int64_t bucket_bytes) {
 
 void Reducer::zero_grad() {
   for (auto& b : buckets_) b.buffer.zero_();
+}
+
+void Reducer::clip_grad_norm(double max_norm) {
+  if (buckets_.empty()) return;
+  std::vector<torch::Tensor> norms;
+  for (auto& b : buckets_) norms.push_back(b.buffer.norm(2).to(torch::kFloat32));
+  const torch::Tensor total = torch::stack(norms).norm(2);
+  const torch::Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  for (auto& b : buckets_) b.buffer.mul_(coef.to(b.buffer.scalar_type()));
 }
 
 void Reducer::on_gradient(size_t param) {

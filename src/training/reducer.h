@@ -47,6 +47,10 @@ class Reducer {
   // is enqueued on the current stream, not the host), and leaves averaged gradients.
   void finish();
 
+  // Scales every gradient so that their global L2 norm is at most `max_norm` (as
+  // torch.nn.utils.clip_grad_norm_), computed on the device from the buckets: no host sync.
+  void clip_grad_norm(double max_norm);
+
   int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
 
  private:

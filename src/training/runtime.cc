@@ -28,9 +28,9 @@ TorchRuntime torch_runtime() {
   int runtime = 0, driver = 0;
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) rt.cuda_version = cuda_version_string(runtime);
   if (cudaDriverGetVersion(&driver) == cudaSuccess) rt.cuda_driver = cuda_version_string(driver);
-  // NCCL >= 2.9 encodes its version as major * 10000 + minor * 100 + patch.
+  // Torch packs the NCCL it was built with as major << 32 | minor << 16 | patch.
   const uint64_t nccl = torch::cuda::nccl::version();
-  if (nccl > 0) rt.nccl_version = fmt::format("{}.{}.{}", nccl / 10000, (nccl % 10000) / 100, nccl % 100);
+  if (nccl > 0) rt.nccl_version = fmt::format("{}.{}.{}", nccl >> 32, (nccl >> 16) & 0xffff, nccl & 0xffff);
   const int n = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
   for (int i = 0; i < n; ++i) {
     const cudaDeviceProp* p = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i));

@@ -10,11 +10,18 @@
 #include "autocast.h"
 #include "checkpoint.h"
 #include "collective.h"
+#include "device_feed.h"
+#include "evaluate.h"
 #include "model.h"
 #include "optim.h"
+#include "reducer.h"
+#include "step_clock.h"
 #include "tandem/common/error.h"
-#include "tandem/data/batch_maker.h"
 #include "tandem/report/summary.h"
+
+#if defined(TANDEM_WITH_CUDA)
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 namespace tandem::training {
 namespace {
@@ -22,24 +29,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-torch::ScalarType scalar_type(data::DType dtype) {
-  switch (dtype) {
-    case data::DType::kFloat32: return torch::kFloat32;
-    case data::DType::kBFloat16: return torch::kBFloat16;
-    case data::DType::kFloat16: return torch::kFloat16;
-    case data::DType::kUInt8: return torch::kUInt8;
-  }
-  return torch::kFloat32;
-}
-
-void check_batch(const data::Batch& batch, const data::DatasetInfo& info) {
-  if (batch.shape.size() != info.sample_shape.size() + 1 ||
-      !std::equal(info.sample_shape.begin(), info.sample_shape.end(), batch.shape.begin() + 1)) {
-    throw NetworkError("batch " + std::to_string(batch.sequence) + " has the wrong sample shape for dataset '" +
-                       info.name + "': give every host the same data settings");
-  }
-}
 
 // Hex FNV-1a over every parameter's bytes: equal on every rank, or the ranks diverged.
 std::string checksum(torch::nn::Module& model) {
@@ -51,6 +40,18 @@ std::string checksum(torch::nn::Module& model) {
   return data::fingerprint_of(all);
 }
 
+torch::Device pick_device(const DistInfo& dist) {
+  const int gpus = cuda_device_count();
+  if (gpus == 0) return torch::kCPU;
+  check_ranks_fit_gpus(dist.local_world);
+#if defined(TANDEM_WITH_CUDA)
+  // Streams, events, pinned memory and NCCL's communicator all follow the current device.
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(dist.local_rank));
+  at::globalContext().setBenchmarkCuDNN(true);  // fixed shapes: let cuDNN pick its fastest kernels
+#endif
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(dist.local_rank));
+}
+
 }  // namespace
 
 struct Trainer::Impl {
@@ -59,20 +60,20 @@ struct Trainer::Impl {
   DistInfo dist;
   RunPaths paths;
   torch::Device device{torch::kCPU};
+  InputFormat format;
   torch::nn::AnyModule model;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<Collective> collective;
+  std::unique_ptr<Reducer> reducer;
   int64_t start_step = 0;
   std::shared_ptr<const data::Dataset> eval;
-  torch::Tensor mean, std;  // [1, C, 1, 1] on the device, when the data asks for normalisation
 
   void resume();
-  std::pair<torch::Tensor, torch::Tensor> to_tensors(data::Batch& batch) const;
-  double train_step(data::Batch& batch, int64_t step);
+  torch::Tensor train_step(const DeviceBatch& batch, int64_t step, StepClock& clock);
+  bool should_stop(int64_t step, const std::atomic<bool>& stop);
   void log_line(int64_t step, double loss, double window_s, int64_t window_samples, double window_wait) const;
   std::string save_checkpoint(int64_t step);
   std::string save_model();
-  double evaluate();
 };
 
 Trainer::Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths,
@@ -84,13 +85,11 @@ Trainer::Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, cons
   m.dist = dist;
   m.paths = paths;
   m.eval = std::move(eval);
-  const int gpus = cuda_device_count();
-  if (gpus > 0) m.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(dist.local_rank % gpus));
-  if (!info.mean.empty()) {
-    const int64_t c = static_cast<int64_t>(info.mean.size());
-    m.mean = torch::tensor(info.mean).view({1, c, 1, 1}).to(m.device);
-    m.std = torch::tensor(info.std).view({1, c, 1, 1}).to(m.device);
-  }
+  m.device = pick_device(dist);
+  if (m.device.is_cuda()) install_pinned_buffers();
+  // Under bf16 autocast the first layer computes in bf16 anyway: ship the input as bf16.
+  m.format.dtype = opts.amp == "bf16" && m.device.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
+  m.format.channels_last = opts.channels_last;
   torch::manual_seed(0);
   at::globalContext().setFlushDenormal(true);  // near-zero gradients late in training are slow otherwise
   m.model = make_model(opts.model, info);
@@ -100,12 +99,13 @@ Trainer::Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, cons
       if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
     }
   }
-  m.optimizer = make_optimizer(opts, m.model.ptr()->parameters());
-  m.collective = std::make_unique<Collective>(dist, m.device.is_cuda());
+  m.optimizer = make_optimizer(opts, m.model.ptr()->parameters(), m.device);
+  m.collective = std::make_unique<Collective>(dist, m.device);
   m.resume();
   std::vector<torch::Tensor> state = m.model.ptr()->parameters();
   for (const auto& b : m.model.ptr()->buffers()) state.push_back(b);
   m.collective->broadcast(state);
+  m.reducer = std::make_unique<Reducer>(m.model.ptr()->parameters(), *m.collective, opts.grad_sync == "overlap");
 }
 
 Trainer::~Trainer() = default;
@@ -133,41 +133,36 @@ void Trainer::Impl::resume() {
     if (origin == "-") origin.clear();
   }
   if (origin.empty()) return;
-  start_step = restore_state(bytes, origin, *model.ptr(), *optimizer);
-  model.ptr()->to(device);
+  start_step = restore_state(bytes, origin, *model.ptr(), *optimizer, device);
   if (dist.rank == 0) spdlog::info("resumed from {} at step {}", origin, start_step);
 }
 
-std::pair<torch::Tensor, torch::Tensor> Trainer::Impl::to_tensors(data::Batch& batch) const {
-  torch::Tensor x = torch::from_blob(batch.data.data(), batch.shape, torch::TensorOptions(scalar_type(batch.dtype)));
-  torch::Tensor y = torch::from_blob(batch.labels.data(), {static_cast<int64_t>(batch.labels.size())}, torch::kInt64);
-  // Narrow wire dtypes travel to the device as they are and widen there.
-  if (device.is_cuda()) {
-    x = x.to(device);
-    y = y.to(device);
-  }
-  if (batch.dtype == data::DType::kUInt8) x = x.to(torch::kFloat32).div_(255.0f);
-  else if (x.scalar_type() != torch::kFloat32) x = x.to(torch::kFloat32);
-  if (mean.defined()) x = (x - mean) / std;
-  if (opts.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
-  return {x, y};
-}
-
-double Trainer::Impl::train_step(data::Batch& batch, int64_t step) {
-  check_batch(batch, info);
-  auto [x, y] = to_tensors(batch);
+// No host synchronisation: the loss stays on the device, clipping is computed there, and
+// on a GPU every call only queues work.
+torch::Tensor Trainer::Impl::train_step(const DeviceBatch& batch, int64_t step, StepClock& clock) {
   set_learning_rate(*optimizer, learning_rate(opts, step));
-  optimizer->zero_grad();
+  reducer->zero_grad();
   torch::Tensor loss;
   {
     Autocast amp(opts.amp == "bf16", device.is_cuda());
-    loss = torch::nn::functional::cross_entropy(model.forward(x).to(torch::kFloat32), y);
+    loss = torch::nn::functional::cross_entropy(model.forward(batch.x).to(torch::kFloat32), batch.y);
   }
   loss.backward();
-  collective->average_gradients(model.ptr()->parameters());
-  if (opts.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(model.ptr()->parameters(), opts.clip_grad_norm);
+  clock.mark(StepClock::kForwardBackward);
+  reducer->finish();
+  clock.mark(StepClock::kCommunication);
+  if (opts.clip_grad_norm > 0) reducer->clip_grad_norm(opts.clip_grad_norm);
   optimizer->step();
-  return loss.item<double>();
+  clock.mark(StepClock::kOptimizer);
+  return loss.detach();
+}
+
+// Alone, a rank stops as soon as asked. With others, ranks agree (one small allreduce)
+// once per log interval, so that no rank is left waiting in a collective.
+bool Trainer::Impl::should_stop(int64_t step, const std::atomic<bool>& stop) {
+  if (dist.world <= 1) return stop.load();
+  if ((step - start_step) % opts.log_every != 0) return false;
+  return collective->any(stop.load());
 }
 
 void Trainer::Impl::log_line(int64_t step, double loss, double window_s, int64_t window_samples,
@@ -201,23 +196,25 @@ std::string Trainer::Impl::save_model() {
   return file;
 }
 
-// Top-1 accuracy over the whole held-out set, in batches made on this thread.
-double Trainer::Impl::evaluate() {
-  torch::NoGradGuard no_grad;
-  model.ptr()->eval();
-  data::BatchMaker maker(eval, nullptr, eval->info().dtype);
-  const uint64_t n = eval->info().size;
-  int64_t correct = 0;
-  for (uint64_t first = 0; first < n; first += 256) {
-    data::BatchRequest req{first, 0, {}};
-    for (uint64_t i = first; i < std::min(n, first + 256); ++i) req.indices.push_back(i);
-    data::Batch batch = maker.make(req);
-    auto [x, y] = to_tensors(batch);
-    correct += model.forward(x).argmax(1).eq(y).sum().item<int64_t>();
-  }
-  model.ptr()->train();
-  return n ? static_cast<double>(correct) / static_cast<double>(n) : 0.0;
+double Trainer::evaluate() {
+  Impl& m = *impl_;
+  const EvalCounts c = evaluate_shard(*m.model.ptr(), [&](const torch::Tensor& x) { return m.model.forward(x); },
+                                      m.eval, m.dist.rank, m.dist.world, m.device, m.format);
+  const std::vector<int64_t> total = m.collective->sum({c.correct, c.samples});
+  return total[1] ? static_cast<double>(total[0]) / static_cast<double>(total[1]) : 0.0;
 }
+
+namespace {
+
+// Per-step losses stay on the device until a log step reads them all at once.
+void flush_losses(std::vector<torch::Tensor>& pending, std::vector<double>& out) {
+  if (pending.empty()) return;
+  const torch::Tensor host = torch::stack(pending).to(torch::kCPU, torch::kFloat64);
+  out.insert(out.end(), host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
+  pending.clear();
+}
+
+}  // namespace
 
 TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop) {
   Impl& m = *impl_;
@@ -228,44 +225,48 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop) {
   r.rank = m.dist.rank;
   r.world = m.dist.world;
   r.start_step = m.start_step;
+  DeviceFeed feed(next, m.info, m.device, m.format);
+  StepClock clock(m.device);
+  std::vector<torch::Tensor> pending;
   const auto start = Clock::now();
   auto window_start = start;
-  double window_wait = 0;
   int64_t window_samples = 0;
   int64_t step = m.start_step;
+  if (step < m.opts.steps) feed.prefetch();
   for (; step < m.opts.steps; ++step) {
-    if (m.collective->any(stop.load())) {
+    if (m.should_stop(step, stop)) {
       r.interrupted = true;
       break;
     }
-    const auto wait_start = Clock::now();
-    std::optional<data::Batch> batch = next();
-    const double waited = seconds_since(wait_start);
-    r.data_wait_seconds += waited;
-    window_wait += waited;
+    std::optional<DeviceBatch> batch = feed.take();
     if (!batch) break;
-    const double loss = m.train_step(*batch, step);
-    r.losses.push_back(loss);
-    r.samples += batch->size();
-    window_samples += batch->size();
+    clock.start_step();
+    pending.push_back(m.train_step(*batch, step, clock));
+    r.samples += batch->size;
+    window_samples += batch->size;
     const int64_t done = step + 1;
+    // The next batch travels while the device computes this step.
+    if (done < m.opts.steps) feed.prefetch();
     if (done % m.opts.log_every == 0 || done == m.opts.steps) {
-      m.log_line(done, loss, seconds_since(window_start), window_samples, window_wait);
+      flush_losses(pending, r.losses);
+      const double window_wait = add_times(r.step_times, clock.drain(), feed.drain_times(), m.device.is_cuda());
+      m.log_line(done, r.losses.back(), seconds_since(window_start), window_samples, window_wait);
       window_start = Clock::now();
-      window_wait = 0;
       window_samples = 0;
     }
     const bool last = done == m.opts.steps;
-    if (m.eval && m.dist.rank == 0 && (last || (m.opts.eval_every > 0 && done % m.opts.eval_every == 0))) {
-      const double accuracy = m.evaluate();
+    if (m.eval && (last || (m.opts.eval_every > 0 && done % m.opts.eval_every == 0))) {
+      const double accuracy = evaluate();
       r.eval_accuracy = accuracy;
       r.eval_history.emplace_back(done, accuracy);
-      spdlog::info("step={} eval_accuracy={:.4f}", done, accuracy);
+      if (m.dist.rank == 0) spdlog::info("step={} eval_accuracy={:.4f}", done, accuracy);
     }
     if (m.opts.checkpoint_every > 0 && done % m.opts.checkpoint_every == 0 && done < m.opts.steps) {
       r.last_checkpoint = m.save_checkpoint(done);
     }
   }
+  flush_losses(pending, r.losses);
+  add_times(r.step_times, clock.drain(), feed.drain_times(), m.device.is_cuda());
   if (r.interrupted) r.last_checkpoint = m.save_checkpoint(step);
   else r.model_file = m.save_model();
   r.steps = static_cast<int64_t>(r.losses.size());
@@ -275,6 +276,7 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop) {
   }
   r.wall_seconds = seconds_since(start);
   r.samples_per_sec = r.wall_seconds > 0 ? r.samples / r.wall_seconds : 0;
+  r.data_wait_seconds = r.step_times.data_wait;
   r.data_wait_fraction = r.wall_seconds > 0 ? r.data_wait_seconds / r.wall_seconds : 0;
   const std::string mine = checksum(*m.model.ptr());
   m.collective->put("checksum/" + std::to_string(m.dist.rank), mine);
@@ -287,6 +289,15 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop) {
 }
 
 int cuda_device_count() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
+
+void check_ranks_fit_gpus(int procs) {
+  const int gpus = cuda_device_count();
+  if (gpus > 0 && procs > gpus) {
+    throw ConfigError(std::to_string(procs) + " trainer processes on this host but it has " + std::to_string(gpus) +
+                      " GPU(s): give each process its own GPU with --procs-per-host " + std::to_string(gpus) +
+                      " or less (0 = one per GPU)");
+  }
+}
 
 void set_torch_threads(int threads) { torch::set_num_threads(std::max(threads, 1)); }
 

@@ -95,8 +95,8 @@ Status SerializationTraits<tandem::transport::OutgoingBatch, void>::Serialize(
   Slice slices[2] = {Slice(prefix), Slice()};
   size_t count = 1;
   if (size > 0) {
-    std::byte* owned = msg.payload.release();
-    slices[1] = Slice(owned, size, [](void* p) { delete[] static_cast<std::byte*>(p); });
+    const tandem::data::BufferBlock owned = msg.payload.release();
+    slices[1] = Slice(owned.data, size, owned.free, owned.context);
     count = 2;
   }
   *buffer = ByteBuffer(slices, count);

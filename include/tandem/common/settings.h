@@ -74,6 +74,9 @@ struct TrainerOptions {
   // --allow-cpu-training: let a host of a GPU instance family (ml.p*, ml.g*) train on its
   // CPU when this tandem has no CUDA or sees no GPU; without it that is an error.
   bool allow_cpu_training = false;
+  // --grad-sync: overlap (allreduce each gradient bucket as soon as backward fills it) |
+  // after-backward (the same buckets, all sent once backward has finished).
+  std::string grad_sync = "overlap";
   int master_port = 29500;           // --master-port: c10d TCPStore on the first trainer host
   double dist_timeout_s = 300;       // --dist-timeout: rendezvous and collective deadline
   int64_t checkpoint_every = 0;      // --checkpoint-every: steps between checkpoints; 0 = only on SIGTERM

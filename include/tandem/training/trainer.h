@@ -38,6 +38,15 @@ struct RunPaths {
   std::string model_dir;       // <root>/model; empty = the final model is not saved
 };
 
+// Where training time went, in seconds summed over the run's steps.
+struct StepTimes {
+  double data_wait = 0;         // waiting for the next batch (on a GPU: the GPU sat idle)
+  double host_to_device = 0;    // copying and converting batches (on a GPU: a side stream, overlapped)
+  double forward_backward = 0;
+  double communication = 0;     // gradient allreduce not hidden behind backward
+  double optimizer = 0;         // clipping and the optimizer step
+};
+
 struct TrainReport {
   int64_t start_step = 0;         // > 0 when resumed from a checkpoint
   int64_t steps = 0;              // steps this run took
@@ -46,6 +55,7 @@ struct TrainReport {
   double samples_per_sec = 0;
   double data_wait_seconds = 0;
   double data_wait_fraction = 0;  // of wall time, spent waiting for the next batch
+  StepTimes step_times;
   double first_loss = 0;
   double final_loss = 0;
   std::vector<double> losses;     // one per step, from start_step
@@ -70,7 +80,9 @@ class Trainer {
   // Builds the model and optimizer, joins the process group (when dist.world > 1),
   // resumes from the newest valid checkpoint in paths.checkpoint_dir (rank 0 reads it and
   // shares it), and makes every rank's parameters equal to rank 0's.
-  // `eval` (may be null) is the held-out set evaluated by rank 0.
+  // `eval` (may be null) is the held-out set; every rank evaluates its share of it.
+  // On a GPU, the rank uses GPU LOCAL_RANK and batch buffers become pinned host memory.
+  // Throws ConfigError when this host has more ranks than GPUs.
   Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths,
           std::shared_ptr<const data::Dataset> eval = nullptr);
   ~Trainer();
@@ -86,6 +98,10 @@ class Trainer {
   // Waits for every rank (e.g. before rank 0 releases the data workers).
   void barrier();
 
+  // Top-1 accuracy on the held-out set: each rank scores every world-th sample from its
+  // rank on, and the counts are summed. Every rank must call it. REQUIRES: an eval set.
+  double evaluate();
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -93,6 +109,9 @@ class Trainer {
 
 // How many GPUs this process sees.
 int cuda_device_count();
+
+// Throws ConfigError when `procs` ranks on this host would have to share GPUs.
+void check_ranks_fit_gpus(int procs);
 
 // Sets LibTorch's intra-op thread count for this process.
 void set_torch_threads(int threads);

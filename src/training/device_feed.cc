@@ -1,0 +1,205 @@
+#include "device_feed.h"
+
+#include <chrono>
+
+#include <torch/torch.h>
+
+#include "tandem/common/error.h"
+#include "tandem/data/buffer.h"
+
+#if defined(TANDEM_WITH_CUDA)
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/PinnedMemoryAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace tandem::training {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+torch::ScalarType scalar_type(data::DType dtype) {
+  switch (dtype) {
+    case data::DType::kFloat32: return torch::kFloat32;
+    case data::DType::kBFloat16: return torch::kBFloat16;
+    case data::DType::kFloat16: return torch::kFloat16;
+    case data::DType::kUInt8: return torch::kUInt8;
+  }
+  return torch::kFloat32;
+}
+
+#if defined(TANDEM_WITH_CUDA)
+data::BufferBlock pinned_block(size_t size) {
+  at::DataPtr p = at::cuda::getPinnedMemoryAllocator()->allocate(size);
+  auto* data = static_cast<std::byte*>(p.get());
+  const c10::DeleterFnPtr deleter = p.get_deleter();
+  void* context = p.release_context();
+  return {data, context, deleter};
+}
+#endif
+
+}  // namespace
+
+void install_pinned_buffers() {
+#if defined(TANDEM_WITH_CUDA)
+  data::set_buffer_allocator(&pinned_block);
+#endif
+}
+
+torch::Tensor to_input(const torch::Tensor& x, const torch::Tensor& scale, const torch::Tensor& bias,
+                       torch::ScalarType dtype, bool channels_last) {
+  const auto format = channels_last && x.dim() == 4 ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
+  if (!scale.defined() && x.scalar_type() == dtype && x.is_contiguous(format)) return x;
+  torch::Tensor out = torch::empty(x.sizes(), x.options().dtype(dtype).memory_format(format));
+  if (!scale.defined()) return out.copy_(x);
+  // One kernel: widen, scale, shift and store in the target dtype and layout.
+  return torch::addcmul_out(out, bias, x, scale);
+}
+
+struct DeviceFeed::Slot {
+  data::Batch host;
+  torch::Tensor labels;  // host copy of the labels (pinned on CUDA)
+  DeviceBatch dev;
+#if defined(TANDEM_WITH_CUDA)
+  at::cuda::CUDAEvent start{cudaEventDefault};
+  at::cuda::CUDAEvent done{cudaEventDefault};
+#endif
+};
+
+struct DeviceFeed::Cuda {
+#if defined(TANDEM_WITH_CUDA)
+  c10::cuda::CUDAStream copy_stream;
+  explicit Cuda(torch::Device d) : copy_stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, d.index())) {}
+#endif
+};
+
+DeviceFeed::DeviceFeed(NextBatch next, const data::DatasetInfo& info, torch::Device device, InputFormat format)
+    : next_(std::move(next)), info_(info), device_(device), format_(std::move(format)) {
+  const int64_t c = info.sample_shape.empty() ? 1 : info.sample_shape[0];
+  const bool normalise = !info.mean.empty();
+  // Per channel: uint8 batches scale by 1/255 first; mean and std then normalise.
+  auto per_channel = [&](float base) {
+    std::vector<float> scale(static_cast<size_t>(c), base), bias(static_cast<size_t>(c), 0.0f);
+    if (normalise) {
+      for (int64_t i = 0; i < c; ++i) {
+        scale[i] = base / info.std[i];
+        bias[i] = -info.mean[i] / info.std[i];
+      }
+    }
+    std::vector<int64_t> shape(info.sample_shape.size() + 1, 1);
+    shape[1] = c;
+    return std::pair{torch::tensor(scale).view(shape).to(device), torch::tensor(bias).view(shape).to(device)};
+  };
+  std::tie(u8_scale_, u8_bias_) = per_channel(1.0f / 255.0f);
+  if (normalise) std::tie(float_scale_, float_bias_) = per_channel(1.0f);
+#if defined(TANDEM_WITH_CUDA)
+  if (device.is_cuda()) cuda_ = std::make_unique<Cuda>(device);
+#endif
+}
+
+DeviceFeed::~DeviceFeed() = default;
+
+void DeviceFeed::check(const data::Batch& batch) const {
+  const auto& s = info_.sample_shape;
+  if (batch.shape.size() != s.size() + 1 || !std::equal(s.begin(), s.end(), batch.shape.begin() + 1)) {
+    throw NetworkError("batch " + std::to_string(batch.sequence) + " has the wrong sample shape for dataset '" +
+                       info_.name + "': give every host the same data settings");
+  }
+  if (batch.labels.size() != static_cast<size_t>(batch.size()) ||
+      batch.data.size() != static_cast<size_t>(batch.size()) * info_.sample_bytes() / data::dtype_size(info_.dtype) *
+                               data::dtype_size(batch.dtype)) {
+    throw NetworkError("batch " + std::to_string(batch.sequence) + " has " + std::to_string(batch.labels.size()) +
+                       " labels and " + std::to_string(batch.data.size()) + " bytes for " +
+                       std::to_string(batch.size()) + " samples: the source that sent it is broken");
+  }
+}
+
+bool DeviceFeed::prefetch() {
+  const auto t0 = Clock::now();
+  std::optional<data::Batch> batch = next_();
+  wait_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!batch) return false;
+  check(*batch);
+  auto slot = std::make_unique<Slot>();
+  slot->host = std::move(*batch);
+  slot->dev = upload(slot->host, *slot);
+  ready_.push_back(std::move(slot));
+  return true;
+}
+
+DeviceBatch DeviceFeed::upload(data::Batch& batch, Slot& slot) {
+  const bool u8 = batch.dtype == data::DType::kUInt8;
+  const torch::Tensor& scale = u8 ? u8_scale_ : float_scale_;
+  const torch::Tensor& bias = u8 ? u8_bias_ : float_bias_;
+  const int64_t n = batch.size();
+  torch::Tensor x = torch::from_blob(batch.data.data(), batch.shape, torch::TensorOptions(scalar_type(batch.dtype)));
+  DeviceBatch d;
+  d.sequence = batch.sequence;
+  d.size = n;
+  if (!device_.is_cuda()) {
+    const auto t0 = Clock::now();
+    slot.labels = torch::from_blob(batch.labels.data(), {n}, torch::kInt64);
+    d.x = to_input(x, scale, bias, format_.dtype, format_.channels_last);
+    d.y = slot.labels;
+    convert_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+    return d;
+  }
+#if defined(TANDEM_WITH_CUDA)
+  c10::cuda::CUDAStreamGuard guard(cuda_->copy_stream);
+  slot.labels = torch::empty({n}, torch::TensorOptions(torch::kInt64).pinned_memory(true));
+  std::memcpy(slot.labels.data_ptr<int64_t>(), batch.labels.data(), static_cast<size_t>(n) * sizeof(int64_t));
+  slot.start.record(cuda_->copy_stream);
+  // The payload is pinned (install_pinned_buffers), so these copies are asynchronous.
+  const torch::Tensor xd = x.to(device_, /*non_blocking=*/true);
+  d.y = slot.labels.to(device_, /*non_blocking=*/true);
+  d.x = to_input(xd, scale, bias, format_.dtype, format_.channels_last);
+  slot.done.record(cuda_->copy_stream);
+#endif
+  return d;
+}
+
+std::optional<DeviceBatch> DeviceFeed::take() {
+  if (ready_.empty()) return std::nullopt;
+  std::unique_ptr<Slot> slot = std::move(ready_.front());
+  ready_.pop_front();
+  DeviceBatch d = std::move(slot->dev);
+#if defined(TANDEM_WITH_CUDA)
+  if (device_.is_cuda()) {
+    const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(device_.index());
+    slot->done.block(compute);
+    // Made on the copy stream, used on the compute stream: the allocator must not reuse
+    // their memory before the compute stream is done with it.
+    d.x.record_stream(compute);
+    d.y.record_stream(compute);
+  }
+#endif
+  in_use_.push_back(std::move(slot));
+  release_finished();
+  return d;
+}
+
+// Host memory may go back once the copy that reads it has finished. On the CPU the
+// previous batch's step has finished when the next is taken.
+void DeviceFeed::release_finished() {
+  while (in_use_.size() > 1) {
+#if defined(TANDEM_WITH_CUDA)
+    if (device_.is_cuda()) {
+      Slot& s = *in_use_.front();
+      if (!s.done.query() && in_use_.size() <= 4) return;
+      s.done.synchronize();
+      convert_s_ += s.start.elapsed_time(s.done) / 1000.0;
+    }
+#endif
+    in_use_.pop_front();
+  }
+}
+
+std::pair<double, double> DeviceFeed::drain_times() {
+  const std::pair<double, double> out{wait_s_, convert_s_};
+  wait_s_ = convert_s_ = 0;
+  return out;
+}
+
+}  // namespace tandem::training
