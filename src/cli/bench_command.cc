@@ -47,11 +47,29 @@ Command add_bench_command(CLI::App& root, Settings&) {
   CLI::App* pipeline = add_bench(*app, "pipeline", "Augmentation throughput on this host's cores, no network", flags);
   CLI::App* transport = add_bench(*app, "transport", "Pre-made batches from a worker to a trainer over loopback", flags);
   CLI::App* feed = add_bench(*app, "feed", "Two workers of different speed feeding one trainer: shares and total", flags);
-  return {app, [pipeline, transport, feed] {
+  static bench::TrainBenchOptions train_opts;
+  train_opts.data.data = "premade";
+  train_opts.data.image_size = 224;
+  train_opts.trainer.model = "resnet50";
+  train_opts.trainer.batch_size = 256;
+  CLI::App* train = app->add_subcommand(
+      "train", "The training loop alone on device-resident data (the ceiling), then fed uint8 host batches");
+  add_data_options(*train, train_opts.data);
+  add_trainer_options(*train, train_opts.trainer);
+  train->remove_option(train->get_option("--steps"));  // the bench counts its own
+  train->add_option("--steps", train_opts.steps, "Measured steps of each run")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  train->add_option("--warmup", train_opts.warmup_steps, "Unmeasured steps before each run")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  train->add_option("--threads", train_opts.threads, "Preprocessing threads for the fed run; 0 = spare cores")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  train->add_flag("--json", flags.json, "Print one JSON object instead of text");
+  return {app, [pipeline, transport, feed, train] {
             const std::string exe = std::filesystem::read_symlink("/proc/self/exe");
             if (pipeline->parsed()) print(bench::bench_pipeline(flags.opts), flags.json);
             if (transport->parsed()) print(bench::bench_transport(flags.opts, exe), flags.json);
             if (feed->parsed()) print(bench::bench_feed(flags.opts, exe), flags.json);
+            if (train->parsed()) print(bench::bench_train(train_opts), flags.json);
             return 0;
           },
           false};

@@ -87,6 +87,9 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_flag("--allow-cpu-training", o.allow_cpu_training,
                "Let a GPU-family host train on its CPU when it has no usable GPU (otherwise an error)")
       ->group(kTrainerGroup);
+  app.add_flag("--fused-optimizer,!--no-fused-optimizer", o.fused_optimizer,
+               "Fused optimizer kernels where LibTorch has them (2.6+)")
+      ->group(kTrainerGroup);
   app.add_option("--grad-sync", o.grad_sync,
                  "overlap (allreduce gradient buckets during backward) | after-backward")
       ->capture_default_str()->check(CLI::IsMember({"overlap", "after-backward"}))->group(kTrainerGroup);

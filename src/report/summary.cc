@@ -43,6 +43,14 @@ nlohmann::json make_summary(const training::TrainReport& train, const std::vecto
           {"rank", train.rank},
           {"world_size", train.world},
           {"param_checksums", train.param_checksums}};
+  const training::StepTimes& t = train.step_times;
+  out["step_seconds"] = {{"data_wait", t.data_wait},
+                         {"host_to_device", t.host_to_device},
+                         {"forward_backward", t.forward_backward},
+                         {"communication", t.communication},
+                         {"optimizer", t.optimizer}};
+  out["grad_buckets"] = train.grad_buckets;
+  out["grad_buckets_overlapped"] = train.grad_buckets_overlapped;
   if (!train.last_checkpoint.empty()) out["checkpoint_dir"] = train.last_checkpoint;
   if (!train.model_file.empty()) out["model_file"] = train.model_file;
   if (train.eval_accuracy) {

@@ -4,13 +4,17 @@
 
 #include <torch/torch.h>
 
+#include "fused_optim.h"
 #include "tandem/common/error.h"
 
 namespace tandem::training {
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainerOptions& opts, std::vector<torch::Tensor> params,
                                                         torch::Device device) {
-  (void)device;
+  (void)device;  // the fused kernels run on the CPU and on CUDA alike
+  if (opts.fused_optimizer) {
+    if (auto fused = make_fused_optimizer(opts, params)) return fused;
+  }
   if (opts.optimizer == "sgd") {
     return std::make_unique<torch::optim::SGD>(
         params, torch::optim::SGDOptions(opts.lr).momentum(opts.momentum).weight_decay(opts.weight_decay));

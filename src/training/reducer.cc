@@ -100,7 +100,10 @@ void Reducer::on_gradient(size_t param) {
 }
 
 void Reducer::launch_ready() {
-  while (next_ < buckets_.size() && buckets_[next_].pending == 0) launch(buckets_[next_++]);
+  while (next_ < buckets_.size() && buckets_[next_].pending == 0) {
+    launch(buckets_[next_++]);
+    ++launched_in_backward_;
+  }
 }
 
 void Reducer::launch(Bucket& b) {

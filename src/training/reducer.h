@@ -52,6 +52,10 @@ class Reducer {
   void clip_grad_norm(double max_norm);
 
   int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
+  // Buckets sent from autograd hooks, before finish(), since construction: proof that
+  // communication overlapped backward.
+  int64_t launched_in_backward() const { return launched_in_backward_; }
+  const torch::Tensor& bucket(int64_t i) const { return buckets_.at(static_cast<size_t>(i)).buffer; }
 
  private:
   struct Bucket {
@@ -73,6 +77,7 @@ class Reducer {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keeps the hooks alive
   std::mutex mu_;
   size_t next_ = 0;  // the next bucket to launch; GUARDED_BY(mu_)
+  int64_t launched_in_backward_ = 0;  // GUARDED_BY(mu_)
 };
 
 }  // namespace tandem::training

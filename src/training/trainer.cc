@@ -66,6 +66,7 @@ struct Trainer::Impl {
   std::unique_ptr<Collective> collective;
   std::unique_ptr<Reducer> reducer;
   int64_t start_step = 0;
+  int64_t next_step = 0;  // where the next run() call starts
   std::shared_ptr<const data::Dataset> eval;
 
   void resume();
@@ -102,6 +103,7 @@ Trainer::Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, cons
   m.optimizer = make_optimizer(opts, m.model.ptr()->parameters(), m.device);
   m.collective = std::make_unique<Collective>(dist, m.device);
   m.resume();
+  m.next_step = m.start_step;
   std::vector<torch::Tensor> state = m.model.ptr()->parameters();
   for (const auto& b : m.model.ptr()->buffers()) state.push_back(b);
   m.collective->broadcast(state);
@@ -216,7 +218,7 @@ void flush_losses(std::vector<torch::Tensor>& pending, std::vector<double>& out)
 
 }  // namespace
 
-TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop) {
+TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits) {
   Impl& m = *impl_;
   TrainReport r;
   r.device = m.device.str();
@@ -224,21 +226,24 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop) {
   r.torch_threads = torch::get_num_threads();
   r.rank = m.dist.rank;
   r.world = m.dist.world;
-  r.start_step = m.start_step;
+  r.start_step = m.next_step;
+  const int64_t end = limits.max_steps < 0 ? m.opts.steps : std::min(m.opts.steps, m.next_step + limits.max_steps);
   DeviceFeed feed(next, m.info, m.device, m.format);
+  std::optional<DeviceBatch> resident;
   StepClock clock(m.device);
   std::vector<torch::Tensor> pending;
   const auto start = Clock::now();
   auto window_start = start;
   int64_t window_samples = 0;
-  int64_t step = m.start_step;
-  if (step < m.opts.steps) feed.prefetch();
-  for (; step < m.opts.steps; ++step) {
+  int64_t step = m.next_step;
+  if (step < end) feed.prefetch();
+  if (limits.resident) resident = feed.take();
+  for (; step < end; ++step) {
     if (m.should_stop(step, stop)) {
       r.interrupted = true;
       break;
     }
-    std::optional<DeviceBatch> batch = feed.take();
+    std::optional<DeviceBatch> batch = limits.resident ? resident : feed.take();
     if (!batch) break;
     clock.start_step();
     pending.push_back(m.train_step(*batch, step, clock));
@@ -246,8 +251,8 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop) {
     window_samples += batch->size;
     const int64_t done = step + 1;
     // The next batch travels while the device computes this step.
-    if (done < m.opts.steps) feed.prefetch();
-    if (done % m.opts.log_every == 0 || done == m.opts.steps) {
+    if (done < end && !limits.resident) feed.prefetch();
+    if (done % m.opts.log_every == 0 || done == end) {
       flush_losses(pending, r.losses);
       const double window_wait = add_times(r.step_times, clock.drain(), feed.drain_times(), m.device.is_cuda());
       m.log_line(done, r.losses.back(), seconds_since(window_start), window_samples, window_wait);
@@ -267,8 +272,9 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop) {
   }
   flush_losses(pending, r.losses);
   add_times(r.step_times, clock.drain(), feed.drain_times(), m.device.is_cuda());
+  m.next_step = step;
   if (r.interrupted) r.last_checkpoint = m.save_checkpoint(step);
-  else r.model_file = m.save_model();
+  else if (limits.max_steps < 0 || step == m.opts.steps) r.model_file = m.save_model();
   r.steps = static_cast<int64_t>(r.losses.size());
   if (!r.losses.empty()) {
     r.first_loss = r.losses.front();
@@ -277,6 +283,10 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop) {
   r.wall_seconds = seconds_since(start);
   r.samples_per_sec = r.wall_seconds > 0 ? r.samples / r.wall_seconds : 0;
   r.data_wait_seconds = r.step_times.data_wait;
+  if (m.dist.world > 1) {
+    r.grad_buckets = m.reducer->bucket_count();
+    r.grad_buckets_overlapped = m.reducer->launched_in_backward();
+  }
   r.data_wait_fraction = r.wall_seconds > 0 ? r.data_wait_seconds / r.wall_seconds : 0;
   const std::string mine = checksum(*m.model.ptr());
   m.collective->put("checksum/" + std::to_string(m.dist.rank), mine);

@@ -25,4 +25,17 @@ nlohmann::json bench_transport(const BenchOptions& opts, const std::string& tand
 // each alone, then both feeding one trainer. Reports shares and total vs the solo sum.
 nlohmann::json bench_feed(const BenchOptions& opts, const std::string& tandem_exe);
 
+struct TrainBenchOptions {
+  TrainerOptions trainer;    // model, batch size, amp, channels-last, optimizer, ...
+  DataOptions data;          // --data defaults to premade here (no augmentation cost)
+  int64_t steps = 20;        // measured steps of each run
+  int64_t warmup_steps = 5;  // before each run
+  int threads = 0;           // preprocessing threads feeding the fed run; 0 = spare cores (GPU) or 1 (CPU)
+};
+
+// The training loop alone on a batch already on the device (the ceiling), then the same
+// loop fed uint8 host batches through the full path (scheduler, pinned buffers, copy and
+// conversion on a side stream): images/s of both, their ratio, and per-step times.
+nlohmann::json bench_train(const TrainBenchOptions& opts);
+
 }  // namespace tandem::bench

@@ -77,6 +77,9 @@ struct TrainerOptions {
   // --grad-sync: overlap (allreduce each gradient bucket as soon as backward fills it) |
   // after-backward (the same buckets, all sent once backward has finished).
   std::string grad_sync = "overlap";
+  // --fused-optimizer / --no-fused-optimizer: one fused kernel per optimizer step where
+  // LibTorch has them (2.6 and later), the per-parameter C++ optimizers otherwise.
+  bool fused_optimizer = true;
   int master_port = 29500;           // --master-port: c10d TCPStore on the first trainer host
   double dist_timeout_s = 300;       // --dist-timeout: rendezvous and collective deadline
   int64_t checkpoint_every = 0;      // --checkpoint-every: steps between checkpoints; 0 = only on SIGTERM

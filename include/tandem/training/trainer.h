@@ -56,6 +56,8 @@ struct TrainReport {
   double data_wait_seconds = 0;
   double data_wait_fraction = 0;  // of wall time, spent waiting for the next batch
   StepTimes step_times;
+  int64_t grad_buckets = 0;               // allreduce buckets per step (world > 1)
+  int64_t grad_buckets_overlapped = 0;    // of all sent this run, how many left during backward
   double first_loss = 0;
   double final_loss = 0;
   std::vector<double> losses;     // one per step, from start_step
@@ -75,6 +77,14 @@ struct TrainReport {
 // Pulls the next batch; nullopt ends training.
 using NextBatch = std::function<std::optional<data::Batch>()>;
 
+// Limits on one call of Trainer::run, for benchmarks.
+struct RunLimits {
+  int64_t max_steps = -1;  // stop after this many steps (the next call continues); -1 = to opts.steps
+  // Upload the first batch once and train on it every step: the training loop alone,
+  // with no data path, i.e. the ceiling the feed is measured against.
+  bool resident = false;
+};
+
 class Trainer {
  public:
   // Builds the model and optimizer, joins the process group (when dist.world > 1),
@@ -93,7 +103,8 @@ class Trainer {
   // Trains until opts.steps, the end of the batches, or `stop` on any rank (every rank
   // stops at the same step; rank 0 then checkpoints). Logs a metrics line every
   // opts.log_every steps (rank 0). Writes checkpoints and, when finished, the model.
-  TrainReport run(const NextBatch& next, const std::atomic<bool>& stop);
+  // Each call continues from the step the previous one reached.
+  TrainReport run(const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits = {});
 
   // Waits for every rank (e.g. before rank 0 releases the data workers).
   void barrier();
