@@ -26,15 +26,17 @@ CLI::App* add_bench(CLI::App& parent, const std::string& name, const std::string
   return app;
 }
 
+void print_items(const nlohmann::json& object, const std::string& prefix) {
+  for (const auto& [key, value] : object.items()) {
+    if (value.is_object()) print_items(value, prefix + key + ".");
+    else if (value.is_number_float()) std::cout << fmt::format("{:<40}{:.2f}\n", prefix + key, value.get<double>());
+    else std::cout << fmt::format("{:<40}{}\n", prefix + key, value.dump());
+  }
+}
+
 void print(const nlohmann::json& result, bool json) {
-  if (json) {
-    std::cout << result.dump() << std::endl;
-    return;
-  }
-  for (const auto& [key, value] : result.items()) {
-    if (value.is_number_float()) std::cout << fmt::format("{:<28}{:.1f}\n", key, value.get<double>());
-    else std::cout << fmt::format("{:<28}{}\n", key, value.dump());
-  }
+  if (json) std::cout << result.dump() << std::endl;
+  else print_items(result, "");
 }
 
 }  // namespace
