@@ -102,6 +102,7 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
   }
   const int procs = settings.trainer.procs_per_host > 0 ? settings.trainer.procs_per_host
                                                         : std::max(training::cuda_device_count(), 1);
+  training::check_ranks_fit_gpus(procs);
   if (procs == 1 && plan.trainer_hosts.size() == 1) return run_trainer(settings, targets, c.current_host);
   return run_rank_processes(settings, plan, targets, forwarded, procs);
 }

@@ -13,6 +13,7 @@
 #include "tandem/feed/local_source.h"
 #include "tandem/launch/roles.h"
 #include "tandem/report/summary.h"
+#include "tandem/training/runtime.h"
 #include "tandem/training/trainer.h"
 #include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/remote_worker.h"
@@ -110,6 +111,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   try {
     const training::DistInfo dist = training::dist_from_env(opts);
     rank = dist.rank;
+    if (dist.local_rank == 0) spdlog::info("trainer {}: {}", host, training::describe(training::torch_runtime()));
     auto dataset = data::make_dataset(settings.data);
     const data::DatasetInfo& info = dataset->info();
     const auto [torch_threads, local] =
@@ -133,8 +135,8 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     feed::Scheduler scheduler([&](uint64_t seq) { return sampler.request(seq); },
                               {static_cast<uint64_t>(opts.steps), opts.prefetch, opts.batch_timeout_s,
                                static_cast<uint64_t>(trainer.start_step())});
-    spdlog::info("trainer {} rank {}/{}: {} data workers, {} local preprocessing threads, {} torch threads", host,
-                 dist.rank, dist.world, worker_targets.size(), local, torch_threads);
+    spdlog::info("trainer {} rank {}/{} on {}: {} data workers, {} local preprocessing threads, {} torch threads",
+                 host, dist.rank, dist.world, trainer.device(), worker_targets.size(), local, torch_threads);
     workers = connect_workers(worker_targets, opts, info);
     for (auto& w : workers) w->start(scheduler, scheduler.add_source(w->target(), opts.inflight));
     std::unique_ptr<feed::LocalSource> local_source;

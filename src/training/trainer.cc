@@ -114,6 +114,8 @@ Trainer::~Trainer() = default;
 
 int64_t Trainer::start_step() const { return impl_->start_step; }
 
+std::string Trainer::device() const { return impl_->device.str(); }
+
 void Trainer::barrier() { impl_->collective->barrier(); }
 
 // Rank 0 picks the newest valid checkpoint and shares its bytes through the store, so a

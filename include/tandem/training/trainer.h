@@ -97,6 +97,9 @@ class Trainer {
           std::shared_ptr<const data::Dataset> eval = nullptr);
   ~Trainer();
 
+  // "cpu" or "cuda:N".
+  std::string device() const;
+
   // The first step this run trains; batches must start at this sequence number.
   int64_t start_step() const;
 
