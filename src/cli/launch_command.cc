@@ -12,6 +12,7 @@ Command add_launch_command(CLI::App& root, Settings& s, const std::string& name)
                       : "Discover the cluster, resolve this host's role (trainer or data worker) and run it";
   CLI::App* app = root.add_subcommand(name, about);
   add_cluster_options(*app, s.cluster);
+  add_security_options(*app, s.security);
   add_data_options(*app, s.data);
   add_worker_options(*app, s.worker);
   add_trainer_options(*app, s.trainer);

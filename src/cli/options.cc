@@ -28,6 +28,21 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
       ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kClusterGroup);
 }
 
+void add_security_options(CLI::App& app, SecurityOptions& o) {
+  app.add_option("--token", o.token, "The job's token every RPC carries (prefer --token-file or env TANDEM_TOKEN)")
+      ->group(kSecurityGroup);
+  app.add_option("--token-file", o.token_file, "File holding the job's token")->group(kSecurityGroup);
+  app.add_option("--job-name", o.job, "The job workers belong to; default TRAINING_JOB_NAME or SLURM_JOB_ID")
+      ->group(kSecurityGroup);
+  app.add_option("--tls-cert", o.tls_cert, "PEM certificate: a worker's server certificate, a trainer's client one")
+      ->group(kSecurityGroup);
+  app.add_option("--tls-key", o.tls_key, "PEM private key of --tls-cert")->group(kSecurityGroup);
+  app.add_option("--tls-ca", o.tls_ca, "PEM CA: trainers verify workers with it; workers then require client certificates")
+      ->group(kSecurityGroup);
+  app.add_option("--tls-server-name", o.tls_server_name, "Name in the workers' certificates, if not their address")
+      ->group(kSecurityGroup);
+}
+
 void add_data_options(CLI::App& app, DataOptions& o) {
   app.add_option("--data", o.data,
                  "Dataset: synthetic (learnable) | blur-benchmark | premade (no augmentation) | imagefolder[:PATH] "
@@ -160,6 +175,7 @@ const std::set<std::string>& known_settings() {
     add_data_options(app, s.data);
     add_worker_options(app, s.worker);
     add_trainer_options(app, s.trainer);
+    add_security_options(app, s.security);
     std::set<std::string> out;
     for (const CLI::Option* o : app.get_options()) {
       if (!o->get_lnames().empty()) out.insert(o->get_lnames().front());
@@ -238,8 +254,11 @@ nlohmann::json given_settings(const CLI::App& cmd) {
   nlohmann::json out = nlohmann::json::object();
   for (const CLI::Option* o : cmd.get_options()) {
     const std::string& g = o->get_group();
-    if (g != kDataGroup && g != kWorkerGroup && g != kTrainerGroup) continue;
+    if (g != kDataGroup && g != kWorkerGroup && g != kTrainerGroup && g != kSecurityGroup) continue;
     if (o->count() == 0 || o->get_lnames().empty()) continue;
+    // The token travels in the environment (TANDEM_TOKEN), never on command lines or in
+    // files tandem writes.
+    if (o->get_lnames().front() == "token") continue;
     const auto& results = o->results();
     if (results.empty()) continue;
     if (o->get_expected_max() > 1) out[o->get_lnames().front()] = results;

@@ -7,6 +7,7 @@
 #include "tandem/common/error.h"
 #include "tandem/launch/roles.h"
 #include "tandem/report/summary.h"
+#include "tandem/transport/credentials.h"
 #include "tandem/training/runtime.h"
 
 namespace tandem::cli {
@@ -33,6 +34,7 @@ int run_cli(int argc, char** argv) {
     try {
       apply_setting_files(*cmd.app, settings.cluster);
       settings.data.sagemaker_root = settings.cluster.sagemaker_root;  // channels live under it
+      transport::resolve_security(settings.security);
       return cmd.run();
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());

@@ -19,6 +19,7 @@ Command add_simulate_command(CLI::App& root, Settings& s) {
   add_data_options(*app, s.data);
   add_worker_options(*app, s.worker);
   add_trainer_options(*app, s.trainer);
+  add_security_options(*app, s.security);
   return {app, [app, &s] {
             nlohmann::json hyperparameters = given_settings(*app);
             hyperparameters.erase("summary-json");  // simulate copies the summary itself

@@ -9,6 +9,7 @@ namespace tandem::cli {
 Command add_trainer_command(CLI::App& root, Settings& s) {
   CLI::App* app = root.add_subcommand("trainer", "Run a trainer against explicit data workers");
   add_cluster_options(*app, s.cluster);
+  add_security_options(*app, s.security);
   add_data_options(*app, s.data);
   add_trainer_options(*app, s.trainer);
   app->add_option("--workers", s.trainer.workers, "Data workers to pull from: host:port,...")

@@ -9,6 +9,7 @@ namespace tandem::cli {
 Command add_worker_command(CLI::App& root, Settings& s) {
   CLI::App* app = root.add_subcommand("worker", "Run a data worker: serve augmented batches over gRPC");
   add_cluster_options(*app, s.cluster);
+  add_security_options(*app, s.security);
   add_data_options(*app, s.data);
   add_worker_options(*app, s.worker);
   return {app, [&s] {

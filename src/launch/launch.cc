@@ -46,6 +46,8 @@ int run_rank_processes(const Settings& settings, const cluster::RolePlan& plan, 
              {"MASTER_ADDR", master_addr},
              {"MASTER_PORT", std::to_string(settings.trainer.master_port)},
              {"TANDEM_GLOO_ADDRESS", cluster::resolve_host(my_addr, c.resolve_timeout_s)}};
+    // The token reaches the ranks through the environment, never their command lines.
+    if (!settings.security.token.empty()) p.env["TANDEM_TOKEN"] = settings.security.token;
     children.push_back(std::move(p));
   }
   spdlog::info("starting {} trainer processes (ranks {}..{} of {}), rendezvous at {}:{}", procs,

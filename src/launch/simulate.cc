@@ -178,9 +178,23 @@ std::string make_run_dir(const std::string& requested) {
   return tmpl;
 }
 
+// 128 random bits as hex: a fresh token for each simulated job.
+std::string random_token() {
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  unsigned char bytes[16] = {};
+  urandom.read(reinterpret_cast<char*>(bytes), sizeof bytes);
+  if (!urandom) throw std::runtime_error("cannot read /dev/urandom for the simulated job's token");
+  std::string hex;
+  for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
 std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<SimHost>& hosts,
                                     const std::string& run, const std::string& tandem_exe) {
   const std::string map = host_map(hosts, free_loopback_ports(hosts.size()));
+  // Like a real job, the simulated one has a token its hosts share (through the
+  // environment), so nothing else on this machine can speak to its workers.
+  const std::string token = settings.security.token.empty() ? random_token() : settings.security.token;
   spdlog::info("TANDEM_HOST_MAP={}", map);
   const unsigned ncpus = std::thread::hardware_concurrency();
   std::vector<ProcessSpec> specs;
@@ -188,7 +202,7 @@ std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<
     ProcessSpec spec;
     spec.name = hosts[i].name;
     spec.argv = {tandem_exe, "launch", "--sagemaker-root", run + "/" + hosts[i].name};
-    spec.env = {{"TANDEM_HOST_MAP", map}, {"TANDEM_SIMULATED_HOST", hosts[i].name}};
+    spec.env = {{"TANDEM_HOST_MAP", map}, {"TANDEM_SIMULATED_HOST", hosts[i].name}, {"TANDEM_TOKEN", token}};
     spec.cpus = host_cpus(static_cast<int>(i), settings.simulate.cpus_per_host, ncpus);
     // A trainer copes with a lost worker; nothing copes with a lost trainer.
     spec.critical = hosts[i].trainer;

@@ -15,6 +15,7 @@
 #include "tandem/report/summary.h"
 #include "tandem/training/runtime.h"
 #include "tandem/training/trainer.h"
+#include "tandem/transport/credentials.h"
 #include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/remote_worker.h"
 
@@ -37,12 +38,18 @@ std::pair<int, int> split_cores(const TrainerOptions& opts, bool has_remote, boo
 
 // Connects to every worker and checks it serves exactly our dataset.
 std::vector<std::unique_ptr<transport::RemoteWorker>> connect_workers(const std::vector<std::string>& targets,
-                                                                      const TrainerOptions& opts,
+                                                                      const Settings& settings,
                                                                       const data::DatasetInfo& info) {
+  const TrainerOptions& opts = settings.trainer;
   std::vector<std::unique_ptr<transport::RemoteWorker>> workers;
+  if (settings.security.token.empty() &&
+      std::any_of(targets.begin(), targets.end(), [](const auto& t) { return !transport::is_loopback(t); })) {
+    spdlog::warn("THE DATA PLANE IS OPEN: no token is set, so anyone on the network can feed this trainer batches "
+                 "or stop its workers. Set TANDEM_TOKEN (or --token-file) on every host of the job (docs/security.md)");
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opts.connect_timeout_s);
   for (const std::string& target : targets) {
-    auto w = std::make_unique<transport::RemoteWorker>(target);
+    auto w = std::make_unique<transport::RemoteWorker>(target, settings.security);
     const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
     w->wait_ready(std::max(left, 1.0));
     const transport::WorkerInfo wi = w->info(10);
@@ -105,7 +112,9 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   std::vector<std::unique_ptr<transport::RemoteWorker>> workers;
   // Whatever happens, the workers hear that training is over, so none waits in vain.
   auto release_workers = [&](const std::string& reason) {
-    for (const std::string& target : worker_targets) transport::RemoteWorker(target).shutdown(reason, 5);
+    for (const std::string& target : worker_targets) {
+      transport::RemoteWorker(target, settings.security).shutdown(reason, 5);
+    }
   };
   int rank = 0;
   try {
@@ -137,7 +146,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
                                static_cast<uint64_t>(trainer.start_step())});
     spdlog::info("trainer {} rank {}/{} on {}: {} data workers, {} local preprocessing threads, {} torch threads",
                  host, dist.rank, dist.world, trainer.device(), worker_targets.size(), local, torch_threads);
-    workers = connect_workers(worker_targets, opts, info);
+    workers = connect_workers(worker_targets, settings, info);
     for (auto& w : workers) w->start(scheduler, scheduler.add_source(w->target(), opts.inflight));
     std::unique_ptr<feed::LocalSource> local_source;
     if (local > 0) local_source = std::make_unique<feed::LocalSource>(scheduler, dataset, local, data::wire_dtype(settings.data));

@@ -19,7 +19,7 @@ Reducer::Reducer(std::vector<torch::Tensor> params, Collective& collective, bool
   build_buckets(first_bucket_bytes, bucket_bytes);
   if (!overlap_ || collective_.world() <= 1) return;
   for (size_t i = 0; i < params_.size(); ++i) {
-    std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(params_[i]);
+    AccumulatorRef acc = torch::autograd::impl::grad_accumulator(params_[i]);
     acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
           on_gradient(i);

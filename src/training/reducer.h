@@ -15,13 +15,11 @@
 #include <mutex>
 #include <vector>
 
+#include <torch/csrc/autograd/variable.h>
 #include <torch/types.h>
 
 namespace c10d {
 class Work;
-}
-namespace torch::autograd {
-struct Node;
 }
 
 namespace tandem::training {
@@ -74,7 +72,10 @@ class Reducer {
   std::vector<Bucket> buckets_;
   Collective& collective_;
   bool overlap_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keeps the hooks alive
+  // Keeps the hooks alive: a parameter holds its accumulator weakly. (shared_ptr up to
+  // LibTorch 2.12, intrusive_ptr after: whatever grad_accumulator returns.)
+  using AccumulatorRef = decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
+  std::vector<AccumulatorRef> accumulators_;
   std::mutex mu_;
   size_t next_ = 0;  // the next bucket to launch; GUARDED_BY(mu_)
   int64_t launched_in_backward_ = 0;  // GUARDED_BY(mu_)

@@ -8,6 +8,8 @@
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
+#include "tandem/transport/credentials.h"
 #include "tandem/transport/wire.h"
 #include "tandem/v1/data.grpc.pb.h"
 
@@ -21,7 +23,7 @@ Clock::time_point after(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-std::shared_ptr<grpc::Channel> make_channel(const std::string& target) {
+std::shared_ptr<grpc::Channel> make_channel(const std::string& target, const SecurityOptions& security) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
@@ -31,16 +33,19 @@ std::shared_ptr<grpc::Channel> make_channel(const std::string& target) {
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Each RemoteWorker gets its own connection, even to the same address.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  if (!security.tls_server_name.empty()) args.SetSslTargetNameOverride(security.tls_server_name);
+  return grpc::CreateCustomChannel(target, channel_credentials(security), args);
 }
 
+// A peer's status, with its message made printable: it is the peer's words.
 std::string describe(const grpc::Status& status) {
-  return "gRPC " + std::to_string(status.error_code()) + ": " + status.error_message();
+  return "gRPC " + std::to_string(status.error_code()) + ": " + printable(status.error_message(), 300);
 }
 
 }  // namespace
 
 struct RemoteWorker::Impl {
+  SecurityOptions security;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::DataService::Stub> stub;
   std::mutex mu;
@@ -52,8 +57,10 @@ struct RemoteWorker::Impl {
   void stream(feed::Scheduler& scheduler, int id, const std::string& target);
 };
 
-RemoteWorker::RemoteWorker(std::string target) : target_(std::move(target)), impl_(std::make_unique<Impl>()) {
-  impl_->channel = make_channel(target_);
+RemoteWorker::RemoteWorker(std::string target, const SecurityOptions& security)
+    : target_(std::move(target)), impl_(std::make_unique<Impl>()) {
+  impl_->security = security;
+  impl_->channel = make_channel(target_, security);
   impl_->stub = v1::DataService::NewStub(impl_->channel);
 }
 
@@ -82,6 +89,7 @@ void RemoteWorker::wait_ready(double timeout_s) {
 WorkerInfo RemoteWorker::info(double timeout_s) {
   grpc::ClientContext ctx;
   ctx.set_deadline(after(timeout_s));
+  authorise(ctx, impl_->security);
   v1::InfoRequest req;
   v1::InfoReply reply;
   const grpc::Status status = impl_->stub->Info(&ctx, req, &reply);
@@ -92,8 +100,8 @@ WorkerInfo RemoteWorker::info(double timeout_s) {
   info.fingerprint = reply.fingerprint();
   info.sample_shape.assign(reply.sample_shape().begin(), reply.sample_shape().end());
   info.threads = static_cast<int>(reply.threads());
-  info.host = reply.host();
-  info.skipped.assign(reply.skipped().begin(), reply.skipped().end());
+  info.host = printable(reply.host(), 80);  // the peer's words, logged by the trainer
+  for (const auto& s : reply.skipped()) info.skipped.push_back(printable(s));
   info.skipped_count = reply.skipped_count();
   return info;
 }
@@ -102,6 +110,7 @@ void RemoteWorker::start(feed::Scheduler& scheduler, int source_id) {
   {
     std::lock_guard lock(impl_->mu);
     impl_->ctx = std::make_unique<grpc::ClientContext>();
+    authorise(*impl_->ctx, impl_->security);
   }
   impl_->reader = std::thread([this, &scheduler, source_id] { impl_->stream(scheduler, source_id, target_); });
 }
@@ -161,6 +170,7 @@ void RemoteWorker::stop() {
 bool RemoteWorker::shutdown(const std::string& reason, double timeout_s) {
   grpc::ClientContext ctx;
   ctx.set_deadline(after(timeout_s));
+  authorise(ctx, impl_->security);
   v1::ShutdownRequest req;
   req.set_reason(reason);
   v1::ShutdownReply reply;

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
 
 namespace tandem::transport {
 
@@ -63,7 +64,7 @@ OutgoingBatch error_batch(const std::string& why) {
 
 data::Batch from_wire(IncomingBatch&& batch) {
   const v1::BatchHeader& h = batch.header;
-  if (!h.error().empty()) throw NetworkError("it refused a request: " + h.error());
+  if (!h.error().empty()) throw NetworkError("it refused a request: " + printable(h.error(), 300));
   data::Batch out;
   out.sequence = h.sequence();
   out.epoch = h.epoch();

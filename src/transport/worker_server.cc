@@ -13,6 +13,8 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
+#include "tandem/transport/credentials.h"
 #include "tandem/data/batch_maker.h"
 #include "tandem/data/thread_pool.h"
 #include "tandem/transport/wire.h"
@@ -49,8 +51,9 @@ struct StreamState {
 }  // namespace
 
 struct WorkerServer::Impl final : v1::DataService::Service {
-  Impl(std::shared_ptr<const data::Dataset> ds, const WorkerOptions& o, std::string h, data::DType wire)
-      : dataset(std::move(ds)), opts(o), host(std::move(h)),
+  Impl(std::shared_ptr<const data::Dataset> ds, const WorkerOptions& o, std::string h, data::DType wire,
+       SecurityOptions sec)
+      : dataset(std::move(ds)), opts(o), host(std::move(h)), security(std::move(sec)),
         pool(std::make_unique<data::ThreadPool>(o.threads > 0 ? o.threads : data::available_cores())),
         maker(std::make_unique<data::BatchMaker>(dataset, pool.get(), wire)) {
     // StreamBatches sends copy-free OutgoingBatch messages instead of the generated
@@ -68,7 +71,8 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     pool.reset();  // drains callbacks that still refer to maker
   }
 
-  grpc::Status Info(grpc::ServerContext*, const v1::InfoRequest*, v1::InfoReply* reply) override {
+  grpc::Status Info(grpc::ServerContext* ctx, const v1::InfoRequest*, v1::InfoReply* reply) override {
+    if (grpc::Status s = check_caller(*ctx, security); !s.ok()) return refuse(*ctx, "Info", s);
     touch();
     const data::DatasetInfo& info = dataset->info();
     reply->set_dataset(info.name);
@@ -83,13 +87,16 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Shutdown(grpc::ServerContext*, const v1::ShutdownRequest* req, v1::ShutdownReply*) override {
-    spdlog::info("shutdown requested by the trainer: {}", req->reason().empty() ? "no reason given" : req->reason());
+  grpc::Status Shutdown(grpc::ServerContext* ctx, const v1::ShutdownRequest* req, v1::ShutdownReply*) override {
+    if (grpc::Status s = check_caller(*ctx, security); !s.ok()) return refuse(*ctx, "Shutdown", s);
+    spdlog::info("shutdown requested by the trainer at {}: {}", printable(ctx->peer(), 80),
+                 req->reason().empty() ? "no reason given" : printable(req->reason()));
     finish(StopReason::kShutdownRpc);
     return grpc::Status::OK;
   }
 
   grpc::Status stream_batches(grpc::ServerContext* ctx, BatchStream* stream) {
+    if (grpc::Status s = check_caller(*ctx, security); !s.ok()) return refuse(*ctx, "StreamBatches", s);
     touch();
     ++open_streams;
     auto state = std::make_shared<StreamState>();
@@ -165,6 +172,17 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     state.cv.wait_for(lock, std::chrono::seconds(10), [&] { return state.reading_done || ctx->IsCancelled(); });
   }
 
+  // Refused calls are logged (rate-limited) with the caller's address: an operator should
+  // see a stranger knocking, but a stranger must not be able to flood the log.
+  grpc::Status refuse(const grpc::ServerContext& ctx, const char* rpc, const grpc::Status& why) {
+    const auto now = Clock::now().time_since_epoch().count();
+    if (now - last_refusal_log.load() > std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(10)).count()) {
+      last_refusal_log = now;
+      spdlog::warn("refused {} from {}: {}", rpc, printable(ctx.peer(), 80), why.error_message());
+    }
+    return why;
+  }
+
   void touch() { last_activity = Clock::now().time_since_epoch().count(); }
 
   void finish(StopReason why) {
@@ -178,10 +196,12 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   std::shared_ptr<const data::Dataset> dataset;
   WorkerOptions opts;
   std::string host;
+  SecurityOptions security;
   std::unique_ptr<data::ThreadPool> pool;
   std::unique_ptr<data::BatchMaker> maker;
   std::unique_ptr<grpc::Server> server;
   std::atomic<Clock::rep> last_activity{Clock::now().time_since_epoch().count()};
+  std::atomic<Clock::rep> last_refusal_log{0};
   std::atomic<int> open_streams{0};
   std::atomic<bool> stopping{false};
   std::mutex mu;
@@ -190,8 +210,8 @@ struct WorkerServer::Impl final : v1::DataService::Service {
 };
 
 WorkerServer::WorkerServer(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts,
-                           std::string host, data::DType wire)
-    : impl_(std::make_unique<Impl>(std::move(dataset), opts, std::move(host), wire)) {}
+                           std::string host, data::DType wire, SecurityOptions security)
+    : impl_(std::make_unique<Impl>(std::move(dataset), opts, std::move(host), wire, std::move(security))) {}
 
 WorkerServer::~WorkerServer() = default;
 
@@ -201,7 +221,7 @@ int WorkerServer::start(const std::string& address) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(address, server_credentials(impl_->security), &port);
   builder.RegisterService(impl_.get());
   // Batches of any size up to 1 GiB and beyond: no 4 MiB surprises.
   builder.SetMaxReceiveMessageSize(-1);
@@ -217,6 +237,12 @@ int WorkerServer::start(const std::string& address) {
                        ": is another process using the port? Choose another with --port");
   }
   impl_->touch();
+  if (impl_->security.token.empty() && !is_loopback(address)) {
+    spdlog::warn("THE DATA PLANE IS OPEN: no token is set, so anyone who reaches {} can read batches, send its "
+                 "own or stop this worker. Set TANDEM_TOKEN (or --token-file) on every host of the job, or keep "
+                 "the network private (docs/security.md)",
+                 address);
+  }
   return port;
 }
 

@@ -14,11 +14,13 @@ inline constexpr const char* kClusterGroup = "Cluster";
 inline constexpr const char* kDataGroup = "Data";
 inline constexpr const char* kWorkerGroup = "Data worker";
 inline constexpr const char* kTrainerGroup = "Training";
+inline constexpr const char* kSecurityGroup = "Security";
 
 void add_cluster_options(CLI::App& app, ClusterOptions& o);
 void add_data_options(CLI::App& app, DataOptions& o);
 void add_worker_options(CLI::App& app, WorkerOptions& o);
 void add_trainer_options(CLI::App& app, TrainerOptions& o);
+void add_security_options(CLI::App& app, SecurityOptions& o);
 void add_simulate_options(CLI::App& app, SimulateOptions& o);
 
 // Fills options of `cmd` that were not given as flags from opts.config_file, then from

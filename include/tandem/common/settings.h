@@ -23,6 +23,24 @@ struct ClusterOptions {
   double resolve_timeout_s = 120;            // --resolve-timeout: DNS may lag at job start
 };
 
+// Who may speak to a data worker (docs/security.md). Trainers and workers of one job
+// must agree.
+struct SecurityOptions {
+  // --token (prefer --token-file or env TANDEM_TOKEN: flags show in `ps`): every RPC
+  // carries it as `authorization: Bearer TOKEN`; workers refuse calls without it.
+  // Empty = the data plane is open (tandem says so loudly outside loopback).
+  std::string token;
+  std::string token_file;  // --token-file: read the token from this file
+  // --job-name: the job a worker belongs to; it refuses trainers of another job. Default:
+  // SageMaker's TRAINING_JOB_NAME, else Slurm's SLURM_JOB_ID, else none.
+  std::string job;
+  // TLS (all PEM files): a worker serves with --tls-cert/--tls-key and, given --tls-ca,
+  // requires clients to present a certificate signed by it; a trainer verifies workers
+  // against --tls-ca and presents --tls-cert/--tls-key when given.
+  std::string tls_cert, tls_key, tls_ca;
+  std::string tls_server_name;  // --tls-server-name: the name workers' certificates carry, if not their address
+};
+
 // What every sample is and how it is augmented. Trainer and workers must agree.
 struct DataOptions {
   // --data: synthetic | blur-benchmark | premade | imagefolder[:PATH] | mnist[:PATH]
@@ -111,6 +129,7 @@ struct SimulateOptions {
 
 struct Settings {
   ClusterOptions cluster;
+  SecurityOptions security;
   DataOptions data;
   WorkerOptions worker;
   TrainerOptions trainer;

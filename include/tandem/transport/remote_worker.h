@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "tandem/common/settings.h"
 #include "tandem/feed/scheduler.h"
 
 namespace tandem::transport {
@@ -25,8 +26,9 @@ struct WorkerInfo {
 
 class RemoteWorker {
  public:
-  // `target` is "address:port".
-  explicit RemoteWorker(std::string target);
+  // `target` is "address:port". Every call carries `security`'s token and job name, over
+  // TLS when it names a CA.
+  explicit RemoteWorker(std::string target, const SecurityOptions& security = {});
   ~RemoteWorker();  // stops the stream if it runs
   RemoteWorker(const RemoteWorker&) = delete;
   RemoteWorker& operator=(const RemoteWorker&) = delete;

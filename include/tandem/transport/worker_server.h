@@ -15,8 +15,9 @@ enum class StopReason { kShutdownRpc, kIdle, kStopped };
 class WorkerServer {
  public:
   // `host` names this worker in logs and in its Info reply; batches travel as `wire`.
+  // Every RPC but the health check must pass `security` (credentials.h).
   WorkerServer(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts, std::string host,
-               data::DType wire = data::DType::kFloat32);
+               data::DType wire = data::DType::kFloat32, SecurityOptions security = {});
   ~WorkerServer();
   WorkerServer(const WorkerServer&) = delete;
   WorkerServer& operator=(const WorkerServer&) = delete;

@@ -1,0 +1,16 @@
+// Text that came from outside (a peer, a file) made safe to print: control characters
+// escaped, so a forged "step=... loss=..." line or a terminal escape cannot reach a log
+// as such, and long values shortened, so one bad value cannot flood a message.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace tandem {
+
+// `s` with bytes below 0x20, 0x7f and backslash escaped (\n, \t, \\, \xNN), cut to about
+// `max_chars` with "... (N bytes)" appended when longer.
+std::string printable(std::string_view s, size_t max_chars = 200);
+
+}  // namespace tandem
