@@ -35,19 +35,6 @@ Result run(const std::string& args, const fs::path& dir, int timeout_s = 120) {
   return {code, slurp(dir / "run.log")};
 }
 
-// A port the kernel just handed out; the race until the worker binds is acceptable here.
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 TEST(EndToEnd, SimulateTrainsAHeterogeneousClusterAndEveryHostExitsZero) {
   const fs::path dir = fresh_dir("simulate");
   const Result r = run("simulate --steps 200 --log-every 50 --run-dir " + (dir / "run").string() + " --summary-json " +

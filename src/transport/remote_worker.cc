@@ -37,9 +37,19 @@ std::shared_ptr<grpc::Channel> make_channel(const std::string& target, const Sec
   return grpc::CreateCustomChannel(target, channel_credentials(security), args);
 }
 
+const char* code_name(grpc::StatusCode code) {
+  static const char* const names[] = {"OK",           "CANCELLED",          "UNKNOWN",        "INVALID_ARGUMENT",
+                                      "DEADLINE_EXCEEDED", "NOT_FOUND",     "ALREADY_EXISTS", "PERMISSION_DENIED",
+                                      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",  "OUT_OF_RANGE",
+                                      "UNIMPLEMENTED", "INTERNAL",          "UNAVAILABLE",    "DATA_LOSS",
+                                      "UNAUTHENTICATED"};
+  const auto i = static_cast<size_t>(code);
+  return i < std::size(names) ? names[i] : "UNKNOWN";
+}
+
 // A peer's status, with its message made printable: it is the peer's words.
 std::string describe(const grpc::Status& status) {
-  return "gRPC " + std::to_string(status.error_code()) + ": " + printable(status.error_message(), 300);
+  return std::string("gRPC ") + code_name(status.error_code()) + ": " + printable(status.error_message(), 300);
 }
 
 }  // namespace

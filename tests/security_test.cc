@@ -1,0 +1,202 @@
+// Who may speak to a data worker: the job token, the job name, TLS, and peer text in
+// logs. Real servers on loopback port 0 and, end to end, real processes.
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+
+#include <gtest/gtest.h>
+
+#include "process_helpers.h"
+#include "tandem/common/error.h"
+#include "tandem/common/text.h"
+#include "tandem/data/sampler.h"
+#include "tandem/transport/credentials.h"
+#include "tandem/transport/remote_worker.h"
+#include "tandem/transport/worker_server.h"
+
+namespace tandem::transport {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using namespace tandem::testing;
+
+DataOptions small_data() {
+  DataOptions d;
+  d.image_size = 16;
+  d.dataset_size = 400;
+  return d;
+}
+
+SecurityOptions with_token(const std::string& token, const std::string& job = "") {
+  SecurityOptions s;
+  s.token = token;
+  s.job = job;
+  return s;
+}
+
+// A worker in this process, on a free loopback port.
+struct Worker {
+  explicit Worker(SecurityOptions security, const std::string& bind = "127.0.0.1:0")
+      : server(data::make_dataset(small_data()), options(), "secure-worker", data::DType::kFloat32, security) {
+    port = server.start(bind);
+    waiter = std::async(std::launch::async, [this] { return server.wait(); });
+  }
+  ~Worker() {
+    server.stop();
+    waiter.wait();
+  }
+  static WorkerOptions options() {
+    WorkerOptions o;
+    o.threads = 1;
+    return o;
+  }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port); }
+  bool stopped() { return waiter.wait_for(0s) == std::future_status::ready; }
+
+  WorkerServer server;
+  int port = 0;
+  std::future<StopReason> waiter;
+};
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Security, WithoutTheTokenNothingButTheHealthCheckAnswers) {
+  Worker w(with_token("s3cret-token"));
+  for (const SecurityOptions& client : {SecurityOptions{}, with_token("wrong-token"), with_token("s3cret-tokeX")}) {
+    RemoteWorker rogue(w.target(), client);
+    rogue.wait_ready(5);  // the standard health check stays open
+    const std::string info = error_of([&] { rogue.info(5); });
+    EXPECT_NE(info.find("UNAUTHENTICATED"), std::string::npos) << info;  // gRPC code 16
+    EXPECT_NE(info.find(client.token.empty() ? "needs the job's token" : "wrong token"), std::string::npos) << info;
+    EXPECT_FALSE(rogue.shutdown("rogue says stop", 5)) << "a stranger stopped the worker";
+    // Streaming is refused too: the source fails with the reason, no batch arrives.
+    data::Sampler sampler(400, 8, 0);
+    feed::Scheduler sched([&](uint64_t s) { return sampler.request(s); }, {4, 4, 10});
+    rogue.start(sched, sched.add_source("rogue", 2));
+    const std::string stream = error_of([&] { sched.next(); });
+    EXPECT_NE(stream.find("token"), std::string::npos) << stream;
+    rogue.stop();
+  }
+  EXPECT_FALSE(w.stopped());
+  RemoteWorker trainer(w.target(), with_token("s3cret-token"));
+  EXPECT_EQ(trainer.info(5).size, 400u);
+  EXPECT_TRUE(trainer.shutdown("training finished", 5));
+  ASSERT_EQ(w.waiter.wait_for(10s), std::future_status::ready);
+}
+
+TEST(Security, AWorkerRefusesATrainerOfAnotherJob) {
+  Worker w(with_token("t", "job-a"));
+  RemoteWorker other(w.target(), with_token("t", "job-b"));
+  const std::string e = error_of([&] { other.info(5); });
+  EXPECT_NE(e.find("belongs to job 'job-a', not to job 'job-b'"), std::string::npos) << e;
+  EXPECT_FALSE(other.shutdown("the other job finished", 5));
+  RemoteWorker unnamed(w.target(), with_token("t"));
+  EXPECT_NE(error_of([&] { unnamed.info(5); }).find("without a job name"), std::string::npos);
+  RemoteWorker mine(w.target(), with_token("t", "job-a"));
+  EXPECT_EQ(mine.info(5).size, 400u);
+}
+
+TEST(Security, PeerTextIsEscapedAndShortened) {
+  EXPECT_EQ(printable("ok\nstep=1 loss=0.1\x1b[2J"), "ok\\nstep=1 loss=0.1\\x1b[2J");
+  EXPECT_EQ(printable("a\\b\t"), "a\\\\b\\t");
+  const std::string big(100000, 'x');
+  const std::string s = printable(big, 50);
+  EXPECT_LT(s.size(), 80u);
+  EXPECT_NE(s.find("(100000 bytes)"), std::string::npos);
+}
+
+TEST(Security, LoopbackAddressesAreRecognised) {
+  EXPECT_TRUE(is_loopback("127.0.0.1:6000"));
+  EXPECT_TRUE(is_loopback("127.1.2.3"));
+  EXPECT_TRUE(is_loopback("localhost:1"));
+  EXPECT_TRUE(is_loopback("[::1]:6000"));
+  EXPECT_FALSE(is_loopback("0.0.0.0:6000"));
+  EXPECT_FALSE(is_loopback("10.0.0.5:6000"));
+  EXPECT_FALSE(is_loopback("algo-1:6000"));
+}
+
+TEST(Security, TokenFilesAndBadTokensAreClearErrors) {
+  const fs::path dir = fresh_dir("token-files");
+  std::ofstream(dir / "token") << "abc123\n";
+  SecurityOptions s;
+  s.token_file = (dir / "token").string();
+  resolve_security(s);
+  EXPECT_EQ(s.token, "abc123");
+  std::ofstream(dir / "empty") << "\n";
+  s.token_file = (dir / "empty").string();
+  EXPECT_NE(error_of([&] { resolve_security(s); }).find("is empty"), std::string::npos);
+  s.token_file = (dir / "missing").string();
+  EXPECT_NE(error_of([&] { resolve_security(s); }).find("cannot read --token-file"), std::string::npos);
+  SecurityOptions spaced;
+  spaced.token = "has space";
+  EXPECT_NE(error_of([&] { resolve_security(spaced); }).find("printable ASCII"), std::string::npos);
+}
+
+// A self-signed certificate for "localhost", made with openssl for this test.
+bool make_certificate(const fs::path& dir) {
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost"
+                          " -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
+                          (dir / "key.pem").string() + " -out " + (dir / "cert.pem").string() + " >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+TEST(Security, TlsWorkersServeTrainersThatTrustTheirCertificate) {
+  const fs::path dir = fresh_dir("tls");
+  if (!make_certificate(dir)) GTEST_SKIP() << "openssl cannot make a test certificate here";
+  SecurityOptions server = with_token("tls-token");
+  server.tls_cert = (dir / "cert.pem").string();
+  server.tls_key = (dir / "key.pem").string();
+  Worker w(server);
+  SecurityOptions client = with_token("tls-token");
+  client.tls_ca = (dir / "cert.pem").string();
+  client.tls_server_name = "localhost";
+  RemoteWorker trusted(w.target(), client);
+  trusted.wait_ready(10);
+  EXPECT_EQ(trusted.info(5).size, 400u);
+  RemoteWorker plaintext(w.target(), with_token("tls-token"));  // speaks plaintext to a TLS port
+  EXPECT_NE(error_of([&] { plaintext.info(3); }), "");
+  SecurityOptions bad = client;
+  bad.tls_ca = (dir / "missing.pem").string();
+  EXPECT_NE(error_of([&] { RemoteWorker r(w.target(), bad); }).find("cannot read the TLS CA file"), std::string::npos);
+}
+
+// End to end: a worker process with a token, a forged metric line in a Shutdown reason,
+// and a trainer with the wrong token that fails with one clear error.
+TEST(Security, EndToEndATrainerWithoutTheTokenFailsClearlyAndForgedLogLinesStayEscaped) {
+  const fs::path dir = fresh_dir("secure-e2e");
+  const int port = free_port();
+  setenv("TANDEM_TOKEN", "e2e-token", 1);
+  Child worker = spawn("worker --port " + std::to_string(port) +
+                           " --bind 127.0.0.1 --threads 1 --dataset-size 400 --image-size 16",
+                       dir / "worker.log");
+  unsetenv("TANDEM_TOKEN");
+  ASSERT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
+  const std::string target = "127.0.0.1:" + std::to_string(port);
+
+  const int code = run_tandem("trainer --workers " + target + " --steps 3 --local-workers 0 --dataset-size 400"
+                              " --image-size 16 --connect-timeout 10",
+                              dir / "trainer.log", 60);
+  EXPECT_EQ(code, 1) << slurp(dir / "trainer.log");
+  EXPECT_NE(slurp(dir / "trainer.log").find("needs the job's token"), std::string::npos) << slurp(dir / "trainer.log");
+
+  RemoteWorker owner(target, with_token("e2e-token"));
+  EXPECT_TRUE(owner.shutdown("done\n2026-11-22T00:00:00.000 info step=999 loss=0.0001", 5));
+  EXPECT_EQ(wait_exit(worker, 10s), 0);
+  const std::string after = slurp(dir / "worker.log");
+  EXPECT_EQ(after.find("\n2026-11-22T00:00:00.000 info step=999"), std::string::npos) << after;
+  EXPECT_NE(after.find("done\\n2026-11-22"), std::string::npos) << after;
+}
+
+}  // namespace
+}  // namespace tandem::transport
