@@ -77,6 +77,13 @@ void add_worker_options(CLI::App& app, WorkerOptions& o) {
   app.add_option("--bind", o.bind, "Address to listen on")->capture_default_str()->group(kWorkerGroup);
   app.add_option("--threads", o.threads, "Preprocessing threads; 0 = all cores")->capture_default_str()
       ->check(CLI::NonNegativeNumber)->group(kWorkerGroup);
+  app.add_option("--max-request-samples", o.max_request_samples, "Most samples one request may ask for")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 24))->group(kWorkerGroup);
+  app.add_option("--max-streams", o.max_streams, "Most batch streams open at once")
+      ->capture_default_str()->check(CLI::Range(1, 100000))->group(kWorkerGroup);
+  app.add_option("--max-inflight-mb", o.max_inflight_mb,
+                 "MiB of batches accepted but not yet sent, across streams; 0 = a quarter of available memory")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->group(kWorkerGroup);
   app.add_option("--idle-timeout", o.idle_timeout_s, "Exit when no trainer speaks for this many seconds")
       ->capture_default_str()->check(CLI::PositiveNumber)->group(kWorkerGroup);
 }

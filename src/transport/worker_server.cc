@@ -14,6 +14,7 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
+#include "tandem/transport/byte_budget.h"
 #include "tandem/transport/credentials.h"
 #include "tandem/data/batch_maker.h"
 #include "tandem/data/thread_pool.h"
@@ -28,22 +29,48 @@ using BatchStream = grpc::ServerReaderWriter<OutgoingBatch, v1::BatchRequest>;
 constexpr int kMaxOutstanding = 64;  // accepted but unwritten requests per stream
 
 // One open StreamBatches call: batches finish on pool threads and queue here until the
-// handler thread writes them.
+// handler thread writes them. Every accepted request holds its bytes of the worker's
+// budget until its batch is written, or dropped with the stream.
 struct StreamState {
+  explicit StreamState(ByteBudget& b) : budget(b) {}
+  ByteBudget& budget;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<data::Batch> done;  // GUARDED_BY(mu)
+  std::deque<std::pair<data::Batch, uint64_t>> done;  // GUARDED_BY(mu): batch, its reserved bytes
   int outstanding = 0;           // GUARDED_BY(mu): accepted, not yet written
   bool reading_done = false;     // GUARDED_BY(mu)
-  std::string error;             // GUARDED_BY(mu): a request that cannot be served
+  grpc::Status error;            // GUARDED_BY(mu): the first request that cannot be served
   bool closed = false;           // GUARDED_BY(mu): the handler is done writing
 
-  void push(data::Batch batch) {
-    { std::lock_guard lock(mu); done.push_back(std::move(batch)); }
+  void push(data::Batch batch, uint64_t bytes) {
+    {
+      std::lock_guard lock(mu);
+      if (!closed) {
+        done.emplace_back(std::move(batch), bytes);
+        bytes = 0;
+      }
+    }
+    budget.release(bytes);
     cv.notify_all();
   }
-  void fail(const std::string& why) {
-    { std::lock_guard lock(mu); if (error.empty()) error = why; }
+  void fail(grpc::StatusCode code, const std::string& why, uint64_t bytes = 0) {
+    {
+      std::lock_guard lock(mu);
+      if (error.ok()) error = grpc::Status(code, why);
+    }
+    budget.release(bytes);
+    cv.notify_all();
+  }
+  // The handler is done: batches not yet written give their bytes back.
+  void close() {
+    uint64_t freed = 0;
+    {
+      std::lock_guard lock(mu);
+      closed = true;
+      for (const auto& d : done) freed += d.second;
+      done.clear();
+    }
+    budget.release(freed);
     cv.notify_all();
   }
 };
@@ -55,7 +82,10 @@ struct WorkerServer::Impl final : v1::DataService::Service {
        SecurityOptions sec)
       : dataset(std::move(ds)), opts(o), host(std::move(h)), security(std::move(sec)),
         pool(std::make_unique<data::ThreadPool>(o.threads > 0 ? o.threads : data::available_cores())),
-        maker(std::make_unique<data::BatchMaker>(dataset, pool.get(), wire)) {
+        maker(std::make_unique<data::BatchMaker>(dataset, pool.get(), wire)),
+        bytes_per_sample(dataset->info().sample_bytes() / data::dtype_size(dataset->info().dtype) *
+                             data::dtype_size(wire) + sizeof(int64_t)),
+        budget(o.max_inflight_mb > 0 ? static_cast<uint64_t>(o.max_inflight_mb) << 20 : default_inflight_bytes()) {
     // StreamBatches sends copy-free OutgoingBatch messages instead of the generated
     // protobuf type; same method, same bytes on the wire.
     MarkMethodStreamed(kStreamBatchesIndex,
@@ -73,7 +103,15 @@ struct WorkerServer::Impl final : v1::DataService::Service {
 
   grpc::Status Info(grpc::ServerContext* ctx, const v1::InfoRequest*, v1::InfoReply* reply) override {
     if (grpc::Status s = check_caller(*ctx, security); !s.ok()) return refuse(*ctx, "Info", s);
-    touch();
+    try {
+      fill_info(reply);
+    } catch (const std::exception& e) {
+      return {grpc::StatusCode::INTERNAL, std::string("data worker error: ") + e.what()};
+    }
+    return grpc::Status::OK;
+  }
+
+  void fill_info(v1::InfoReply* reply) {
     const data::DatasetInfo& info = dataset->info();
     reply->set_dataset(info.name);
     reply->set_size(info.size);
@@ -84,7 +122,6 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     reply->set_host(host);
     for (const std::string& s : dataset->skipped()) reply->add_skipped(s);
     reply->set_skipped_count(dataset->skipped_count());
-    return grpc::Status::OK;
   }
 
   grpc::Status Shutdown(grpc::ServerContext* ctx, const v1::ShutdownRequest* req, v1::ShutdownReply*) override {
@@ -97,42 +134,100 @@ struct WorkerServer::Impl final : v1::DataService::Service {
 
   grpc::Status stream_batches(grpc::ServerContext* ctx, BatchStream* stream) {
     if (grpc::Status s = check_caller(*ctx, security); !s.ok()) return refuse(*ctx, "StreamBatches", s);
-    touch();
-    ++open_streams;
-    auto state = std::make_shared<StreamState>();
-    std::thread reader([&] { read_requests(stream, state); });
-    grpc::Status status = write_batches(ctx, stream, *state);
-    if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) report_error(ctx, stream, *state, status);
-    if (!status.ok()) ctx->TryCancel();  // unblocks the reader's Read
-    {
-      std::lock_guard lock(state->mu);
-      state->closed = true;
+    if (++open_streams > opts.max_streams) {
+      --open_streams;
+      return refuse(*ctx, "StreamBatches",
+                    {grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     "this data worker already serves " + std::to_string(opts.max_streams) +
+                         " streams (--max-streams): close some, or raise the limit"});
     }
-    state->cv.notify_all();
-    reader.join();
+    touch();
+    auto state = std::make_shared<StreamState>(budget);
+    grpc::Status status;
+    std::thread reader;
+    try {
+      reader = std::thread([this, ctx, stream, state] { read_requests(ctx, stream, state); });
+      status = write_batches(ctx, stream, *state);
+      if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+          status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+        report_error(ctx, stream, *state, status);
+      }
+    } catch (const std::bad_alloc&) {
+      status = {grpc::StatusCode::RESOURCE_EXHAUSTED, "the data worker ran out of memory"};
+    } catch (const std::exception& e) {
+      status = {grpc::StatusCode::INTERNAL, std::string("data worker error: ") + e.what()};
+    }
+    if (!status.ok()) ctx->TryCancel();  // unblocks the reader's Read
+    state->close();
+    if (reader.joinable()) reader.join();
     --open_streams;
     touch();
     return status;
   }
 
-  void read_requests(BatchStream* stream,
-                     const std::shared_ptr<StreamState>& state) {
-    v1::BatchRequest msg;
-    while (stream->Read(&msg)) {
-      touch();
-      {
-        // A trainer keeps a few requests in flight; one that floods us is slowed down
-        // here rather than allowed to fill memory with batches.
-        std::unique_lock lock(state->mu);
-        state->cv.wait(lock, [&] { return state->outstanding < kMaxOutstanding || state->closed; });
-        ++state->outstanding;
-      }
-      maker->make_async(
-          from_proto(msg), [state](data::Batch b) { state->push(std::move(b)); },
-          [state](std::exception_ptr e) {
-            try { std::rethrow_exception(e); } catch (const std::exception& ex) { state->fail(ex.what()); }
-          });
+  // Checks a request against the worker's limits and reserves its bytes. Returns its
+  // reserved bytes, or nullopt after failing the stream (or when the stream closed).
+  std::optional<uint64_t> admit(const v1::BatchRequest& msg, StreamState& state) {
+    const int64_t n = msg.indices_size();
+    if (n == 0 || n > opts.max_request_samples) {
+      state.fail(n == 0 ? grpc::StatusCode::INVALID_ARGUMENT : grpc::StatusCode::RESOURCE_EXHAUSTED,
+                 "a request for " + std::to_string(n) + " samples: this data worker serves 1 to " +
+                     std::to_string(opts.max_request_samples) + " per request (--max-request-samples)");
+      return std::nullopt;
     }
+    const uint64_t bytes = static_cast<uint64_t>(n) * bytes_per_sample;
+    if (bytes > budget.capacity()) {
+      state.fail(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                 "a request for " + std::to_string(n) + " samples needs " + std::to_string(bytes >> 20) +
+                     " MiB, more than this worker's " + std::to_string(budget.capacity() >> 20) +
+                     " MiB for batches in flight (--max-inflight-mb): ask for smaller batches");
+      return std::nullopt;
+    }
+    // Backpressure: a request waits for room rather than growing the worker's memory.
+    const bool admitted = budget.acquire(bytes, [&] {
+      std::lock_guard lock(state.mu);
+      return state.closed || stopping.load();
+    });
+    if (!admitted) return std::nullopt;
+    return bytes;
+  }
+
+  void read_requests(grpc::ServerContext* ctx, BatchStream* stream, const std::shared_ptr<StreamState>& state) {
+    try {
+      v1::BatchRequest msg;
+      while (stream->Read(&msg)) {
+        touch();
+        {
+          // A trainer keeps a few requests in flight; one that floods us is slowed down
+          // here rather than allowed to fill memory with batches.
+          std::unique_lock lock(state->mu);
+          state->cv.wait(lock, [&] { return state->outstanding < kMaxOutstanding || state->closed; });
+          if (state->closed) break;
+        }
+        const std::optional<uint64_t> bytes = admit(msg, *state);
+        if (!bytes) break;
+        {
+          std::lock_guard lock(state->mu);
+          ++state->outstanding;
+        }
+        maker->make_async(
+            from_proto(msg), [state, b = *bytes](data::Batch batch) { state->push(std::move(batch), b); },
+            [state, b = *bytes](std::exception_ptr e) {
+              try {
+                std::rethrow_exception(e);
+              } catch (const std::bad_alloc&) {
+                state->fail(grpc::StatusCode::RESOURCE_EXHAUSTED, "the data worker ran out of memory making a batch", b);
+              } catch (const std::exception& ex) {
+                state->fail(grpc::StatusCode::INVALID_ARGUMENT, ex.what(), b);
+              }
+            });
+      }
+    } catch (const std::bad_alloc&) {
+      state->fail(grpc::StatusCode::RESOURCE_EXHAUSTED, "the data worker ran out of memory reading a request");
+    } catch (const std::exception& e) {
+      state->fail(grpc::StatusCode::INTERNAL, std::string("data worker error reading a request: ") + e.what());
+    }
+    (void)ctx;
     { std::lock_guard lock(state->mu); state->reading_done = true; }
     state->cv.notify_all();
   }
@@ -144,20 +239,22 @@ struct WorkerServer::Impl final : v1::DataService::Service {
       std::unique_lock lock(state.mu);
       // Wake periodically to notice a cancelled call or a stopping server.
       state.cv.wait_for(lock, std::chrono::milliseconds(200), [&] {
-        return !state.done.empty() || !state.error.empty() || (state.reading_done && state.outstanding == 0);
+        return !state.done.empty() || !state.error.ok() || (state.reading_done && state.outstanding == 0);
       });
-      if (!state.error.empty()) return {grpc::StatusCode::INVALID_ARGUMENT, state.error};
+      if (!state.error.ok()) return state.error;
       if (state.done.empty()) {
         if (state.reading_done && state.outstanding == 0) return grpc::Status::OK;
         if (ctx->IsCancelled() || stopping) return {grpc::StatusCode::CANCELLED, "worker stopping"};
         continue;
       }
-      data::Batch batch = std::move(state.done.front());
+      auto [batch, bytes] = std::move(state.done.front());
       state.done.pop_front();
       --state.outstanding;
       lock.unlock();
       state.cv.notify_all();  // the reader may wait for room
-      if (!stream->Write(to_wire(std::move(batch)))) return {grpc::StatusCode::CANCELLED, "trainer went away"};
+      const bool written = stream->Write(to_wire(std::move(batch)));
+      budget.release(bytes);
+      if (!written) return {grpc::StatusCode::CANCELLED, "trainer went away"};
       touch();
     }
   }
@@ -199,6 +296,8 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   SecurityOptions security;
   std::unique_ptr<data::ThreadPool> pool;
   std::unique_ptr<data::BatchMaker> maker;
+  uint64_t bytes_per_sample = 0;  // one sample on the wire, with its label
+  ByteBudget budget;
   std::unique_ptr<grpc::Server> server;
   std::atomic<Clock::rep> last_activity{Clock::now().time_since_epoch().count()};
   std::atomic<Clock::rep> last_refusal_log{0};
@@ -224,7 +323,9 @@ int WorkerServer::start(const std::string& address) {
   builder.AddListeningPort(address, server_credentials(impl_->security), &port);
   builder.RegisterService(impl_.get());
   // Batches of any size up to 1 GiB and beyond: no 4 MiB surprises.
-  builder.SetMaxReceiveMessageSize(-1);
+  // Requests are small: a cap keeps a giant one from being parsed at all.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(
+      int64_t{64} << 20, std::max<int64_t>(int64_t{1} << 20, int64_t{16} * impl_->opts.max_request_samples))));
   builder.SetMaxSendMessageSize(-1);
   // Trainers ping every 10 s to notice a dead worker; accept those pings.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);

@@ -71,6 +71,12 @@ struct WorkerOptions {
   std::string bind = "0.0.0.0";
   int threads = 0;            // --threads: preprocessing threads; 0 = all cores
   double idle_timeout_s = 600;  // --idle-timeout: exit when no trainer speaks for this long
+  // Limits that keep a worker alive whatever its clients send (RESOURCE_EXHAUSTED names
+  // the limit): samples in one request, open streams, and bytes of batches accepted but
+  // not yet sent, across every stream (0 = a quarter of the memory available at start).
+  int max_request_samples = 65536;  // --max-request-samples
+  int max_streams = 64;             // --max-streams
+  int64_t max_inflight_mb = 0;      // --max-inflight-mb
 };
 
 // The training loop and its feeding.
