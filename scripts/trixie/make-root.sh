@@ -17,9 +17,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/packages.sh"
 root=${1:?usage: make-root.sh ROOT}
-mkdir -p "$root"
-root=$(cd "$root" && pwd)
 sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+"${sudo[@]}" mkdir -p "$(dirname "$root")"
+root=$(cd "$(dirname "$root")" && pwd)/$(basename "$root")
 
 stage() { local t=$SECONDS; "$@"; echo "trixie root: $1 took $((SECONDS - t)) s" >&2; }
 
@@ -35,9 +35,10 @@ host_mirror() {
   echo "${m:-http://deb.debian.org/debian}"
 }
 
-in_root() { "${sudo[@]}" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-  DEBIAN_FRONTEND=noninteractive LC_ALL=C "$@"; }
+# With /proc and /dev mounted (in a private mount namespace), as apt and dpkg expect.
+in_root() { "$here/enter.sh" "$root" "$(dirname "$root")" "$@"; }
 
+# Into ROOT.partial, renamed when complete: an interrupted run starts over cleanly.
 bootstrap() {
   [ -f "$root/.stamp-bootstrap" ] && return 0
   command -v debootstrap >/dev/null || {
@@ -45,11 +46,13 @@ bootstrap() {
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
   }
   local mirror; mirror=$(host_mirror)
-  "${sudo[@]}" debootstrap --variant=minbase --components=main,contrib,non-free trixie "$root" "$mirror" >/dev/null
-  "${sudo[@]}" tee "$root/etc/apt/sources.list" >/dev/null <<SOURCES
+  "${sudo[@]}" rm -rf "$root.partial" "$root"
+  "${sudo[@]}" debootstrap --variant=minbase --components=main,contrib,non-free trixie "$root.partial" "$mirror" >/dev/null
+  "${sudo[@]}" tee "$root.partial/etc/apt/sources.list" >/dev/null <<SOURCES
 deb $mirror trixie main contrib non-free
 SOURCES
-  "${sudo[@]}" touch "$root/.stamp-bootstrap"
+  "${sudo[@]}" touch "$root.partial/.stamp-bootstrap"
+  "${sudo[@]}" mv "$root.partial" "$root"
 }
 
 offline_cudnn_package() {
@@ -78,6 +81,8 @@ packages() {
   # shellcheck disable=SC2046
   in_root apt-get install -y -qq --no-install-recommends $(trixie_packages "${lists[0]}") $(trixie_packages "${lists[1]}") >/dev/null
   in_root apt-get clean
+  # New packages may take new symbols from libcudnn: make the stand-in again.
+  "${sudo[@]}" rm -f "$root/.stamp-cudnn-stand-in"
   "${sudo[@]}" touch "$root/.stamp-packages-$sum"
 }
 

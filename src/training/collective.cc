@@ -25,6 +25,7 @@ struct Collective::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<ProcessGroupBase> pg;
   std::function<c10::intrusive_ptr<c10d::Work>(std::vector<torch::Tensor>&, const c10d::AllreduceOptions&)> allreduce;
+  std::function<void()> shutdown;  // NCCL: tear the communicators down in order, not in a destructor
 };
 
 namespace {
@@ -82,6 +83,9 @@ Collective::Collective(const DistInfo& dist, torch::Device device)
     auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, dist.rank, dist.world, opts);
     impl_->allreduce = [nccl](std::vector<torch::Tensor>& t, const c10d::AllreduceOptions& o) { return nccl->allreduce(t, o); };
     impl_->pg = nccl;
+#if TANDEM_TORCH_AT_LEAST(2, 4)
+    impl_->shutdown = [nccl] { nccl->shutdown(); };
+#endif
     return;
   }
 #endif
@@ -93,7 +97,14 @@ Collective::Collective(const DistInfo& dist, torch::Device device)
   impl_->pg = gloo;
 }
 
-Collective::~Collective() = default;
+Collective::~Collective() {
+  if (!impl_->shutdown) return;
+  try {
+    impl_->shutdown();
+  } catch (const std::exception&) {
+    // Leaving anyway: the process group's own destructor aborts what is left.
+  }
+}
 
 void Collective::broadcast(std::vector<torch::Tensor> tensors, int root) {
   if (world() <= 1 || tensors.empty()) return;
@@ -128,7 +139,11 @@ std::vector<int64_t> Collective::sum(const std::vector<int64_t>& values) {
   return std::vector<int64_t>(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());
 }
 void Collective::barrier() {
-  if (world() > 1) impl_->pg->barrier()->wait();
+  if (world() <= 1) return;
+  c10d::BarrierOptions o;
+  // NCCL would otherwise guess this rank's GPU from its rank number.
+  if (device_.is_cuda()) o.device_ids = {device_.index()};
+  impl_->pg->barrier(o)->wait();
 }
 
 void Collective::put(const std::string& key, const std::string& value) {

@@ -1,5 +1,6 @@
 #include "device_feed.h"
 
+#include <atomic>
 #include <chrono>
 
 #include <torch/torch.h>
@@ -31,7 +32,12 @@ torch::ScalarType scalar_type(data::DType dtype) {
 }
 
 #if defined(TANDEM_WITH_CUDA)
+std::atomic<int> g_pinned_device{0};
+
+// Runs on gRPC's and the local sources' threads: without the guard the allocator's CUDA
+// calls would make a context on GPU 0 in every rank's process.
 data::BufferBlock pinned_block(size_t size) {
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(g_pinned_device.load()));
   at::DataPtr p = at::cuda::getPinnedMemoryAllocator()->allocate(size);
   auto* data = static_cast<std::byte*>(p.get());
   const c10::DeleterFnPtr deleter = p.get_deleter();
@@ -42,9 +48,12 @@ data::BufferBlock pinned_block(size_t size) {
 
 }  // namespace
 
-void install_pinned_buffers() {
+void install_pinned_buffers(torch::Device device) {
 #if defined(TANDEM_WITH_CUDA)
+  g_pinned_device = device.index();
   data::set_buffer_allocator(&pinned_block);
+#else
+  (void)device;
 #endif
 }
 

@@ -36,9 +36,11 @@ struct DeviceBatch {
   int64_t size = 0;
 };
 
-// Makes every later data::Buffer pinned host memory from Torch's caching host allocator.
-// A no-op without CUDA. Call once, before any source starts.
-void install_pinned_buffers();
+// Makes every later data::Buffer pinned host memory from Torch's caching host allocator,
+// allocated with `device` current. A no-op without CUDA. Call once, before any source
+// starts. The allocator rounds each block up to a power of two and keeps it for reuse:
+// page-locked memory of about 2 x --prefetch batches per rank.
+void install_pinned_buffers(torch::Device device);
 
 // Converts `x` (uint8, float16, bfloat16 or float32) to the model's input in one pass:
 // bias + x * scale (both broadcast per channel) into a tensor of `dtype`, channels-last

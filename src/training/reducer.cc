@@ -20,22 +20,25 @@ Reducer::Reducer(std::vector<torch::Tensor> params, Collective& collective, bool
   if (!overlap_ || collective_.world() <= 1) return;
   for (size_t i = 0; i < params_.size(); ++i) {
     AccumulatorRef acc = torch::autograd::impl::grad_accumulator(params_[i]);
-    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+    hook_keys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
           on_gradient(i);
           return outputs;
-        }));
+        })));
     accumulators_.push_back(std::move(acc));
   }
 }
 
-Reducer::~Reducer() = default;
+Reducer::~Reducer() {
+  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+}
 
 // Buckets in reverse parameter order, split by dtype and device. Each gradient becomes a
 // view of its bucket with the parameter's own strides (channels-last stays channels-last),
 // which autograd then accumulates into in place.
 void Reducer::build_buckets(int64_t first_bucket_bytes, int64_t bucket_bytes) {
   bucket_of_.assign(params_.size(), 0);
+  grad_ptrs_.assign(params_.size(), nullptr);
   std::vector<std::vector<size_t>> groups;
   int64_t bytes = 0;
   for (size_t k = params_.size(); k-- > 0;) {
@@ -70,6 +73,7 @@ void Reducer::build_buckets(int64_t first_bucket_bytes, int64_t bucket_bytes) {
                                : b.buffer.narrow(0, offset, p.numel()).view(p.sizes());
       if (p.grad().defined()) view.copy_(p.grad());
       p.mutable_grad() = view;
+      grad_ptrs_[k] = view.data_ptr();
       offset += p.numel();
       bucket_of_[k] = buckets_.size();
     }
@@ -95,7 +99,13 @@ void Reducer::clip_grad_norm(double max_norm) {
 void Reducer::on_gradient(size_t param) {
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[bucket_of_[param]];
-  if (b.pending > 0) --b.pending;
+  if (b.pending == 0) {
+    // Thrown into autograd, so backward() fails with it.
+    throw std::logic_error("parameter " + std::to_string(param) +
+                           "'s gradient arrived twice before the buckets were sent: tandem's gradient buckets take "
+                           "one backward per step");
+  }
+  --b.pending;
   launch_ready();
 }
 
@@ -113,6 +123,16 @@ void Reducer::launch(Bucket& b) {
 }
 
 void Reducer::finish() {
+  // Autograd must have accumulated into the bucket views; a gradient that was replaced
+  // (zero_grad(set_to_none), a backward with create_graph) would be silently dropped.
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const torch::Tensor& g = params_[k].grad();
+    if (!g.defined() || g.data_ptr() != grad_ptrs_[k]) {
+      throw std::logic_error("parameter " + std::to_string(k) +
+                             "'s gradient is no longer a view of its allreduce bucket: zero gradients with "
+                             "Reducer::zero_grad, not the optimizer's zero_grad");
+    }
+  }
   if (collective_.world() <= 1) return;
   std::lock_guard<std::mutex> lock(mu_);
   // Parameters that took no part in this backward leave their bucket incomplete: send it

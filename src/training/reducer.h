@@ -76,6 +76,8 @@ class Reducer {
   // LibTorch 2.12, intrusive_ptr after: whatever grad_accumulator returns.)
   using AccumulatorRef = decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
   std::vector<AccumulatorRef> accumulators_;
+  std::vector<uintptr_t> hook_keys_;    // per accumulator, to remove the hooks (they capture this)
+  std::vector<const void*> grad_ptrs_;  // per parameter: where its gradient view starts
   std::mutex mu_;
   size_t next_ = 0;  // the next bucket to launch; GUARDED_BY(mu_)
   int64_t launched_in_backward_ = 0;  // GUARDED_BY(mu_)

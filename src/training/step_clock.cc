@@ -6,6 +6,9 @@
 #endif
 
 namespace tandem::training {
+namespace {
+constexpr int kInterrupted = -3;  // a boundary after work outside the steps
+}  // namespace
 
 // On CUDA: one event per boundary, in order; the gap between the previous step's last
 // event and this step's first is time the GPU had nothing to do.
@@ -16,6 +19,7 @@ struct StepClock::Cuda {
   std::vector<int> phases;   // per recorded event: -1 = step start, else the Phase that ended
   size_t used = 0;
   std::unique_ptr<at::cuda::CUDAEvent> previous_end;  // the last step's final event, carried over
+  int previous_phase = -2;
 
   void record(int phase) {
     if (used == events.size()) events.push_back(std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault));
@@ -62,25 +66,41 @@ void StepClock::mark(Phase p) {
   else sum_.optimizer += s;
 }
 
+void StepClock::interrupt() {
+#if defined(TANDEM_WITH_CUDA)
+  if (cuda_) {
+    // Drop the boundary the next step's idle time would be measured from: after the
+    // events recorded so far, a fresh start.
+    cuda_->record(kInterrupted);
+    return;
+  }
+#endif
+  started_ = false;
+}
+
 StepBreakdown StepClock::drain() {
 #if defined(TANDEM_WITH_CUDA)
   if (cuda_ && cuda_->used > 0) {
     Cuda& c = *cuda_;
     c.events[c.used - 1]->synchronize();
     const at::cuda::CUDAEvent* prev = c.previous_end.get();
+    int prev_phase = c.previous_phase;
     for (size_t i = 0; i < c.used; ++i) {
       const at::cuda::CUDAEvent& e = *c.events[i];
       if (prev) {
         const double s = prev->elapsed_time(e) / 1000.0;
         switch (c.phases[i]) {
-          case -1: sum_.idle += s; break;
+          case kInterrupted: break;  // time outside the steps
+          case -1: sum_.idle += prev_phase == kInterrupted ? 0.0 : s; break;
           case kForwardBackward: sum_.forward_backward += s; break;
           case kCommunication: sum_.communication += s; break;
           default: sum_.optimizer += s; break;
         }
       }
       prev = &e;
+      prev_phase = c.phases[i];
     }
+    c.previous_phase = prev_phase;
     // Keep the last event as the next interval's start; the rest return to the pool.
     std::swap(c.events[c.used - 1], c.previous_end);
     if (!c.events[c.used - 1]) c.events.erase(c.events.begin() + static_cast<long>(c.used) - 1);

@@ -31,6 +31,9 @@ class StepClock {
   void start_step();    // the batch is in hand (on CUDA: the stream has waited for it)
   void mark(Phase p);   // phase p has just been issued; call in order, kOptimizer last
   StepBreakdown drain();
+  // Work outside the steps (evaluation, a checkpoint, logging) happened since the last
+  // step: the gap before the next step is not idle time.
+  void interrupt();
 
  private:
   struct Cuda;

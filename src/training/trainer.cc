@@ -30,10 +30,13 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Hex FNV-1a over every parameter's bytes: equal on every rank, or the ranks diverged.
+// Hex FNV-1a over every parameter's and buffer's bytes: equal on every rank, or the
+// ranks diverged.
 std::string checksum(torch::nn::Module& model) {
   std::string all;
-  for (const auto& p : model.parameters()) {
+  std::vector<torch::Tensor> state = model.parameters();
+  for (const auto& b : model.buffers()) state.push_back(b);
+  for (const auto& p : state) {
     const torch::Tensor c = p.detach().to(torch::kCPU).contiguous();
     all.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
   }
@@ -70,6 +73,7 @@ struct Trainer::Impl {
   std::shared_ptr<const data::Dataset> eval;
 
   void resume();
+  void sync_buffers();
   torch::Tensor train_step(const DeviceBatch& batch, int64_t step, StepClock& clock);
   bool should_stop(int64_t step, const std::atomic<bool>& stop);
   void log_line(int64_t step, double loss, double window_s, int64_t window_samples, double window_wait) const;
@@ -87,7 +91,7 @@ Trainer::Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, cons
   m.paths = paths;
   m.eval = std::move(eval);
   m.device = pick_device(dist);
-  if (m.device.is_cuda()) install_pinned_buffers();
+  if (m.device.is_cuda()) install_pinned_buffers(m.device);
   // Under bf16 autocast the first layer computes in bf16 anyway: ship the input as bf16.
   m.format.dtype = opts.amp == "bf16" && m.device.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
   m.format.channels_last = opts.channels_last;
@@ -139,6 +143,15 @@ void Trainer::Impl::resume() {
   if (origin.empty()) return;
   start_step = restore_state(bytes, origin, *model.ptr(), *optimizer, device);
   if (dist.rank == 0) spdlog::info("resumed from {} at step {}", origin, start_step);
+}
+
+// Gradients are averaged, buffers (BatchNorm's running statistics) are not: each rank's
+// drift with its own batches. Rank 0's are the model's (it saves them), so they are
+// shared before every rank evaluates with them and at the end, as DDP does every step.
+void Trainer::Impl::sync_buffers() {
+  if (dist.world <= 1) return;
+  std::vector<torch::Tensor> buffers = model.ptr()->buffers();
+  if (!buffers.empty()) collective->broadcast(buffers);
 }
 
 // No host synchronisation: the loss stays on the device, clipping is computed there, and
@@ -202,6 +215,7 @@ std::string Trainer::Impl::save_model() {
 
 double Trainer::evaluate() {
   Impl& m = *impl_;
+  m.sync_buffers();
   const EvalCounts c = evaluate_shard(*m.model.ptr(), [&](const torch::Tensor& x) { return m.model.forward(x); },
                                       m.eval, m.dist.rank, m.dist.world, m.device, m.format);
   const std::vector<int64_t> total = m.collective->sum({c.correct, c.samples});
@@ -260,6 +274,7 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, c
       m.log_line(done, r.losses.back(), seconds_since(window_start), window_samples, window_wait);
       window_start = Clock::now();
       window_samples = 0;
+      clock.interrupt();  // the log step's own work is not waiting for data
     }
     const bool last = done == m.opts.steps;
     if (m.eval && (last || (m.opts.eval_every > 0 && done % m.opts.eval_every == 0))) {
@@ -267,9 +282,11 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, c
       r.eval_accuracy = accuracy;
       r.eval_history.emplace_back(done, accuracy);
       if (m.dist.rank == 0) spdlog::info("step={} eval_accuracy={:.4f}", done, accuracy);
+      clock.interrupt();
     }
     if (m.opts.checkpoint_every > 0 && done % m.opts.checkpoint_every == 0 && done < m.opts.steps) {
       r.last_checkpoint = m.save_checkpoint(done);
+      clock.interrupt();
     }
   }
   flush_losses(pending, r.losses);
@@ -290,6 +307,7 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, c
     r.grad_buckets_overlapped = m.reducer->launched_in_backward();
   }
   r.data_wait_fraction = r.wall_seconds > 0 ? r.data_wait_seconds / r.wall_seconds : 0;
+  m.sync_buffers();
   const std::string mine = checksum(*m.model.ptr());
   m.collective->put("checksum/" + std::to_string(m.dist.rank), mine);
   m.collective->barrier();
