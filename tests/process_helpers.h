@@ -62,6 +62,7 @@ inline int run_tandem(const std::string& args, const fs::path& log, int timeout_
 struct Child {
   pid_t pid = -1;
   bool reaped = false;
+  Child() = default;
   Child(pid_t p) : pid(p) {}
   Child(const Child&) = delete;
   ~Child() {
@@ -73,7 +74,7 @@ struct Child {
 };
 
 // Starts `tandem ARGS` in the background with its output in `log`.
-inline Child spawn(const std::string& args, const fs::path& log) {
+inline pid_t spawn_pid(const std::string& args, const fs::path& log) {
   const pid_t pid = fork();
   if (pid == 0) {
     const std::string cmd = std::string("exec ") + TANDEM_BINARY + " " + args + " > " + log.string() + " 2>&1";
@@ -82,6 +83,8 @@ inline Child spawn(const std::string& args, const fs::path& log) {
   }
   return pid;
 }
+
+inline Child spawn(const std::string& args, const fs::path& log) { return spawn_pid(args, log); }
 
 // The exit code, 128+signal if killed, or -1 (after killing it) past the deadline.
 inline int wait_exit(Child& child, std::chrono::seconds timeout) {

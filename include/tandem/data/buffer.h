@@ -3,8 +3,8 @@
 // can hand its memory to gRPC for zero-copy sends (release()).
 //
 // Where the memory comes from is a process-wide hook: a CUDA trainer installs pinned
-// (page-locked) host memory, so received batches can be copied to the GPU
-// asynchronously, straight from where gRPC put them, without Torch in this library.
+// (page-locked) host memory, so a received batch (copied once out of gRPC's buffers)
+// goes to the GPU by asynchronous DMA, without Torch in this library.
 #pragma once
 
 #include <cstddef>

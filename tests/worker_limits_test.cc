@@ -1,0 +1,133 @@
+// A worker stays up and bounded whatever its clients send: oversized requests, more
+// streams than it allows, and streams that ask and never read. A real worker process
+// on loopback, a raw gRPC client, and the worker's memory read from /proc.
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "process_helpers.h"
+#include "tandem/transport/remote_worker.h"
+#include "tandem/v1/data.grpc.pb.h"
+
+namespace tandem {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace tandem::testing;
+
+// Resident memory of a process, in MiB.
+long rss_mib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  long kib = 0;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      in >> kib;
+      return kib / 1024;
+    }
+    in.ignore(1 << 12, '\n');
+  }
+  return -1;
+}
+
+struct RawStream {
+  std::unique_ptr<v1::DataService::Stub> stub;  // its own connection, like 40 separate clients
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, v1::Batch>> rw;
+};
+
+v1::BatchRequest request(uint64_t seq, int samples) {
+  v1::BatchRequest r;
+  r.set_sequence(seq);
+  for (int i = 0; i < samples; ++i) r.add_indices(static_cast<uint64_t>(i));
+  return r;
+}
+
+class WorkerLimits : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fresh_dir("limits-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    port_ = free_port();
+    // premade 224 px float32: 602 KB a sample, cheap to make, so memory is the only limit.
+    worker_.pid = spawn_pid("worker --port " + std::to_string(port_) + " --bind 127.0.0.1 --threads 2 --data premade"
+                    " --image-size 224 --max-inflight-mb 64 --max-streams 16 --max-request-samples 64",
+                    dir_ / "worker.log");
+    ASSERT_TRUE(wait_for_text(dir_ / "worker.log", "serving", 30s)) << slurp(dir_ / "worker.log");
+    channel_ = grpc::CreateChannel(target(), grpc::InsecureChannelCredentials());
+    stub_ = v1::DataService::NewStub(channel_);
+  }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  fs::path dir_;
+  int port_ = 0;
+  Child worker_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::DataService::Stub> stub_;
+};
+
+TEST_F(WorkerLimits, ARequestForTooManySamplesIsRefusedAndTheWorkerServesOn) {
+  RawStream s;
+  s.rw = stub_->StreamBatches(&s.ctx);
+  ASSERT_TRUE(s.rw->Write(request(0, 3'000'000 / 1000)));  // 3,000 samples: over --max-request-samples 64
+  v1::Batch reply;
+  ASSERT_TRUE(s.rw->Read(&reply));
+  EXPECT_NE(reply.header().error().find("--max-request-samples"), std::string::npos) << reply.header().error();
+  s.ctx.TryCancel();
+  s.rw->Finish();
+  // A 3 MB request of 3 million indices is not even parsed.
+  RawStream big;
+  big.rw = stub_->StreamBatches(&big.ctx);
+  big.rw->Write(request(1, 3'000'000));
+  big.rw->WritesDone();
+  while (big.rw->Read(&reply)) {
+  }
+  EXPECT_FALSE(big.rw->Finish().ok());
+  transport::RemoteWorker check(target());
+  EXPECT_EQ(check.info(5).dataset, "premade");
+  EXPECT_EQ(waitpid(worker_.pid, nullptr, WNOHANG), 0) << "the worker died:\n" << slurp(dir_ / "worker.log");
+}
+
+TEST_F(WorkerLimits, StreamsThatAskAndNeverReadCannotGrowTheWorker) {
+  const long before = rss_mib(worker_.pid);
+  std::vector<std::unique_ptr<RawStream>> streams;
+  int refused = 0;
+  for (int i = 0; i < 40; ++i) {
+    auto s = std::make_unique<RawStream>();
+    // Accepted streams end at this deadline; refused ones carry the worker's answer.
+    s->ctx.set_deadline(std::chrono::system_clock::now() + 6s);
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    s->stub = v1::DataService::NewStub(grpc::CreateCustomChannel(target(), grpc::InsecureChannelCredentials(), args));
+    s->rw = s->stub->StreamBatches(&s->ctx);
+    // 32 requests of 64 samples: 1.2 GB per stream if the worker made them all.
+    for (int k = 0; k < 32; ++k) {
+      if (!s->rw->Write(request(static_cast<uint64_t>(k), 64))) break;
+    }
+    streams.push_back(std::move(s));
+  }
+  std::this_thread::sleep_for(3s);  // time for an unbounded worker to grow (measured, not synchronised)
+  const long during = rss_mib(worker_.pid);
+  for (auto& s : streams) {
+    const grpc::Status st = s->rw->Finish();
+    if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++refused;
+      EXPECT_NE(st.error_message().find("--max-streams"), std::string::npos) << st.error_message();
+    }
+  }
+  // At most 16 are served at once; how many of the rest reach the handler (and are
+  // refused) before their deadline depends on gRPC's thread pool.
+  EXPECT_GT(refused, 0) << "streams beyond --max-streams 16 are refused";
+  // 64 MiB of batches in flight, plus gRPC's buffers: far below the 48 GB asked for.
+  EXPECT_LT(during - before, 600) << "worker grew from " << before << " to " << during << " MiB";
+  transport::RemoteWorker check(target());
+  EXPECT_EQ(check.info(5).dataset, "premade");
+}
+
+}  // namespace
+}  // namespace tandem
