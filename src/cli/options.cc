@@ -84,6 +84,8 @@ void add_worker_options(CLI::App& app, WorkerOptions& o) {
   app.add_option("--max-inflight-mb", o.max_inflight_mb,
                  "MiB of batches accepted but not yet sent, across streams; 0 = a quarter of available memory")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->group(kWorkerGroup);
+  app.add_option("--term-grace", o.term_grace_s, "After SIGTERM, serve connected trainers at most this many seconds")
+      ->capture_default_str()->check(CLI::Range(0.0, 110.0))->group(kWorkerGroup);
   app.add_option("--idle-timeout", o.idle_timeout_s, "Exit when no trainer speaks for this many seconds")
       ->capture_default_str()->check(CLI::PositiveNumber)->group(kWorkerGroup);
 }

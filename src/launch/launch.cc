@@ -55,6 +55,7 @@ int run_rank_processes(const Settings& settings, const cluster::RolePlan& plan, 
                settings.trainer.master_port);
   SuperviseOptions opts;
   opts.timeout_s = 1e9;  // training takes as long as it takes; SIGTERM and failures end it
+  opts.grace_s = 100;    // SIGTERM -> SIGKILL: SageMaker allows 120 s, ranks need it for a checkpoint
   const std::vector<ExitStatus> statuses = supervise(children, opts);
   bool interrupted = false;
   for (const auto& s : statuses) {

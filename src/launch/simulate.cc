@@ -1,6 +1,7 @@
 #include "tandem/launch/simulate.h"
 
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/launch/roles.h"
 
 namespace tandem::launch {
 
@@ -287,6 +289,7 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
   // Data workers normally exit within a second of the trainers' Shutdown RPC; this only
   // catches a worker that never got it, so the run does not sit until timeout_s.
   opts.linger_s = 30;
+  opts.grace_s = 60;  // workers serve a stopping trainer up to --term-grace (30 s)
   const auto statuses = supervise(host_specs(settings, hosts, run, tandem_exe), opts);
 
   std::cout << status_table(hosts, statuses);
@@ -296,7 +299,15 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
   const bool all_ok = std::all_of(statuses.begin(), statuses.end(),
                                   [](const ExitStatus& s) { return s.ok(); });
   spdlog::info("run directory: {}", run);
-  return all_ok ? 0 : 1;
+  if (all_ok) return kExitOk;
+  // Interrupted (the trainers stopped on a signal and checkpointed) is not failed.
+  bool trainers_interrupted = true, others_ok = true;
+  for (size_t i = 0; i < hosts.size() && i < statuses.size(); ++i) {
+    const ExitStatus& s = statuses[i];
+    if (hosts[i].trainer) trainers_interrupted &= s.signal == 0 && s.exit_code == kExitInterrupted;
+    else others_ok &= s.ok() || s.signal == SIGTERM;
+  }
+  return trainers_interrupted && others_ok ? kExitInterrupted : kExitFailed;
 }
 
 }  // namespace tandem::launch

@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <csignal>
 #include <memory>
+#include <mutex>
 
 #include <spdlog/spdlog.h>
 
@@ -39,7 +40,8 @@ std::pair<int, int> split_cores(const TrainerOptions& opts, bool has_remote, boo
 // Connects to every worker and checks it serves exactly our dataset.
 std::vector<std::unique_ptr<transport::RemoteWorker>> connect_workers(const std::vector<std::string>& targets,
                                                                       const Settings& settings,
-                                                                      const data::DatasetInfo& info) {
+                                                                      const data::DatasetInfo& info,
+                                                                      const std::atomic<bool>& stop) {
   const TrainerOptions& opts = settings.trainer;
   std::vector<std::unique_ptr<transport::RemoteWorker>> workers;
   if (settings.security.token.empty() &&
@@ -51,7 +53,7 @@ std::vector<std::unique_ptr<transport::RemoteWorker>> connect_workers(const std:
   for (const std::string& target : targets) {
     auto w = std::make_unique<transport::RemoteWorker>(target, settings.security);
     const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
-    w->wait_ready(std::max(left, 1.0));
+    w->wait_ready(std::max(left, 1.0), &stop);
     const transport::WorkerInfo wi = w->info(10);
     if (wi.fingerprint != info.fingerprint || wi.size != info.size) {
       throw ConfigError("data worker " + target + " (" + wi.host + ") serves dataset '" + wi.dataset + "' of " +
@@ -102,9 +104,15 @@ void add_skipped(nlohmann::json& summary, const data::Dataset& local,
 
 int run_trainer(const Settings& settings, const std::vector<std::string>& worker_targets, const std::string& host) {
   std::atomic<bool> stop{false};
+  // A lone rank stops at once: closing its scheduler ends a wait for a batch. Ranks of a
+  // group agree on stopping at their next log interval and keep their feed until then.
+  std::mutex feed_mu;
+  feed::Scheduler* closable = nullptr;  // GUARDED_BY(feed_mu)
   SignalWatcher signals([&](int signo) {
     spdlog::warn("received {}: stopping training", signo == SIGTERM ? "SIGTERM" : "SIGINT");
     stop = true;
+    std::lock_guard lock(feed_mu);
+    if (closable) closable->close();
   });
   transport::keep_grpc_initialised();
   const TrainerOptions& opts = settings.trainer;
@@ -146,18 +154,29 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
                                static_cast<uint64_t>(trainer.start_step())});
     spdlog::info("trainer {} rank {}/{} on {}: {} data workers, {} local preprocessing threads, {} torch threads",
                  host, dist.rank, dist.world, trainer.device(), worker_targets.size(), local, torch_threads);
-    workers = connect_workers(worker_targets, settings, info);
+    workers = connect_workers(worker_targets, settings, info, stop);
     for (auto& w : workers) w->start(scheduler, scheduler.add_source(w->target(), opts.inflight));
     std::unique_ptr<feed::LocalSource> local_source;
     if (local > 0) local_source = std::make_unique<feed::LocalSource>(scheduler, dataset, local, data::wire_dtype(settings.data));
     training::TrainReport result;
+    if (dist.world == 1) {
+      std::lock_guard lock(feed_mu);
+      closable = &scheduler;
+      if (stop) scheduler.close();
+    }
+    auto unhook = [&] {
+      std::lock_guard lock(feed_mu);
+      closable = nullptr;
+    };
     try {
       result = trainer.run([&] { return scheduler.next(); }, stop);
     } catch (...) {
+      unhook();
       scheduler.close();
       for (auto& w : workers) w->stop();  // their threads use the scheduler
       throw;
     }
+    unhook();
     scheduler.close();
     for (auto& w : workers) w->stop();
     local_source.reset();
@@ -174,6 +193,11 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       release_workers(result.interrupted ? "trainer interrupted" : "training finished");
     }
     return result.interrupted ? kExitInterrupted : kExitOk;
+  } catch (const Interrupted& e) {
+    spdlog::warn("trainer {} rank {} stopped before training: {}", host, rank, e.what());
+    for (auto& w : workers) w->stop();
+    if (rank == 0) release_workers("trainer interrupted");
+    return kExitInterrupted;
   } catch (const std::exception& e) {
     spdlog::error("trainer {} rank {} failed: {}", host, rank, e.what());
     report::write_failure(root, std::string("trainer failed: ") + e.what());

@@ -15,10 +15,20 @@ namespace tandem::launch {
 int run_worker(const Settings& settings, const std::string& host) {
   std::atomic<transport::WorkerServer*> live{nullptr};
   std::atomic<bool> signalled{false};
+  // SIGTERM reaches every host of a job at once: serve a connected trainer a little
+  // longer, so that it can finish its step and checkpoint; a second signal stops at once.
   SignalWatcher signals([&](int signo) {
-    spdlog::info("received {}: stopping the data worker", signo == SIGTERM ? "SIGTERM" : "SIGINT");
-    signalled = true;
-    if (auto* s = live.load()) s->stop();
+    const bool again = signalled.exchange(true);
+    auto* s = live.load();
+    if (!s) return;
+    if (again || signo == SIGINT) {
+      spdlog::info("received {}: stopping the data worker", signo == SIGTERM ? "SIGTERM" : "SIGINT");
+      s->stop();
+    } else {
+      spdlog::info("received SIGTERM: stopping the data worker once no trainer is connected (at most {} s)",
+                   settings.worker.term_grace_s);
+      s->stop_when_idle(settings.worker.term_grace_s);
+    }
   });
   transport::keep_grpc_initialised();
   auto dataset = data::make_dataset(settings.data);
@@ -26,7 +36,7 @@ int run_worker(const Settings& settings, const std::string& host) {
   const int port = settings.worker.port ? settings.worker.port : settings.cluster.worker_port;
   const int bound = server.start(settings.worker.bind + ":" + std::to_string(port));
   live = &server;
-  if (signalled) server.stop();
+  if (signalled) server.stop_when_idle(settings.worker.term_grace_s);
   spdlog::info("data worker {} serving '{}' ({} samples, fingerprint {}) on port {} with {} threads", host,
                dataset->info().name, dataset->info().size, dataset->info().fingerprint, bound, server.threads());
   const transport::StopReason why = server.wait();

@@ -1,6 +1,7 @@
 #include "tandem/training/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -224,12 +225,21 @@ double Trainer::evaluate() {
 
 namespace {
 
-// Per-step losses stay on the device until a log step reads them all at once.
+// Per-step losses stay on the device until a log step reads them all at once. Throws
+// Diverged at the first loss that is not finite.
 void flush_losses(std::vector<torch::Tensor>& pending, std::vector<double>& out) {
   if (pending.empty()) return;
   const torch::Tensor host = torch::stack(pending).to(torch::kCPU, torch::kFloat64);
-  out.insert(out.end(), host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
   pending.clear();
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    const double loss = host.data_ptr<double>()[i];
+    if (!std::isfinite(loss)) {
+      throw Diverged("the loss became " + std::to_string(loss) + " at step " + std::to_string(out.size() + 1) +
+                     " of this run: lower --lr, add --clip-grad-norm or check the data (a source sending "
+                     "NaN or garbage); the last good checkpoint is kept");
+    }
+    out.push_back(loss);
+  }
 }
 
 }  // namespace
@@ -252,44 +262,63 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, c
   auto window_start = start;
   int64_t window_samples = 0;
   int64_t step = m.next_step;
-  if (step < end) feed.prefetch();
-  if (limits.resident) resident = feed.take();
-  for (; step < end; ++step) {
-    if (m.should_stop(step, stop)) {
-      r.interrupted = true;
-      break;
+  int64_t completed = step;  // steps whose update the model holds
+  try {
+    if (step < end) feed.prefetch();
+    if (limits.resident) resident = feed.take();
+    for (; step < end; ++step) {
+      if (m.should_stop(step, stop)) {
+        r.interrupted = true;
+        break;
+      }
+      std::optional<DeviceBatch> batch = limits.resident ? resident : feed.take();
+      if (!batch) {
+        r.interrupted = stop.load();  // a stop closes the feed
+        break;
+      }
+      clock.start_step();
+      pending.push_back(m.train_step(*batch, step, clock));
+      completed = step + 1;
+      r.samples += batch->size;
+      window_samples += batch->size;
+      const int64_t done = step + 1;
+      // The next batch travels while the device computes this step.
+      if (done < end && !limits.resident) feed.prefetch();
+      if (done % m.opts.log_every == 0 || done == end) {
+        flush_losses(pending, r.losses);
+        const double window_wait = add_times(r.step_times, clock.drain(), feed.drain_times(), m.device.is_cuda());
+        m.log_line(done, r.losses.back(), seconds_since(window_start), window_samples, window_wait);
+        window_start = Clock::now();
+        window_samples = 0;
+        clock.interrupt();  // the log step's own work is not waiting for data
+      }
+      const bool last = done == m.opts.steps;
+      if (m.eval && (last || (m.opts.eval_every > 0 && done % m.opts.eval_every == 0))) {
+        const double accuracy = evaluate();
+        r.eval_accuracy = accuracy;
+        r.eval_history.emplace_back(done, accuracy);
+        if (m.dist.rank == 0) spdlog::info("step={} eval_accuracy={:.4f}", done, accuracy);
+        clock.interrupt();
+      }
+      if (m.opts.checkpoint_every > 0 && done % m.opts.checkpoint_every == 0 && done < m.opts.steps) {
+        r.last_checkpoint = m.save_checkpoint(done);
+        clock.interrupt();
+      }
     }
-    std::optional<DeviceBatch> batch = limits.resident ? resident : feed.take();
-    if (!batch) break;
-    clock.start_step();
-    pending.push_back(m.train_step(*batch, step, clock));
-    r.samples += batch->size;
-    window_samples += batch->size;
-    const int64_t done = step + 1;
-    // The next batch travels while the device computes this step.
-    if (done < end && !limits.resident) feed.prefetch();
-    if (done % m.opts.log_every == 0 || done == end) {
-      flush_losses(pending, r.losses);
-      const double window_wait = add_times(r.step_times, clock.drain(), feed.drain_times(), m.device.is_cuda());
-      m.log_line(done, r.losses.back(), seconds_since(window_start), window_samples, window_wait);
-      window_start = Clock::now();
-      window_samples = 0;
-      clock.interrupt();  // the log step's own work is not waiting for data
+    flush_losses(pending, r.losses);
+  } catch (const Diverged&) {
+    throw;  // the model is no good: keep the last checkpoint
+  } catch (const std::exception& e) {
+    // Whatever failed (a source, the network), the steps done so far are not lost.
+    try {
+      const std::string dir = m.save_checkpoint(completed);
+      if (!dir.empty()) spdlog::warn("training failed at step {}; checkpoint of step {} written", step, completed);
+    } catch (const std::exception& c) {
+      spdlog::error("could not write a checkpoint after the failure: {}", c.what());
     }
-    const bool last = done == m.opts.steps;
-    if (m.eval && (last || (m.opts.eval_every > 0 && done % m.opts.eval_every == 0))) {
-      const double accuracy = evaluate();
-      r.eval_accuracy = accuracy;
-      r.eval_history.emplace_back(done, accuracy);
-      if (m.dist.rank == 0) spdlog::info("step={} eval_accuracy={:.4f}", done, accuracy);
-      clock.interrupt();
-    }
-    if (m.opts.checkpoint_every > 0 && done % m.opts.checkpoint_every == 0 && done < m.opts.steps) {
-      r.last_checkpoint = m.save_checkpoint(done);
-      clock.interrupt();
-    }
+    throw;
   }
-  flush_losses(pending, r.losses);
+  step = completed;
   add_times(r.step_times, clock.drain(), feed.drain_times(), m.device.is_cuda());
   m.next_step = step;
   if (r.interrupted) r.last_checkpoint = m.save_checkpoint(step);

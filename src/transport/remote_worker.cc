@@ -76,11 +76,12 @@ RemoteWorker::RemoteWorker(std::string target, const SecurityOptions& security)
 
 RemoteWorker::~RemoteWorker() { stop(); }
 
-void RemoteWorker::wait_ready(double timeout_s) {
+void RemoteWorker::wait_ready(double timeout_s, const std::atomic<bool>* stop) {
   const auto deadline = after(timeout_s);
   auto health = grpc::health::v1::Health::NewStub(impl_->channel);
   std::string last = "no answer";
   while (Clock::now() < deadline) {
+    if (stop && stop->load()) throw Interrupted("stopped while waiting for data worker " + target_);
     impl_->channel->WaitForConnected(std::min(deadline, after(1.0)));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::min(deadline, after(2.0)));

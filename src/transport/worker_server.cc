@@ -301,6 +301,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   std::unique_ptr<grpc::Server> server;
   std::atomic<Clock::rep> last_activity{Clock::now().time_since_epoch().count()};
   std::atomic<Clock::rep> last_refusal_log{0};
+  std::atomic<Clock::rep> stop_deadline{0};  // set by stop_when_idle; 0 = none
   std::atomic<int> open_streams{0};
   std::atomic<bool> stopping{false};
   std::mutex mu;
@@ -360,6 +361,12 @@ StopReason WorkerServer::wait() {
         impl_->reason = StopReason::kIdle;
         break;
       }
+      if (const auto d = impl_->stop_deadline.load(); d != 0) {
+        if (impl_->open_streams == 0 || Clock::now().time_since_epoch().count() > d) {
+          impl_->reason = StopReason::kStopped;
+          break;
+        }
+      }
     }
     why = *impl_->reason;
   }
@@ -369,5 +376,11 @@ StopReason WorkerServer::wait() {
 }
 
 void WorkerServer::stop() { impl_->finish(StopReason::kStopped); }
+
+void WorkerServer::stop_when_idle(double grace_s) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
+  impl_->stop_deadline = deadline.time_since_epoch().count();
+  impl_->cv.notify_all();
+}
 
 }  // namespace tandem::transport

@@ -21,6 +21,19 @@ class NetworkError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A wait was cut short by SIGTERM or SIGINT: the caller stops cleanly (exit 2).
+class Interrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Training produced a loss that is not a finite number: stop, keep the last good
+// checkpoint, write no new one.
+class Diverged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Wraps `what` with context as an error climbs: "loading resourceconfig.json: <what>".
 std::string with_context(const std::string& context, const std::exception& e);
 

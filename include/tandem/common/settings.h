@@ -77,6 +77,9 @@ struct WorkerOptions {
   int max_request_samples = 65536;  // --max-request-samples
   int max_streams = 64;             // --max-streams
   int64_t max_inflight_mb = 0;      // --max-inflight-mb
+  // --term-grace: after SIGTERM, keep serving connected trainers this long at most (they
+  // are stopping too, and need their batches to reach a checkpoint).
+  double term_grace_s = 30;
 };
 
 // The training loop and its feeding.

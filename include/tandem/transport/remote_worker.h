@@ -36,8 +36,8 @@ class RemoteWorker {
   const std::string& target() const { return target_; }
 
   // Waits until the worker's health check answers SERVING. Throws NetworkError naming
-  // the target and the fix after `timeout_s`.
-  void wait_ready(double timeout_s);
+  // the target and the fix after `timeout_s`, or Interrupted as soon as `*stop` is set.
+  void wait_ready(double timeout_s, const std::atomic<bool>* stop = nullptr);
 
   // Asks what the worker serves. Throws NetworkError on failure.
   WorkerInfo info(double timeout_s);

@@ -35,6 +35,10 @@ class WorkerServer {
   // Makes wait() return kStopped. Thread-safe; not async-signal-safe.
   void stop();
 
+  // Makes wait() return kStopped once no stream is open, or after `grace_s` at the
+  // latest: on SIGTERM a worker lets a connected trainer finish its step and checkpoint.
+  void stop_when_idle(double grace_s);
+
   int threads() const;
 
  private:
