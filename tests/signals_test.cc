@@ -1,0 +1,116 @@
+// Stopping and failing without losing work, end to end with real processes: SIGTERM to
+// every host at once (a SageMaker stop or spot interruption), SIGTERM while the trainer
+// waits for workers, a source that dies mid-run, a loss that becomes NaN, and simulate.
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "process_helpers.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using namespace tandem::testing;
+
+// A trainer with its own SageMaker root (checkpoints are written only under one).
+std::string trainer_args(const fs::path& root, const std::string& workers, const std::string& extra = "") {
+  fs::create_directories(root);
+  return "trainer --workers " + workers + " --local-workers 0 --train-threads 1 --batch-size 8 --log-every 5"
+         " --steps 100000 --data blur-benchmark --image-size 64 --sagemaker-root " + root.string() +
+         " --summary-json " + (root / "s.json").string() + extra;
+}
+
+std::string worker_args(int port) {
+  return "worker --port " + std::to_string(port) + " --bind 127.0.0.1 --threads 1 --data blur-benchmark"
+         " --image-size 64 --term-grace 20";
+}
+
+std::vector<fs::path> checkpoints(const fs::path& root) {
+  std::vector<fs::path> out;
+  if (!fs::exists(root / "checkpoints")) return out;
+  for (const auto& e : fs::directory_iterator(root / "checkpoints")) {
+    if (e.path().extension() == ".pt") out.push_back(e.path());
+  }
+  return out;
+}
+
+TEST(Signals, SigtermToEveryHostAtOnceCheckpointsTheLastStepAndExitsTwo) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 3; ++round) {
+    const fs::path dir = fresh_dir("sigterm-all-" + std::to_string(round));
+    const int p1 = free_port(), p2 = free_port();
+    Child w1 = spawn(worker_args(p1), dir / "w1.log");
+    Child w2 = spawn(worker_args(p2), dir / "w2.log");
+    const std::string workers = "127.0.0.1:" + std::to_string(p1) + ",127.0.0.1:" + std::to_string(p2);
+    Child trainer = spawn(trainer_args(dir / "root", workers), dir / "trainer.log");
+    ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 90s)) << slurp(dir / "trainer.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 1500)(rng)));
+    for (Child* c : {&w1, &w2, &trainer}) kill(c->pid, SIGTERM);  // all at once, workers first
+    EXPECT_EQ(wait_exit(trainer, 60s), 2) << slurp(dir / "trainer.log");
+    EXPECT_EQ(wait_exit(w1, 60s), 0) << slurp(dir / "w1.log");
+    EXPECT_EQ(wait_exit(w2, 60s), 0) << slurp(dir / "w2.log");
+    const auto s = nlohmann::json::parse(slurp(dir / "root/s.json"));
+    EXPECT_TRUE(s["interrupted"].get<bool>());
+    const auto ckpts = checkpoints(dir / "root");
+    ASSERT_EQ(ckpts.size(), 1u) << slurp(dir / "trainer.log");
+    char name[32];
+    std::snprintf(name, sizeof name, "ckpt-%09lld.pt", static_cast<long long>(s["steps"].get<int64_t>()));
+    EXPECT_EQ(ckpts[0].filename().string(), name) << "the checkpoint holds the last completed step";
+  }
+}
+
+TEST(Signals, SigtermWhileWaitingForAbsentWorkersEndsTheWaitAtOnce) {
+  const fs::path dir = fresh_dir("sigterm-start");
+  Child trainer = spawn(trainer_args(dir / "root", "127.0.0.1:" + std::to_string(free_port()),
+                                     " --connect-timeout 100"),
+                        dir / "trainer.log");
+  ASSERT_TRUE(wait_for_text(dir / "trainer.log", "trainer ", 30s)) << slurp(dir / "trainer.log");
+  std::this_thread::sleep_for(1s);
+  const auto start = std::chrono::steady_clock::now();
+  kill(trainer.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(trainer, 30s), 2) << slurp(dir / "trainer.log");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+TEST(Signals, ATrainerWhoseLastSourceDiesWritesACheckpointBeforeFailing) {
+  const fs::path dir = fresh_dir("source-dies");
+  const int port = free_port();
+  Child worker = spawn(worker_args(port), dir / "w.log");
+  Child trainer = spawn(trainer_args(dir / "root", "127.0.0.1:" + std::to_string(port)), dir / "trainer.log");
+  ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 90s)) << slurp(dir / "trainer.log");
+  kill(worker.pid, SIGKILL);
+  wait_exit(worker, 10s);
+  EXPECT_EQ(wait_exit(trainer, 60s), 1) << slurp(dir / "trainer.log");
+  EXPECT_NE(slurp(dir / "trainer.log").find("checkpoint of step"), std::string::npos) << slurp(dir / "trainer.log");
+  EXPECT_EQ(checkpoints(dir / "root").size(), 1u);
+  EXPECT_TRUE(fs::exists(dir / "root/output/failure"));
+}
+
+TEST(Signals, ALossThatIsNotFiniteStopsTrainingWithAClearError) {
+  const fs::path dir = fresh_dir("nan");
+  fs::create_directories(dir / "root");
+  const int code = run_tandem("trainer --local-workers 1 --train-threads 1 --steps 60 --log-every 5 --lr 1e30"
+                              " --checkpoint-every 1000 --sagemaker-root " + (dir / "root").string(),
+                              dir / "run.log", 120);
+  EXPECT_EQ(code, 1) << slurp(dir / "run.log");
+  EXPECT_NE(slurp(dir / "run.log").find("the loss became"), std::string::npos) << slurp(dir / "run.log");
+  EXPECT_TRUE(checkpoints(dir / "root").empty()) << "a diverged model must not be checkpointed";
+  EXPECT_FALSE(fs::exists(dir / "root/model/model.pt"));
+}
+
+TEST(Signals, SimulateExitsTwoWhenItsRunIsInterrupted) {
+  const fs::path dir = fresh_dir("simulate-sigterm");
+  Child sim = spawn("simulate --steps 100000 --log-every 20 --run-dir " + (dir / "run").string(), dir / "sim.log");
+  ASSERT_TRUE(wait_for_text(dir / "sim.log", "step=20 ", 90s)) << slurp(dir / "sim.log");
+  kill(sim.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(sim, 90s), 2) << slurp(dir / "sim.log");
+}
+
+}  // namespace
