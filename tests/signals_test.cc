@@ -96,7 +96,7 @@ TEST(Signals, ATrainerWhoseLastSourceDiesWritesACheckpointBeforeFailing) {
 TEST(Signals, ALossThatIsNotFiniteStopsTrainingWithAClearError) {
   const fs::path dir = fresh_dir("nan");
   fs::create_directories(dir / "root");
-  const int code = run_tandem("trainer --local-workers 1 --train-threads 1 --steps 60 --log-every 5 --lr 1e30"
+  const int code = run_tandem("trainer --local-workers 1 --train-threads 1 --steps 60 --log-every 5 --lr 1e9"
                               " --checkpoint-every 1000 --sagemaker-root " + (dir / "root").string(),
                               dir / "run.log", 120);
   EXPECT_EQ(code, 1) << slurp(dir / "run.log");

@@ -20,8 +20,8 @@ CLI::App* add_bench(CLI::App& parent, const std::string& name, const std::string
   add_data_options(*app, f.opts.data);
   app->add_option("--threads", f.opts.threads, "Preprocessing threads; 0 = all cores")->capture_default_str();
   app->add_option("--batch-size", f.opts.batch_size, "Samples per batch")->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app->add_option("--seconds", f.opts.seconds, "Measured seconds")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(positive());
+  app->add_option("--seconds", f.opts.seconds, "Measured seconds")->capture_default_str()->check(positive());
   app->add_flag("--json", f.json, "Print one JSON object instead of text");
   return app;
 }
@@ -60,11 +60,11 @@ Command add_bench_command(CLI::App& root, Settings&) {
   add_trainer_options(*train, train_opts.trainer);
   train->remove_option(train->get_option("--steps"));  // the bench counts its own
   train->add_option("--steps", train_opts.steps, "Measured steps of each run")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   train->add_option("--warmup", train_opts.warmup_steps, "Unmeasured steps before each run")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(non_negative());
   train->add_option("--threads", train_opts.threads, "Preprocessing threads for the fed run; 0 = spare cores")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(non_negative());
   train->add_flag("--json", flags.json, "Print one JSON object instead of text");
   return {app, [pipeline, transport, feed, train] {
             const std::string exe = std::filesystem::read_symlink("/proc/self/exe");

@@ -1,15 +1,56 @@
 #include "tandem/cli/options.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tandem/common/error.h"
+#include "tandem/common/json_limits.h"
+#include "tandem/common/text.h"
 
 namespace tandem::cli {
+namespace {
+
+// Numbers as a person writes them: 1, 0.5, 65535, 1e+09.
+std::string plain(double v) { return fmt::format("{:g}", v); }
+
+// A finite number in [lo, hi] (strictly above lo when `open_low`). CLI11's own ranges let
+// NaN through and print their bounds as 0.000000 to 1.79e308. The upper bounds keep
+// seconds and counts inside what tandem's clocks and integers hold.
+CLI::Validator number_in(double lo, double hi, bool open_low) {
+  const std::string desc = (open_low ? "(" : "[") + plain(lo) + " - " + plain(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, open_low](std::string& text) -> std::string {
+        double v = 0;
+        size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size()) return "'" + printable(text, 40) + "' is not a number";
+        if (!std::isfinite(v)) return "'" + printable(text, 40) + "' is not a finite number";
+        if (v < lo || v > hi || (open_low && v == lo)) {
+          return printable(text, 40) + " is out of range: use " + (open_low ? "more than " : "") + plain(lo) +
+                 (open_low ? " and at most " : " to ") + plain(hi);
+        }
+        return "";
+      },
+      desc);
+}
+
+constexpr double kMaxNumber = 1e9;
+
+}  // namespace
+
+CLI::Validator positive() { return number_in(0, kMaxNumber, true); }
+CLI::Validator non_negative() { return number_in(0, kMaxNumber, false); }
+CLI::Validator in_range(double lo, double hi) { return number_in(lo, hi, false); }
 
 void add_cluster_options(CLI::App& app, ClusterOptions& o) {
   app.add_option("--sagemaker-root", o.sagemaker_root,
@@ -23,9 +64,9 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
   app.add_option("--host-map", o.host_map, "How to reach hosts: name=addr[:port],...")
       ->envname("TANDEM_HOST_MAP")->delimiter(',')->group(kClusterGroup);
   app.add_option("--worker-port", o.worker_port, "Port data workers listen on")
-      ->capture_default_str()->check(CLI::Range(1, 65535))->group(kClusterGroup);
+      ->capture_default_str()->check(in_range(1, 65535))->group(kClusterGroup);
   app.add_option("--resolve-timeout", o.resolve_timeout_s, "Seconds to wait for host names to resolve")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kClusterGroup);
+      ->capture_default_str()->check(non_negative())->group(kClusterGroup);
 }
 
 void add_security_options(CLI::App& app, SecurityOptions& o) {
@@ -51,7 +92,7 @@ void add_data_options(CLI::App& app, DataOptions& o) {
   app.add_option("--seed", o.seed, "Seed of every random choice")->capture_default_str()->group(kDataGroup);
   app.add_option("--num-classes", o.num_classes, "Classes")->capture_default_str()->group(kDataGroup);
   app.add_option("--image-size", o.image_size, "Image side in pixels; 0 = the dataset's default")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kDataGroup);
+      ->capture_default_str()->check(non_negative())->group(kDataGroup);
   app.add_option("--dataset-size", o.dataset_size, "Samples per epoch; 0 = the dataset's default")
       ->capture_default_str()->group(kDataGroup);
   app.add_option("--wire-dtype", o.wire_dtype,
@@ -73,21 +114,21 @@ void add_data_options(CLI::App& app, DataOptions& o) {
 
 void add_worker_options(CLI::App& app, WorkerOptions& o) {
   app.add_option("--port", o.port, "Port to serve on; 0 = --worker-port")->capture_default_str()
-      ->check(CLI::Range(0, 65535))->group(kWorkerGroup);
+      ->check(in_range(0, 65535))->group(kWorkerGroup);
   app.add_option("--bind", o.bind, "Address to listen on")->capture_default_str()->group(kWorkerGroup);
   app.add_option("--threads", o.threads, "Preprocessing threads; 0 = all cores")->capture_default_str()
-      ->check(CLI::NonNegativeNumber)->group(kWorkerGroup);
+      ->check(non_negative())->group(kWorkerGroup);
   app.add_option("--max-request-samples", o.max_request_samples, "Most samples one request may ask for")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 24))->group(kWorkerGroup);
+      ->capture_default_str()->check(in_range(1, 1 << 24))->group(kWorkerGroup);
   app.add_option("--max-streams", o.max_streams, "Most batch streams open at once")
-      ->capture_default_str()->check(CLI::Range(1, 100000))->group(kWorkerGroup);
+      ->capture_default_str()->check(in_range(1, 100000))->group(kWorkerGroup);
   app.add_option("--max-inflight-mb", o.max_inflight_mb,
                  "MiB of batches accepted but not yet sent, across streams; 0 = a quarter of available memory")
-      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->group(kWorkerGroup);
+      ->capture_default_str()->check(in_range(int64_t{0}, int64_t{1} << 30))->group(kWorkerGroup);
   app.add_option("--term-grace", o.term_grace_s, "After SIGTERM, serve connected trainers at most this many seconds")
-      ->capture_default_str()->check(CLI::Range(0.0, 110.0))->group(kWorkerGroup);
+      ->capture_default_str()->check(in_range(0.0, 110.0))->group(kWorkerGroup);
   app.add_option("--idle-timeout", o.idle_timeout_s, "Exit when no trainer speaks for this many seconds")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(kWorkerGroup);
+      ->capture_default_str()->check(positive())->group(kWorkerGroup);
 }
 
 void add_trainer_options(CLI::App& app, TrainerOptions& o) {
@@ -96,18 +137,18 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--optimizer", o.optimizer, "sgd (with --momentum) | adam | adamw")->capture_default_str()
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))->group(kTrainerGroup);
   app.add_option("--weight-decay", o.weight_decay, "Weight decay")->capture_default_str()
-      ->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+      ->check(non_negative())->group(kTrainerGroup);
   app.add_option("--lr-schedule", o.schedule, "constant | cosine (decays to 0 at --steps)")->capture_default_str()
       ->check(CLI::IsMember({"constant", "cosine"}))->group(kTrainerGroup);
   app.add_option("--warmup-steps", o.warmup_steps, "Linear learning-rate warmup steps")->capture_default_str()
-      ->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+      ->check(non_negative())->group(kTrainerGroup);
   app.add_option("--clip-grad-norm", o.clip_grad_norm, "Clip the gradient norm to this; 0 = off")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+      ->capture_default_str()->check(non_negative())->group(kTrainerGroup);
   app.add_option("--amp", o.amp, "Mixed precision: none | bf16")->capture_default_str()
       ->check(CLI::IsMember({"none", "bf16"}))->group(kTrainerGroup);
   app.add_flag("--channels-last", o.channels_last, "Channels-last memory format")->group(kTrainerGroup);
   app.add_option("--procs-per-host", o.procs_per_host, "Trainer processes per host; 0 = one per GPU (1 on CPU)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+      ->capture_default_str()->check(non_negative())->group(kTrainerGroup);
   app.add_flag("--allow-cpu-training", o.allow_cpu_training,
                "Let a GPU-family host train on its CPU when it has no usable GPU (otherwise an error)")
       ->group(kTrainerGroup);
@@ -118,36 +159,36 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
                  "overlap (allreduce gradient buckets during backward) | after-backward")
       ->capture_default_str()->check(CLI::IsMember({"overlap", "after-backward"}))->group(kTrainerGroup);
   app.add_option("--master-port", o.master_port, "Port of the rendezvous store on the first trainer host")
-      ->capture_default_str()->check(CLI::Range(1, 65535))->group(kTrainerGroup);
+      ->capture_default_str()->check(in_range(1, 65535))->group(kTrainerGroup);
   app.add_option("--dist-timeout", o.dist_timeout_s, "Seconds allowed for rendezvous and each collective")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
+      ->capture_default_str()->check(positive())->group(kTrainerGroup);
   app.add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints; 0 = only on SIGTERM")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+      ->capture_default_str()->check(non_negative())->group(kTrainerGroup);
   app.add_option("--eval-data", o.eval_data, "Held-out set for top-1 accuracy (like --data; read with --split test)")
       ->group(kTrainerGroup);
   app.add_option("--eval-every", o.eval_every, "Steps between evaluations; 0 = at the end only")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+      ->capture_default_str()->check(non_negative())->group(kTrainerGroup);
   app.add_option("--keep-checkpoints", o.keep_checkpoints, "How many checkpoints to keep")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
+      ->capture_default_str()->check(positive())->group(kTrainerGroup);
   app.add_option("--batch-size", o.batch_size, "Samples per step")->capture_default_str()
-      ->check(CLI::PositiveNumber)->group(kTrainerGroup);
-  app.add_option("--steps", o.steps, "Training steps")->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
-  app.add_option("--lr", o.lr, "Learning rate")->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
+      ->check(positive())->group(kTrainerGroup);
+  app.add_option("--steps", o.steps, "Training steps")->capture_default_str()->check(positive())->group(kTrainerGroup);
+  app.add_option("--lr", o.lr, "Learning rate")->capture_default_str()->check(positive())->group(kTrainerGroup);
   app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->group(kTrainerGroup);
   app.add_option("--log-every", o.log_every, "Steps between metric lines")->capture_default_str()
-      ->check(CLI::PositiveNumber)->group(kTrainerGroup);
+      ->check(positive())->group(kTrainerGroup);
   app.add_option("--local-workers", o.local_workers, "In-process preprocessing threads; -1 = the spare cores")
-      ->capture_default_str()->check(CLI::Range(-1, 4096))->group(kTrainerGroup);
+      ->capture_default_str()->check(in_range(-1, 4096))->group(kTrainerGroup);
   app.add_option("--train-threads", o.train_threads, "LibTorch threads; 0 = the cores preprocessing leaves")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(kTrainerGroup);
+      ->capture_default_str()->check(non_negative())->group(kTrainerGroup);
   app.add_option("--inflight", o.inflight, "Requests outstanding per data worker")->capture_default_str()
-      ->check(CLI::PositiveNumber)->group(kTrainerGroup);
+      ->check(positive())->group(kTrainerGroup);
   app.add_option("--prefetch", o.prefetch, "Batches requested ahead of the training loop (bounds memory)")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
+      ->capture_default_str()->check(positive())->group(kTrainerGroup);
   app.add_option("--connect-timeout", o.connect_timeout_s, "Seconds to wait for data workers to come up")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
+      ->capture_default_str()->check(positive())->group(kTrainerGroup);
   app.add_option("--batch-timeout", o.batch_timeout_s, "Longest wait in seconds for one batch")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(kTrainerGroup);
+      ->capture_default_str()->check(positive())->group(kTrainerGroup);
   app.add_option("--summary-json", o.summary_json, "Where to write the summary; default <root>/output/data/summary.json")
       ->group(kTrainerGroup);
 }
@@ -161,11 +202,11 @@ void add_simulate_options(CLI::App& app, SimulateOptions& o) {
   app.add_option("--worker-instance-type", o.worker_instance_type, "Instance type of the worker group")
       ->capture_default_str()->group(g);
   app.add_option("--cpus-per-host", o.cpus_per_host, "Pin each host to this many cores; 0 = no pinning")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(g);
+      ->capture_default_str()->check(non_negative())->group(g);
   app.add_option("--run-dir", o.run_dir, "Directory for the hosts' SageMaker roots; default a new /tmp/tandem-sim-*")
       ->group(g);
   app.add_option("--timeout", o.timeout_s, "Stop the whole cluster after this many seconds")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(g);
+      ->capture_default_str()->check(positive())->group(g);
 }
 
 namespace {
@@ -197,9 +238,15 @@ const std::set<std::string>& known_settings() {
 nlohmann::json read_json_object(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw ConfigError("cannot read " + path + ": check the path and its permissions");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (json_depth(text.str()) > kMaxJsonDepth) {
+    throw ConfigError(path + " nests arrays or objects more than " + std::to_string(kMaxJsonDepth) +
+                      " deep: settings are a flat object, like {\"batch-size\": 64}");
+  }
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text.str());
   } catch (const nlohmann::json::parse_error& e) {
     throw ConfigError(path + " is not valid JSON (" + e.what() + "): fix the file's syntax");
   }
@@ -217,7 +264,9 @@ std::vector<std::string> values_of(const nlohmann::json& v, bool from_sagemaker)
   if (v.is_string()) {
     const std::string s = v.get<std::string>();
     if (from_sagemaker) {
-      const nlohmann::json decoded = nlohmann::json::parse(s, nullptr, false);
+      const nlohmann::json decoded =
+          json_depth(s) > kMaxJsonDepth ? nlohmann::json(nlohmann::json::value_t::discarded)
+                                          : nlohmann::json::parse(s, nullptr, false);
       if (!decoded.is_discarded() && (decoded.is_string() || decoded.is_array())) return values_of(decoded, false);
     }
     return {s};
@@ -234,17 +283,24 @@ void apply_file(CLI::App& cmd, const std::string& path, bool from_sagemaker, std
       throw ConfigError("'" + key + "' in " + path + " cannot be set from a file: pass --" + name + " as a flag");
     }
     if (!known_settings().count(name)) {
-      throw ConfigError("unknown setting '" + key + "' in " + path + ": see `tandem launch --help` for the settings");
+      throw ConfigError("unknown setting '" + printable(key, 80) + "' in " + path +
+                        ": see `tandem launch --help` for the settings");
     }
     CLI::Option* opt = cmd.get_option_no_throw("--" + name);
     if (!opt) continue;  // a setting for another role
     if (opt->count() > 0 && !set_by_file.count(name)) continue;  // a flag wins
+    const std::vector<std::string> values = values_of(value, from_sagemaker);
+    const bool listed = value.is_array() || (values.size() != 1);
+    if (listed && opt->get_expected_max() <= 1) {
+      throw ConfigError("'" + printable(key, 80) + "' in " + path + " takes one value, not a list of " +
+                        std::to_string(values.size()) + ": write it as a single value");
+    }
     opt->clear();
-    for (const std::string& v : values_of(value, from_sagemaker)) opt->add_result(v);
+    for (const std::string& v : values) opt->add_result(v);
     try {
       opt->run_callback();
     } catch (const CLI::Error& e) {
-      throw ConfigError("bad value for '" + key + "' in " + path + ": " + e.what());
+      throw ConfigError("bad value for '" + key + "' in " + path + ": " + printable(e.what(), 300));
     }
     set_by_file.insert(name);
   }

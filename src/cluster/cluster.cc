@@ -1,6 +1,7 @@
 // Cluster discovery. Each source (resourceconfig.json, SM_* variables) is read into a
 // Draft and checked by one `assemble`, so every source fails the same way with a message
 // that names where the bad value lives.
+#include "tandem/common/json_limits.h"
 #include "tandem/cluster/cluster.h"
 
 #include <algorithm>
@@ -65,6 +66,10 @@ std::vector<std::string> group_names(const std::vector<InstanceGroup>& groups) {
 // ---- JSON reading -------------------------------------------------------------------
 
 json parse_json(const std::string& text, const std::string& where) {
+  if (json_depth(text) > kMaxJsonDepth) {
+    fail(where, "nests arrays or objects more than " + std::to_string(kMaxJsonDepth) + " deep",
+         "write the file SageMaker's way: an object of hosts and instance groups");
+  }
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {

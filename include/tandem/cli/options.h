@@ -16,6 +16,11 @@ inline constexpr const char* kWorkerGroup = "Data worker";
 inline constexpr const char* kTrainerGroup = "Training";
 inline constexpr const char* kSecurityGroup = "Security";
 
+// Number checks for flags and settings files: finite, in range, bounds printed plainly.
+CLI::Validator positive();      // more than 0, at most 1e9
+CLI::Validator non_negative();  // 0 to 1e9
+CLI::Validator in_range(double lo, double hi);
+
 void add_cluster_options(CLI::App& app, ClusterOptions& o);
 void add_data_options(CLI::App& app, DataOptions& o);
 void add_worker_options(CLI::App& app, WorkerOptions& o);
