@@ -131,3 +131,44 @@ TEST_F(WorkerLimits, StreamsThatAskAndNeverReadCannotGrowTheWorker) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// Liveness: a client that opens a stream and sends nothing, and a trainer that stops
+// (SIGSTOP) mid-run, cannot keep a worker alive past its --idle-timeout.
+TEST(WorkerLiveness, ASilentStreamIsClosedAndTheWorkerGoesIdle) {
+  const fs::path dir = fresh_dir("silent-stream");
+  const int port = free_port();
+  Child worker = spawn("worker --port " + std::to_string(port) + " --bind 127.0.0.1 --threads 1 --idle-timeout 2",
+                       dir / "worker.log");
+  ASSERT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+  auto stub = v1::DataService::NewStub(channel);
+  grpc::ClientContext ctx;
+  auto rw = stub->StreamBatches(&ctx);  // open, and say nothing
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_exit(worker, 30s), 1) << slurp(dir / "worker.log");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+  EXPECT_FALSE(rw->Finish().ok());
+  EXPECT_NE(slurp(dir / "worker.log").find("no trainer contacted"), std::string::npos) << slurp(dir / "worker.log");
+}
+
+TEST(WorkerLiveness, AStoppedTrainerDoesNotKeepItsWorkerAlive) {
+  const fs::path dir = fresh_dir("sigstop-trainer");
+  const int port = free_port();
+  Child worker = spawn("worker --port " + std::to_string(port) + " --bind 127.0.0.1 --threads 1 --idle-timeout 3",
+                       dir / "worker.log");
+  ASSERT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
+  Child trainer = spawn("trainer --workers 127.0.0.1:" + std::to_string(port) +
+                            " --local-workers 0 --train-threads 1 --steps 1000000 --log-every 10",
+                        dir / "trainer.log");
+  ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=10 ", 60s)) << slurp(dir / "trainer.log");
+  kill(trainer.pid, SIGSTOP);
+  // Keepalive (15 s + 10 s) closes the dead connection, then the idle timeout ends the worker.
+  EXPECT_EQ(wait_exit(worker, 90s), 1) << slurp(dir / "worker.log");
+  kill(trainer.pid, SIGKILL);
+}
+
+}  // namespace
+}  // namespace tandem

@@ -41,6 +41,7 @@ struct StreamState {
   bool reading_done = false;     // GUARDED_BY(mu)
   grpc::Status error;            // GUARDED_BY(mu): the first request that cannot be served
   bool closed = false;           // GUARDED_BY(mu): the handler is done writing
+  std::chrono::steady_clock::time_point last_request = std::chrono::steady_clock::now();  // GUARDED_BY(mu)
 
   void push(data::Batch batch, uint64_t bytes) {
     {
@@ -201,6 +202,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
           // A trainer keeps a few requests in flight; one that floods us is slowed down
           // here rather than allowed to fill memory with batches.
           std::unique_lock lock(state->mu);
+          state->last_request = Clock::now();
           state->cv.wait(lock, [&] { return state->outstanding < kMaxOutstanding || state->closed; });
           if (state->closed) break;
         }
@@ -245,6 +247,13 @@ struct WorkerServer::Impl final : v1::DataService::Service {
       if (state.done.empty()) {
         if (state.reading_done && state.outstanding == 0) return grpc::Status::OK;
         if (ctx->IsCancelled() || stopping) return {grpc::StatusCode::CANCELLED, "worker stopping"};
+        // A stream that asks for nothing keeps no worker alive: a silent client, or a
+        // trainer that stopped, would otherwise hold it (and its host's bill) forever.
+        if (state.outstanding == 0 && Clock::now() - state.last_request > idle_limit()) {
+          return {grpc::StatusCode::DEADLINE_EXCEEDED,
+                  "no request on this stream for " + std::to_string(static_cast<int>(opts.idle_timeout_s)) +
+                      " s (--idle-timeout): closing it"};
+        }
         continue;
       }
       auto [batch, bytes] = std::move(state.done.front());
@@ -281,6 +290,10 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   }
 
   void touch() { last_activity = Clock::now().time_since_epoch().count(); }
+
+  Clock::duration idle_limit() const {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.idle_timeout_s));
+  }
 
   void finish(StopReason why) {
     {
@@ -331,6 +344,11 @@ int WorkerServer::start(const std::string& address) {
   // Trainers ping every 10 s to notice a dead worker; accept those pings.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  // And the worker pings its trainers: one that is stopped (SIGSTOP) or cut off answers
+  // no ping, its connection is closed and a Write blocked on it returns.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 15000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Without this gRPC sets SO_REUSEPORT and a second worker on the same port "succeeds".
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   impl_->server = builder.BuildAndStart();
