@@ -5,6 +5,7 @@
 #include "tandem/cluster/cluster.h"
 #include "tandem/cluster/roles.h"
 #include "tandem/common/error.h"
+#include "tandem/common/signals.h"
 #include "tandem/launch/process.h"
 #include "tandem/launch/roles.h"
 #include "tandem/training/runtime.h"
@@ -53,6 +54,7 @@ int run_rank_processes(const Settings& settings, const cluster::RolePlan& plan, 
   spdlog::info("starting {} trainer processes (ranks {}..{} of {}), rendezvous at {}:{}", procs,
                plan.host_index * procs, plan.host_index * procs + procs - 1, world, master_addr,
                settings.trainer.master_port);
+  unblock_stop_signals();  // supervise() forwards them to the ranks from a handler
   SuperviseOptions opts;
   opts.timeout_s = 1e9;  // training takes as long as it takes; SIGTERM and failures end it
   opts.grace_s = 100;    // SIGTERM -> SIGKILL: SageMaker allows 120 s, ranks need it for a checkpoint
@@ -86,6 +88,9 @@ void check_gpu(const cluster::Cluster& c, const TrainerOptions& opts) {
 }  // namespace
 
 int run_launch(const Settings& settings, const std::vector<std::string>& forwarded) {
+  // The role's SignalWatcher takes SIGTERM later; threads started before it (CUDA's,
+  // when the GPU check loads the runtime) must not take it instead and die of it.
+  block_stop_signals();
   const cluster::Cluster c = cluster::discover(settings.cluster);
   const cluster::RolePlan plan = cluster::resolve_roles(c, settings.cluster);
   spdlog::info("host {} of group {} ({}): role {} (from {})", c.current_host, c.current_group,

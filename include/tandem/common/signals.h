@@ -9,6 +9,14 @@
 
 namespace tandem {
 
+// Blocks SIGINT and SIGTERM in the calling thread, and so in every thread it starts
+// later. Call before anything that may start threads (LibTorch's and CUDA's do) when a
+// SignalWatcher will take the signals: a thread that does not block them would receive
+// the signal and the default action would kill the process.
+void block_stop_signals();
+// Unblocks them in the calling thread only (for a sigaction-based handler there).
+void unblock_stop_signals();
+
 class SignalWatcher {
  public:
   // REQUIRES: called before the process starts other threads, which inherit the mask.
