@@ -236,3 +236,46 @@ TEST(Transport, TwoWorkersBothServeAfterEachServedAlone) {
 
 }  // namespace
 }  // namespace tandem::transport
+
+namespace tandem::transport {
+namespace {
+
+// A worker whose batches do not fit the trainer's dataset (another image size, labels
+// beyond its classes) is dropped with the reason; the good worker serves every batch.
+TEST(Transport, AWorkerSendingMalformedBatchesIsDroppedAndTheOthersServe) {
+  DataOptions wrong = small_data();
+  wrong.image_size = 8;
+  for (const bool bad_labels : {false, true}) {
+    Worker good;
+    Worker bad(WorkerOptions{}, bad_labels ? small_data() : wrong);
+    auto ds = data::make_dataset(small_data());
+    data::DatasetInfo expect = ds->info();
+    if (bad_labels) expect.num_classes = 1;  // the bad worker's labels now fall outside
+    data::Sampler sampler(ds->info().size, 8, 0);
+    feed::Scheduler sched([&](uint64_t s) { return sampler.request(s); }, {40, 8, 20});
+    RemoteWorker a(bad.target()), b(good.target());
+    a.wait_ready(5);
+    b.wait_ready(5);
+    a.start(sched, sched.add_source("bad", 4), &expect);
+    data::DatasetInfo good_expect = ds->info();
+    b.start(sched, sched.add_source("good", 4), bad_labels ? nullptr : &good_expect);
+    for (uint64_t i = 0; i < 40; ++i) {
+      auto batch = sched.next();
+      ASSERT_TRUE(batch);
+      ASSERT_EQ(batch->sequence, i);
+      if (!bad_labels) ASSERT_EQ(data::batch_problem(*batch, ds->info()), "");
+    }
+    sched.close();
+    a.stop();
+    b.stop();
+    const auto stats = sched.stats();
+    EXPECT_TRUE(stats[0].failed);
+    EXPECT_NE(stats[0].error.find(bad_labels ? "outside the dataset's 1 classes" : "wrong sample shape"),
+              std::string::npos)
+        << stats[0].error;
+    EXPECT_FALSE(stats[1].failed);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::transport

@@ -1,5 +1,6 @@
 #include "tandem/data/dataset.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "tandem/common/error.h"
@@ -9,6 +10,31 @@
 #include "tandem/data/synthetic.h"
 
 namespace tandem::data {
+
+std::string batch_problem(const Batch& batch, const DatasetInfo& info) {
+  const auto& s = info.sample_shape;
+  const std::string which = "batch " + std::to_string(batch.sequence);
+  if (batch.shape.size() != s.size() + 1 || !std::equal(s.begin(), s.end(), batch.shape.begin() + 1)) {
+    return which + " has the wrong sample shape for dataset '" + info.name + "'";
+  }
+  const auto n = static_cast<size_t>(batch.size());
+  if (batch.labels.size() != n) {
+    return which + " has " + std::to_string(batch.labels.size()) + " labels for " + std::to_string(n) + " samples";
+  }
+  const size_t bytes = n * (info.sample_bytes() / dtype_size(info.dtype)) * dtype_size(batch.dtype);
+  if (batch.data.size() != bytes) {
+    return which + " has " + std::to_string(batch.data.size()) + " bytes for " + std::to_string(n) + " " +
+           dtype_name(batch.dtype) + " samples (expected " + std::to_string(bytes) + ")";
+  }
+  for (const int64_t label : batch.labels) {
+    if (label < 0 || label >= info.num_classes) {
+      return which + " has label " + std::to_string(label) + ", outside the dataset's " +
+             std::to_string(info.num_classes) + " classes";
+    }
+  }
+  return {};
+}
+
 
 size_t DatasetInfo::sample_bytes() const {
   size_t n = dtype_size(dtype);

@@ -155,7 +155,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     spdlog::info("trainer {} rank {}/{} on {}: {} data workers, {} local preprocessing threads, {} torch threads",
                  host, dist.rank, dist.world, trainer.device(), worker_targets.size(), local, torch_threads);
     workers = connect_workers(worker_targets, settings, info, stop);
-    for (auto& w : workers) w->start(scheduler, scheduler.add_source(w->target(), opts.inflight));
+    for (auto& w : workers) w->start(scheduler, scheduler.add_source(w->target(), opts.inflight), &info);
     std::unique_ptr<feed::LocalSource> local_source;
     if (local > 0) local_source = std::make_unique<feed::LocalSource>(scheduler, dataset, local, data::wire_dtype(settings.data));
     training::TrainReport result;

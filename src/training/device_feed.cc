@@ -111,17 +111,8 @@ DeviceFeed::DeviceFeed(NextBatch next, const data::DatasetInfo& info, torch::Dev
 DeviceFeed::~DeviceFeed() = default;
 
 void DeviceFeed::check(const data::Batch& batch) const {
-  const auto& s = info_.sample_shape;
-  if (batch.shape.size() != s.size() + 1 || !std::equal(s.begin(), s.end(), batch.shape.begin() + 1)) {
-    throw NetworkError("batch " + std::to_string(batch.sequence) + " has the wrong sample shape for dataset '" +
-                       info_.name + "': give every host the same data settings");
-  }
-  if (batch.labels.size() != static_cast<size_t>(batch.size()) ||
-      batch.data.size() != static_cast<size_t>(batch.size()) * info_.sample_bytes() / data::dtype_size(info_.dtype) *
-                               data::dtype_size(batch.dtype)) {
-    throw NetworkError("batch " + std::to_string(batch.sequence) + " has " + std::to_string(batch.labels.size()) +
-                       " labels and " + std::to_string(batch.data.size()) + " bytes for " +
-                       std::to_string(batch.size()) + " samples: the source that sent it is broken");
+  if (const std::string problem = data::batch_problem(batch, info_); !problem.empty()) {
+    throw NetworkError(problem + ": the source that sent it is broken");
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <optional>
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
@@ -65,6 +66,7 @@ struct RemoteWorker::Impl {
   std::atomic<bool> writer_finished{false};
 
   void stream(feed::Scheduler& scheduler, int id, const std::string& target);
+  std::optional<data::DatasetInfo> expect;
 };
 
 RemoteWorker::RemoteWorker(std::string target, const SecurityOptions& security)
@@ -117,7 +119,8 @@ WorkerInfo RemoteWorker::info(double timeout_s) {
   return info;
 }
 
-void RemoteWorker::start(feed::Scheduler& scheduler, int source_id) {
+void RemoteWorker::start(feed::Scheduler& scheduler, int source_id, const data::DatasetInfo* expect) {
+  if (expect) impl_->expect = *expect;
   {
     std::lock_guard lock(impl_->mu);
     impl_->ctx = std::make_unique<grpc::ClientContext>();
@@ -143,8 +146,14 @@ void RemoteWorker::Impl::stream(feed::Scheduler& scheduler, int id, const std::s
   std::string bad_batch;
   while (rw->Read(&msg)) {
     try {
-      scheduler.complete(id, from_wire(std::move(msg)));
+      data::Batch batch = from_wire(std::move(msg));
       msg = IncomingBatch();
+      if (expect) {
+        if (const std::string problem = data::batch_problem(batch, *expect); !problem.empty()) {
+          throw NetworkError("sent a malformed batch: " + problem + "; dropping this worker");
+        }
+      }
+      scheduler.complete(id, std::move(batch));
     } catch (const NetworkError& e) {
       bad_batch = "data worker " + target + ": " + e.what();
       ctx->TryCancel();
@@ -161,6 +170,7 @@ void RemoteWorker::Impl::stream(feed::Scheduler& scheduler, int id, const std::s
     return;
   }
   if (!bad_batch.empty()) {
+    spdlog::warn("{}; its requests go to the other sources", bad_batch);
     scheduler.fail(id, bad_batch);
   } else if (!status.ok()) {
     const std::string why = "data worker " + target + " failed: " + describe(status);

@@ -47,6 +47,11 @@ class Dataset {
   virtual uint64_t skipped_count() const { return 0; }
 };
 
+// What is wrong with `batch` as a batch of this dataset (sample shape, label count and
+// range, payload size), or empty when nothing is. A source that sends such a batch is
+// broken: the feed drops it.
+std::string batch_problem(const Batch& batch, const DatasetInfo& info);
+
 // Builds the dataset that `opts.data` names: synthetic | blur-benchmark | premade |
 // imagefolder[:PATH] | mnist[:PATH] (without PATH: <sagemaker root>/input/data/<channel>).
 // File datasets index their files here, once. Throws ConfigError for unknown names,

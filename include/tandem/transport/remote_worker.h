@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tandem/common/settings.h"
+#include "tandem/data/dataset.h"
 #include "tandem/feed/scheduler.h"
 
 namespace tandem::transport {
@@ -44,8 +45,9 @@ class RemoteWorker {
 
   // Streams for `scheduler` as source `source_id` on two threads (writer and reader),
   // until the scheduler runs out of work or stop() is called. A broken stream calls
-  // scheduler.fail(), so its requests go to the other sources.
-  void start(feed::Scheduler& scheduler, int source_id);
+  // scheduler.fail(), so its requests go to the other sources. With `expect`, a batch
+  // that does not fit it (shape, labels, size) drops this worker the same way.
+  void start(feed::Scheduler& scheduler, int source_id, const data::DatasetInfo* expect = nullptr);
 
   // Cancels the stream and joins its threads. Idempotent.
   void stop();
