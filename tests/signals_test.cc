@@ -27,9 +27,9 @@ std::string trainer_args(const fs::path& root, const std::string& workers, const
          " --summary-json " + (root / "s.json").string() + extra;
 }
 
-std::string worker_args(int port) {
+std::string worker_args(int port, int image_size = 64) {
   return "worker --port " + std::to_string(port) + " --bind 127.0.0.1 --threads 1 --data blur-benchmark"
-         " --image-size 64 --term-grace 20";
+         " --image-size " + std::to_string(image_size) + " --term-grace 20";
 }
 
 std::vector<fs::path> checkpoints(const fs::path& root) {
@@ -83,7 +83,9 @@ TEST(Signals, ATrainerWhoseLastSourceDiesWritesACheckpointBeforeFailing) {
   const fs::path dir = fresh_dir("source-dies");
   const int port = free_port();
   Child worker = spawn(worker_args(port), dir / "w.log");
-  Child trainer = spawn(trainer_args(dir / "root", "127.0.0.1:" + std::to_string(port)), dir / "trainer.log");
+  // The dead worker is retried in the background; --batch-timeout bounds the wait for it.
+  Child trainer = spawn(trainer_args(dir / "root", "127.0.0.1:" + std::to_string(port), " --batch-timeout 5"),
+                        dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 90s)) << slurp(dir / "trainer.log");
   kill(worker.pid, SIGKILL);
   wait_exit(worker, 10s);
@@ -111,6 +113,44 @@ TEST(Signals, SimulateExitsTwoWhenItsRunIsInterrupted) {
   ASSERT_TRUE(wait_for_text(dir / "sim.log", "step=20 ", 90s)) << slurp(dir / "sim.log");
   kill(sim.pid, SIGTERM);
   EXPECT_EQ(wait_exit(sim, 90s), 2) << slurp(dir / "sim.log");
+}
+
+}  // namespace
+
+namespace {
+
+// Self-healing: a worker that restarts mid-run, and one that starts late, are used again.
+TEST(SelfHealing, AWorkerThatRestartsRejoinsAndALateOneJoins) {
+  const fs::path dir = fresh_dir("rejoin");
+  const int p1 = free_port(), p2 = free_port();
+  // 224 px blur: about 40 steps/s from one worker thread, long enough to change workers mid-run.
+  auto worker = [](int port) { return worker_args(port, 224); };
+  Child w1 = spawn(worker(p1), dir / "w1.log");
+  const std::string workers = "127.0.0.1:" + std::to_string(p1) + ",127.0.0.1:" + std::to_string(p2);
+  fs::create_directories(dir / "root");
+  Child trainer = spawn("trainer --workers " + workers + " --local-workers 0 --train-threads 1 --batch-size 8"
+                        " --log-every 5 --steps 800 --data blur-benchmark --image-size 224 --summary-json " +
+                            (dir / "s.json").string(),
+                        dir / "trainer.log");
+  ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 90s)) << slurp(dir / "trainer.log");
+  // The second worker was absent at start: it joins now.
+  Child w2 = spawn(worker(p2), dir / "w2.log");
+  ASSERT_TRUE(wait_for_text(dir / "trainer.log", "127.0.0.1:" + std::to_string(p2) + " rejoined", 60s))
+      << slurp(dir / "trainer.log");
+  // The first dies and comes back on the same port.
+  kill(w1.pid, SIGKILL);
+  wait_exit(w1, 10s);
+  Child w1_again = spawn(worker(p1), dir / "w1-again.log");
+  EXPECT_EQ(wait_exit(trainer, 180s), 0) << slurp(dir / "trainer.log");
+  const auto s = nlohmann::json::parse(slurp(dir / "s.json"));
+  EXPECT_EQ(s["steps"], 800);
+  ASSERT_EQ(s["workers"].size(), 2u);
+  EXPECT_GE(s["workers"][0]["rejoins"].get<int>(), 1) << s["workers"].dump();
+  EXPECT_GE(s["workers"][1]["rejoins"].get<int>(), 1) << s["workers"].dump();
+  EXPECT_GT(s["workers"][1]["batches"].get<int>(), 0) << "the late worker served";
+  EXPECT_FALSE(s["workers"][0]["failed"].get<bool>()) << s["workers"].dump();
+  EXPECT_EQ(wait_exit(w2, 30s), 0);
+  EXPECT_EQ(wait_exit(w1_again, 30s), 0);
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ void Scheduler::complete(int source, data::Batch batch) {
   cv_.notify_all();
 }
 
-void Scheduler::fail(int source, const std::string& why) {
+void Scheduler::fail(int source, const std::string& why, bool may_return) {
   {
     std::lock_guard lock(mu_);
     Source& s = sources_.at(source);
@@ -69,6 +69,7 @@ void Scheduler::fail(int source, const std::string& why) {
       s.stats.error = why;
       return;
     }
+    s.may_return = may_return;
     s.stats.failed = true;
     s.stats.error = why;
     s.inflight = 0;
@@ -88,6 +89,31 @@ void Scheduler::fail(int source, const std::string& why) {
   cv_.notify_all();
 }
 
+void Scheduler::revive(int source) {
+  {
+    std::lock_guard lock(mu_);
+    Source& s = sources_.at(source);
+    if (!s.stats.failed || !s.may_return) return;
+    s.stats.failed = false;
+    s.may_return = false;
+    s.retired = false;
+    s.inflight = 0;
+    ++s.stats.rejoins;
+  }
+  cv_.notify_all();
+}
+
+void Scheduler::abandon(int source, const std::string& why) {
+  {
+    std::lock_guard lock(mu_);
+    Source& s = sources_.at(source);
+    s.may_return = false;
+    s.stats.failed = true;
+    s.stats.error = why;
+  }
+  cv_.notify_all();
+}
+
 void Scheduler::retire(int source) {
   {
     std::lock_guard lock(mu_);
@@ -97,13 +123,15 @@ void Scheduler::retire(int source) {
 }
 
 bool Scheduler::all_failed() const {
-  return std::all_of(sources_.begin(), sources_.end(), [](const Source& s) { return s.stats.failed; });
+  return std::all_of(sources_.begin(), sources_.end(),
+                     [](const Source& s) { return s.stats.failed && !s.may_return; });
 }
 
 std::string Scheduler::failure_summary() const {
   std::string out;
   for (const Source& s : sources_) {
-    out += "\n  " + s.stats.name + ": " + (s.stats.failed ? s.stats.error : "alive, no batch");
+    out += "\n  " + s.stats.name + ": " +
+           (s.stats.failed ? (s.may_return ? "down, being retried: " : "") + s.stats.error : "alive, no batch");
   }
   return out;
 }

@@ -8,6 +8,7 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/signals.h"
+#include "tandem/common/text.h"
 #include "tandem/data/convert.h"
 #include "tandem/data/sampler.h"
 #include "tandem/data/thread_pool.h"
@@ -37,34 +38,65 @@ std::pair<int, int> split_cores(const TrainerOptions& opts, bool has_remote, boo
   return {torch_threads, local};
 }
 
-// Connects to every worker and checks it serves exactly our dataset.
-std::vector<std::unique_ptr<transport::RemoteWorker>> connect_workers(const std::vector<std::string>& targets,
-                                                                      const Settings& settings,
-                                                                      const data::DatasetInfo& info,
-                                                                      const std::atomic<bool>& stop) {
+// Checks that a worker that answers serves exactly our dataset: a mismatch at start is
+// a configuration mistake, stopped with the fix.
+void check_identity(transport::RemoteWorker& w, const data::DatasetInfo& info) {
+  const transport::WorkerInfo wi = w.info(10);
+  if (wi.fingerprint != info.fingerprint || wi.size != info.size) {
+    throw ConfigError("data worker " + w.target() + " (" + wi.host + ") serves dataset '" + printable(wi.dataset, 80) +
+                      "' of " + std::to_string(wi.size) + " samples, fingerprint " + printable(wi.fingerprint, 40) +
+                      ", but this trainer expects '" + info.name + "' of " + std::to_string(info.size) +
+                      " samples, fingerprint " + info.fingerprint +
+                      ": give every host the same data settings (--data, --seed, --image-size, ...)");
+  }
+  spdlog::info("data worker {} ({}) ready: {} threads", w.target(), wi.host, wi.threads);
+}
+
+struct Connection {
+  std::unique_ptr<transport::RemoteWorker> worker;
+  bool ready = false;
+};
+
+// Connects to the workers. Training starts as soon as one source can serve (a worker
+// that answers, or this host's own threads); workers that do not answer yet join in the
+// background when they do. With no source at all it waits up to --connect-timeout.
+std::vector<Connection> connect_workers(const std::vector<std::string>& targets, const Settings& settings,
+                                        const data::DatasetInfo& info, const std::atomic<bool>& stop, bool local) {
   const TrainerOptions& opts = settings.trainer;
-  std::vector<std::unique_ptr<transport::RemoteWorker>> workers;
   if (settings.security.token.empty() &&
       std::any_of(targets.begin(), targets.end(), [](const auto& t) { return !transport::is_loopback(t); })) {
     spdlog::warn("THE DATA PLANE IS OPEN: no token is set, so anyone on the network can feed this trainer batches "
                  "or stop its workers. Set TANDEM_TOKEN (or --token-file) on every host of the job (docs/security.md)");
   }
+  std::vector<Connection> out;
+  for (const std::string& t : targets) out.push_back({std::make_unique<transport::RemoteWorker>(t, settings.security)});
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opts.connect_timeout_s);
-  for (const std::string& target : targets) {
-    auto w = std::make_unique<transport::RemoteWorker>(target, settings.security);
-    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
-    w->wait_ready(std::max(left, 1.0), &stop);
-    const transport::WorkerInfo wi = w->info(10);
-    if (wi.fingerprint != info.fingerprint || wi.size != info.size) {
-      throw ConfigError("data worker " + target + " (" + wi.host + ") serves dataset '" + wi.dataset + "' of " +
-                        std::to_string(wi.size) + " samples, fingerprint " + wi.fingerprint + ", but this trainer expects '" +
-                        info.name + "' of " + std::to_string(info.size) + " samples, fingerprint " + info.fingerprint +
-                        ": give every host the same data settings (--data, --seed, --image-size, ...)");
+  for (;;) {
+    for (auto& c : out) {
+      if (c.ready) continue;
+      try {
+        c.worker->wait_ready(1.0, &stop);
+      } catch (const NetworkError&) {
+        continue;
+      }
+      check_identity(*c.worker, info);
+      c.ready = true;
     }
-    spdlog::info("data worker {} ({}) ready: {} threads", target, wi.host, wi.threads);
-    workers.push_back(std::move(w));
+    const bool any = std::any_of(out.begin(), out.end(), [](const Connection& c) { return c.ready; });
+    if (std::all_of(out.begin(), out.end(), [](const Connection& c) { return c.ready; })) return out;
+    if (any || local) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw NetworkError("no data worker answered within --connect-timeout " +
+                         std::to_string(static_cast<int>(opts.connect_timeout_s)) + " s (" + std::to_string(out.size()) +
+                         " tried, e.g. " + out.front().worker->target() +
+                         "): check that they run and listen on that port, or raise --connect-timeout");
+    }
   }
-  return workers;
+  for (const auto& c : out) {
+    if (!c.ready) spdlog::warn("data worker {} does not answer yet: training starts without it, it joins when it does",
+                               c.worker->target());
+  }
+  return out;
 }
 
 // The held-out set: same data settings, the test split and its default (eval) pipeline.
@@ -84,10 +116,11 @@ std::shared_ptr<const data::Dataset> eval_dataset(const Settings& settings, cons
 
 // Samples that were substituted under --on-bad-sample skip, here and on every worker.
 void add_skipped(nlohmann::json& summary, const data::Dataset& local,
-                 const std::vector<std::unique_ptr<transport::RemoteWorker>>& workers) {
+                 const std::vector<Connection>& workers) {
   nlohmann::json files = local.skipped();
   uint64_t count = local.skipped_count();
-  for (const auto& w : workers) {
+  for (const auto& c : workers) {
+    const auto& w = c.worker;
     try {
       const transport::WorkerInfo wi = w->info(10);
       for (const auto& s : wi.skipped) files.push_back(wi.host + ": " + s);
@@ -117,7 +150,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   transport::keep_grpc_initialised();
   const TrainerOptions& opts = settings.trainer;
   const std::string& root = settings.cluster.sagemaker_root;
-  std::vector<std::unique_ptr<transport::RemoteWorker>> workers;
+  std::vector<Connection> workers;
   // Whatever happens, the workers hear that training is over, so none waits in vain.
   auto release_workers = [&](const std::string& reason) {
     for (const std::string& target : worker_targets) {
@@ -154,8 +187,10 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
                                static_cast<uint64_t>(trainer.start_step())});
     spdlog::info("trainer {} rank {}/{} on {}: {} data workers, {} local preprocessing threads, {} torch threads",
                  host, dist.rank, dist.world, trainer.device(), worker_targets.size(), local, torch_threads);
-    workers = connect_workers(worker_targets, settings, info, stop);
-    for (auto& w : workers) w->start(scheduler, scheduler.add_source(w->target(), opts.inflight), &info);
+    workers = connect_workers(worker_targets, settings, info, stop, local > 0);
+    for (auto& c : workers) {
+      c.worker->start(scheduler, scheduler.add_source(c.worker->target(), opts.inflight), &info, !c.ready);
+    }
     std::unique_ptr<feed::LocalSource> local_source;
     if (local > 0) local_source = std::make_unique<feed::LocalSource>(scheduler, dataset, local, data::wire_dtype(settings.data));
     training::TrainReport result;
@@ -173,12 +208,12 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     } catch (...) {
       unhook();
       scheduler.close();
-      for (auto& w : workers) w->stop();  // their threads use the scheduler
+      for (auto& c : workers) c.worker->stop();  // their threads use the scheduler
       throw;
     }
     unhook();
     scheduler.close();
-    for (auto& w : workers) w->stop();
+    for (auto& c : workers) c.worker->stop();
     local_source.reset();
     if (dist.rank == 0) {
       nlohmann::json summary = report::make_summary(result, scheduler.stats());
@@ -195,13 +230,13 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     return result.interrupted ? kExitInterrupted : kExitOk;
   } catch (const Interrupted& e) {
     spdlog::warn("trainer {} rank {} stopped before training: {}", host, rank, e.what());
-    for (auto& w : workers) w->stop();
+    for (auto& c : workers) c.worker->stop();
     if (rank == 0) release_workers("trainer interrupted");
     return kExitInterrupted;
   } catch (const std::exception& e) {
     spdlog::error("trainer {} rank {} failed: {}", host, rank, e.what());
     report::write_failure(root, std::string("trainer failed: ") + e.what());
-    for (auto& w : workers) w->stop();
+    for (auto& c : workers) c.worker->stop();
     release_workers("trainer failed");
     return kExitFailed;
   }

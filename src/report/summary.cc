@@ -22,7 +22,8 @@ nlohmann::json make_summary(const training::TrainReport& train, const std::vecto
         {"images_per_sec", train.wall_seconds > 0 ? s.samples / train.wall_seconds : 0.0},
         {"share", total ? static_cast<double>(s.batches) / total : 0.0},
         {"compute_seconds", s.compute_seconds},
-        {"failed", s.failed}};
+        {"failed", s.failed},
+        {"rejoins", s.rejoins}};
     if (s.failed) w["error"] = s.error;
     workers.push_back(std::move(w));
   }

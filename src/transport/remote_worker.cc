@@ -1,6 +1,7 @@
 #include "tandem/transport/remote_worker.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 
@@ -63,10 +64,16 @@ struct RemoteWorker::Impl {
   std::unique_ptr<grpc::ClientContext> ctx;  // GUARDED_BY(mu) while streaming
   std::thread reader;
   std::atomic<bool> stopping{false};
-  std::atomic<bool> writer_finished{false};
 
-  void stream(feed::Scheduler& scheduler, int id, const std::string& target);
+  struct Outcome {
+    enum Kind { kDone, kTransient, kPermanent } kind;
+    std::string why;
+  };
+  void run(feed::Scheduler& scheduler, int id, const std::string& target, bool absent);
+  bool rejoin(const std::string& target, double& backoff);
+  Outcome stream(feed::Scheduler& scheduler, int id, const std::string& target);
   std::optional<data::DatasetInfo> expect;
+  std::condition_variable retry_cv;  // wakes a backoff pause on stop()
 };
 
 RemoteWorker::RemoteWorker(std::string target, const SecurityOptions& security)
@@ -119,22 +126,109 @@ WorkerInfo RemoteWorker::info(double timeout_s) {
   return info;
 }
 
-void RemoteWorker::start(feed::Scheduler& scheduler, int source_id, const data::DatasetInfo* expect) {
+void RemoteWorker::start(feed::Scheduler& scheduler, int source_id, const data::DatasetInfo* expect, bool absent) {
   if (expect) impl_->expect = *expect;
-  {
-    std::lock_guard lock(impl_->mu);
-    impl_->ctx = std::make_unique<grpc::ClientContext>();
-    authorise(*impl_->ctx, impl_->security);
-  }
-  impl_->reader = std::thread([this, &scheduler, source_id] { impl_->stream(scheduler, source_id, target_); });
+  impl_->reader = std::thread([this, &scheduler, source_id, absent] { impl_->run(scheduler, source_id, target_, absent); });
 }
 
-void RemoteWorker::Impl::stream(feed::Scheduler& scheduler, int id, const std::string& target) {
+namespace {
+
+// Failures a retry can cure: the worker restarted, the network glitched, it was busy.
+bool transient(const grpc::Status& s) {
+  switch (s.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::ABORTED:
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::INTERNAL:
+      return true;
+    default:
+      return false;  // wrong token or job, a request it cannot serve: the same again
+  }
+}
+
+}  // namespace
+
+// Streams until the work is done; a worker that drops out for a transient reason is
+// retried with backoff (1 s doubling to 30 s) and rejoins once it answers its health
+// check and serves the same dataset. Its requests meanwhile go to the other sources.
+void RemoteWorker::Impl::run(feed::Scheduler& scheduler, int id, const std::string& target, bool absent) {
+  double backoff = 1;
+  std::string why = "not answering at start";
+  if (absent) scheduler.fail(id, "data worker " + target + " " + why, /*may_return=*/true);
+  for (;;) {
+    if (!absent) {
+      {
+        std::lock_guard lock(mu);
+        if (stopping) return;
+        ctx = std::make_unique<grpc::ClientContext>();
+        authorise(*ctx, security);
+      }
+      const Outcome o = stream(scheduler, id, target);
+      if (o.kind == Outcome::kDone || stopping) return;
+      if (o.kind == Outcome::kPermanent) {
+        spdlog::warn("{}; its requests go to the other sources", o.why);
+        scheduler.fail(id, o.why);
+        return;
+      }
+      why = o.why;
+      spdlog::warn("{}; its requests go to the other sources, retrying it", why);
+      scheduler.fail(id, why, /*may_return=*/true);
+    }
+    absent = false;
+    if (!rejoin(target, backoff)) {
+      if (!stopping) scheduler.abandon(id, why);
+      return;
+    }
+    spdlog::info("data worker {} rejoined", target);
+    scheduler.revive(id);
+    backoff = 1;
+  }
+}
+
+// Waits (with growing pauses) until the worker answers health and identity checks.
+// False when stopping, or when it answers with another dataset (then never again).
+bool RemoteWorker::Impl::rejoin(const std::string& target, double& backoff) {
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  for (;;) {
+    {
+      std::unique_lock lock(mu);
+      retry_cv.wait_for(lock, std::chrono::duration<double>(backoff), [&] { return stopping.load(); });
+      if (stopping) return false;
+    }
+    backoff = std::min(backoff * 2, 30.0);
+    grpc::ClientContext hctx;
+    hctx.set_deadline(after(2));
+    grpc::health::v1::HealthCheckRequest req;
+    grpc::health::v1::HealthCheckResponse resp;
+    if (!health->Check(&hctx, req, &resp).ok() || resp.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+      continue;
+    }
+    grpc::ClientContext ictx;
+    ictx.set_deadline(after(5));
+    authorise(ictx, security);
+    v1::InfoRequest ireq;
+    v1::InfoReply reply;
+    if (!stub->Info(&ictx, ireq, &reply).ok()) continue;
+    if (expect && (reply.fingerprint() != expect->fingerprint || reply.size() != expect->size)) {
+      spdlog::error("data worker {} came back serving dataset '{}' (fingerprint {}), not '{}' ({}): not using it",
+                    target, printable(reply.dataset(), 80), printable(reply.fingerprint(), 40), expect->name,
+                    expect->fingerprint);
+      return false;
+    }
+    return true;
+  }
+}
+
+RemoteWorker::Impl::Outcome RemoteWorker::Impl::stream(feed::Scheduler& scheduler, int id, const std::string& target) {
   // The copy-free reader (batch_codec.h) in place of the generated protobuf stub.
   const grpc::internal::RpcMethod method(kStreamBatchesMethod, grpc::internal::RpcMethod::BIDI_STREAMING, channel);
   std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, IncomingBatch>> rw(
       grpc::internal::ClientReaderWriterFactory<v1::BatchRequest, IncomingBatch>::Create(channel.get(), method,
                                                                                           ctx.get()));
+  std::atomic<bool> writer_finished{false};
   std::thread writer([&] {
     while (auto request = scheduler.acquire(id)) {
       if (!rw->Write(to_proto(*request))) break;
@@ -164,27 +258,23 @@ void RemoteWorker::Impl::stream(feed::Scheduler& scheduler, int id, const std::s
   scheduler.retire(id);
   writer.join();
   const grpc::Status status = rw->Finish();
-  if (stopping) return;
-  if (!writer_was_done && bad_batch.empty() && status.ok()) {
-    scheduler.fail(id, "data worker " + target + " ended its stream early");
-    return;
+  if (stopping) return {Outcome::kDone, ""};
+  if (!bad_batch.empty()) return {Outcome::kPermanent, bad_batch};
+  if (status.ok()) {
+    if (writer_was_done) return {Outcome::kDone, ""};
+    return {Outcome::kTransient, "data worker " + target + " ended its stream early"};
   }
-  if (!bad_batch.empty()) {
-    spdlog::warn("{}; its requests go to the other sources", bad_batch);
-    scheduler.fail(id, bad_batch);
-  } else if (!status.ok()) {
-    const std::string why = "data worker " + target + " failed: " + describe(status);
-    spdlog::warn("{}; its requests go to the other sources", why);
-    scheduler.fail(id, why);
-  }
+  const std::string why = "data worker " + target + " failed: " + describe(status);
+  return {transient(status) ? Outcome::kTransient : Outcome::kPermanent, why};
 }
 
 void RemoteWorker::stop() {
-  impl_->stopping = true;
   {
     std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
     if (impl_->ctx) impl_->ctx->TryCancel();
   }
+  impl_->retry_cv.notify_all();
   if (impl_->reader.joinable()) impl_->reader.join();
 }
 

@@ -33,7 +33,8 @@ struct SourceStats {
   uint64_t samples = 0;
   double compute_seconds = 0;  // CPU-seconds the source reported for its batches
   bool failed = false;
-  std::string error;           // why it failed
+  std::string error;           // why it failed (the last failure, for one that rejoined)
+  int rejoins = 0;             // times it failed, recovered and served again
 };
 
 class Scheduler {
@@ -51,8 +52,14 @@ class Scheduler {
   // A finished batch. Ignored if that request is no longer the source's (re-issued).
   void complete(int source, data::Batch batch);
   // The source is gone: its outstanding requests go back to the queue for the others.
-  // Calling it again only replaces the recorded reason.
-  void fail(int source, const std::string& why);
+  // Calling it again only replaces the recorded reason. `may_return`: it is being
+  // retried, so while it might come back next() waits (up to batch_timeout_s) instead of
+  // giving up when every source is down.
+  void fail(int source, const std::string& why, bool may_return = false);
+  // A source that failed with may_return serves again: it acquires work as before.
+  void revive(int source);
+  // A source being retried gives up for good (its retries ran out).
+  void abandon(int source, const std::string& why);
 
   // The source takes no more work: a parked acquire() returns nullopt. Its outstanding
   // requests stay its own until complete() or fail(). Lets a transport stop its writer
@@ -76,6 +83,7 @@ class Scheduler {
     int window = 1;
     int inflight = 0;
     bool retired = false;
+    bool may_return = false;  // failed, but being retried
   };
   bool has_work_for(const Source& s) const;
   bool all_failed() const;

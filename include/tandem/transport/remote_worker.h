@@ -45,9 +45,13 @@ class RemoteWorker {
 
   // Streams for `scheduler` as source `source_id` on two threads (writer and reader),
   // until the scheduler runs out of work or stop() is called. A broken stream calls
-  // scheduler.fail(), so its requests go to the other sources. With `expect`, a batch
-  // that does not fit it (shape, labels, size) drops this worker the same way.
-  void start(feed::Scheduler& scheduler, int source_id, const data::DatasetInfo* expect = nullptr);
+  // scheduler.fail(), so its requests go to the other sources; after a transient failure
+  // (unavailable, reset, busy) the worker is retried with backoff and rejoins once it
+  // answers its health check with the same dataset. With `expect`, a batch that does not
+  // fit it (shape, labels, size) drops this worker for good. `absent`: the worker did not
+  // answer at start; it joins when it does.
+  void start(feed::Scheduler& scheduler, int source_id, const data::DatasetInfo* expect = nullptr,
+             bool absent = false);
 
   // Cancels the stream and joins its threads. Idempotent.
   void stop();
