@@ -79,3 +79,19 @@ TEST(SettingsHardening, InspectChecksEveryRolesSettings) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(SettingsHardening, SettingsThatNeedAbsurdMemoryAreRefusedAtStart) {
+  for (const std::string& bad : {std::string("--dataset-size 100000000000"), std::string("--image-size 100000")}) {
+    const fs::path dir = fresh_dir("absurd");
+    const int code = run_tandem("trainer --local-workers 1 --steps 2 " + bad, dir / "run.log", 60);
+    EXPECT_EQ(code, 1) << bad << "\n" << slurp(dir / "run.log");
+    const std::string out = slurp(dir / "run.log");
+    EXPECT_NE(out.find(bad.find("dataset") != std::string::npos ? "lower --dataset-size" : "check --image-size"),
+              std::string::npos)
+        << out;
+  }
+}
+
+}  // namespace

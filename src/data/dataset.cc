@@ -42,7 +42,29 @@ size_t DatasetInfo::sample_bytes() const {
   return n;
 }
 
-std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts) {
+namespace {
+
+// Settings that would need absurd memory are refused at start, not at the first batch
+// (where a worker thread would die of std::bad_alloc).
+std::shared_ptr<const Dataset> within_limits(std::shared_ptr<const Dataset> d) {
+  constexpr size_t kMaxSampleBytes = size_t{1} << 30;
+  constexpr uint64_t kMaxSamples = uint64_t{1} << 32;
+  const DatasetInfo& info = d->info();
+  if (info.sample_bytes() > kMaxSampleBytes) {
+    std::string shape;
+    for (const int64_t s : info.sample_shape) shape += (shape.empty() ? "" : "x") + std::to_string(s);
+    throw ConfigError("one sample of dataset '" + info.name + "' would be " + shape + " (" +
+                      std::to_string(info.sample_bytes() >> 20) + " MiB; at most 1024 MiB): check --image-size and "
+                      "the sizes in --pipeline");
+  }
+  if (info.size > kMaxSamples) {
+    throw ConfigError("dataset '" + info.name + "' has " + std::to_string(info.size) +
+                      " samples per epoch, more than tandem indexes (4294967296): lower --dataset-size");
+  }
+  return d;
+}
+
+std::shared_ptr<const Dataset> make_any(const DataOptions& opts) {
   if (opts.data == "synthetic") return make_synthetic(opts);
   if (opts.data == "blur-benchmark") return make_blur_benchmark(opts);
   if (opts.data == "premade") return make_premade(opts);
@@ -53,6 +75,10 @@ std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts) {
                     "': use 'synthetic' (a small learnable task), 'blur-benchmark', 'premade', "
                     "'imagefolder[:PATH]' (one folder per class) or 'mnist[:PATH]' (idx files)");
 }
+
+}  // namespace
+
+std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts) { return within_limits(make_any(opts)); }
 
 DType dataset_dtype(const DataOptions& opts) {
   const std::string source = split_source(opts.data).first;

@@ -18,6 +18,15 @@ Sampler::Sampler(uint64_t dataset_size, int batch_size, uint64_t seed, int rank,
                       ": lower --batch-size or raise --dataset-size");
   }
   batches_per_epoch_ = dataset_size / global;
+  // The first epoch's shuffle now, on the caller's thread: a dataset too large to
+  // shuffle is a clear error at start rather than a dying feeder thread later.
+  try {
+    std::lock_guard lock(mu_);
+    permutation(0);
+  } catch (const std::bad_alloc&) {
+    throw ConfigError("shuffling " + std::to_string(dataset_size) + " samples needs " +
+                      std::to_string(dataset_size * 8 >> 20) + " MiB, more than this host can give: lower --dataset-size");
+  }
 }
 
 const std::vector<uint64_t>& Sampler::permutation(uint32_t epoch) const {
