@@ -10,6 +10,7 @@
 #include "tandem/common/error.h"
 #include "tandem/data/batch_maker.h"
 #include "tandem/data/sampler.h"
+#include "tandem/transport/batch_codec.h"
 #include "tandem/transport/remote_worker.h"
 #include "tandem/transport/worker_server.h"
 
@@ -275,6 +276,24 @@ TEST(Transport, AWorkerSendingMalformedBatchesIsDroppedAndTheOthersServe) {
         << stats[0].error;
     EXPECT_FALSE(stats[1].failed);
   }
+}
+
+}  // namespace
+}  // namespace tandem::transport
+
+namespace tandem::transport {
+namespace {
+
+// Found by tests/fuzz/batch_fuzz.cc: a 30-byte message whose length field claims 26 GB
+// made the trainer allocate it. Lengths are now checked against the bytes that arrived.
+TEST(BatchCodec, ALengthFieldLargerThanTheMessageIsRefusedWithoutAllocating) {
+  const std::string bytes = "\x0a\xe4\xc5\xe5\x8c\x61" "ample%" + std::string(7, '\0') + "mps e\x7futside";
+  grpc::Slice slice(bytes.data(), bytes.size());
+  grpc::ByteBuffer buffer(&slice, 1);
+  IncomingBatch msg;
+  const grpc::Status st = grpc::SerializationTraits<IncomingBatch>::Deserialize(&buffer, &msg);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.error_message().find("claims more bytes"), std::string::npos) << st.error_message();
 }
 
 }  // namespace

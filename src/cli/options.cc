@@ -247,7 +247,7 @@ nlohmann::json read_json_object(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw ConfigError(path + " is not valid JSON (" + e.what() + "): fix the file's syntax");
   }
   if (!j.is_object()) throw ConfigError(path + " must hold a JSON object of settings, like {\"batch-size\": 64}");

@@ -72,7 +72,7 @@ json parse_json(const std::string& text, const std::string& where) {
   }
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     fail(where, std::string("is not valid JSON (") + e.what() + ")",
          "correct the JSON syntax at that position");
   }

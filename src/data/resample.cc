@@ -66,7 +66,9 @@ typedef uint8_t u8x16 __attribute__((vector_size(16)));
 __attribute__((always_inline)) inline v4 load4(const uint8_t* p) {
   u8x16 b = {};
   __builtin_memcpy(&b, p, 4);
-  const u8x16 spread = __builtin_shuffle(b, u8x16{}, u8x16{0, 16, 16, 16, 1, 16, 16, 16, 2, 16, 16, 16, 3, 16, 16, 16});
+  // __builtin_shufflevector: GCC 12 and clang both have it (GCC's __builtin_shuffle is GCC's own).
+  const u8x16 spread =
+      __builtin_shufflevector(b, u8x16{}, 0, 16, 16, 16, 1, 16, 16, 16, 2, 16, 16, 16, 3, 16, 16, 16);
   v4i i;
   __builtin_memcpy(&i, &spread, 16);
   return __builtin_convertvector(i, v4);
@@ -76,7 +78,7 @@ __attribute__((always_inline)) inline v4 load4(const uint8_t* p) {
 __attribute__((always_inline)) inline void store4(v4i q, uint8_t* p) {
   u8x16 b;
   __builtin_memcpy(&b, &q, 16);
-  const u8x16 packed = __builtin_shuffle(b, u8x16{0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  const u8x16 packed = __builtin_shufflevector(b, b, 0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
   __builtin_memcpy(p, &packed, 4);
 }
 

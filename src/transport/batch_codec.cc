@@ -23,7 +23,12 @@ void put_varint(std::string& out, uint64_t v) {
 // Reads the protobuf wire format across the slices of a received message.
 class SliceReader {
  public:
-  explicit SliceReader(std::vector<Slice> slices) : slices_(std::move(slices)) {}
+  explicit SliceReader(std::vector<Slice> slices) : slices_(std::move(slices)) {
+    for (const Slice& s : slices_) left_ += s.size();
+  }
+
+  // Bytes not yet read: a length field may claim more, and must not be believed.
+  size_t remaining() const { return left_; }
 
   bool done() {
     while (index_ < slices_.size() && offset_ == slices_[index_].size()) next();
@@ -50,6 +55,7 @@ class SliceReader {
         dst += take;
       }
       offset_ += take;
+      left_ -= take;
       n -= take;
     }
     return true;
@@ -63,6 +69,7 @@ class SliceReader {
   std::vector<Slice> slices_;
   size_t index_ = 0;
   size_t offset_ = 0;
+  size_t left_ = 0;
 };
 
 Status malformed(const std::string& what) {
@@ -74,7 +81,7 @@ bool skip_field(SliceReader& in, uint64_t wire_type) {
   switch (wire_type) {
     case 0: return in.varint(n);
     case 1: return in.copy(nullptr, 8);
-    case 2: return in.varint(n) && in.copy(nullptr, n);
+    case 2: return in.varint(n) && n <= in.remaining() && in.copy(nullptr, n);
     case 5: return in.copy(nullptr, 4);
     default: return false;
   }
@@ -125,6 +132,8 @@ Status SerializationTraits<tandem::transport::IncomingBatch, void>::Deserialize(
     if (!in.varint(tag)) return malformed("truncated tag");
     if (tag == kHeaderTag || tag == kPayloadTag) {
       if (!in.varint(size)) return malformed("truncated length");
+      // Allocate only what arrived: a length field alone must not make us reserve gigabytes.
+      if (size > in.remaining()) return malformed("a field claims more bytes than the message holds");
       if (tag == kHeaderTag) {
         std::string header(size, '\0');
         if (!in.copy(reinterpret_cast<std::byte*>(header.data()), size) || !msg->header.ParseFromString(header)) {
