@@ -1,3 +1,4 @@
+#include "tandem/feed/sample_audit.h"
 #include "tandem/feed/scheduler.h"
 
 #include <atomic>
@@ -172,6 +173,46 @@ TEST(Scheduler, SourcesAddedWhileOthersWaitKeepWorking) {
   s.close();
   t.join();
   EXPECT_EQ(served, 400);
+}
+
+}  // namespace
+}  // namespace tandem::feed
+
+namespace tandem::feed {
+namespace {
+
+data::Batch made_from(const data::Sampler& plan, uint64_t seq) {
+  const data::BatchRequest r = plan.request(seq);
+  data::Batch b;
+  b.sequence = seq;
+  b.epoch = r.epoch;
+  b.indices = r.indices;
+  return b;
+}
+
+TEST(SampleAudit, CountsMissingDuplicatedAndUnplannedSamples) {
+  data::Sampler plan(40, 4, 0);  // 10 batches an epoch
+  SampleAudit clean(plan, 40);
+  for (uint64_t s = 0; s < 15; ++s) clean.record(made_from(plan, s));
+  auto r = clean.report();
+  EXPECT_EQ(r["planned"], 60);
+  EXPECT_EQ(r["consumed"], 60);
+  EXPECT_EQ(r["missing"], 0);
+  EXPECT_EQ(r["duplicated"], 0);
+  EXPECT_EQ(r["unplanned"], 0);
+  ASSERT_EQ(r["epochs"].size(), 2u);
+  EXPECT_EQ(r["epochs"][0]["planned"], 40);
+
+  SampleAudit broken(plan, 40);
+  broken.record(made_from(plan, 0));
+  broken.record(made_from(plan, 0));  // delivered twice
+  data::Batch wrong = made_from(plan, 2);  // batch 1 never arrives
+  wrong.indices[0] = made_from(plan, 5).indices[0];  // made from a sample of another batch
+  broken.record(wrong);
+  r = broken.report();
+  EXPECT_EQ(r["duplicated"], 4);
+  EXPECT_EQ(r["unplanned"], 1);
+  EXPECT_EQ(r["missing"], 5) << r.dump(2);  // all of batch 1, and the replaced sample of batch 2
 }
 
 }  // namespace

@@ -154,3 +154,39 @@ TEST(SelfHealing, AWorkerThatRestartsRejoinsAndALateOneJoins) {
 }
 
 }  // namespace
+
+namespace {
+
+// Exactly once, checked: a worker killed (SIGKILL) at a random point mid-run, and every
+// sample of every epoch still consumed once, none twice, none from outside the plan.
+TEST(SampleAudit, AWorkerKilledAtRandomPointsLosesAndRepeatsNoSample) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 3; ++round) {
+    const fs::path dir = fresh_dir("audit-" + std::to_string(round));
+    const int p1 = free_port(), p2 = free_port();
+    Child w1 = spawn(worker_args(p1) + " --dataset-size 400", dir / "w1.log");
+    Child w2 = spawn(worker_args(p2) + " --dataset-size 400", dir / "w2.log");
+    const std::string workers = "127.0.0.1:" + std::to_string(p1) + ",127.0.0.1:" + std::to_string(p2);
+    // 400 samples, batch 8: 50 batches an epoch; 130 steps span three epochs.
+    Child trainer = spawn("trainer --workers " + workers + " --local-workers 0 --train-threads 1 --batch-size 8"
+                          " --log-every 10 --steps 130 --data blur-benchmark --image-size 64 --dataset-size 400"
+                          " --audit-samples --summary-json " + (dir / "s.json").string(),
+                          dir / "trainer.log");
+    ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=10 ", 90s)) << slurp(dir / "trainer.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 800)(rng)));
+    kill(w1.pid, SIGKILL);
+    EXPECT_EQ(wait_exit(trainer, 120s), 0) << slurp(dir / "trainer.log");
+    const auto s = nlohmann::json::parse(slurp(dir / "s.json"));
+    const auto& a = s["sample_audit"];
+    EXPECT_EQ(a["consumed"], 130 * 8) << a.dump(2);
+    EXPECT_EQ(a["planned"], 130 * 8) << a.dump(2);
+    EXPECT_EQ(a["missing"], 0) << a.dump(2);
+    EXPECT_EQ(a["duplicated"], 0) << a.dump(2);
+    EXPECT_EQ(a["unplanned"], 0) << a.dump(2);
+    ASSERT_EQ(a["epochs"].size(), 3u);
+    EXPECT_EQ(a["epochs"][0]["planned"], 400) << "a whole epoch: every sample once";
+    EXPECT_EQ(wait_exit(w2, 30s), 0);
+  }
+}
+
+}  // namespace

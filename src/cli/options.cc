@@ -189,6 +189,9 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
       ->capture_default_str()->check(positive())->group(kTrainerGroup);
   app.add_option("--batch-timeout", o.batch_timeout_s, "Longest wait in seconds for one batch")
       ->capture_default_str()->check(positive())->group(kTrainerGroup);
+  app.add_flag("--audit-samples", o.audit_samples,
+               "Check every sample is consumed exactly once per epoch; report it in the summary")
+      ->group(kTrainerGroup);
   app.add_option("--summary-json", o.summary_json, "Where to write the summary; default <root>/output/data/summary.json")
       ->group(kTrainerGroup);
 }

@@ -49,6 +49,7 @@ Batch BatchMaker::allocate(const BatchRequest& request) const {
   batch.shape = {static_cast<int64_t>(request.indices.size())};
   batch.shape.insert(batch.shape.end(), info.sample_shape.begin(), info.sample_shape.end());
   batch.labels.resize(request.indices.size());
+  batch.indices = request.indices;
   batch.data = Buffer(request.indices.size() * info.sample_bytes() / dtype_size(info.dtype) * dtype_size(wire_));
   return batch;
 }

@@ -13,6 +13,7 @@
 #include "tandem/data/sampler.h"
 #include "tandem/data/thread_pool.h"
 #include "tandem/feed/local_source.h"
+#include "tandem/feed/sample_audit.h"
 #include "tandem/launch/roles.h"
 #include "tandem/report/summary.h"
 #include "tandem/training/runtime.h"
@@ -203,8 +204,16 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       std::lock_guard lock(feed_mu);
       closable = nullptr;
     };
+    std::unique_ptr<feed::SampleAudit> audit;
+    if (opts.audit_samples) audit = std::make_unique<feed::SampleAudit>(sampler, info.size);
     try {
-      result = trainer.run([&] { return scheduler.next(); }, stop);
+      result = trainer.run(
+          [&] {
+            std::optional<data::Batch> b = scheduler.next();
+            if (b && audit) audit->record(*b);
+            return b;
+          },
+          stop);
     } catch (...) {
       unhook();
       scheduler.close();
@@ -218,6 +227,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     if (dist.rank == 0) {
       nlohmann::json summary = report::make_summary(result, scheduler.stats());
       add_skipped(summary, *dataset, workers);
+      if (audit) summary["sample_audit"] = audit->report();
       std::string path = opts.summary_json.empty() ? root + "/output/data/summary.json" : opts.summary_json;
       if (has_root || !opts.summary_json.empty()) report::write_file_atomically(path, summary.dump(2) + "\n");
       else path = "(not written: no SageMaker root; use --summary-json)";

@@ -51,6 +51,7 @@ OutgoingBatch to_wire(data::Batch&& batch) {
   h.mutable_shape()->Add(batch.shape.begin(), batch.shape.end());
   h.set_dtype(to_proto(batch.dtype));
   h.mutable_labels()->Add(batch.labels.begin(), batch.labels.end());
+  h.mutable_indices()->Add(batch.indices.begin(), batch.indices.end());
   h.set_compute_seconds(batch.compute_seconds);
   out.payload = std::move(batch.data);
   return out;
@@ -71,6 +72,7 @@ data::Batch from_wire(IncomingBatch&& batch) {
   out.shape.assign(h.shape().begin(), h.shape().end());
   out.dtype = from_proto(h.dtype());
   out.labels.assign(h.labels().begin(), h.labels().end());
+  out.indices.assign(h.indices().begin(), h.indices().end());
   out.data = std::move(batch.payload);
   out.compute_seconds = h.compute_seconds();
   size_t expected = data::dtype_size(out.dtype);

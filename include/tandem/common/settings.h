@@ -123,6 +123,9 @@ struct TrainerOptions {
   double connect_timeout_s = 180;    // --connect-timeout: waiting for workers to come up
   double batch_timeout_s = 120;      // --batch-timeout: longest wait for one batch
   std::string summary_json;          // --summary-json: default <root>/output/data/summary.json
+  // --audit-samples: record which samples each batch was made from and report, per
+  // epoch, missing, duplicated and unplanned samples in the summary (sample_audit).
+  bool audit_samples = false;
 };
 
 // A whole heterogeneous cluster as local processes.

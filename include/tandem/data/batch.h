@@ -29,6 +29,7 @@ struct Batch {
   std::vector<int64_t> shape;   // [N, C, H, W]
   DType dtype = DType::kFloat32;
   std::vector<int64_t> labels;  // N
+  std::vector<uint64_t> indices;  // N: the samples it was made from (echoed over the wire)
   Buffer data;                  // row-major payload, shape x dtype
   double compute_seconds = 0;   // CPU-seconds spent producing it
   int source = -1;              // which feeder source delivered it (set by the feeder)

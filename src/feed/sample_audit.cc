@@ -1,0 +1,58 @@
+#include "tandem/feed/sample_audit.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace tandem::feed {
+
+SampleAudit::SampleAudit(const data::Sampler& plan, uint64_t dataset_size)
+    : plan_(plan), dataset_size_(dataset_size) {}
+
+void SampleAudit::record(const data::Batch& batch) {
+  Epoch& e = epochs_[batch.epoch];
+  if (e.times.empty()) e.times.assign(dataset_size_, 0);
+  e.first_sequence = std::min(e.first_sequence, batch.sequence);
+  e.last_sequence = std::max(e.last_sequence, batch.sequence);
+  const data::BatchRequest planned = plan_.request(batch.sequence);
+  const std::unordered_set<uint64_t> expected(planned.indices.begin(), planned.indices.end());
+  for (const uint64_t i : batch.indices) {
+    ++e.consumed;
+    if (!expected.count(i) || i >= dataset_size_) {
+      ++e.unplanned;
+      continue;
+    }
+    if (e.times[i] > 0) ++e.duplicated;
+    if (e.times[i] < 255) ++e.times[i];
+  }
+}
+
+nlohmann::json SampleAudit::report() const {
+  nlohmann::json epochs = nlohmann::json::array();
+  uint64_t planned_all = 0, consumed_all = 0, missing_all = 0, duplicated_all = 0, unplanned_all = 0;
+  for (const auto& [epoch, e] : epochs_) {
+    uint64_t planned = 0, missing = 0;
+    for (uint64_t seq = e.first_sequence; seq <= e.last_sequence; ++seq) {
+      for (const uint64_t i : plan_.request(seq).indices) {
+        ++planned;
+        if (e.times[i] == 0) ++missing;
+      }
+    }
+    epochs.push_back({{"epoch", epoch},
+                      {"first_batch", e.first_sequence},
+                      {"last_batch", e.last_sequence},
+                      {"planned", planned},
+                      {"consumed", e.consumed},
+                      {"missing", missing},
+                      {"duplicated", e.duplicated},
+                      {"unplanned", e.unplanned}});
+    planned_all += planned;
+    consumed_all += e.consumed;
+    missing_all += missing;
+    duplicated_all += e.duplicated;
+    unplanned_all += e.unplanned;
+  }
+  return {{"planned", planned_all}, {"consumed", consumed_all}, {"missing", missing_all},
+          {"duplicated", duplicated_all}, {"unplanned", unplanned_all}, {"epochs", epochs}};
+}
+
+}  // namespace tandem::feed
