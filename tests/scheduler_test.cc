@@ -217,3 +217,45 @@ TEST(SampleAudit, CountsMissingDuplicatedAndUnplannedSamples) {
 
 }  // namespace
 }  // namespace tandem::feed
+
+namespace tandem::feed {
+namespace {
+
+// One source stalls on one request (a host that hangs): once the request at the head of
+// the line is late by the learned margin, another source makes it too and the loop goes
+// on; the stalled source's late answer, if any, is discarded.
+TEST(Scheduler, ALateRequestAtTheHeadOfTheLineIsHedgedToAnotherSource) {
+  Scheduler s(request_for, {60, 8, /*batch_timeout_s=*/10});
+  const int stalling = s.add_source("stalling", 2);
+  const int healthy = s.add_source("healthy", 2);
+  std::atomic<bool> release{false};
+  std::atomic<int64_t> stalled{-1};
+  std::thread a([&] {
+    while (auto r = s.acquire(stalling)) {
+      if (r->sequence >= 20 && stalled < 0) {  // hangs on this one until the test ends
+        stalled = static_cast<int64_t>(r->sequence);
+        while (!release) std::this_thread::sleep_for(10ms);
+      }
+      std::this_thread::sleep_for(2ms);
+      s.complete(stalling, batch_for(*r));
+    }
+  });
+  std::thread b = serve(s, healthy, 2ms);
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t i = 0; i < 60; ++i) {
+    auto batch = s.next();
+    ASSERT_TRUE(batch) << i;
+    ASSERT_EQ(batch->sequence, i);
+    if (static_cast<int64_t>(i) == stalled) EXPECT_EQ(batch->source, healthy) << "the stalled batch comes from the hedge";
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "the stall was waited out, not hedged";
+  ASSERT_GE(stalled.load(), 20) << "the stalling source never took a request past 20";
+  EXPECT_GE(s.hedged(), 1u);
+  release = true;
+  s.close();
+  a.join();
+  b.join();
+}
+
+}  // namespace
+}  // namespace tandem::feed

@@ -21,9 +21,18 @@ int Scheduler::add_source(std::string name, int window) {
   return static_cast<int>(sources_.size()) - 1;
 }
 
-bool Scheduler::has_work_for(const Source& s) const {
+long Scheduler::retry_index_for(int id) const {
+  for (size_t i = 0; i < retry_.size(); ++i) {
+    const auto it = outstanding_.find(retry_[i]);
+    if (it == outstanding_.end() || (it->second.owner != id && it->second.hedge != id)) return static_cast<long>(i);
+  }
+  return -1;
+}
+
+bool Scheduler::has_work_for(int id) const {
+  const Source& s = sources_.at(id);
   if (s.inflight >= s.window) return false;
-  if (!retry_.empty()) return true;
+  if (retry_index_for(id) >= 0) return true;
   return next_new_ < opts_.total_batches && next_new_ < next_deliver_ + opts_.prefetch;
 }
 
@@ -31,17 +40,25 @@ std::optional<data::BatchRequest> Scheduler::acquire(int source) {
   std::unique_lock lock(mu_);
   Source& s = sources_.at(source);
   cv_.wait(lock, [&] {
-    return closed_ || s.stats.failed || s.retired || next_deliver_ >= opts_.total_batches || has_work_for(s);
+    return closed_ || s.stats.failed || s.retired || next_deliver_ >= opts_.total_batches || has_work_for(source);
   });
   if (closed_ || s.stats.failed || s.retired || next_deliver_ >= opts_.total_batches) return std::nullopt;
   uint64_t seq;
-  if (!retry_.empty()) {
-    seq = retry_.front();
-    retry_.pop_front();
+  const auto now = Clock::now();
+  if (const long i = retry_index_for(source); i >= 0) {
+    seq = retry_[static_cast<size_t>(i)];
+    retry_.erase(retry_.begin() + i);
+    auto it = outstanding_.find(seq);
+    if (it != outstanding_.end()) {  // a hedge: the owner still works on it
+      it->second.hedge = source;
+      it->second.hedge_since = now;
+    } else {
+      outstanding_[seq] = Ticket{source, now};
+    }
   } else {
     seq = next_new_++;
+    outstanding_[seq] = Ticket{source, now};
   }
-  outstanding_[seq] = source;
   ++s.inflight;
   lock.unlock();
   return make_request_(seq);
@@ -50,10 +67,23 @@ std::optional<data::BatchRequest> Scheduler::acquire(int source) {
 void Scheduler::complete(int source, data::Batch batch) {
   {
     std::lock_guard lock(mu_);
-    auto it = outstanding_.find(batch.sequence);
-    if (it == outstanding_.end() || it->second != source) return;
-    outstanding_.erase(it);
     Source& s = sources_.at(source);
+    if (losers_.erase({batch.sequence, source})) {  // the other holder answered first
+      --s.inflight;
+      cv_.notify_all();
+      return;
+    }
+    auto it = outstanding_.find(batch.sequence);
+    if (it == outstanding_.end()) return;
+    Ticket& t = it->second;
+    if (t.owner != source && t.hedge != source) return;
+    const bool by_owner = t.owner == source;
+    const auto since = by_owner ? t.since : t.hedge_since;
+    latencies_.push_back(std::chrono::duration<double>(Clock::now() - since).count());
+    if (latencies_.size() > 64) latencies_.pop_front();
+    const int other = by_owner ? t.hedge : t.owner;
+    if (other >= 0) losers_.insert({batch.sequence, other});
+    outstanding_.erase(it);
     --s.inflight;
     batch.source = source;
     ready_.emplace(batch.sequence, std::move(batch));
@@ -73,16 +103,28 @@ void Scheduler::fail(int source, const std::string& why, bool may_return) {
     s.stats.failed = true;
     s.stats.error = why;
     s.inflight = 0;
-    // Re-issue in sequence order so the oldest (most urgent) request goes out first.
+    for (auto it = losers_.begin(); it != losers_.end();) it = it->second == source ? losers_.erase(it) : std::next(it);
+    // Re-issue in sequence order so the oldest (most urgent) request goes out first; a
+    // request another source also holds (a hedge) stays with that one.
     std::vector<uint64_t> lost;
     for (auto it = outstanding_.begin(); it != outstanding_.end();) {
-      if (it->second == source) {
-        lost.push_back(it->first);
-        it = outstanding_.erase(it);
-      } else {
-        ++it;
+      Ticket& t = it->second;
+      if (t.hedge == source) t.hedge = -1;
+      if (t.owner == source) {
+        if (t.hedge >= 0) {
+          t.owner = t.hedge;
+          t.since = t.hedge_since;
+          t.hedge = -1;
+        } else {
+          lost.push_back(it->first);
+          it = outstanding_.erase(it);
+          continue;
+        }
       }
+      ++it;
     }
+    // A queued hedge for a request that is now lost is a plain retry already.
+    for (const uint64_t seq : lost) retry_.erase(std::remove(retry_.begin(), retry_.end(), seq), retry_.end());
     retry_.insert(retry_.begin(), lost.begin(), lost.end());
     std::sort(retry_.begin(), retry_.end());
   }
@@ -142,9 +184,13 @@ std::optional<data::Batch> Scheduler::next() {
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                     std::chrono::duration<double>(opts_.batch_timeout_s));
-  const bool arrived = cv_.wait_until(lock, deadline, [&] {
-    return closed_ || ready_.count(next_deliver_) || sources_.empty() || all_failed();
-  });
+  auto done = [&] { return closed_ || ready_.count(next_deliver_) || sources_.empty() || all_failed(); };
+  bool arrived = done();
+  // Wait in slices: the batch at the head of the line may be late enough to hedge.
+  while (!arrived && Clock::now() < deadline) {
+    arrived = cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(50)), done);
+    if (!arrived) maybe_hedge(Clock::now());
+  }
   waited_ += std::chrono::steady_clock::now() - start;
   auto it = ready_.find(next_deliver_);
   if (it == ready_.end()) {
@@ -166,6 +212,39 @@ std::optional<data::Batch> Scheduler::next() {
   lock.unlock();
   cv_.notify_all();
   return batch;
+}
+
+std::optional<Scheduler::Clock::duration> Scheduler::hedge_margin() const {
+  if (latencies_.size() < 8) return std::nullopt;
+  std::vector<double> sorted(latencies_.begin(), latencies_.end());
+  const size_t k = sorted.size() * 9 / 10;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(k), sorted.end());
+  const double margin = std::max(2.0 * sorted[k], 0.25);
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(margin));
+}
+
+// The request the loop waits for is late: let another live source make it too, so one
+// slow or stalled host cannot stall every step. The first answer wins.
+void Scheduler::maybe_hedge(Clock::time_point now) {
+  const auto it = outstanding_.find(next_deliver_);
+  if (it == outstanding_.end() || it->second.hedge >= 0) return;
+  if (std::find(retry_.begin(), retry_.end(), next_deliver_) != retry_.end()) return;
+  const std::optional<Clock::duration> margin = hedge_margin();
+  if (!margin || now - it->second.since < *margin) return;
+  const int owner = it->second.owner;
+  bool other = false;
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    other |= static_cast<int>(i) != owner && !sources_[i].stats.failed && !sources_[i].retired;
+  }
+  if (!other) return;
+  retry_.push_front(next_deliver_);
+  ++hedged_;
+  cv_.notify_all();
+}
+
+uint64_t Scheduler::hedged() const {
+  std::lock_guard lock(mu_);
+  return hedged_;
 }
 
 void Scheduler::close() {

@@ -228,6 +228,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       nlohmann::json summary = report::make_summary(result, scheduler.stats());
       add_skipped(summary, *dataset, workers);
       if (audit) summary["sample_audit"] = audit->report();
+      summary["hedged_requests"] = scheduler.hedged();
       std::string path = opts.summary_json.empty() ? root + "/output/data/summary.json" : opts.summary_json;
       if (has_root || !opts.summary_json.empty()) report::write_file_atomically(path, summary.dump(2) + "\n");
       else path = "(not written: no SageMaker root; use --summary-json)";

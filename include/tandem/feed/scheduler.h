@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,8 @@ class Scheduler {
   void close();
 
   std::vector<SourceStats> stats() const;
+  // Requests re-issued to a second source because they were late (first answer wins).
+  uint64_t hedged() const;
   // Seconds next() spent waiting for data, in total.
   double wait_seconds() const;
 
@@ -85,9 +88,24 @@ class Scheduler {
     bool retired = false;
     bool may_return = false;  // failed, but being retried
   };
-  bool has_work_for(const Source& s) const;
+  using Clock = std::chrono::steady_clock;
+  // Who holds an outstanding request: its owner, and a second source when the request
+  // was late and re-issued (hedged); the first answer wins.
+  struct Ticket {
+    int owner = -1;
+    Clock::time_point since;
+    int hedge = -1;
+    Clock::time_point hedge_since;
+  };
+  bool has_work_for(int id) const;
+  // The first queued re-issue `id` may take (not a hedge of its own request), or -1.
+  long retry_index_for(int id) const;
   bool all_failed() const;
   std::string failure_summary() const;
+  // How late a request may be before it is hedged: twice the 90th percentile of recent
+  // answers, at least 250 ms; none until 8 answers were seen.
+  std::optional<Clock::duration> hedge_margin() const;
+  void maybe_hedge(Clock::time_point now);
 
   RequestFactory make_request_;
   SchedulerOptions opts_;
@@ -97,7 +115,10 @@ class Scheduler {
   // to its own across waits, and sources may start before the last one is added.
   std::deque<Source> sources_;                  // GUARDED_BY(mu_)
   std::deque<uint64_t> retry_;                  // GUARDED_BY(mu_): re-issue first
-  std::map<uint64_t, int> outstanding_;         // GUARDED_BY(mu_): sequence -> source
+  std::map<uint64_t, Ticket> outstanding_;      // GUARDED_BY(mu_): sequence -> holders
+  std::set<std::pair<uint64_t, int>> losers_;   // GUARDED_BY(mu_): answers still due after a hedge was won
+  std::deque<double> latencies_;                // GUARDED_BY(mu_): seconds, the last 64 answers
+  uint64_t hedged_ = 0;                         // GUARDED_BY(mu_)
   std::map<uint64_t, data::Batch> ready_;       // GUARDED_BY(mu_)
   uint64_t next_new_ = 0;                       // GUARDED_BY(mu_): next never-issued sequence
   uint64_t next_deliver_ = 0;                   // GUARDED_BY(mu_)
