@@ -190,3 +190,25 @@ TEST(SampleAudit, AWorkerKilledAtRandomPointsLosesAndRepeatsNoSample) {
 }
 
 }  // namespace
+
+namespace {
+
+// A rank whose peers never come waits in c10d's rendezvous, which cannot be interrupted:
+// a stop still ends it within seconds, with nothing lost (no step was taken).
+TEST(Signals, SigtermDuringRendezvousEndsTheRankWithinSeconds) {
+  const fs::path dir = fresh_dir("sigterm-rendezvous");
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("RANK", "0", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+  Child rank0 = spawn("trainer --local-workers 1 --train-threads 1 --steps 10 --dist-timeout 300", dir / "rank0.log");
+  for (const char* v : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
+  ASSERT_TRUE(wait_for_text(dir / "rank0.log", "trainer ", 30s)) << slurp(dir / "rank0.log");
+  std::this_thread::sleep_for(1s);
+  const auto start = std::chrono::steady_clock::now();
+  kill(rank0.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(rank0, 30s), 2) << slurp(dir / "rank0.log");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+}  // namespace

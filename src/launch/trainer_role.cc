@@ -142,11 +142,27 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   // group agree on stopping at their next log interval and keep their feed until then.
   std::mutex feed_mu;
   feed::Scheduler* closable = nullptr;  // GUARDED_BY(feed_mu)
+  // Before the first step nothing can be lost, but some waits cannot be interrupted
+  // (c10d's rendezvous waits up to --dist-timeout): a stop then ends the process.
+  // Process-wide, since the timer thread may outlive this call.
+  static std::atomic<bool> starting;
+  starting = true;
   SignalWatcher signals([&](int signo) {
     spdlog::warn("received {}: stopping training", signo == SIGTERM ? "SIGTERM" : "SIGINT");
     stop = true;
-    std::lock_guard lock(feed_mu);
-    if (closable) closable->close();
+    {
+      std::lock_guard lock(feed_mu);
+      if (closable) closable->close();
+    }
+    if (starting) {
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+        if (!starting) return;
+        spdlog::warn("stopped while starting (before any step): exiting");
+        spdlog::default_logger()->flush();
+        std::_Exit(kExitInterrupted);
+      }).detach();
+    }
   });
   transport::keep_grpc_initialised();
   const TrainerOptions& opts = settings.trainer;
@@ -182,6 +198,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     training::RunPaths paths;
     if (has_root) paths = {root + "/checkpoints", root + "/model"};
     training::Trainer trainer(opts, info, dist, paths, eval);
+    starting = false;  // from here on a stop is handled by the training loop
     data::Sampler sampler(info.size, opts.batch_size, settings.data.seed, dist.rank, dist.world);
     feed::Scheduler scheduler([&](uint64_t seq) { return sampler.request(seq); },
                               {static_cast<uint64_t>(opts.steps), opts.prefetch, opts.batch_timeout_s,
