@@ -212,3 +212,29 @@ TEST(Signals, SigtermDuringRendezvousEndsTheRankWithinSeconds) {
 }
 
 }  // namespace
+
+namespace {
+
+// A worker that hangs (SIGSTOP) mid-run: the batch it holds is hedged to the other
+// worker and training finishes; the hung one never answers again.
+TEST(SelfHealing, AHungWorkerDoesNotStallTraining) {
+  const fs::path dir = fresh_dir("sigstop-worker");
+  const int p1 = free_port(), p2 = free_port();
+  Child w1 = spawn(worker_args(p1), dir / "w1.log");
+  Child w2 = spawn(worker_args(p2), dir / "w2.log");
+  ASSERT_TRUE(wait_for_text(dir / "w1.log", "serving", 30s) && wait_for_text(dir / "w2.log", "serving", 30s));
+  const std::string workers = "127.0.0.1:" + std::to_string(p1) + ",127.0.0.1:" + std::to_string(p2);
+  Child trainer = spawn("trainer --workers " + workers + " --local-workers 0 --train-threads 1 --batch-size 8"
+                        " --log-every 10 --steps 300 --data blur-benchmark --image-size 64 --batch-timeout 15"
+                        " --summary-json " + (dir / "s.json").string(),
+                        dir / "trainer.log");
+  ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=20 ", 90s)) << slurp(dir / "trainer.log");
+  kill(w1.pid, SIGSTOP);
+  EXPECT_EQ(wait_exit(trainer, 120s), 0) << slurp(dir / "trainer.log");
+  const auto s = nlohmann::json::parse(slurp(dir / "s.json"));
+  EXPECT_EQ(s["steps"], 300);
+  EXPECT_GE(s["hedged_requests"].get<int>(), 1) << s.dump(2);
+  kill(w1.pid, SIGKILL);
+}
+
+}  // namespace
