@@ -180,3 +180,25 @@ TEST(Convert, WireDtypeDefaultsToTheDatasetsOwn) {
 
 }  // namespace
 }  // namespace tandem::data
+
+namespace tandem::data {
+namespace {
+
+// An image far larger than the pipeline's target: downscaled in steps, not refused at
+// the first batch (a pipeline that passed its start-up check used to fail here).
+TEST(Resample, DownscalesOfMoreThanThirtyTimesWorkInSteps) {
+  Image big;
+  big.reshape(4000, 300, 3);
+  for (int y = 0; y < big.height; ++y) {
+    for (int x = 0; x < big.width * 3; ++x) big.row(y)[x] = static_cast<uint8_t>(y < 2000 ? 40 : 200);
+  }
+  Image out;
+  resize(big, 32, 30, out);
+  ASSERT_EQ(out.height, 32);
+  ASSERT_EQ(out.width, 30);
+  EXPECT_NEAR(out.row(2)[0], 40, 1);    // top half dark
+  EXPECT_NEAR(out.row(29)[0], 200, 1);  // bottom half bright
+}
+
+}  // namespace
+}  // namespace tandem::data

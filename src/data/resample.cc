@@ -213,7 +213,15 @@ void resample(const ResampleSource& src, int out_height, int out_width, Image& d
   if (src.channels != 1 && src.channels != 3) throw std::invalid_argument("resample: channels must be 1 or 3");
   const Taps tx = compute_taps(src.x0, src.x1, src.clamp_x0, src.clamp_x1, out_width);
   const Taps ty = compute_taps(src.y0, src.y1, src.clamp_y0, src.clamp_y1, out_height);
-  if (ty.stride > 64) throw std::invalid_argument("resample: downscaling by more than 30x at once");
+  if (ty.stride > 64) {
+    // More than about 30x down at once: first to 16x the target height, then the rest, so
+    // a pipeline that fits a small image also takes a huge one (a 12,000-pixel photo).
+    const int mid_height = out_height * 16;
+    Image mid;
+    resample(src, mid_height, out_width, mid);
+    resize(mid, out_height, out_width, dst);
+    return;
+  }
   dst.reshape(out_height, out_width, src.channels);
   if (src.channels == 3) resample_rows<3>(src, tx, ty, out_height, out_width, dst);
   else resample_rows<1>(src, tx, ty, out_height, out_width, dst);
