@@ -95,3 +95,19 @@ TEST(SettingsHardening, SettingsThatNeedAbsurdMemoryAreRefusedAtStart) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(SettingsHardening, AControlCharacterInAHostNameIsRefusedNotPrinted) {
+  const fs::path dir = fresh_dir("nul-host");
+  fs::create_directories(dir / "root/input/config");
+  std::ofstream(dir / "root/input/config/resourceconfig.json")
+      << R"({"current_host": "algo-1", "hosts": ["algo-1", "algo-\u0000evil\u001b[2J"]})";
+  const int code = run_tandem("inspect --sagemaker-root " + (dir / "root").string(), dir / "out.log", 30);
+  const std::string out = slurp(dir / "out.log");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("holds a control character ('algo-\\x00evil\\x1b[2J', position 5)"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\0'), std::string::npos) << "a raw NUL reached the output";
+}
+
+}  // namespace

@@ -172,3 +172,35 @@ TEST(WorkerLiveness, AStoppedTrainerDoesNotKeepItsWorkerAlive) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// Info answers nothing about training progress: a client polling it cannot keep a worker
+// (and its host's bill) alive past --idle-timeout.
+TEST(WorkerLiveness, InfoCallsDoNotKeepAnIdleWorkerAlive) {
+  const fs::path dir = fresh_dir("info-idle");
+  const int port = free_port();
+  Child worker = spawn("worker --port " + std::to_string(port) + " --bind 127.0.0.1 --threads 1 --idle-timeout 2",
+                       dir / "worker.log");
+  ASSERT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
+  transport::RemoteWorker poller("127.0.0.1:" + std::to_string(port));
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    if (waitpid(worker.pid, nullptr, WNOHANG) != 0) {
+      worker.reaped = true;
+      break;
+    }
+    if (std::chrono::steady_clock::now() - start > 20s) break;
+    try {
+      poller.info(1);
+    } catch (const std::exception&) {
+    }
+    std::this_thread::sleep_for(300ms);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s) << "Info calls kept the worker alive";
+  EXPECT_NE(slurp(dir / "worker.log").find("no trainer contacted"), std::string::npos) << slurp(dir / "worker.log");
+}
+
+}  // namespace
+}  // namespace tandem

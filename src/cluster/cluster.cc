@@ -2,6 +2,7 @@
 // Draft and checked by one `assemble`, so every source fails the same way with a message
 // that names where the bad value lives.
 #include "tandem/common/json_limits.h"
+#include "tandem/common/text.h"
 #include "tandem/cluster/cluster.h"
 
 #include <algorithm>
@@ -90,12 +91,25 @@ const json& required(const json& obj, const std::string& key, const std::string&
   return *value;
 }
 
+// Names end up in messages, logs and host lookups: a control character (a NUL cuts a
+// message short, an escape sequence rewrites a terminal) is refused.
+std::string printable_name(std::string s, const std::string& where) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      fail(where, "holds a control character ('" + printable(s, 60) + "', position " + std::to_string(i) + ")",
+           "use plain names, like SageMaker's algo-1 or ml.c5.18xlarge");
+    }
+  }
+  return s;
+}
+
 std::string as_string(const json& value, const std::string& where) {
   if (!value.is_string()) {
     fail(where, std::string("expected a string, got ") + value.type_name(),
          "write it as a JSON string, e.g. \"algo-1\"");
   }
-  return value.get<std::string>();
+  return printable_name(value.get<std::string>(), where);
 }
 
 std::vector<std::string> as_strings(const json& value, const std::string& where) {
@@ -109,7 +123,7 @@ std::vector<std::string> as_strings(const json& value, const std::string& where)
       fail(where, "item " + std::to_string(i) + " is a " + value[i].type_name() + ", not a string",
            fix);
     }
-    out.push_back(value[i].get<std::string>());
+    out.push_back(printable_name(value[i].get<std::string>(), where));
   }
   return out;
 }
