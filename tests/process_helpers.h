@@ -64,6 +64,7 @@ struct Child {
   bool reaped = false;
   Child() = default;
   Child(pid_t p) : pid(p) {}
+  Child(Child&& other) noexcept : pid(other.pid), reaped(other.reaped) { other.pid = -1; }
   Child(const Child&) = delete;
   ~Child() {
     if (pid > 0 && !reaped) {

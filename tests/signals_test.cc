@@ -19,12 +19,25 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using namespace tandem::testing;
 
+// "127.0.0.1:P1,127.0.0.1:P2,...": the --workers of a trainer on loopback.
+std::string targets(std::initializer_list<int> ports) {
+  std::string out;
+  for (const int p : ports) out += (out.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(p);
+  return out;
+}
+
+// A trainer fed only by `workers`, with small settings shared by every test here.
+std::string fed_trainer(const std::string& workers, int steps, const std::string& extra = "", int image_size = 64) {
+  return "trainer --workers " + workers + " --local-workers 0 --train-threads 1 --batch-size 8 --log-every 5"
+         " --steps " + std::to_string(steps) + " --data blur-benchmark --image-size " + std::to_string(image_size) +
+         extra;
+}
+
 // A trainer with its own SageMaker root (checkpoints are written only under one).
 std::string trainer_args(const fs::path& root, const std::string& workers, const std::string& extra = "") {
   fs::create_directories(root);
-  return "trainer --workers " + workers + " --local-workers 0 --train-threads 1 --batch-size 8 --log-every 5"
-         " --steps 100000 --data blur-benchmark --image-size 64 --sagemaker-root " + root.string() +
-         " --summary-json " + (root / "s.json").string() + extra;
+  return fed_trainer(workers, 100000, " --sagemaker-root " + root.string() + " --summary-json " +
+                                          (root / "s.json").string() + extra);
 }
 
 std::string worker_args(int port, int image_size = 64) {
@@ -48,8 +61,7 @@ TEST(Signals, SigtermToEveryHostAtOnceCheckpointsTheLastStepAndExitsTwo) {
     const int p1 = free_port(), p2 = free_port();
     Child w1 = spawn(worker_args(p1), dir / "w1.log");
     Child w2 = spawn(worker_args(p2), dir / "w2.log");
-    const std::string workers = "127.0.0.1:" + std::to_string(p1) + ",127.0.0.1:" + std::to_string(p2);
-    Child trainer = spawn(trainer_args(dir / "root", workers), dir / "trainer.log");
+    Child trainer = spawn(trainer_args(dir / "root", targets({p1, p2})), dir / "trainer.log");
     ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 90s)) << slurp(dir / "trainer.log");
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 1500)(rng)));
     for (Child* c : {&w1, &w2, &trainer}) kill(c->pid, SIGTERM);  // all at once, workers first
@@ -68,7 +80,7 @@ TEST(Signals, SigtermToEveryHostAtOnceCheckpointsTheLastStepAndExitsTwo) {
 
 TEST(Signals, SigtermWhileWaitingForAbsentWorkersEndsTheWaitAtOnce) {
   const fs::path dir = fresh_dir("sigterm-start");
-  Child trainer = spawn(trainer_args(dir / "root", "127.0.0.1:" + std::to_string(free_port()),
+  Child trainer = spawn(trainer_args(dir / "root", targets({free_port()}),
                                      " --connect-timeout 100"),
                         dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "trainer ", 30s)) << slurp(dir / "trainer.log");
@@ -84,7 +96,7 @@ TEST(Signals, ATrainerWhoseLastSourceDiesWritesACheckpointBeforeFailing) {
   const int port = free_port();
   Child worker = spawn(worker_args(port), dir / "w.log");
   // The dead worker is retried in the background; --batch-timeout bounds the wait for it.
-  Child trainer = spawn(trainer_args(dir / "root", "127.0.0.1:" + std::to_string(port), " --batch-timeout 5"),
+  Child trainer = spawn(trainer_args(dir / "root", targets({port}), " --batch-timeout 5"),
                         dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 90s)) << slurp(dir / "trainer.log");
   kill(worker.pid, SIGKILL);
@@ -115,9 +127,6 @@ TEST(Signals, SimulateExitsTwoWhenItsRunIsInterrupted) {
   EXPECT_EQ(wait_exit(sim, 90s), 2) << slurp(dir / "sim.log");
 }
 
-}  // namespace
-
-namespace {
 
 // Self-healing: a worker that restarts mid-run, and one that starts late, are used again.
 TEST(SelfHealing, AWorkerThatRestartsRejoinsAndALateOneJoins) {
@@ -126,11 +135,7 @@ TEST(SelfHealing, AWorkerThatRestartsRejoinsAndALateOneJoins) {
   // 224 px blur: about 40 steps/s from one worker thread, long enough to change workers mid-run.
   auto worker = [](int port) { return worker_args(port, 224); };
   Child w1 = spawn(worker(p1), dir / "w1.log");
-  const std::string workers = "127.0.0.1:" + std::to_string(p1) + ",127.0.0.1:" + std::to_string(p2);
-  fs::create_directories(dir / "root");
-  Child trainer = spawn("trainer --workers " + workers + " --local-workers 0 --train-threads 1 --batch-size 8"
-                        " --log-every 5 --steps 800 --data blur-benchmark --image-size 224 --summary-json " +
-                            (dir / "s.json").string(),
+  Child trainer = spawn(fed_trainer(targets({p1, p2}), 800, " --summary-json " + (dir / "s.json").string(), 224),
                         dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 90s)) << slurp(dir / "trainer.log");
   // The second worker was absent at start: it joins now.
@@ -153,9 +158,6 @@ TEST(SelfHealing, AWorkerThatRestartsRejoinsAndALateOneJoins) {
   EXPECT_EQ(wait_exit(w1_again, 30s), 0);
 }
 
-}  // namespace
-
-namespace {
 
 // Exactly once, checked: a worker killed (SIGKILL) at a random point mid-run, and every
 // sample of every epoch still consumed once, none twice, none from outside the plan.
@@ -166,11 +168,9 @@ TEST(SampleAudit, AWorkerKilledAtRandomPointsLosesAndRepeatsNoSample) {
     const int p1 = free_port(), p2 = free_port();
     Child w1 = spawn(worker_args(p1) + " --dataset-size 400", dir / "w1.log");
     Child w2 = spawn(worker_args(p2) + " --dataset-size 400", dir / "w2.log");
-    const std::string workers = "127.0.0.1:" + std::to_string(p1) + ",127.0.0.1:" + std::to_string(p2);
     // 400 samples, batch 8: 50 batches an epoch; 130 steps span three epochs.
-    Child trainer = spawn("trainer --workers " + workers + " --local-workers 0 --train-threads 1 --batch-size 8"
-                          " --log-every 10 --steps 130 --data blur-benchmark --image-size 64 --dataset-size 400"
-                          " --audit-samples --summary-json " + (dir / "s.json").string(),
+    Child trainer = spawn(fed_trainer(targets({p1, p2}), 130,
+                                      " --dataset-size 400 --audit-samples --summary-json " + (dir / "s.json").string()),
                           dir / "trainer.log");
     ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=10 ", 90s)) << slurp(dir / "trainer.log");
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 800)(rng)));
@@ -189,9 +189,6 @@ TEST(SampleAudit, AWorkerKilledAtRandomPointsLosesAndRepeatsNoSample) {
   }
 }
 
-}  // namespace
-
-namespace {
 
 // A rank whose peers never come waits in c10d's rendezvous, which cannot be interrupted:
 // a stop still ends it within seconds, with nothing lost (no step was taken).
@@ -211,9 +208,6 @@ TEST(Signals, SigtermDuringRendezvousEndsTheRankWithinSeconds) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
 
-}  // namespace
-
-namespace {
 
 // A worker that hangs (SIGSTOP) mid-run: the batch it holds is hedged to the other
 // worker and training finishes; the hung one never answers again.
@@ -223,10 +217,8 @@ TEST(SelfHealing, AHungWorkerDoesNotStallTraining) {
   Child w1 = spawn(worker_args(p1), dir / "w1.log");
   Child w2 = spawn(worker_args(p2), dir / "w2.log");
   ASSERT_TRUE(wait_for_text(dir / "w1.log", "serving", 30s) && wait_for_text(dir / "w2.log", "serving", 30s));
-  const std::string workers = "127.0.0.1:" + std::to_string(p1) + ",127.0.0.1:" + std::to_string(p2);
-  Child trainer = spawn("trainer --workers " + workers + " --local-workers 0 --train-threads 1 --batch-size 8"
-                        " --log-every 10 --steps 300 --data blur-benchmark --image-size 64 --batch-timeout 15"
-                        " --summary-json " + (dir / "s.json").string(),
+  Child trainer = spawn(fed_trainer(targets({p1, p2}), 300,
+                                    " --batch-timeout 15 --summary-json " + (dir / "s.json").string()),
                         dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=20 ", 90s)) << slurp(dir / "trainer.log");
   kill(w1.pid, SIGSTOP);

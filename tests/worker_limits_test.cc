@@ -49,6 +49,16 @@ v1::BatchRequest request(uint64_t seq, int samples) {
   return r;
 }
 
+// A worker process on a free loopback port that exits when idle for `idle_s`; returns
+// once it serves.
+Child idle_worker(const fs::path& dir, int port, int idle_s) {
+  Child w = spawn("worker --port " + std::to_string(port) + " --bind 127.0.0.1 --threads 1 --idle-timeout " +
+                      std::to_string(idle_s),
+                  dir / "worker.log");
+  EXPECT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
+  return w;
+}
+
 class WorkerLimits : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -129,20 +139,13 @@ TEST_F(WorkerLimits, StreamsThatAskAndNeverReadCannotGrowTheWorker) {
   EXPECT_EQ(check.info(5).dataset, "premade");
 }
 
-}  // namespace
-}  // namespace tandem
-
-namespace tandem {
-namespace {
 
 // Liveness: a client that opens a stream and sends nothing, and a trainer that stops
 // (SIGSTOP) mid-run, cannot keep a worker alive past its --idle-timeout.
 TEST(WorkerLiveness, ASilentStreamIsClosedAndTheWorkerGoesIdle) {
   const fs::path dir = fresh_dir("silent-stream");
   const int port = free_port();
-  Child worker = spawn("worker --port " + std::to_string(port) + " --bind 127.0.0.1 --threads 1 --idle-timeout 2",
-                       dir / "worker.log");
-  ASSERT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
+  Child worker = idle_worker(dir, port, 2);
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
   auto stub = v1::DataService::NewStub(channel);
   grpc::ClientContext ctx;
@@ -157,9 +160,7 @@ TEST(WorkerLiveness, ASilentStreamIsClosedAndTheWorkerGoesIdle) {
 TEST(WorkerLiveness, AStoppedTrainerDoesNotKeepItsWorkerAlive) {
   const fs::path dir = fresh_dir("sigstop-trainer");
   const int port = free_port();
-  Child worker = spawn("worker --port " + std::to_string(port) + " --bind 127.0.0.1 --threads 1 --idle-timeout 3",
-                       dir / "worker.log");
-  ASSERT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
+  Child worker = idle_worker(dir, port, 3);
   Child trainer = spawn("trainer --workers 127.0.0.1:" + std::to_string(port) +
                             " --local-workers 0 --train-threads 1 --steps 1000000 --log-every 10",
                         dir / "trainer.log");
@@ -170,20 +171,13 @@ TEST(WorkerLiveness, AStoppedTrainerDoesNotKeepItsWorkerAlive) {
   kill(trainer.pid, SIGKILL);
 }
 
-}  // namespace
-}  // namespace tandem
-
-namespace tandem {
-namespace {
 
 // Info answers nothing about training progress: a client polling it cannot keep a worker
 // (and its host's bill) alive past --idle-timeout.
 TEST(WorkerLiveness, InfoCallsDoNotKeepAnIdleWorkerAlive) {
   const fs::path dir = fresh_dir("info-idle");
   const int port = free_port();
-  Child worker = spawn("worker --port " + std::to_string(port) + " --bind 127.0.0.1 --threads 1 --idle-timeout 2",
-                       dir / "worker.log");
-  ASSERT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
+  Child worker = idle_worker(dir, port, 2);
   transport::RemoteWorker poller("127.0.0.1:" + std::to_string(port));
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
