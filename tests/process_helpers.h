@@ -103,11 +103,13 @@ inline int wait_exit(Child& child, std::chrono::seconds timeout) {
   return -1;
 }
 
-// Waits until `text` appears in the file at `log`; false after the deadline.
-inline bool wait_for_text(const fs::path& log, const std::string& text, std::chrono::seconds timeout) {
+// Waits until `text` appears in the file at `log` at or after byte `from` (to wait for a
+// new line); false after the deadline.
+inline bool wait_for_text(const fs::path& log, const std::string& text, std::chrono::seconds timeout, size_t from = 0) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (slurp(log).find(text) != std::string::npos) return true;
+    const std::string now = slurp(log);
+    if (now.size() > from && now.find(text, from) != std::string::npos) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;

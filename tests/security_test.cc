@@ -198,5 +198,37 @@ TEST(Security, EndToEndATrainerWithoutTheTokenFailsClearlyAndForgedLogLinesStayE
   EXPECT_NE(after.find("done\\n2026-11-22"), std::string::npos) << after;
 }
 
+// Two jobs pointed at one worker (failure 6 of the hardening issue: the first to finish
+// used to shut the worker down under the other). The worker belongs to job-a: job-b's
+// trainer is refused at start with the reason, its Shutdown is refused too, and job-a
+// trains on until it is stopped.
+TEST(Security, EndToEndTwoJobsOnOneWorkerCannotStopEachOther) {
+  const fs::path dir = fresh_dir("two-jobs");
+  const int port = free_port();
+  const std::string target = "127.0.0.1:" + std::to_string(port);
+  const std::string data = " --dataset-size 400 --image-size 16";
+  setenv("TANDEM_TOKEN", "shared-token", 1);
+  Child worker = spawn("worker --port " + std::to_string(port) + " --bind 127.0.0.1 --threads 1 --job-name job-a" + data,
+                       dir / "worker.log");
+  ASSERT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
+  Child a = spawn("trainer --job-name job-a --workers " + target + " --steps 1000000 --log-every 10 --local-workers 0"
+                  " --train-threads 1 --batch-size 8" + data,
+                  dir / "a.log");
+  ASSERT_TRUE(wait_for_text(dir / "a.log", "step=10 ", 60s)) << slurp(dir / "a.log");
+  const int b = run_tandem("trainer --job-name job-b --workers " + target + " --steps 3 --local-workers 0"
+                           " --connect-timeout 10" + data,
+                           dir / "b.log", 60);
+  unsetenv("TANDEM_TOKEN");
+  EXPECT_EQ(b, 1) << slurp(dir / "b.log");
+  EXPECT_NE(slurp(dir / "b.log").find("belongs to job 'job-a', not to job 'job-b'"), std::string::npos)
+      << slurp(dir / "b.log");
+  const size_t steps_then = slurp(dir / "a.log").size();
+  ASSERT_TRUE(wait_for_text(dir / "a.log", "step=", 30s, steps_then)) << "job-a stalled: " << slurp(dir / "a.log");
+  kill(a.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(a, 60s), 2) << slurp(dir / "a.log");
+  EXPECT_EQ(wait_exit(worker, 30s), 0) << slurp(dir / "worker.log");
+  EXPECT_NE(slurp(dir / "worker.log").find("trainer interrupted"), std::string::npos) << slurp(dir / "worker.log");
+}
+
 }  // namespace
 }  // namespace tandem::transport

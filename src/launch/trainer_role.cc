@@ -1,8 +1,11 @@
 #include <atomic>
 #include <filesystem>
+#include <future>
 #include <csignal>
 #include <memory>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -115,19 +118,26 @@ std::shared_ptr<const data::Dataset> eval_dataset(const Settings& settings, cons
   return eval;
 }
 
-// Samples that were substituted under --on-bad-sample skip, here and on every worker.
+// The deadline of the calls that end a run: a healthy worker answers in milliseconds.
+constexpr double kReleaseDeadlineS = 3;
+
+// Samples that were substituted under --on-bad-sample skip, here and on every worker
+// (asked all at once, so a hung worker costs one short deadline).
 void add_skipped(nlohmann::json& summary, const data::Dataset& local,
                  const std::vector<Connection>& workers) {
   nlohmann::json files = local.skipped();
   uint64_t count = local.skipped_count();
+  std::vector<std::future<transport::WorkerInfo>> answers;
   for (const auto& c : workers) {
-    const auto& w = c.worker;
+    answers.push_back(std::async(std::launch::async, [&w = *c.worker] { return w.info(kReleaseDeadlineS); }));
+  }
+  for (size_t i = 0; i < workers.size(); ++i) {
     try {
-      const transport::WorkerInfo wi = w->info(10);
+      const transport::WorkerInfo wi = answers[i].get();
       for (const auto& s : wi.skipped) files.push_back(wi.host + ": " + s);
       count += wi.skipped_count;
     } catch (const std::exception& e) {
-      spdlog::warn("could not ask {} which samples it skipped: {}", w->target(), e.what());
+      spdlog::warn("could not ask {} which samples it skipped: {}", workers[i].worker->target(), e.what());
     }
   }
   summary["skipped_samples"] = count;
@@ -138,8 +148,8 @@ void add_skipped(nlohmann::json& summary, const data::Dataset& local,
 
 int run_trainer(const Settings& settings, const std::vector<std::string>& worker_targets, const std::string& host) {
   std::atomic<bool> stop{false};
-  // A lone rank stops at once: closing its scheduler ends a wait for a batch. Ranks of a
-  // group agree on stopping at their next log interval and keep their feed until then.
+  // A stop closes the scheduler, which ends a wait for a batch at once; ranks of a group
+  // then agree on the step to stop at through their next gradient sync.
   std::mutex feed_mu;
   feed::Scheduler* closable = nullptr;  // GUARDED_BY(feed_mu)
   // Before the first step nothing can be lost, but some waits cannot be interrupted
@@ -169,10 +179,13 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   const std::string& root = settings.cluster.sagemaker_root;
   std::vector<Connection> workers;
   // Whatever happens, the workers hear that training is over, so none waits in vain.
+  // All at once, so that hung workers cost one deadline, not one each.
   auto release_workers = [&](const std::string& reason) {
+    std::vector<std::thread> calls;
     for (const std::string& target : worker_targets) {
-      transport::RemoteWorker(target, settings.security).shutdown(reason, 5);
+      calls.emplace_back([&, target] { transport::RemoteWorker(target, settings.security).shutdown(reason, kReleaseDeadlineS); });
     }
+    for (auto& t : calls) t.join();
   };
   int rank = 0;
   try {
@@ -212,7 +225,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     std::unique_ptr<feed::LocalSource> local_source;
     if (local > 0) local_source = std::make_unique<feed::LocalSource>(scheduler, dataset, local, data::wire_dtype(settings.data));
     training::TrainReport result;
-    if (dist.world == 1) {
+    {
       std::lock_guard lock(feed_mu);
       closable = &scheduler;
       if (stop) scheduler.close();

@@ -60,10 +60,11 @@ void Reducer::build_buckets(int64_t first_bucket_bytes, int64_t bucket_bytes) {
   torch::NoGradGuard no_grad;
   for (auto& members : groups) {
     Bucket b;
-    int64_t numel = 0;
+    int64_t numel = buckets_.empty() ? 1 : 0;  // bucket 0 holds the vote
     for (size_t k : members) numel += params_[k].numel();
     const torch::Tensor& first = params_[members.front()];
     b.buffer = torch::zeros({numel}, first.options());
+    if (buckets_.empty()) vote_ = b.buffer.narrow(0, numel - 1, 1);
     int64_t offset = 0;
     for (size_t k : members) {
       torch::Tensor& p = params_[k];
@@ -83,14 +84,21 @@ void Reducer::build_buckets(int64_t first_bucket_bytes, int64_t bucket_bytes) {
   }
 }
 
-void Reducer::zero_grad() {
+torch::Tensor Reducer::bucket(int64_t i) const {
+  const torch::Tensor& buffer = buckets_.at(static_cast<size_t>(i)).buffer;
+  return i == 0 ? buffer.narrow(0, 0, buffer.numel() - 1) : buffer;
+}
+
+void Reducer::zero_grad(bool stop) {
   for (auto& b : buckets_) b.buffer.zero_();
+  stop_ = stop;
+  if (stop && vote_.defined()) vote_.fill_(1);
 }
 
 void Reducer::clip_grad_norm(double max_norm) {
   if (buckets_.empty()) return;
   std::vector<torch::Tensor> norms;
-  for (auto& b : buckets_) norms.push_back(b.buffer.norm(2).to(torch::kFloat32));
+  for (int64_t i = 0; i < bucket_count(); ++i) norms.push_back(bucket(i).norm(2).to(torch::kFloat32));
   const torch::Tensor total = torch::stack(norms).norm(2);
   const torch::Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
   for (auto& b : buckets_) b.buffer.mul_(coef.to(b.buffer.scalar_type()));
@@ -122,7 +130,7 @@ void Reducer::launch(Bucket& b) {
   b.work = collective_.allreduce_async(b.buffer);
 }
 
-void Reducer::finish() {
+bool Reducer::finish() {
   // Autograd must have accumulated into the bucket views; a gradient that was replaced
   // (zero_grad(set_to_none), a backward with create_graph) would be silently dropped.
   for (size_t k = 0; k < params_.size(); ++k) {
@@ -133,7 +141,8 @@ void Reducer::finish() {
                              "Reducer::zero_grad, not the optimizer's zero_grad");
     }
   }
-  if (collective_.world() <= 1) return;
+  if (collective_.world() <= 1) return stop_;
+  if (buckets_.empty()) return collective_.any(stop_);
   std::lock_guard<std::mutex> lock(mu_);
   // Parameters that took no part in this backward leave their bucket incomplete: send it
   // anyway, in order, so every rank issues the same collectives.
@@ -144,6 +153,8 @@ void Reducer::finish() {
     b.pending = b.params.size();
   }
   next_ = 0;
+  // Votes were divided by the world size like the gradients: any vote leaves it above 0.
+  return vote_.item<float>() > 0;
 }
 
 }  // namespace tandem::training

@@ -7,7 +7,9 @@
 //    into the buffer that is sent, and the averaged result needs no copy back;
 //  - a hook on each parameter's gradient accumulator counts down its bucket; a bucket is
 //    allreduced as soon as it is complete and every bucket before it has been launched,
-//    so every rank issues the same collectives in the same order.
+//    so every rank issues the same collectives in the same order;
+//  - bucket 0 carries one more element, each rank's vote to stop, so that ranks agree on
+//    stopping at every step without a collective of their own.
 #pragma once
 
 #include <cstdint>
@@ -37,13 +39,16 @@ class Reducer {
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
-  // Zeroes every bucket (and so every gradient). Call before each backward, instead of
-  // the optimizer's zero_grad, which would detach the views.
-  void zero_grad();
+  // Zeroes every bucket (and so every gradient) and records this rank's vote to stop
+  // after this step. Call before each backward, instead of the optimizer's zero_grad,
+  // which would detach the views.
+  void zero_grad(bool stop = false);
 
-  // After backward: launches what is left, waits for every bucket (on CUDA the wait
-  // is enqueued on the current stream, not the host), and leaves averaged gradients.
-  void finish();
+  // After backward (or instead of it, on a rank with no batch: its gradients count as
+  // zero): launches what is left, waits for every bucket (on CUDA the wait is enqueued
+  // on the current stream) and leaves averaged gradients. Returns true if any rank voted
+  // to stop, the same answer on every rank; then no rank should apply this step.
+  bool finish();
 
   // Scales every gradient so that their global L2 norm is at most `max_norm` (as
   // torch.nn.utils.clip_grad_norm_), computed on the device from the buckets: no host sync.
@@ -53,7 +58,8 @@ class Reducer {
   // Buckets sent from autograd hooks, before finish(), since construction: proof that
   // communication overlapped backward.
   int64_t launched_in_backward() const { return launched_in_backward_; }
-  const torch::Tensor& bucket(int64_t i) const { return buckets_.at(static_cast<size_t>(i)).buffer; }
+  // The gradients of bucket i (without the vote).
+  torch::Tensor bucket(int64_t i) const;
 
  private:
   struct Bucket {
@@ -78,6 +84,8 @@ class Reducer {
   std::vector<AccumulatorRef> accumulators_;
   std::vector<uintptr_t> hook_keys_;    // per accumulator, to remove the hooks (they capture this)
   std::vector<const void*> grad_ptrs_;  // per parameter: where its gradient view starts
+  torch::Tensor vote_;  // the last element of bucket 0
+  bool stop_ = false;   // this rank's vote this step
   std::mutex mu_;
   size_t next_ = 0;  // the next bucket to launch; GUARDED_BY(mu_)
   int64_t launched_in_backward_ = 0;  // GUARDED_BY(mu_)

@@ -75,8 +75,8 @@ struct Trainer::Impl {
 
   void resume();
   void sync_buffers();
-  torch::Tensor train_step(const DeviceBatch& batch, int64_t step, StepClock& clock);
-  bool should_stop(int64_t step, const std::atomic<bool>& stop);
+  bool train_step(const DeviceBatch* batch, bool stop, int64_t step, StepClock& clock,
+                  std::vector<torch::Tensor>& losses);
   void log_line(int64_t step, double loss, double window_s, int64_t window_samples, double window_wait) const;
   std::string save_checkpoint(int64_t step);
   std::string save_model();
@@ -157,30 +157,29 @@ void Trainer::Impl::sync_buffers() {
 
 // No host synchronisation: the loss stays on the device, clipping is computed there, and
 // on a GPU every call only queues work.
-torch::Tensor Trainer::Impl::train_step(const DeviceBatch& batch, int64_t step, StepClock& clock) {
+// One step: forward and backward on `batch`, then the gradient sync, which carries this
+// rank's vote to stop. A rank with no batch (its feed closed by a stop) skips to the sync
+// with zero gradients, so that no peer waits for it. Returns false, with the model
+// unchanged on every rank, when any rank voted to stop.
+bool Trainer::Impl::train_step(const DeviceBatch* batch, bool stop, int64_t step, StepClock& clock,
+                               std::vector<torch::Tensor>& losses) {
   set_learning_rate(*optimizer, learning_rate(opts, step));
-  reducer->zero_grad();
+  reducer->zero_grad(stop || batch == nullptr);
   torch::Tensor loss;
-  {
+  if (batch) {
     Autocast amp(opts.amp == "bf16", device.is_cuda());
-    loss = torch::nn::functional::cross_entropy(model.forward(batch.x).to(torch::kFloat32), batch.y);
+    loss = torch::nn::functional::cross_entropy(model.forward(batch->x).to(torch::kFloat32), batch->y);
   }
-  loss.backward();
+  if (loss.defined()) loss.backward();
   clock.mark(StepClock::kForwardBackward);
-  reducer->finish();
+  const bool stopping = reducer->finish();
   clock.mark(StepClock::kCommunication);
+  if (stopping) return false;
   if (opts.clip_grad_norm > 0) reducer->clip_grad_norm(opts.clip_grad_norm);
   optimizer->step();
   clock.mark(StepClock::kOptimizer);
-  return loss.detach();
-}
-
-// Alone, a rank stops as soon as asked. With others, ranks agree (one small allreduce)
-// once per log interval, so that no rank is left waiting in a collective.
-bool Trainer::Impl::should_stop(int64_t step, const std::atomic<bool>& stop) {
-  if (dist.world <= 1) return stop.load();
-  if ((step - start_step) % opts.log_every != 0) return false;
-  return collective->any(stop.load());
+  losses.push_back(loss.detach());
+  return true;
 }
 
 void Trainer::Impl::log_line(int64_t step, double loss, double window_s, int64_t window_samples,
@@ -266,18 +265,23 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, c
   try {
     if (step < end) feed.prefetch();
     if (limits.resident) resident = feed.take();
+    const bool alone = m.dist.world <= 1;
     for (; step < end; ++step) {
-      if (m.should_stop(step, stop)) {
+      if (alone && stop.load()) {
         r.interrupted = true;
         break;
       }
       std::optional<DeviceBatch> batch = limits.resident ? resident : feed.take();
-      if (!batch) {
+      if (!batch && alone) {
         r.interrupted = stop.load();  // a stop closes the feed
         break;
       }
       clock.start_step();
-      pending.push_back(m.train_step(*batch, step, clock));
+      // Ranks of a group agree on stopping at every step, through the gradient sync.
+      if (!m.train_step(batch ? &*batch : nullptr, stop.load(), step, clock, pending)) {
+        r.interrupted = true;
+        break;
+      }
       completed = step + 1;
       r.samples += batch->size;
       window_samples += batch->size;
