@@ -209,44 +209,50 @@ TEST(Signals, SigtermDuringRendezvousEndsTheRankWithinSeconds) {
 }
 
 
-// Two ranks fed by one worker that hangs (SIGSTOP), then SIGTERM to both: the rank
-// waiting for a batch votes to stop through the gradient sync, and both stop at the same
-// step within seconds instead of waiting out --batch-timeout.
+// One rank, then two, fed by one worker that hangs (SIGSTOP), then SIGTERM to every rank:
+// a rank waiting for a batch stops waiting at once (with peers, it votes to stop through
+// the gradient sync), and all stop at the same step instead of waiting out --batch-timeout.
 TEST(Signals, SigtermToRanksWaitingOnAHungSourceStopsThemTogether) {
-  const fs::path dir = fresh_dir("sigterm-ranks-hung");
-  const int port = free_port();
-  Child worker = spawn(worker_args(port), dir / "w.log");
-  ASSERT_TRUE(wait_for_text(dir / "w.log", "serving", 30s)) << slurp(dir / "w.log");
-  setenv("WORLD_SIZE", "2", 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
-  std::vector<Child> ranks;
-  for (int rank = 0; rank < 2; ++rank) {
-    setenv("RANK", std::to_string(rank).c_str(), 1);
-    const fs::path log = dir / ("rank" + std::to_string(rank) + ".log");
-    ranks.push_back(spawn(rank == 0 ? trainer_args(dir / "root", targets({port}), " --batch-timeout 300")
-                                    : fed_trainer(targets({port}), 100000, " --batch-timeout 300"),
-                          log));
+  for (const int world : {1, 2}) {
+    SCOPED_TRACE(std::to_string(world) + " rank(s)");
+    const fs::path dir = fresh_dir("sigterm-ranks-hung-" + std::to_string(world));
+    const int port = free_port();
+    Child worker = spawn(worker_args(port), dir / "w.log");
+    ASSERT_TRUE(wait_for_text(dir / "w.log", "serving", 30s)) << slurp(dir / "w.log");
+    setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+    std::vector<Child> ranks;
+    for (int rank = 0; rank < world; ++rank) {
+      setenv("RANK", std::to_string(rank).c_str(), 1);
+      const fs::path log = dir / ("rank" + std::to_string(rank) + ".log");
+      ranks.push_back(spawn(rank == 0 ? trainer_args(dir / "root", targets({port}), " --batch-timeout 300")
+                                      : fed_trainer(targets({port}), 100000, " --batch-timeout 300"),
+                            log));
+    }
+    for (const char* v : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
+    ASSERT_TRUE(wait_for_text(dir / "rank0.log", "step=5 ", 90s)) << slurp(dir / "rank0.log");
+    kill(worker.pid, SIGSTOP);
+    std::this_thread::sleep_for(2s);  // the batches already in flight run out
+    const auto start = std::chrono::steady_clock::now();
+    for (Child& r : ranks) kill(r.pid, SIGTERM);
+    for (int rank = 0; rank < world; ++rank) {
+      const fs::path log = dir / ("rank" + std::to_string(rank) + ".log");
+      EXPECT_EQ(wait_exit(ranks[static_cast<size_t>(rank)], 60s), 2) << slurp(log);
+    }
+    // Each wait ends at once; the rest is the checkpoint and two calls to the hung worker (3 s deadlines).
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+    const auto s = nlohmann::json::parse(slurp(dir / "root/s.json"));
+    EXPECT_TRUE(s["interrupted"].get<bool>());
+    const auto ckpts = checkpoints(dir / "root");
+    ASSERT_EQ(ckpts.size(), 1u) << slurp(dir / "rank0.log");
+    char name[32];
+    std::snprintf(name, sizeof name, "ckpt-%09lld.pt", static_cast<long long>(s["steps"].get<int64_t>()));
+    EXPECT_EQ(ckpts[0].filename().string(), name);
+    if (world == 2) EXPECT_EQ(s["param_checksums"][0], s["param_checksums"][1]) << "both ranks stopped at one step";
+    kill(worker.pid, SIGKILL);
+    wait_exit(worker, 10s);
   }
-  for (const char* v : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
-  ASSERT_TRUE(wait_for_text(dir / "rank0.log", "step=5 ", 90s)) << slurp(dir / "rank0.log");
-  kill(worker.pid, SIGSTOP);
-  std::this_thread::sleep_for(2s);  // the batches already in flight run out
-  const auto start = std::chrono::steady_clock::now();
-  for (Child& r : ranks) kill(r.pid, SIGTERM);
-  EXPECT_EQ(wait_exit(ranks[0], 60s), 2) << slurp(dir / "rank0.log");
-  EXPECT_EQ(wait_exit(ranks[1], 60s), 2) << slurp(dir / "rank1.log");
-  // Each wait ends at once; the rest is the checkpoint and two calls to the hung worker (3 s deadlines).
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
-  const auto s = nlohmann::json::parse(slurp(dir / "root/s.json"));
-  EXPECT_TRUE(s["interrupted"].get<bool>());
-  const auto ckpts = checkpoints(dir / "root");
-  ASSERT_EQ(ckpts.size(), 1u) << slurp(dir / "rank0.log");
-  char name[32];
-  std::snprintf(name, sizeof name, "ckpt-%09lld.pt", static_cast<long long>(s["steps"].get<int64_t>()));
-  EXPECT_EQ(ckpts[0].filename().string(), name);
-  EXPECT_EQ(s["param_checksums"][0], s["param_checksums"][1]) << "both ranks stopped at the same step";
-  kill(worker.pid, SIGKILL);
 }
 
 // A worker that hangs (SIGSTOP) mid-run: the batch it holds is hedged to the other
