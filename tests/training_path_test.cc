@@ -168,21 +168,20 @@ TEST(Evaluate, ShardsCoverTheSetOnceAndSumToTheSingleRankCounts) {
   opts.split = "test";
   const auto eval = data::make_dataset(opts);
   torch::manual_seed(1);
-  torch::nn::AnyModule model = make_model("small_cnn", eval->info());
-  auto forward = [&](const torch::Tensor& x) { return model.forward(x); };
-  const EvalCounts whole = evaluate_shard(*model.ptr(), forward, eval, 0, 1, torch::kCPU, InputFormat{});
+  const std::unique_ptr<Model> model = build_model("small_cnn", eval->info());
+  const EvalCounts whole = evaluate_shard(*model, eval, 0, 1, torch::kCPU, InputFormat{});
   EXPECT_EQ(whole.samples, 1000);
   for (const int world : {2, 3, 7}) {
     EvalCounts sum;
     for (int rank = 0; rank < world; ++rank) {
-      const EvalCounts c = evaluate_shard(*model.ptr(), forward, eval, rank, world, torch::kCPU, InputFormat{});
+      const EvalCounts c = evaluate_shard(*model, eval, rank, world, torch::kCPU, InputFormat{});
       sum.correct += c.correct;
       sum.samples += c.samples;
     }
     EXPECT_EQ(sum.samples, whole.samples) << world << " ranks";
     EXPECT_EQ(sum.correct, whole.correct) << world << " ranks";
   }
-  EXPECT_TRUE(model.ptr()->is_training()) << "evaluation must restore train mode";
+  EXPECT_TRUE(model->is_training()) << "evaluation must restore train mode";
 }
 
 TEST(FusedOptimizer, StepsEqualTheCppOptimizersAndShareTheirCheckpoints) {

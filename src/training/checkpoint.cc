@@ -48,12 +48,14 @@ std::string read_all(const fs::path& p) {
 
 }  // namespace
 
-std::string serialize_state(torch::nn::Module& model, torch::optim::Optimizer& optimizer, int64_t step) {
+std::string serialize_state(Model& model, torch::optim::Optimizer& optimizer, int64_t step) {
+  c10::Dict<std::string, torch::Tensor> state;
+  for (const auto& [name, t] : model.named_parameters()) state.insert(name, t.detach());
+  for (const auto& [name, t] : model.named_buffers()) state.insert(name, t.detach());
   torch::serialize::OutputArchive archive;
-  torch::serialize::OutputArchive model_archive, optimizer_archive;
-  model.save(model_archive);
+  torch::serialize::OutputArchive optimizer_archive;
   optimizer.save(optimizer_archive);
-  archive.write("model", model_archive);
+  archive.write("model_state", state);
   archive.write("optimizer", optimizer_archive);
   archive.write("step", torch::tensor(step));
   std::ostringstream out;
@@ -61,23 +63,51 @@ std::string serialize_state(torch::nn::Module& model, torch::optim::Optimizer& o
   return out.str();
 }
 
-int64_t restore_state(const std::string& bytes, const std::string& origin, torch::nn::Module& model,
+namespace {
+
+// Copies every tensor of `state` into the model's own (their storage, device and layout
+// stay). The names must match exactly: a checkpoint of another model is refused.
+void load_model_state(const c10::Dict<std::string, torch::Tensor>& state, Model& model) {
+  NamedTensors mine = model.named_parameters();
+  for (auto& b : model.named_buffers()) mine.push_back(std::move(b));
+  if (state.size() != mine.size()) {
+    throw ConfigError("it holds " + std::to_string(state.size()) + " tensors, the model has " +
+                      std::to_string(mine.size()));
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [name, t] : mine) {
+    const auto it = state.find(name);
+    if (it == state.end()) throw ConfigError("it has no '" + name + "'");
+    if (it->value().sizes() != t.sizes()) throw ConfigError("its '" + name + "' has another shape");
+    t.copy_(it->value());
+  }
+}
+
+}  // namespace
+
+int64_t restore_state(const std::string& bytes, const std::string& origin, Model& model,
                       torch::optim::Optimizer& optimizer, torch::Device device) {
+  const std::string fix =
+      ": resume with the settings it was written with, or move it out of the checkpoints directory";
   try {
     std::istringstream in(bytes);
-    torch::serialize::InputArchive archive, model_archive, optimizer_archive;
+    torch::serialize::InputArchive archive, optimizer_archive;
     archive.load_from(in, device);
-    archive.read("model", model_archive);
+    c10::IValue state;
+    if (!archive.try_read("model_state", state) || !state.isGenericDict()) {
+      throw ConfigError("it holds no model state (written by an older tandem?)");
+    }
+    load_model_state(c10::impl::toTypedDict<std::string, torch::Tensor>(state.toGenericDict()), model);
     archive.read("optimizer", optimizer_archive);
-    model.load(model_archive);
     optimizer.load(optimizer_archive);
     torch::Tensor step;
     archive.read("step", step);
     return step.item<int64_t>();
+  } catch (const ConfigError& e) {
+    throw ConfigError("checkpoint " + origin + " does not fit this model (" + e.what() + ")" + fix);
   } catch (const c10::Error& e) {
     throw ConfigError("checkpoint " + origin + " does not fit this model and optimizer (" +
-                      std::string(e.what_without_backtrace()) +
-                      "): resume with the settings it was written with, or move it out of the checkpoints directory");
+                      std::string(e.what_without_backtrace()) + ")" + fix);
   }
 }
 

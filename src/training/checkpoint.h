@@ -1,4 +1,5 @@
-// Checkpoints (Torch world only): model, optimizer and step in one LibTorch archive, plus
+// Checkpoints (Torch world only): the model's parameters and buffers by name, the
+// optimizer and the step in one LibTorch archive, plus
 // a JSON sidecar holding its size and hash, so a torn or corrupted file is recognised and
 // skipped rather than half-loaded.
 #pragma once
@@ -7,8 +8,9 @@
 #include <optional>
 #include <string>
 
-#include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
+
+#include "model.h"
 
 namespace tandem::training {
 
@@ -18,13 +20,13 @@ struct Checkpoint {
   std::string bytes;
 };
 
-std::string serialize_state(torch::nn::Module& model, torch::optim::Optimizer& optimizer, int64_t step);
+std::string serialize_state(Model& model, torch::optim::Optimizer& optimizer, int64_t step);
 
 // Loads `bytes` into the model and optimizer and returns the step. Every tensor lands on
 // `device` (a checkpoint written by rank 0 on cuda:0 must not put another rank's
 // optimizer state there). Throws ConfigError naming `origin` when the checkpoint does
 // not fit (e.g. written for another model).
-int64_t restore_state(const std::string& bytes, const std::string& origin, torch::nn::Module& model,
+int64_t restore_state(const std::string& bytes, const std::string& origin, Model& model,
                       torch::optim::Optimizer& optimizer, torch::Device device);
 
 // Writes <dir>/ckpt-<step>.pt (temp file + rename) and its .json sidecar, then deletes

@@ -7,12 +7,11 @@
 
 namespace tandem::training {
 
-EvalCounts evaluate_shard(torch::nn::Module& module, const std::function<torch::Tensor(const torch::Tensor&)>& forward,
-                          const std::shared_ptr<const data::Dataset>& eval, int rank, int world, torch::Device device,
-                          const InputFormat& format) {
+EvalCounts evaluate_shard(Model& model, const std::shared_ptr<const data::Dataset>& eval, int rank, int world,
+                          torch::Device device, const InputFormat& format) {
   constexpr size_t kBatch = 256;
   torch::NoGradGuard no_grad;
-  module.eval();
+  model.train(false);
   const data::BatchMaker maker(eval, nullptr, eval->info().dtype);
   const uint64_t n = eval->info().size;
   uint64_t index = static_cast<uint64_t>(rank);
@@ -31,10 +30,10 @@ EvalCounts evaluate_shard(torch::nn::Module& module, const std::function<torch::
   feed.prefetch();
   while (std::optional<DeviceBatch> b = feed.take()) {
     feed.prefetch();
-    correct += forward(b->x).argmax(1).eq(b->y).sum();
+    correct += model.forward(b->x).argmax(1).eq(b->y).sum();
     samples += b->size;
   }
-  module.train();
+  model.train(true);
   return {correct.item<int64_t>(), samples};
 }
 

@@ -4,12 +4,10 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 
-#include <torch/nn/module.h>
-
 #include "device_feed.h"
+#include "model.h"
 #include "tandem/data/dataset.h"
 
 namespace tandem::training {
@@ -20,9 +18,8 @@ struct EvalCounts {
 };
 
 // Top-1 counts on this rank's shard, in batches of up to 256, with the model in eval
-// mode (restored to train mode after). `forward` runs the model.
-EvalCounts evaluate_shard(torch::nn::Module& module, const std::function<torch::Tensor(const torch::Tensor&)>& forward,
-                          const std::shared_ptr<const data::Dataset>& eval, int rank, int world, torch::Device device,
-                          const InputFormat& format);
+// mode (restored to train mode after).
+EvalCounts evaluate_shard(Model& model, const std::shared_ptr<const data::Dataset>& eval, int rank, int world,
+                          torch::Device device, const InputFormat& format);
 
 }  // namespace tandem::training

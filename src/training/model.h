@@ -1,10 +1,14 @@
-// The model zoo (Torch world only): torchvision/timm-equivalent architectures with a
-// configurable number of classes and input size.
+// Models (Torch world only). The trainer trains a Model: one of tandem's built-ins
+// (torchvision/timm-equivalent architectures with a configurable number of classes and
+// input size) or a TorchScript module the user saved from Python.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 
@@ -12,12 +16,57 @@
 
 namespace tandem::training {
 
-// Builds the model `name` for samples shaped like `info` (CHW, num_classes outputs).
-// Throws ConfigError naming the known models for an unknown name, or the constraint a
-// model puts on the input (e.g. ViT's side must be a multiple of its patch size).
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  // The training objective: cross-entropy over [N, classes] outputs, or the module's own
+  // `loss(outputs, labels)`.
+  virtual torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels);
+
+  // Every parameter and buffer by its dotted name, in registration order (the tensors
+  // are the model's own: changing them changes the model).
+  virtual NamedTensors named_parameters() = 0;
+  virtual NamedTensors named_buffers() = 0;
+  std::vector<torch::Tensor> parameters();
+  std::vector<torch::Tensor> buffers();
+
+  virtual void train(bool on) = 0;
+  virtual bool is_training() = 0;
+  virtual void to(torch::Device device) = 0;
+
+  // Writes `dir`/model.pt so that Python can use it with nothing of tandem's, and returns
+  // what model.json should say about it (format, how to load it).
+  virtual nlohmann::json save_for_python(const std::string& dir) = 0;
+};
+
+// --model: a built-in's name, or the path of a TorchScript file (ending in .pt or .pth,
+// or any existing file). A TorchScript module is checked on one zero batch shaped like
+// `info`'s samples before training: ConfigError when the file is not TorchScript, has
+// no trainable parameters, or its outputs (or its loss) do not fit the data.
+std::unique_ptr<Model> build_model(const std::string& spec, const data::DatasetInfo& info);
+
+// Whether --model names a file rather than a built-in.
+bool is_model_file(const std::string& spec);
+
+// The built-in `name` as a LibTorch module, for samples shaped like `info` (CHW,
+// num_classes outputs). Throws ConfigError naming the known models for an unknown name,
+// or the constraint a model puts on the input (e.g. ViT's side must be a multiple of 16).
 torch::nn::AnyModule make_model(const std::string& name, const data::DatasetInfo& info);
 
 // The names make_model accepts.
 const std::vector<std::string>& model_names();
+
+// A built-in's parameters and buffers under torchvision's names (resnet18, resnet50,
+// vit_b16 and vit_tiny match torchvision's ResNet and VisionTransformer), or under
+// tandem's own names for the others; tensors on the CPU, contiguous. `torchvision` says
+// which.
+NamedTensors python_state_dict(const std::string& name, torch::nn::Module& model, bool* torchvision = nullptr);
+
+// Loads a TorchScript file as a Model (script_model.cc: the only TU that parses the JIT).
+std::unique_ptr<Model> load_script_model(const std::string& path, const data::DatasetInfo& info);
 
 }  // namespace tandem::training

@@ -33,7 +33,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 // Hex FNV-1a over every parameter's and buffer's bytes: equal on every rank, or the
 // ranks diverged.
-std::string checksum(torch::nn::Module& model) {
+std::string checksum(Model& model) {
   std::string all;
   std::vector<torch::Tensor> state = model.parameters();
   for (const auto& b : model.buffers()) state.push_back(b);
@@ -65,7 +65,7 @@ struct Trainer::Impl {
   RunPaths paths;
   torch::Device device{torch::kCPU};
   InputFormat format;
-  torch::nn::AnyModule model;
+  std::unique_ptr<Model> model;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<Collective> collective;
   std::unique_ptr<Reducer> reducer;
@@ -98,21 +98,21 @@ Trainer::Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, cons
   m.format.channels_last = opts.channels_last;
   torch::manual_seed(0);
   at::globalContext().setFlushDenormal(true);  // near-zero gradients late in training are slow otherwise
-  m.model = make_model(opts.model, info);
-  m.model.ptr()->to(m.device);
+  m.model = build_model(opts.model, info);
+  m.model->to(m.device);
   if (opts.channels_last) {
-    for (auto& p : m.model.ptr()->parameters()) {
+    for (auto& p : m.model->parameters()) {
       if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
     }
   }
-  m.optimizer = make_optimizer(opts, m.model.ptr()->parameters(), m.device);
+  m.optimizer = make_optimizer(opts, m.model->parameters(), m.device);
   m.collective = std::make_unique<Collective>(dist, m.device);
   m.resume();
   m.next_step = m.start_step;
-  std::vector<torch::Tensor> state = m.model.ptr()->parameters();
-  for (const auto& b : m.model.ptr()->buffers()) state.push_back(b);
+  std::vector<torch::Tensor> state = m.model->parameters();
+  for (const auto& b : m.model->buffers()) state.push_back(b);
   m.collective->broadcast(state);
-  m.reducer = std::make_unique<Reducer>(m.model.ptr()->parameters(), *m.collective, opts.grad_sync == "overlap");
+  m.reducer = std::make_unique<Reducer>(m.model->parameters(), *m.collective, opts.grad_sync == "overlap");
 }
 
 Trainer::~Trainer() = default;
@@ -142,7 +142,7 @@ void Trainer::Impl::resume() {
     if (origin == "-") origin.clear();
   }
   if (origin.empty()) return;
-  start_step = restore_state(bytes, origin, *model.ptr(), *optimizer, device);
+  start_step = restore_state(bytes, origin, *model, *optimizer, device);
   if (dist.rank == 0) spdlog::info("resumed from {} at step {}", origin, start_step);
 }
 
@@ -151,7 +151,7 @@ void Trainer::Impl::resume() {
 // shared before every rank evaluates with them and at the end, as DDP does every step.
 void Trainer::Impl::sync_buffers() {
   if (dist.world <= 1) return;
-  std::vector<torch::Tensor> buffers = model.ptr()->buffers();
+  std::vector<torch::Tensor> buffers = model->buffers();
   if (!buffers.empty()) collective->broadcast(buffers);
 }
 
@@ -168,7 +168,7 @@ bool Trainer::Impl::train_step(const DeviceBatch* batch, bool stop, int64_t step
   torch::Tensor loss;
   if (batch) {
     Autocast amp(opts.amp == "bf16", device.is_cuda());
-    loss = torch::nn::functional::cross_entropy(model.forward(batch->x).to(torch::kFloat32), batch->y);
+    loss = model->loss(model->forward(batch->x), batch->y).to(torch::kFloat32);
   }
   if (loss.defined()) loss.backward();
   clock.mark(StepClock::kForwardBackward);
@@ -191,33 +191,35 @@ void Trainer::Impl::log_line(int64_t step, double loss, double window_s, int64_t
 
 std::string Trainer::Impl::save_checkpoint(int64_t step) {
   if (dist.rank != 0 || paths.checkpoint_dir.empty()) return {};
-  write_checkpoint(paths.checkpoint_dir, step, serialize_state(*model.ptr(), *optimizer, step), opts.keep_checkpoints);
+  write_checkpoint(paths.checkpoint_dir, step, serialize_state(*model, *optimizer, step), opts.keep_checkpoints);
   spdlog::info("checkpoint at step {} in {}", step, paths.checkpoint_dir);
   return paths.checkpoint_dir;
 }
 
-// The final model as a LibTorch archive (torch::load-able) and a JSON of its settings.
+// The final model in a form Python uses directly (model.pt: a TorchScript module or a
+// state dict under torchvision's names), and model.json saying what it is and how to
+// load it.
 std::string Trainer::Impl::save_model() {
   if (dist.rank != 0 || paths.model_dir.empty()) return {};
   std::filesystem::create_directories(paths.model_dir);
-  const std::string file = paths.model_dir + "/model.pt";
-  torch::save(model.ptr(), file + ".tmp");
-  std::filesystem::rename(file + ".tmp", file);
-  const nlohmann::json meta = {{"model", opts.model},
-                               {"num_classes", info.num_classes},
-                               {"sample_shape", info.sample_shape},
-                               {"dataset", info.name},
-                               {"input_dtype", "float32"},
-                               {"file", "model.pt"}};
+  nlohmann::json meta = model->save_for_python(paths.model_dir);
+  meta["model"] = opts.model;
+  meta["num_classes"] = info.num_classes;
+  meta["dataset"] = info.name;
+  meta["file"] = "model.pt";
+  meta["input"] = {{"shape", info.sample_shape},
+                   {"dtype", "float32"},
+                   {"scaling", info.dtype == data::DType::kUInt8 ? "uint8 pixels / 255" : "as the pipeline makes them"},
+                   {"mean", info.mean},
+                   {"std", info.std}};
   report::write_file_atomically(paths.model_dir + "/model.json", meta.dump(2) + "\n");
-  return file;
+  return paths.model_dir + "/model.pt";
 }
 
 double Trainer::evaluate() {
   Impl& m = *impl_;
   m.sync_buffers();
-  const EvalCounts c = evaluate_shard(*m.model.ptr(), [&](const torch::Tensor& x) { return m.model.forward(x); },
-                                      m.eval, m.dist.rank, m.dist.world, m.device, m.format);
+  const EvalCounts c = evaluate_shard(*m.model, m.eval, m.dist.rank, m.dist.world, m.device, m.format);
   const std::vector<int64_t> total = m.collective->sum({c.correct, c.samples});
   return total[1] ? static_cast<double>(total[0]) / static_cast<double>(total[1]) : 0.0;
 }
@@ -341,7 +343,7 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, c
   }
   r.data_wait_fraction = r.wall_seconds > 0 ? r.data_wait_seconds / r.wall_seconds : 0;
   m.sync_buffers();
-  const std::string mine = checksum(*m.model.ptr());
+  const std::string mine = checksum(*m.model);
   m.collective->put("checksum/" + std::to_string(m.dist.rank), mine);
   m.collective->barrier();
   if (m.dist.world <= 1) r.param_checksums = {mine};

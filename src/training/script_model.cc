@@ -1,0 +1,145 @@
+// TorchScript models: a module the user scripted or traced in Python and saved, trained
+// like a built-in. The only translation unit that parses the JIT's headers.
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/version.h>
+#include <torch/torch.h>
+
+#include "model.h"
+#include "tandem/common/error.h"
+#include "tandem/common/text.h"
+
+namespace tandem::training {
+namespace {
+
+// The first line of a LibTorch error (the rest is a TorchScript traceback), made safe.
+std::string headline(const c10::Error& e) {
+  const std::string msg = e.what_without_backtrace();
+  return printable(msg.substr(0, msg.find('\n')), 300);
+}
+
+std::string shape_text(c10::IntArrayRef sizes) {
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
+  return out + "]";
+}
+
+class ScriptModel final : public Model {
+ public:
+  ScriptModel(torch::jit::Module module, std::string path)
+      : module_(std::move(module)), path_(std::move(path)), has_loss_(module_.find_method("loss").has_value()) {}
+
+  torch::Tensor forward(const torch::Tensor& x) override { return module_.forward({x}).toTensor(); }
+
+  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) override {
+    if (!has_loss_) return Model::loss(outputs, labels);
+    return module_.get_method("loss")({outputs, labels}).toTensor();
+  }
+
+  NamedTensors named_parameters() override {
+    NamedTensors out;
+    for (const auto& p : module_.named_parameters(/*recurse=*/true)) out.emplace_back(p.name, p.value);
+    return out;
+  }
+
+  NamedTensors named_buffers() override {
+    NamedTensors out;
+    for (const auto& b : module_.named_buffers(/*recurse=*/true)) out.emplace_back(b.name, b.value);
+    return out;
+  }
+
+  void train(bool on) override { module_.train(on); }
+  bool is_training() override { return module_.is_training(); }
+  void to(torch::Device device) override { module_.to(device); }
+
+  // The trained module itself, on the CPU and in eval mode: torch.jit.load gives a model
+  // ready to predict.
+  nlohmann::json save_for_python(const std::string& dir) override {
+    torch::jit::Module copy = module_.deepcopy();
+    copy.to(torch::kCPU);
+    copy.eval();
+    const std::string file = dir + "/model.pt";
+    copy.save(file + ".tmp");
+    std::filesystem::rename(file + ".tmp", file);
+    return {{"format", "torchscript"},
+            {"source", path_},
+            {"custom_loss", has_loss_},
+            {"python", "import torch; model = torch.jit.load('model.pt')"}};
+  }
+
+  // One zero batch of two samples shaped like the data, in eval mode and without
+  // gradients: the outputs must be [2, classes] and the loss (when the module has one) a
+  // scalar.
+  void check_fits(const data::DatasetInfo& info) {
+    torch::NoGradGuard no_grad;
+    module_.eval();
+    std::vector<int64_t> shape = {2};
+    shape.insert(shape.end(), info.sample_shape.begin(), info.sample_shape.end());
+    const std::string batch = "a float32 batch shaped " + shape_text(shape) + " (dataset " + info.name + ")";
+    c10::IValue out;
+    try {
+      out = module_.forward({torch::zeros(shape)});
+    } catch (const c10::Error& e) {
+      throw ConfigError("--model " + path_ + " fails on " + batch + ": " + headline(e) +
+                        ": its forward must take images shaped [N, C, H, W] like the data (check --image-size)");
+    }
+    const std::string want = "[N, classes] = [2, " + std::to_string(info.num_classes) + "]";
+    if (!out.isTensor()) {
+      throw ConfigError("--model " + path_ + " returns a " + out.tagKind() + " for " + batch +
+                        ", not a tensor: its forward must return class scores shaped " + want);
+    }
+    const torch::Tensor y = out.toTensor();
+    if (y.dim() != 2 || y.size(0) != 2 || y.size(1) != info.num_classes) {
+      throw ConfigError("--model " + path_ + " returns outputs shaped " + shape_text(y.sizes()) + " for " + batch +
+                        "; tandem needs " + want + " for the dataset's " + std::to_string(info.num_classes) +
+                        " classes: change the model's last layer");
+    }
+    if (has_loss_) {
+      c10::IValue l;
+      try {
+        l = module_.get_method("loss")({y, torch::zeros({2}, torch::kInt64)});
+      } catch (const c10::Error& e) {
+        throw ConfigError("--model " + path_ + "'s loss(outputs, labels) fails on outputs " + shape_text(y.sizes()) +
+                          " and int64 labels [2]: " + headline(e));
+      }
+      if (!l.isTensor() || l.toTensor().numel() != 1 || !l.toTensor().is_floating_point()) {
+        throw ConfigError("--model " + path_ + "'s loss(outputs, labels) must return a floating-point scalar tensor");
+      }
+    }
+    module_.train();
+  }
+
+ private:
+  torch::jit::Module module_;
+  std::string path_;
+  bool has_loss_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_script_model(const std::string& path, const data::DatasetInfo& info) {
+  if (!std::filesystem::is_regular_file(path)) {
+    throw ConfigError("--model " + path + ": no such file (give a built-in's name or a TorchScript file)");
+  }
+  torch::jit::Module module;
+  try {
+    module = torch::jit::load(path, torch::kCPU);
+  } catch (const c10::Error& e) {
+    throw ConfigError("--model " + path + " is not a TorchScript file this LibTorch (" + TORCH_VERSION +
+                      ") can load: " + headline(e) + ". Save the model with torch.jit.script(model).save(path) "
+                      "(or torch.jit.trace), not torch.save, from a PyTorch no newer than " + TORCH_VERSION);
+  }
+  int64_t trainable = 0;
+  for (const auto& p : module.parameters()) trainable += p.requires_grad() ? p.numel() : 0;
+  if (trainable == 0) {
+    throw ConfigError("--model " + path + " has no trainable parameters (none with requires_grad): nothing to train");
+  }
+  auto model = std::make_unique<ScriptModel>(std::move(module), path);
+  model->check_fits(info);
+  return model;
+}
+
+}  // namespace tandem::training
