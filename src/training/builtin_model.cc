@@ -50,7 +50,7 @@ std::string torchvision_resnet_name(const std::string& name, const std::vector<i
   size_t stage = 0;
   while (flat >= depths[stage]) flat -= depths[stage++];
   const std::string block = "layer" + std::to_string(stage + 1) + "." + std::to_string(flat) + ".";
-  if (p[2] == "downsample") return block + join_from(p, 3);
+  if (p[2] == "downsample") return block + "downsample." + join_from(p, 3);
   static const std::map<std::string, std::string> body = {{"0", "conv1"}, {"1", "bn1"}, {"3", "conv2"},
                                                           {"4", "bn2"},   {"6", "conv3"}, {"7", "bn3"}};
   return block + body.at(p[3]) + "." + join_from(p, 4);

@@ -15,9 +15,13 @@
 namespace tandem::training {
 namespace {
 
-// The first line of a LibTorch error (the rest is a TorchScript traceback), made safe.
-std::string headline(const c10::Error& e) {
-  const std::string msg = e.what_without_backtrace();
+// The line of a LibTorch error that says what went wrong, made safe: the first, or the
+// last after a TorchScript traceback (the interpreter's errors put the cause at the end).
+std::string headline(const std::exception& e) {
+  const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+  std::string msg = c10 ? c10->what_without_backtrace() : e.what();
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  if (msg.find("Traceback of TorchScript") != std::string::npos) return printable(msg.substr(msg.rfind('\n') + 1), 300);
   return printable(msg.substr(0, msg.find('\n')), 300);
 }
 
@@ -82,7 +86,7 @@ class ScriptModel final : public Model {
     c10::IValue out;
     try {
       out = module_.forward({torch::zeros(shape)});
-    } catch (const c10::Error& e) {
+    } catch (const std::exception& e) {
       throw ConfigError("--model " + path_ + " fails on " + batch + ": " + headline(e) +
                         ": its forward must take images shaped [N, C, H, W] like the data (check --image-size)");
     }
@@ -101,7 +105,7 @@ class ScriptModel final : public Model {
       c10::IValue l;
       try {
         l = module_.get_method("loss")({y, torch::zeros({2}, torch::kInt64)});
-      } catch (const c10::Error& e) {
+      } catch (const std::exception& e) {
         throw ConfigError("--model " + path_ + "'s loss(outputs, labels) fails on outputs " + shape_text(y.sizes()) +
                           " and int64 labels [2]: " + headline(e));
       }
