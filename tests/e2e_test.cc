@@ -121,6 +121,31 @@ TEST(EndToEnd, FlagsBeatHyperparametersWhichBeatTheConfigFile) {
   EXPECT_NE(r.output.find("step=1 "), std::string::npos) << "log-every from hyperparameters.json";
 }
 
+// --epochs on two ranks: steps = epochs x floor(dataset / global batch), the summary
+// states both, and the sample audit shows each epoch used every sample exactly once.
+TEST(EndToEnd, EpochsBecomeStepsAndEachEpochUsesEverySampleOnce) {
+  const fs::path dir = fresh_dir("epochs");
+  const Result r = run("simulate --procs-per-host 2 --worker-hosts 1 --epochs 2 --dataset-size 96 --batch-size 8"
+                       " --log-every 3 --audit-samples --run-dir " + (dir / "run").string() + " --summary-json " +
+                           (dir / "s.json").string(),
+                       dir, 240);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto s = nlohmann::json::parse(slurp(dir / "s.json"));
+  EXPECT_EQ(s["steps_per_epoch"], 6) << "96 samples / (8 x 2 ranks)";
+  EXPECT_EQ(s["steps"], 12);
+  EXPECT_EQ(s["epochs"], 2.0);
+  const auto& a = s["sample_audit"];
+  ASSERT_EQ(a["epochs"].size(), 2u) << a.dump(2);
+  EXPECT_EQ(a["epochs"][0]["planned"], 96) << a.dump(2);
+  EXPECT_EQ(a["missing"], 0) << a.dump(2);
+  EXPECT_EQ(a["duplicated"], 0) << a.dump(2);
+
+  std::ofstream(dir / "config.json") << R"({"epochs": 3})";
+  const Result both = run("trainer --local-workers 1 --steps 5 --config " + (dir / "config.json").string(), dir);
+  EXPECT_EQ(both.code, 1);
+  EXPECT_NE(both.output.find("both steps and epochs are set"), std::string::npos) << both.output;
+}
+
 TEST(EndToEnd, AnUnknownSettingIsOneClearError) {
   const fs::path dir = fresh_dir("unknown-setting");
   std::ofstream(dir / "config.json") << R"({"batch-sise": 8})";

@@ -59,6 +59,7 @@ Command add_bench_command(CLI::App& root, Settings&) {
   add_data_options(*train, train_opts.data);
   add_trainer_options(*train, train_opts.trainer);
   train->remove_option(train->get_option("--steps"));  // the bench counts its own
+  train->remove_option(train->get_option("--epochs"));
   train->add_option("--steps", train_opts.steps, "Measured steps of each run")->capture_default_str()
       ->check(positive());
   train->add_option("--warmup", train_opts.warmup_steps, "Unmeasured steps before each run")

@@ -132,7 +132,9 @@ void add_worker_options(CLI::App& app, WorkerOptions& o) {
 }
 
 void add_trainer_options(CLI::App& app, TrainerOptions& o) {
-  app.add_option("--model", o.model, "Model: small_cnn | mnist_cnn | resnet18 | resnet50 | vit_tiny | vit_b16")
+  app.add_option("--model", o.model,
+                 "Model: small_cnn | mnist_cnn | resnet18 | resnet50 | vit_tiny | vit_b16, or a TorchScript file "
+                 "(docs/models.md)")
       ->capture_default_str()->group(kTrainerGroup);
   app.add_option("--optimizer", o.optimizer, "sgd (with --momentum) | adam | adamw")->capture_default_str()
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))->group(kTrainerGroup);
@@ -173,6 +175,9 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--batch-size", o.batch_size, "Samples per step")->capture_default_str()
       ->check(positive())->group(kTrainerGroup);
   app.add_option("--steps", o.steps, "Training steps")->capture_default_str()->check(positive())->group(kTrainerGroup);
+  app.add_option("--epochs", o.epochs,
+                 "Passes over the dataset instead of --steps (steps = epochs x floor(dataset / global batch))")
+      ->check(in_range(1, 1000000))->group(kTrainerGroup);
   app.add_option("--lr", o.lr, "Learning rate")->capture_default_str()->check(positive())->group(kTrainerGroup);
   app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->group(kTrainerGroup);
   app.add_option("--log-every", o.log_every, "Steps between metric lines")->capture_default_str()
@@ -316,6 +321,11 @@ void apply_setting_files(CLI::App& cmd, const ClusterOptions& opts) {
   if (!opts.config_file.empty()) apply_file(cmd, opts.config_file, false, set_by_file);
   const std::string hp = opts.sagemaker_root + "/input/config/hyperparameters.json";
   if (std::filesystem::exists(hp)) apply_file(cmd, hp, true, set_by_file);
+  const CLI::Option* steps = cmd.get_option_no_throw("--steps");
+  const CLI::Option* epochs = cmd.get_option_no_throw("--epochs");
+  if (steps && epochs && steps->count() > 0 && epochs->count() > 0) {
+    throw ConfigError("both steps and epochs are set (by flags or a settings file): give one of them");
+  }
 }
 
 nlohmann::json given_settings(const CLI::App& cmd) {

@@ -55,4 +55,27 @@ nlohmann::json SampleAudit::report() const {
           {"duplicated", duplicated_all}, {"unplanned", unplanned_all}, {"epochs", epochs}};
 }
 
+nlohmann::json SampleAudit::merge(const std::vector<nlohmann::json>& reports) {
+  static const char* kCounts[] = {"planned", "consumed", "missing", "duplicated", "unplanned"};
+  nlohmann::json out = {{"ranks", reports.size()}};
+  for (const char* k : kCounts) out[k] = uint64_t{0};
+  std::map<uint64_t, nlohmann::json> epochs;
+  for (const nlohmann::json& r : reports) {
+    for (const char* k : kCounts) out[k] = out[k].get<uint64_t>() + r.at(k).get<uint64_t>();
+    for (const nlohmann::json& e : r.at("epochs")) {
+      nlohmann::json& m = epochs[e.at("epoch").get<uint64_t>()];
+      if (m.is_null()) {
+        m = e;
+        continue;
+      }
+      for (const char* k : kCounts) m[k] = m[k].get<uint64_t>() + e.at(k).get<uint64_t>();
+      m["first_batch"] = std::min(m["first_batch"].get<uint64_t>(), e.at("first_batch").get<uint64_t>());
+      m["last_batch"] = std::max(m["last_batch"].get<uint64_t>(), e.at("last_batch").get<uint64_t>());
+    }
+  }
+  out["epochs"] = nlohmann::json::array();
+  for (auto& [epoch, e] : epochs) out["epochs"].push_back(std::move(e));
+  return out;
+}
+
 }  // namespace tandem::feed

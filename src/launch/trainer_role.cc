@@ -175,7 +175,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     }
   });
   transport::keep_grpc_initialised();
-  const TrainerOptions& opts = settings.trainer;
+  TrainerOptions opts = settings.trainer;  // --epochs becomes steps once the dataset is known
   const std::string& root = settings.cluster.sagemaker_root;
   std::vector<Connection> workers;
   // Whatever happens, the workers hear that training is over, so none waits in vain.
@@ -194,6 +194,19 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     if (dist.local_rank == 0) spdlog::info("trainer {}: {}", host, training::describe(training::torch_runtime()));
     auto dataset = data::make_dataset(settings.data);
     const data::DatasetInfo& info = dataset->info();
+    // As the sampler cuts epochs: whole global batches; the remainder waits for the next epoch.
+    const uint64_t per_epoch = info.size / (static_cast<uint64_t>(opts.batch_size) * static_cast<uint64_t>(dist.world));
+    if (opts.epochs > 0) {
+      if (per_epoch == 0) {
+        throw ConfigError("--epochs needs at least one global batch per epoch, but dataset " + info.name + " has " +
+                          std::to_string(info.size) + " samples for a global batch of " +
+                          std::to_string(opts.batch_size * dist.world) + ": lower --batch-size or use --steps");
+      }
+      opts.steps = opts.epochs * static_cast<int64_t>(per_epoch);
+      if (dist.rank == 0) {
+        spdlog::info("{} epochs of {} steps: {} steps", opts.epochs, per_epoch, opts.steps);
+      }
+    }
     const auto [torch_threads, local] =
         split_cores(opts, !worker_targets.empty(), training::cuda_device_count() > 0, dist.local_world);
     training::set_torch_threads(torch_threads);
@@ -254,11 +267,20 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     scheduler.close();
     for (auto& c : workers) c.worker->stop();
     local_source.reset();
+    // Every rank's audit goes to rank 0, which reports the whole job's coverage.
+    std::vector<std::string> audits;
+    if (audit) audits = trainer.gather("sample-audit", audit->report().dump());
     if (dist.rank == 0) {
       nlohmann::json summary = report::make_summary(result, scheduler.stats());
       add_skipped(summary, *dataset, workers);
-      if (audit) summary["sample_audit"] = audit->report();
+      if (audit) {
+        std::vector<nlohmann::json> reports;
+        for (const std::string& a : audits) reports.push_back(nlohmann::json::parse(a));
+        summary["sample_audit"] = feed::SampleAudit::merge(reports);
+      }
       summary["hedged_requests"] = scheduler.hedged();
+      summary["steps_per_epoch"] = per_epoch;
+      summary["epochs"] = per_epoch ? static_cast<double>(result.start_step + result.steps) / per_epoch : 0.0;
       std::string path = opts.summary_json.empty() ? root + "/output/data/summary.json" : opts.summary_json;
       if (has_root || !opts.summary_json.empty()) report::write_file_atomically(path, summary.dump(2) + "\n");
       else path = "(not written: no SageMaker root; use --summary-json)";

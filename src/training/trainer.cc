@@ -123,6 +123,16 @@ std::string Trainer::device() const { return impl_->device.str(); }
 
 void Trainer::barrier() { impl_->collective->barrier(); }
 
+std::vector<std::string> Trainer::gather(const std::string& key, const std::string& mine) {
+  Impl& m = *impl_;
+  if (m.dist.world <= 1) return {mine};
+  m.collective->put(key + "/" + std::to_string(m.dist.rank), mine);
+  if (m.dist.rank != 0) return {};
+  std::vector<std::string> all;
+  for (int i = 0; i < m.dist.world; ++i) all.push_back(m.collective->take(key + "/" + std::to_string(i)));
+  return all;
+}
+
 // Rank 0 picks the newest valid checkpoint and shares its bytes through the store, so a
 // rank on another host resumes from the same one.
 void Trainer::Impl::resume() {

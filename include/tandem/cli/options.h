@@ -31,7 +31,8 @@ void add_simulate_options(CLI::App& app, SimulateOptions& o);
 // Fills options of `cmd` that were not given as flags from opts.config_file, then from
 // <sagemaker_root>/input/config/hyperparameters.json (which wins over the config file).
 // Keys are flag names without "--" ('_' and '-' are interchangeable). Throws
-// ConfigError for a file that is not a JSON object, an unknown key, or a bad value.
+// ConfigError for a file that is not a JSON object, an unknown key, a bad value, or
+// settings that exclude each other (steps and epochs).
 void apply_setting_files(CLI::App& cmd, const ClusterOptions& opts);
 
 // The Data/Data worker/Training settings that `cmd` received from flags or files, as

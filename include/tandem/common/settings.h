@@ -85,9 +85,10 @@ struct WorkerOptions {
 // The training loop and its feeding.
 struct TrainerOptions {
   std::vector<std::string> workers;  // --workers host:port,... (explicit trainer only)
-  std::string model = "small_cnn";   // --model: small_cnn | mnist_cnn | resnet18 | resnet50 | vit_tiny | vit_b16
+  std::string model = "small_cnn";   // --model: small_cnn | mnist_cnn | resnet18 | resnet50 | vit_tiny | vit_b16 | FILE.pt
   int batch_size = 64;               // --batch-size: per trainer process
   int64_t steps = 300;               // --steps
+  int64_t epochs = 0;                // --epochs: instead of --steps, passes over the dataset; 0 = use --steps
   std::string optimizer = "sgd";     // --optimizer: sgd (momentum) | adam | adamw
   double lr = 0.05;                  // --lr: peak learning rate
   double momentum = 0.9;             // --momentum (sgd)

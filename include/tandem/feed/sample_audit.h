@@ -29,6 +29,10 @@ class SampleAudit {
   // totals. All zeros but planned and consumed mean every sample exactly once.
   nlohmann::json report() const;
 
+  // The reports of every rank as one: ranks' plans are disjoint slices of each global
+  // batch, so their counts add up (a sample sent to the wrong rank counts as unplanned).
+  static nlohmann::json merge(const std::vector<nlohmann::json>& reports);
+
  private:
   struct Epoch {
     std::vector<uint8_t> times;  // per sample: how often consumed (saturating)

@@ -112,6 +112,10 @@ class Trainer {
   // Waits for every rank (e.g. before rank 0 releases the data workers).
   void barrier();
 
+  // Every rank's `mine`, in rank order, on rank 0 (through the rendezvous store); empty
+  // on the other ranks. Every rank must call it with the same `key`.
+  std::vector<std::string> gather(const std::string& key, const std::string& mine);
+
   // Top-1 accuracy on the held-out set: each rank scores every world-th sample from its
   // rank on, and the counts are summed. Every rank must call it. REQUIRES: an eval set.
   double evaluate();
