@@ -18,6 +18,7 @@
 #include "tandem/feed/local_source.h"
 #include "tandem/feed/sample_audit.h"
 #include "tandem/launch/roles.h"
+#include "tandem/report/run_log.h"
 #include "tandem/report/summary.h"
 #include "tandem/training/runtime.h"
 #include "tandem/training/trainer.h"
@@ -249,6 +250,27 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     };
     std::unique_ptr<feed::SampleAudit> audit;
     if (opts.audit_samples) audit = std::make_unique<feed::SampleAudit>(sampler, info.size);
+    // Rank 0 keeps metrics.jsonl next to the summary and, on a terminal, shows a status line.
+    const std::string summary_path = opts.summary_json.empty() ? root + "/output/data/summary.json" : opts.summary_json;
+    const bool keep_files = has_root || !opts.summary_json.empty();
+    std::unique_ptr<report::MetricsLog> metrics;
+    std::unique_ptr<report::StatusLine> status;
+    if (dist.rank == 0) {
+      if (keep_files) {
+        const std::filesystem::path dir = std::filesystem::path(summary_path).parent_path();
+        if (!dir.empty()) std::filesystem::create_directories(dir);
+        metrics = std::make_unique<report::MetricsLog>((dir / "metrics.jsonl").string(), trainer.start_step() > 0,
+                                                       per_epoch);
+      }
+      if (report::StatusLine::wanted()) status = std::make_unique<report::StatusLine>();
+    }
+    training::RunObserver observer;
+    observer.log_lines = !status;
+    observer.on_log = [&](const training::LogPoint& p) {
+      if (metrics) metrics->write(p, scheduler.stats());
+      if (status) status->metrics(p);
+    };
+    if (status) observer.on_progress = [&](int64_t s, int64_t t, const char* phase) { status->progress(s, t, phase); };
     try {
       result = trainer.run(
           [&] {
@@ -256,8 +278,10 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
             if (b && audit) audit->record(*b);
             return b;
           },
-          stop);
+          stop, {}, observer);
+      status.reset();
     } catch (...) {
+      status.reset();
       unhook();
       scheduler.close();
       for (auto& c : workers) c.worker->stop();  // their threads use the scheduler
@@ -281,8 +305,9 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       summary["hedged_requests"] = scheduler.hedged();
       summary["steps_per_epoch"] = per_epoch;
       summary["epochs"] = per_epoch ? static_cast<double>(result.start_step + result.steps) / per_epoch : 0.0;
-      std::string path = opts.summary_json.empty() ? root + "/output/data/summary.json" : opts.summary_json;
-      if (has_root || !opts.summary_json.empty()) report::write_file_atomically(path, summary.dump(2) + "\n");
+      std::string path = summary_path;
+      if (metrics) summary["metrics_file"] = metrics->path();
+      if (keep_files) report::write_file_atomically(path, summary.dump(2) + "\n");
       else path = "(not written: no SageMaker root; use --summary-json)";
       spdlog::info("training {}: {} steps, loss {:.4f} -> {:.4f}, {:.1f} samples/s; summary in {}",
                    result.interrupted ? "interrupted" : "finished", result.steps, result.first_loss, result.final_loss,

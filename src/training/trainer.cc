@@ -77,7 +77,7 @@ struct Trainer::Impl {
   void sync_buffers();
   bool train_step(const DeviceBatch* batch, bool stop, int64_t step, StepClock& clock,
                   std::vector<torch::Tensor>& losses);
-  void log_line(int64_t step, double loss, double window_s, int64_t window_samples, double window_wait) const;
+  void log_line(const LogPoint& p) const;
   std::string save_checkpoint(int64_t step);
   std::string save_model();
 };
@@ -192,11 +192,10 @@ bool Trainer::Impl::train_step(const DeviceBatch* batch, bool stop, int64_t step
   return true;
 }
 
-void Trainer::Impl::log_line(int64_t step, double loss, double window_s, int64_t window_samples,
-                             double window_wait) const {
+void Trainer::Impl::log_line(const LogPoint& p) const {
   if (dist.rank != 0) return;
-  spdlog::info("step={} loss={:.4f} samples_per_sec={:.1f} data_wait_pct={:.1f}", step, loss,
-               window_samples * dist.world / window_s, 100.0 * window_wait / window_s);
+  spdlog::info("step={} loss={:.4f} samples_per_sec={:.1f} data_wait_pct={:.1f}", p.step, p.loss, p.samples_per_sec,
+               p.data_wait_pct);
 }
 
 std::string Trainer::Impl::save_checkpoint(int64_t step) {
@@ -255,7 +254,19 @@ void flush_losses(std::vector<torch::Tensor>& pending, std::vector<double>& out)
 
 }  // namespace
 
-TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits) {
+namespace {
+
+StepTimes per_step_ms(const StepTimes& now, const StepTimes& before, int64_t steps) {
+  const double k = steps > 0 ? 1000.0 / static_cast<double>(steps) : 0;
+  return {(now.data_wait - before.data_wait) * k, (now.host_to_device - before.host_to_device) * k,
+          (now.forward_backward - before.forward_backward) * k, (now.communication - before.communication) * k,
+          (now.optimizer - before.optimizer) * k};
+}
+
+}  // namespace
+
+TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits,
+                         const RunObserver& observer) {
   Impl& m = *impl_;
   TrainReport r;
   r.device = m.device.str();
@@ -265,15 +276,33 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, c
   r.world = m.dist.world;
   r.start_step = m.next_step;
   const int64_t end = limits.max_steps < 0 ? m.opts.steps : std::min(m.opts.steps, m.next_step + limits.max_steps);
+  const bool reporter = m.dist.rank == 0;
+  auto progress = [&](int64_t step, const char* phase) {
+    if (reporter && observer.on_progress) observer.on_progress(step, m.opts.steps, phase);
+  };
   DeviceFeed feed(next, m.info, m.device, m.format);
   std::optional<DeviceBatch> resident;
   StepClock clock(m.device);
   std::vector<torch::Tensor> pending;
   const auto start = Clock::now();
+  // The log window: training time only (evaluations and checkpoints are paused time).
   auto window_start = start;
-  int64_t window_samples = 0;
+  double window_paused = 0;
+  int64_t window_samples = 0, window_steps = 0;
+  StepTimes window_times;
   int64_t step = m.next_step;
   int64_t completed = step;  // steps whose update the model holds
+  // Times `work` (an evaluation, a checkpoint) as paused, not training, time.
+  auto paused = [&](const char* phase, const std::function<void()>& work) {
+    progress(completed, phase);
+    const auto t0 = Clock::now();
+    work();
+    progress(completed, "train");
+    const double s = seconds_since(t0);
+    r.paused_seconds += s;
+    window_paused += s;
+    clock.interrupt();
+  };
   try {
     if (step < end) feed.prefetch();
     if (limits.resident) resident = feed.take();
@@ -297,28 +326,53 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, c
       completed = step + 1;
       r.samples += batch->size;
       window_samples += batch->size;
+      ++window_steps;
       const int64_t done = step + 1;
+      progress(done, "train");
       // The next batch travels while the device computes this step.
       if (done < end && !limits.resident) feed.prefetch();
+      std::optional<LogPoint> point;
       if (done % m.opts.log_every == 0 || done == end) {
         flush_losses(pending, r.losses);
         const double window_wait = add_times(r.step_times, clock.drain(), feed.drain_times(), m.device.is_cuda());
-        m.log_line(done, r.losses.back(), seconds_since(window_start), window_samples, window_wait);
+        const double train_s = std::max(seconds_since(window_start) - window_paused, 1e-9);
+        point = LogPoint{};
+        point->step = done;
+        point->total_steps = m.opts.steps;
+        point->elapsed_s = seconds_since(start);
+        point->window_s = train_s;
+        point->samples_per_sec_per_rank = static_cast<double>(window_samples) / train_s;
+        point->samples_per_sec = point->samples_per_sec_per_rank * m.dist.world;
+        point->data_wait_pct = 100.0 * window_wait / train_s;
+        point->loss = r.losses.back();
+        point->lr = learning_rate(m.opts, step);
+        point->step_ms = per_step_ms(r.step_times, window_times, window_steps);
+        if (observer.log_lines) m.log_line(*point);
         window_start = Clock::now();
-        window_samples = 0;
+        window_paused = 0;
+        window_samples = window_steps = 0;
+        window_times = r.step_times;
         clock.interrupt();  // the log step's own work is not waiting for data
       }
       const bool last = done == m.opts.steps;
       if (m.eval && (last || (m.opts.eval_every > 0 && done % m.opts.eval_every == 0))) {
-        const double accuracy = evaluate();
+        double accuracy = 0;
+        paused("eval", [&] { accuracy = evaluate(); });
         r.eval_accuracy = accuracy;
         r.eval_history.emplace_back(done, accuracy);
         if (m.dist.rank == 0) spdlog::info("step={} eval_accuracy={:.4f}", done, accuracy);
-        clock.interrupt();
+        if (!point) {
+          point = LogPoint{};
+          point->training = false;
+          point->step = done;
+          point->total_steps = m.opts.steps;
+          point->elapsed_s = seconds_since(start);
+        }
+        point->eval_accuracy = accuracy;
       }
+      if (point && reporter && observer.on_log) observer.on_log(*point);
       if (m.opts.checkpoint_every > 0 && done % m.opts.checkpoint_every == 0 && done < m.opts.steps) {
-        r.last_checkpoint = m.save_checkpoint(done);
-        clock.interrupt();
+        paused("checkpoint", [&] { r.last_checkpoint = m.save_checkpoint(done); });
       }
     }
     flush_losses(pending, r.losses);
@@ -345,13 +399,14 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, c
     r.final_loss = r.losses.back();
   }
   r.wall_seconds = seconds_since(start);
-  r.samples_per_sec = r.wall_seconds > 0 ? r.samples / r.wall_seconds : 0;
+  const double training_s = r.wall_seconds - r.paused_seconds;
+  r.samples_per_sec = training_s > 0 ? r.samples / training_s : 0;
   r.data_wait_seconds = r.step_times.data_wait;
   if (m.dist.world > 1) {
     r.grad_buckets = m.reducer->bucket_count();
     r.grad_buckets_overlapped = m.reducer->launched_in_backward();
   }
-  r.data_wait_fraction = r.wall_seconds > 0 ? r.data_wait_seconds / r.wall_seconds : 0;
+  r.data_wait_fraction = training_s > 0 ? r.data_wait_seconds / training_s : 0;
   m.sync_buffers();
   const std::string mine = checksum(*m.model);
   m.collective->put("checksum/" + std::to_string(m.dist.rank), mine);

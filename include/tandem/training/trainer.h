@@ -50,11 +50,12 @@ struct StepTimes {
 struct TrainReport {
   int64_t start_step = 0;         // > 0 when resumed from a checkpoint
   int64_t steps = 0;              // steps this run took
-  int64_t samples = 0;
+  int64_t samples = 0;            // this rank's
   double wall_seconds = 0;
-  double samples_per_sec = 0;
+  double paused_seconds = 0;      // of wall_seconds, evaluating and writing checkpoints
+  double samples_per_sec = 0;     // this rank's, over training time (wall less paused)
   double data_wait_seconds = 0;
-  double data_wait_fraction = 0;  // of wall time, spent waiting for the next batch
+  double data_wait_fraction = 0;  // of training time, spent waiting for the next batch
   StepTimes step_times;
   int64_t grad_buckets = 0;               // allreduce buckets per step (world > 1)
   int64_t grad_buckets_overlapped = 0;    // of all sent this run, how many left during backward
@@ -76,6 +77,32 @@ struct TrainReport {
 
 // Pulls the next batch; nullopt ends training.
 using NextBatch = std::function<std::optional<data::Batch>()>;
+
+// One point of the run's metrics (metrics.jsonl), made on rank 0 at every log step, and
+// at an evaluation between log steps (then only step, elapsed_s and eval_accuracy are set).
+struct LogPoint {
+  bool training = true;
+  int64_t step = 0;                  // steps done
+  int64_t total_steps = 0;
+  double elapsed_s = 0;              // since this run started
+  double window_s = 0;               // training time since the previous log step (pauses excluded)
+  double samples_per_sec = 0;        // every rank together, over the log window's training time
+  double samples_per_sec_per_rank = 0;
+  double data_wait_pct = 0;
+  double loss = 0;                   // the window's last step
+  double lr = 0;
+  StepTimes step_ms;                 // the window's mean per step, in milliseconds
+  std::optional<double> eval_accuracy;
+};
+
+// What a run reports as it goes (rank 0 only). Every member may be empty.
+struct RunObserver {
+  std::function<void(const LogPoint&)> on_log;
+  // Every step and at each evaluation or checkpoint (`phase` "train", "eval", "checkpoint"):
+  // for a live status line.
+  std::function<void(int64_t step, int64_t total, const char* phase)> on_progress;
+  bool log_lines = true;  // the plain "step=..." metric lines
+};
 
 // Limits on one call of Trainer::run, for benchmarks.
 struct RunLimits {
@@ -107,7 +134,8 @@ class Trainer {
   // stops at the same step; rank 0 then checkpoints). Logs a metrics line every
   // opts.log_every steps (rank 0). Writes checkpoints and, when finished, the model.
   // Each call continues from the step the previous one reached.
-  TrainReport run(const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits = {});
+  TrainReport run(const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits = {},
+                  const RunObserver& observer = {});
 
   // Waits for every rank (e.g. before rank 0 releases the data workers).
   void barrier();

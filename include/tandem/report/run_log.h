@@ -1,0 +1,72 @@
+// What a trainer shows and keeps as it runs (rank 0): metrics.jsonl, one line per log
+// step, and on a terminal one live status line.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tandem/feed/scheduler.h"
+#include "tandem/training/trainer.h"
+
+namespace tandem::report {
+
+// Appends one JSON object per LogPoint to `path` (docs/configuration.md, "Metrics"), with
+// the epoch and, per source, what it delivered since the previous line.
+class MetricsLog {
+ public:
+  // `append` keeps the lines of an earlier run (a resume); else the file starts empty.
+  // Throws std::runtime_error naming the path when it cannot be written.
+  MetricsLog(std::string path, bool append, uint64_t steps_per_epoch);
+
+  void write(const training::LogPoint& point, const std::vector<feed::SourceStats>& sources);
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+  uint64_t steps_per_epoch_;
+  std::map<std::string, uint64_t> batches_before_;  // per source, at the previous line
+};
+
+// The live status line: "step 120/300 40% | 0:42, ETA 1:03 | 5200 samples/s | data wait
+// 3.2% | loss 1.930" (or "evaluating"), redrawn at most 4 times a second on stderr. While
+// it is shown, log messages clear it first and it is redrawn after them.
+class StatusLine {
+ public:
+  // Whether a status line makes sense: stderr is a terminal, TERM is not "dumb" and
+  // TANDEM_QUIET (--quiet) is not set.
+  static bool wanted();
+
+  StatusLine();
+  ~StatusLine();  // ends the line and restores the plain log output
+  StatusLine(const StatusLine&) = delete;
+  StatusLine& operator=(const StatusLine&) = delete;
+
+  void progress(int64_t step, int64_t total, const char* phase);
+  void metrics(const training::LogPoint& point);
+
+  // The text of the line, as drawn (for tests).
+  std::string text() const;
+
+ private:
+  friend class StatusSink;
+  void draw_locked(bool force);
+  void clear_locked();
+
+  mutable std::mutex mu_;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+  int64_t step_ = 0, total_ = 0, first_step_ = -1;  // first_step_: where this run started
+  std::string phase_ = "train";
+  double samples_per_sec_ = 0, data_wait_pct_ = 0, loss_ = 0;
+  bool have_metrics_ = false, shown_ = false;
+  std::shared_ptr<void> restore_;  // the logger's previous sinks
+};
+
+}  // namespace tandem::report

@@ -1,0 +1,171 @@
+#include "tandem/report/run_log.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+
+namespace tandem::report {
+
+MetricsLog::MetricsLog(std::string path, bool append, uint64_t steps_per_epoch)
+    : path_(std::move(path)), steps_per_epoch_(steps_per_epoch) {
+  out_.open(path_, append ? std::ios::app : std::ios::trunc);
+  if (!out_) throw std::runtime_error("cannot write " + path_ + ": check the directory exists and is writable");
+}
+
+void MetricsLog::write(const training::LogPoint& p, const std::vector<feed::SourceStats>& sources) {
+  nlohmann::json line = {{"step", p.step}, {"total_steps", p.total_steps}, {"elapsed_s", p.elapsed_s}};
+  if (steps_per_epoch_ > 0) line["epoch"] = static_cast<double>(p.step) / static_cast<double>(steps_per_epoch_);
+  if (p.training) {
+    line["samples_per_sec"] = p.samples_per_sec;
+    line["samples_per_sec_per_rank"] = p.samples_per_sec_per_rank;
+    line["data_wait_pct"] = p.data_wait_pct;
+    line["loss"] = p.loss;
+    line["lr"] = p.lr;
+    line["step_ms"] = {{"data_wait", p.step_ms.data_wait},
+                       {"host_to_device", p.step_ms.host_to_device},
+                       {"forward_backward", p.step_ms.forward_backward},
+                       {"communication", p.step_ms.communication},
+                       {"optimizer", p.step_ms.optimizer}};
+    // Per source, since the previous line: this rank's batches.
+    uint64_t total = 0;
+    for (const auto& s : sources) total += s.batches - batches_before_[s.name];
+    const double window = p.window_s;
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& s : sources) {
+      const uint64_t batches = s.batches - batches_before_[s.name];
+      const double per_batch = s.batches ? static_cast<double>(s.samples) / static_cast<double>(s.batches) : 0;
+      out.push_back({{"name", s.name},
+                     {"batches", batches},
+                     {"images_per_sec", window > 0 ? batches * per_batch / window : 0.0},
+                     {"share", total ? static_cast<double>(batches) / static_cast<double>(total) : 0.0}});
+      batches_before_[s.name] = s.batches;
+    }
+    line["sources"] = std::move(out);
+    line["window_s"] = p.window_s;
+  }
+  if (p.eval_accuracy) line["eval_accuracy"] = *p.eval_accuracy;
+  out_ << line.dump() << '\n';
+  out_.flush();
+}
+
+namespace {
+
+std::string clock_text(double seconds) {
+  const long s = static_cast<long>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  return buf;
+}
+
+}  // namespace
+
+// Routes every log message through the status line: clear it, log, draw it again.
+class StatusSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  StatusSink(StatusLine& line, std::vector<spdlog::sink_ptr> inner) : line_(line), inner_(std::move(inner)) {}
+  const std::vector<spdlog::sink_ptr>& inner() const { return inner_; }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    std::lock_guard lock(line_.mu_);
+    line_.clear_locked();
+    for (auto& s : inner_) {
+      if (s->should_log(msg.level)) s->log(msg);
+    }
+    for (auto& s : inner_) s->flush();
+    line_.draw_locked(true);
+  }
+  void flush_() override {
+    for (auto& s : inner_) s->flush();
+  }
+
+ private:
+  StatusLine& line_;
+  std::vector<spdlog::sink_ptr> inner_;
+};
+
+bool StatusLine::wanted() {
+  const char* term = std::getenv("TERM");
+  const char* quiet = std::getenv("TANDEM_QUIET");
+  return ::isatty(STDERR_FILENO) == 1 && !(term && std::string(term) == "dumb") && !(quiet && *quiet && *quiet != '0');
+}
+
+StatusLine::StatusLine() : start_(std::chrono::steady_clock::now()) {
+  auto logger = spdlog::default_logger();
+  auto sink = std::make_shared<StatusSink>(*this, logger->sinks());
+  logger->sinks() = {sink};
+  restore_ = sink;
+}
+
+StatusLine::~StatusLine() {
+  {
+    std::lock_guard lock(mu_);
+    if (shown_) std::fputc('\n', stderr);
+    shown_ = false;
+  }
+  auto sink = std::static_pointer_cast<StatusSink>(restore_);
+  spdlog::default_logger()->sinks() = sink->inner();
+}
+
+void StatusLine::progress(int64_t step, int64_t total, const char* phase) {
+  std::lock_guard lock(mu_);
+  const bool changed = phase_ != phase;
+  if (first_step_ < 0) first_step_ = step > 0 ? step - 1 : 0;
+  step_ = step;
+  total_ = total;
+  phase_ = phase;
+  draw_locked(changed);
+}
+
+void StatusLine::metrics(const training::LogPoint& p) {
+  std::lock_guard lock(mu_);
+  if (!p.training) return;
+  samples_per_sec_ = p.samples_per_sec;
+  data_wait_pct_ = p.data_wait_pct;
+  loss_ = p.loss;
+  have_metrics_ = true;
+  draw_locked(true);
+}
+
+std::string StatusLine::text() const {
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double pct = total_ > 0 ? 100.0 * static_cast<double>(step_) / static_cast<double>(total_) : 0;
+  char head[96];
+  std::snprintf(head, sizeof head, "step %lld/%lld %.0f%%", static_cast<long long>(step_),
+                static_cast<long long>(total_), pct);
+  std::string out = std::string(head) + " | " + clock_text(elapsed);
+  const int64_t done = step_ - std::max<int64_t>(first_step_, 0);
+  if (done > 0 && total_ > step_) out += ", ETA " + clock_text(elapsed / static_cast<double>(done) * (total_ - step_));
+  if (phase_ != "train") return out + " | " + (phase_ == "eval" ? "evaluating" : "writing a checkpoint");
+  if (have_metrics_) {
+    char tail[128];
+    std::snprintf(tail, sizeof tail, " | %.0f samples/s | data wait %.1f%% | loss %.3f", samples_per_sec_,
+                  data_wait_pct_, loss_);
+    out += tail;
+  }
+  return out;
+}
+
+void StatusLine::clear_locked() {
+  if (shown_) std::fputs("\r\x1b[2K", stderr);
+  shown_ = false;
+}
+
+void StatusLine::draw_locked(bool force) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!force && shown_ && now - last_draw_ < std::chrono::milliseconds(250)) return;
+  last_draw_ = now;
+  std::fputs(("\r\x1b[2K" + text()).c_str(), stderr);
+  std::fflush(stderr);
+  shown_ = true;
+}
+
+}  // namespace tandem::report
