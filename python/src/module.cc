@@ -133,6 +133,7 @@ class Feed {
       py::gil_scoped_release nogil;  // a file dataset indexes its files here
       feeder_ = std::make_unique<transport::Feeder>(settings, std::move(opts));
     }
+    length_ = feeder_->steps() - feeder_->start_step();
     try {
       for (;;) {
         if (without_gil([&] { return feeder_->wait_started(kSliceS); })) break;
@@ -147,6 +148,7 @@ class Feed {
 
   // The next batch, or StopIteration after the last step (or after close()).
   PyBatch next_batch() {
+    if (closing_) close();
     if (!feeder_) throw py::stop_iteration();
     std::optional<data::Batch> batch;
     for (;;) {
@@ -177,6 +179,7 @@ class Feed {
   // (that wait returns at once) and the waiter lets it go.
   void close() {
     if (!feeder_) return;
+    closing_ = true;
     const bool release = release_ && !released_;
     if (release) released_ = true;
     without_gil([&] {
@@ -184,7 +187,7 @@ class Feed {
       if (release) feeder_->shutdown_workers("training script finished");
       return 0;
     });
-    if (busy_ > 0) return;
+    if (busy_ > 0) return;  // the thread still inside lets it go (its next call ends in close())
     stats_ = stats_of(*feeder_);
     feeder_.reset();
   }
@@ -196,8 +199,8 @@ class Feed {
   }
 
   py::dict stats() const { return feeder_ ? stats_of(*feeder_) : stats_; }
-  size_t len() const { return feeder_ ? feeder_->steps() - feeder_->start_step() : 0; }
-  bool closed() const { return !feeder_; }
+  size_t len() const { return length_; }  // steps this feed delivers in all, even once closed
+  bool closed() const { return !feeder_ || closing_; }
   int batch_size() const { return batch_size_; }
   uint64_t batches_per_epoch() const { return live().sampler().batches_per_epoch(); }
 
@@ -254,9 +257,11 @@ class Feed {
   bool release_ = false;
   bool released_ = false;
   int batch_size_ = 0;
+  size_t length_ = 0;
   py::dtype dtype_;
   std::vector<std::string> names_;
-  int busy_ = 0;    // threads inside without_gil(); read and written with the GIL held
+  int busy_ = 0;          // threads inside without_gil(); read and written with the GIL held
+  bool closing_ = false;  // close() was called; feeder_ goes once no thread is inside
   py::dict stats_;  // kept at close()
 };
 
