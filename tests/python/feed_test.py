@@ -205,7 +205,7 @@ class SlowWorkerTest(unittest.TestCase):
         with self.assertRaises(KeyboardInterrupt):
             for _ in feed:
                 pass
-        self.assertLess(time.monotonic() - sent[0], 1.0)
+        self.assertLess(time.monotonic() - sent[0], 2.0)  # a wait lasts 0.1 s; generous for a loaded machine
         self.assertTrue(feed.closed)
 
     def test_close_from_another_thread_ends_iteration(self):
@@ -213,7 +213,7 @@ class SlowWorkerTest(unittest.TestCase):
         threading.Timer(0.3, feed.close).start()
         start = time.monotonic()
         n = sum(1 for _ in feed)
-        self.assertLess(time.monotonic() - start, 3)
+        self.assertLess(time.monotonic() - start, 5)
         self.assertLess(n, 3)
         self.assertTrue(feed.closed)
 
@@ -221,7 +221,7 @@ class SlowWorkerTest(unittest.TestCase):
         start = time.monotonic()
         with self.assertRaisesRegex(RuntimeError, "no batch 0 within --batch-timeout"):
             next(self.feed(batch_timeout=0.2))
-        self.assertLess(time.monotonic() - start, 3)
+        self.assertLess(time.monotonic() - start, 5)
 
 
 class TorchAdapterTest(unittest.TestCase):
