@@ -134,6 +134,8 @@ class Feed {
       feeder_ = std::make_unique<transport::Feeder>(settings, std::move(opts));
     }
     length_ = feeder_->steps() - feeder_->start_step();
+    batches_per_epoch_ = feeder_->sampler().batches_per_epoch();
+    dataset_ = dataset_dict(feeder_->info(), dtype_);
     try {
       for (;;) {
         if (without_gil([&] { return feeder_->wait_started(kSliceS); })) break;
@@ -165,6 +167,11 @@ class Feed {
         throw py::stop_iteration();
       }
       check_signals([&] { close(); });
+    }
+    if (batch->dtype == data::DType::kBFloat16) {
+      close();
+      throw ConfigError("the data workers send bfloat16 batches (their --wire-dtype), which numpy cannot hold: "
+                        "start them with --wire-dtype float16, float32 or uint8");
     }
     return to_python(std::move(*batch), source_name(batch->source));
   }
@@ -202,16 +209,10 @@ class Feed {
   size_t len() const { return length_; }  // steps this feed delivers in all, even once closed
   bool closed() const { return !feeder_ || closing_; }
   int batch_size() const { return batch_size_; }
-  uint64_t batches_per_epoch() const { return live().sampler().batches_per_epoch(); }
-
-  py::dict dataset() const { return dataset_dict(live().info(), dtype_); }
+  uint64_t batches_per_epoch() const { return batches_per_epoch_; }
+  py::dict dataset() const { return dataset_.attr("copy")(); }
 
  private:
-  const transport::Feeder& live() const {
-    if (!feeder_) throw std::runtime_error("the feed is closed");
-    return *feeder_;
-  }
-
   // Runs `f` with the GIL released; feeder_ stays alive meanwhile (close() on another
   // thread does not destroy it while busy_).
   template <typename F>
@@ -258,7 +259,9 @@ class Feed {
   bool released_ = false;
   int batch_size_ = 0;
   size_t length_ = 0;
+  uint64_t batches_per_epoch_ = 0;
   py::dtype dtype_;
+  py::dict dataset_;
   std::vector<std::string> names_;
   int busy_ = 0;          // threads inside without_gil(); read and written with the GIL held
   bool closing_ = false;  // close() was called; feeder_ goes once no thread is inside
