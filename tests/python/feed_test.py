@@ -182,7 +182,7 @@ class WorkerLifecycleTest(unittest.TestCase):
 
 
 class SlowWorkerTest(unittest.TestCase):
-    """A worker making ~1 s batches: waits that must end early do."""
+    """A worker making batches of more than a second (one thread): waits that must end early do."""
 
     SLOW = dict(data="blur-benchmark", image_size=448)
 
@@ -195,7 +195,7 @@ class SlowWorkerTest(unittest.TestCase):
         cls.w.close()
 
     def feed(self, **kw):
-        return tandem.Feed(self.w.targets, batch_size=64, steps=1000, prefetch=1, inflight=1, **self.SLOW, **kw)
+        return tandem.Feed(self.w.targets, batch_size=256, steps=1000, prefetch=1, inflight=1, **self.SLOW, **kw)
 
     def test_ctrl_c_interrupts_a_wait_and_closes_the_feed(self):
         feed = self.feed()
