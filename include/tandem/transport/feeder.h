@@ -1,0 +1,110 @@
+// One data-parallel rank's feed, without a training loop: the sampler's slice of every
+// global batch, made by data workers (RemoteWorker) and by threads of this process
+// (LocalSource), scheduled by feed::Scheduler (load follows speed, late requests are
+// hedged, a lost worker's requests go to the others) and delivered in sequence order.
+// The same pieces `tandem trainer` wires to its loop, for callers that must never block
+// without a way out (the Python module): start() and next() wait in slices the caller
+// chooses, so it can look at its own signals between them.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tandem/common/settings.h"
+#include "tandem/data/batch.h"
+#include "tandem/data/dataset.h"
+#include "tandem/data/sampler.h"
+#include "tandem/feed/scheduler.h"
+
+namespace tandem::feed {
+class LocalSource;
+}
+
+namespace tandem::transport {
+
+class RemoteWorker;
+
+struct FeederOptions {
+  std::vector<std::string> workers;  // data workers, "address:port"
+  int rank = 0;                      // this rank's slice of every global batch
+  int world = 1;                     // ranks sharing each global batch
+  int local_threads = 0;             // threads of this process that make batches too
+  uint64_t start_step = 0;           // first step delivered (a resumed run)
+};
+
+class Feeder {
+ public:
+  // Builds the dataset, the sampler and the scheduler from `settings` (data, security,
+  // and the trainer's batch_size, steps, inflight, prefetch, connect_timeout_s,
+  // batch_timeout_s), then starts a thread that connects to the workers and keeps the
+  // next batches ready. Does not wait for the network. Throws ConfigError for settings
+  // that cannot work (no source, a bad rank, a dataset smaller than a global batch).
+  Feeder(const Settings& settings, FeederOptions opts);
+  ~Feeder();  // close()
+  Feeder(const Feeder&) = delete;
+  Feeder& operator=(const Feeder&) = delete;
+
+  // Waits up to `seconds` until the feed serves: a worker answered with our dataset, or
+  // local threads make batches (absent workers join later). True once it does. Throws
+  // what connecting threw: NetworkError when no worker answered within
+  // --connect-timeout or one refused us (token, job), ConfigError when a worker serves
+  // another dataset.
+  bool wait_started(double seconds);
+
+  enum class Status { kBatch, kPending, kEnd };
+  // Waits up to `seconds` for the next batch in sequence order. kBatch: `out` holds it.
+  // kEnd: every step was delivered, or close() was called. Throws the feed's failure
+  // (NetworkError naming every source's state after --batch-timeout, or when every
+  // source failed for good); the feed is then over.
+  Status next(double seconds, std::optional<data::Batch>& out);
+
+  // Stops streaming and joins every thread. Idempotent; safe from any thread, also
+  // while another waits in next() (it returns kEnd).
+  void close();
+
+  // Tells every worker to exit, all at once, each call bounded by 3 s: a hung worker
+  // costs one deadline. Several ranks share workers, so only one should. Returns how
+  // many acknowledged.
+  int shutdown_workers(const std::string& reason) const;
+
+  const data::DatasetInfo& info() const { return dataset_->info(); }
+  const data::Sampler& sampler() const { return *sampler_; }
+  uint64_t steps() const { return steps_; }             // total steps, including skipped ones
+  uint64_t start_step() const { return opts_.start_step; }
+  std::vector<feed::SourceStats> stats() const { return scheduler_->stats(); }
+  uint64_t hedged() const { return scheduler_->hedged(); }
+
+ private:
+  void pump();     // the feed's thread: connect, then move batches from the scheduler
+  void connect();  // connects as `tandem trainer` does, then starts every source
+
+  Settings settings_;
+  FeederOptions opts_;
+  uint64_t steps_ = 0;
+  std::shared_ptr<const data::Dataset> dataset_;
+  std::unique_ptr<data::Sampler> sampler_;
+  std::unique_ptr<feed::Scheduler> scheduler_;
+  std::vector<std::unique_ptr<RemoteWorker>> workers_;  // written by pump() before started_
+  std::unique_ptr<feed::LocalSource> local_;
+  std::atomic<bool> stop_{false};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool started_ = false;                // GUARDED_BY(mu_)
+  bool ended_ = false;                  // GUARDED_BY(mu_): the pump has finished
+  std::exception_ptr error_;            // GUARDED_BY(mu_)
+  std::deque<data::Batch> ready_;       // GUARDED_BY(mu_): at most kAhead
+  std::mutex close_mu_;                 // one close() at a time
+  std::thread pump_;
+};
+
+}  // namespace tandem::transport

@@ -1,0 +1,369 @@
+// tandem._tandem: tandem's feed (transport::Feeder) for Python training scripts.
+// Batches reach Python as numpy arrays over the feed's own memory (no copy): each array's
+// base is a capsule that owns the C++ batch. Every wait releases the GIL and is cut into
+// slices, so Ctrl-C (KeyboardInterrupt) ends it at once and closes the feed.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "feed_settings.h"
+#include "tandem/common/error.h"
+#include "tandem/data/convert.h"
+#include "tandem/data/sampler.h"
+#include "tandem/transport/feeder.h"
+#include "tandem/transport/remote_worker.h"
+
+namespace py = pybind11;
+
+namespace tandem::python {
+namespace {
+
+// How long one wait lasts before Python's signals are looked at.
+constexpr double kSliceS = 0.1;
+
+// Python values as the text a flag or settings file would carry (as apply_setting_files
+// reads JSON): True/False as true/false, a list as one value per element.
+Setting to_setting(const std::string& key, const py::handle& value) {
+  Setting s{key, {}};
+  auto text = [](const py::handle& v) -> std::string {
+    if (py::isinstance<py::bool_>(v)) return v.cast<bool>() ? "true" : "false";
+    return py::str(v).cast<std::string>();
+  };
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    for (const py::handle& v : value) s.values.push_back(text(v));
+  } else {
+    s.values.push_back(text(value));
+  }
+  return s;
+}
+
+std::vector<Setting> to_settings(const py::kwargs& kwargs) {
+  std::vector<Setting> out;
+  for (const auto& [k, v] : kwargs) {
+    if (!v.is_none()) out.push_back(to_setting(k.cast<std::string>(), v));
+  }
+  return out;
+}
+
+std::vector<std::string> to_targets(const py::object& workers) {
+  if (workers.is_none()) return {};
+  if (py::isinstance<py::str>(workers)) {  // "a:1,b:2", as --workers takes them
+    std::vector<std::string> out;
+    const std::string all = workers.cast<std::string>();
+    for (size_t start = 0; start <= all.size();) {
+      const size_t comma = std::min(all.find(',', start), all.size());
+      if (comma > start) out.push_back(all.substr(start, comma - start));
+      start = comma + 1;
+    }
+    return out;
+  }
+  return workers.cast<std::vector<std::string>>();
+}
+
+py::dtype numpy_dtype(data::DType d) {
+  switch (d) {
+    case data::DType::kUInt8: return py::dtype::of<uint8_t>();
+    case data::DType::kFloat32: return py::dtype::of<float>();
+    case data::DType::kFloat16: return py::dtype("float16");
+    case data::DType::kBFloat16: break;
+  }
+  throw ConfigError("wire_dtype bfloat16 has no numpy dtype: use float32, float16 or uint8 with tandem.Feed");
+}
+
+// The dataset as Python sees it.
+py::dict dataset_dict(const data::DatasetInfo& i, const py::dtype& dtype) {
+  py::dict d;
+  d["name"] = i.name;
+  d["size"] = i.size;
+  d["sample_shape"] = i.sample_shape;
+  d["num_classes"] = i.num_classes;
+  d["dtype"] = dtype;
+  d["mean"] = i.mean;
+  d["std"] = i.std;
+  d["fingerprint"] = i.fingerprint;
+  return d;
+}
+
+// One delivered batch: numpy views of the C++ batch, which the capsule owns.
+struct PyBatch {
+  py::array images, labels, indices;
+  uint64_t sequence = 0;
+  uint32_t epoch = 0;
+  std::string source;
+};
+
+PyBatch to_python(data::Batch&& batch, std::string source) {
+  auto* owned = new data::Batch(std::move(batch));
+  py::capsule base(owned, [](void* p) { delete static_cast<data::Batch*>(p); });
+  const std::vector<py::ssize_t> shape(owned->shape.begin(), owned->shape.end());
+  const py::ssize_t n = owned->size();
+  PyBatch out;
+  out.images = py::array(numpy_dtype(owned->dtype), shape, {}, owned->data.data(), base);
+  out.labels = py::array(py::dtype::of<int64_t>(), {n}, {}, owned->labels.data(), base);
+  out.indices = py::array(py::dtype::of<uint64_t>(), {static_cast<py::ssize_t>(owned->indices.size())}, {},
+                          owned->indices.data(), base);
+  out.sequence = owned->sequence;
+  out.epoch = owned->epoch;
+  out.source = std::move(source);
+  return out;
+}
+
+// Raises KeyboardInterrupt (or what a signal handler raised) after `on_signal`.
+template <typename F>
+void check_signals(F&& on_signal) {
+  if (PyErr_CheckSignals() != 0) {
+    py::error_already_set e;
+    on_signal();
+    throw e;
+  }
+}
+
+class Feed {
+ public:
+  Feed(const py::object& workers, int rank, int world, int local_threads, uint64_t start_step, bool release,
+       const py::kwargs& kwargs)
+      : release_(release) {
+    transport::FeederOptions opts{to_targets(workers), rank, world, local_threads, start_step};
+    const Settings settings = feed_settings(to_settings(kwargs));
+    dtype_ = numpy_dtype(data::wire_dtype(settings.data));
+    batch_size_ = settings.trainer.batch_size;
+    {
+      py::gil_scoped_release nogil;  // a file dataset indexes its files here
+      feeder_ = std::make_unique<transport::Feeder>(settings, std::move(opts));
+    }
+    length_ = feeder_->steps() - feeder_->start_step();
+    batches_per_epoch_ = feeder_->sampler().batches_per_epoch();
+    dataset_ = dataset_dict(feeder_->info(), dtype_);
+    try {
+      for (;;) {
+        if (without_gil([&] { return feeder_->wait_started(kSliceS); })) break;
+        check_signals([&] { close(); });
+      }
+    } catch (...) {
+      py::gil_scoped_release nogil;
+      feeder_.reset();  // closes it
+      throw;
+    }
+  }
+
+  // The next batch, or StopIteration after the last step (or after close()).
+  PyBatch next_batch() {
+    if (closing_) close();
+    if (!feeder_) throw py::stop_iteration();
+    std::optional<data::Batch> batch;
+    for (;;) {
+      transport::Feeder::Status status;
+      try {
+        status = without_gil([&] { return feeder_->next(kSliceS, batch); });
+      } catch (...) {
+        close();
+        throw;
+      }
+      if (status == transport::Feeder::Status::kBatch) break;
+      if (status == transport::Feeder::Status::kEnd) {
+        close();
+        throw py::stop_iteration();
+      }
+      check_signals([&] { close(); });
+    }
+    if (batch->dtype == data::DType::kBFloat16) {
+      close();
+      throw ConfigError("the data workers send bfloat16 batches (their --wire-dtype), which numpy cannot hold: "
+                        "start them with --wire-dtype float16, float32 or uint8");
+    }
+    return to_python(std::move(*batch), source_name(batch->source));
+  }
+
+  py::tuple next() {
+    PyBatch b = next_batch();
+    return py::make_tuple(std::move(b.images), std::move(b.labels));
+  }
+
+  // Stops the feed's threads; tells the workers to exit when release_workers was asked.
+  // Another Python thread may be waiting in next(): then the feed is only closed here
+  // (that wait returns at once) and the waiter lets it go.
+  void close() {
+    if (!feeder_) return;
+    closing_ = true;
+    const bool release = release_ && !released_;
+    if (release) released_ = true;
+    without_gil([&] {
+      feeder_->close();
+      if (release) feeder_->shutdown_workers("training script finished");
+      return 0;
+    });
+    if (busy_ > 0) return;  // the thread still inside lets it go (its next call ends in close())
+    stats_ = stats_of(*feeder_);
+    feeder_.reset();
+  }
+
+  int shutdown() {
+    if (!feeder_) throw std::runtime_error("shutdown() on a closed feed: call tandem.shutdown_workers(workers)");
+    released_ = true;
+    return without_gil([&] { return feeder_->shutdown_workers("training script finished"); });
+  }
+
+  py::dict stats() const { return feeder_ ? stats_of(*feeder_) : stats_; }
+  size_t len() const { return length_; }  // steps this feed delivers in all, even once closed
+  bool closed() const { return !feeder_ || closing_; }
+  int batch_size() const { return batch_size_; }
+  uint64_t batches_per_epoch() const { return batches_per_epoch_; }
+  py::dict dataset() const { return dataset_.attr("copy")(); }
+
+ private:
+  // Runs `f` with the GIL released; feeder_ stays alive meanwhile (close() on another
+  // thread does not destroy it while busy_).
+  template <typename F>
+  auto without_gil(F&& f) -> decltype(f()) {
+    struct Busy {
+      int& n;
+      explicit Busy(int& c) : n(c) { ++n; }
+      ~Busy() { --n; }  // runs after the GIL is taken back
+    } busy(busy_);
+    py::gil_scoped_release nogil;
+    return f();
+  }
+
+  std::string source_name(int source) {
+    if (source < 0) return "";
+    if (static_cast<size_t>(source) >= names_.size()) {
+      names_.clear();
+      for (const auto& s : feeder_->stats()) names_.push_back(s.name);
+    }
+    return static_cast<size_t>(source) < names_.size() ? names_[source] : "";
+  }
+
+  static py::dict stats_of(const transport::Feeder& f) {
+    py::list sources;
+    for (const auto& s : f.stats()) {
+      py::dict d;
+      d["name"] = s.name;
+      d["batches"] = s.batches;
+      d["samples"] = s.samples;
+      d["compute_seconds"] = s.compute_seconds;
+      d["failed"] = s.failed;
+      d["error"] = s.error;
+      d["rejoins"] = s.rejoins;
+      sources.append(d);
+    }
+    py::dict out;
+    out["sources"] = sources;
+    out["hedged_requests"] = f.hedged();
+    return out;
+  }
+
+  std::unique_ptr<transport::Feeder> feeder_;
+  bool release_ = false;
+  bool released_ = false;
+  int batch_size_ = 0;
+  size_t length_ = 0;
+  uint64_t batches_per_epoch_ = 0;
+  py::dtype dtype_;
+  py::dict dataset_;
+  std::vector<std::string> names_;
+  int busy_ = 0;          // threads inside without_gil(); read and written with the GIL held
+  bool closing_ = false;  // close() was called; feeder_ goes once no thread is inside
+  py::dict stats_;  // kept at close()
+};
+
+int shutdown_workers(const py::object& workers, const std::string& reason, const py::kwargs& kwargs) {
+  const Settings settings = feed_settings(to_settings(kwargs));
+  const std::vector<std::string> targets = to_targets(workers);
+  py::gil_scoped_release nogil;
+  std::vector<std::thread> calls;
+  std::atomic<int> acknowledged{0};
+  for (const std::string& t : targets) {
+    calls.emplace_back([&, t] { acknowledged += transport::RemoteWorker(t, settings.security).shutdown(reason, 3); });
+  }
+  for (auto& c : calls) c.join();
+  return acknowledged;
+}
+
+// What a Feed with these arguments would deliver, checked without the network: steps,
+// batch size, batches per epoch and the dataset. Raises ValueError as Feed would.
+py::dict plan(int rank, int world, uint64_t start_step, const py::kwargs& kwargs) {
+  const Settings settings = feed_settings(to_settings(kwargs));
+  if (world < 1 || rank < 0 || rank >= world) {
+    throw ConfigError("rank " + std::to_string(rank) + " of world " + std::to_string(world) +
+                      " is impossible: use 0 <= rank < world (torchrun sets RANK and WORLD_SIZE)");
+  }
+  const py::dtype dtype = numpy_dtype(data::wire_dtype(settings.data));
+  std::shared_ptr<const data::Dataset> dataset;
+  {
+    py::gil_scoped_release nogil;
+    dataset = data::make_dataset(settings.data);
+  }
+  const data::DatasetInfo& i = dataset->info();
+  const data::Sampler sampler(i.size, settings.trainer.batch_size, settings.data.seed, rank, world);
+  const auto steps = static_cast<uint64_t>(settings.trainer.steps);
+  if (start_step > steps) {
+    throw ConfigError("start_step " + std::to_string(start_step) + " is past steps " + std::to_string(steps) +
+                      ": resume at a step before the last");
+  }
+  py::dict d;
+  d["steps"] = steps - start_step;
+  d["batch_size"] = settings.trainer.batch_size;
+  d["batches_per_epoch"] = sampler.batches_per_epoch();
+  d["dataset"] = dataset_dict(i, dtype);
+  return d;
+}
+
+void set_log_level(const std::string& level) {
+  const spdlog::level::level_enum l = spdlog::level::from_str(level == "warning" ? "warn" : level);
+  if (l == spdlog::level::off && level != "off") {
+    throw ConfigError("unknown log level '" + level + "': use debug, info, warning, error or off");
+  }
+  spdlog::set_level(l);
+}
+
+}  // namespace
+}  // namespace tandem::python
+
+PYBIND11_MODULE(_tandem, m) {
+  using namespace tandem::python;
+  m.doc() = "tandem's data plane for Python training scripts (docs/python.md)";
+  // Log lines go to stderr, as the command line's do; stdout stays the script's.
+  if (!spdlog::get("tandem")) spdlog::set_default_logger(spdlog::stderr_color_mt("tandem"));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ tandem: %v");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const tandem::ConfigError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+  py::class_<PyBatch>(m, "Batch", "One batch: images (N,C,H,W), labels (N,), the sample indices it was made from")
+      .def_readonly("images", &PyBatch::images)
+      .def_readonly("labels", &PyBatch::labels)
+      .def_readonly("indices", &PyBatch::indices)
+      .def_readonly("sequence", &PyBatch::sequence)
+      .def_readonly("epoch", &PyBatch::epoch)
+      .def_readonly("source", &PyBatch::source);
+  py::class_<Feed>(m, "Feed")
+      .def(py::init<const py::object&, int, int, int, uint64_t, bool, const py::kwargs&>(),
+           py::arg("workers") = py::none(), py::kw_only(), py::arg("rank") = 0, py::arg("world") = 1,
+           py::arg("local_threads") = 0, py::arg("start_step") = 0, py::arg("release_workers") = false)
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &Feed::next)
+      .def("next_batch", &Feed::next_batch, "The next Batch, with its indices, sequence, epoch and source")
+      .def("__len__", &Feed::len)
+      .def("close", &Feed::close)
+      .def("shutdown", &Feed::shutdown, "Tell every worker to exit now; returns how many acknowledged")
+      .def("stats", &Feed::stats)
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](Feed& f, py::args) { f.close(); })
+      .def_property_readonly("closed", &Feed::closed)
+      .def_property_readonly("batch_size", &Feed::batch_size)
+      .def_property_readonly("batches_per_epoch", &Feed::batches_per_epoch)
+      .def_property_readonly("dataset", &Feed::dataset);
+  m.def("shutdown_workers", &shutdown_workers, py::arg("workers"), py::kw_only(),
+        py::arg("reason") = "training script finished");
+  m.def("plan", &plan, py::kw_only(), py::arg("rank") = 0, py::arg("world") = 1, py::arg("start_step") = 0,
+        "What a Feed with these settings would deliver (steps, batch_size, batches_per_epoch, dataset), "
+        "checked without the network");
+  m.def("setting_names", &feed_setting_names, "The data settings tandem.Feed accepts as keyword arguments");
+  m.def("set_log_level", &set_log_level, py::arg("level"));
+  m.attr("__version__") = "0.1.0";
+}

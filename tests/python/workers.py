@@ -1,0 +1,114 @@
+"""Real `tandem worker` processes on loopback for the Python tests (not a test itself).
+
+Every wait is bounded; readiness is a condition (the port accepts connections), not a
+sleep. Workers are killed when their group is closed, whatever happened."""
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests
+
+
+def parse_args():
+    p = argparse.ArgumentParser()
+    p.add_argument("--module-dir", required=True, help="build/python: holds the tandem package")
+    p.add_argument("--tandem", required=True, help="the tandem binary (workers)")
+    args = p.parse_args()
+    sys.path.insert(0, os.path.abspath(args.module_dir))
+    return args
+
+
+def require(*modules):
+    """Exits SKIP naming what is missing when a module cannot be imported."""
+    for m in modules:
+        try:
+            __import__(m)
+        except ImportError as e:
+            print(f"SKIPPED: {m} is missing ({e}): install python3-{m} (Debian) for {sys.executable}")
+            sys.exit(SKIP)
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def wait_until(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} within {timeout} s")
+        time.sleep(0.02)
+
+
+def accepts(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class Workers:
+    """`n` workers serving the same data; `targets` are their addresses."""
+
+    def __init__(self, tandem, n, *, env=None, threads=1, **data):
+        self.ports = free_ports(n)
+        self.targets = [f"127.0.0.1:{p}" for p in self.ports]
+        self.procs = []
+        self.logs = []
+        flags = []
+        for k, v in data.items():
+            flags += [f"--{k.replace('_', '-')}", str(v)]
+        try:
+            for port in self.ports:
+                argv = [tandem, "worker", "--port", str(port), "--bind", "127.0.0.1", "--threads", str(threads),
+                        "--idle-timeout", "60", *flags]
+                self.logs.append(tempfile.TemporaryFile())
+                self.procs.append(subprocess.Popen(argv, stdout=self.logs[-1], stderr=subprocess.STDOUT,
+                                                   env={**os.environ, **(env or {})}))
+            for port, proc in zip(self.ports, self.procs):
+                wait_until(lambda: accepts(port) or proc.poll() is not None, 30, f"worker on port {port} listening")
+                if proc.poll() is not None:
+                    raise RuntimeError(f"worker on port {port} exited {proc.returncode}: {self.log(port)}")
+        except BaseException:
+            self.close()
+            raise
+
+    def log(self, port):
+        f = self.logs[self.ports.index(port)]
+        f.seek(0)
+        return f.read().decode(errors="replace")
+
+    def kill(self, i):
+        self.procs[i].send_signal(signal.SIGKILL)
+        self.procs[i].wait(10)
+
+    def wait_exit(self, i, timeout):
+        return self.procs[i].wait(timeout)
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self.procs:
+            p.wait(10)
+        for f in self.logs:
+            f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
