@@ -213,6 +213,10 @@ void add_simulate_options(CLI::App& app, SimulateOptions& o) {
       ->capture_default_str()->check(non_negative())->group(g);
   app.add_option("--run-dir", o.run_dir, "Directory for the hosts' SageMaker roots; default a new /tmp/tandem-sim-*")
       ->group(g);
+  app.add_flag("--keep", o.keep,
+               "Keep models and checkpoints in the run directory simulate made (by default a run that ends well "
+               "keeps only its summary, metrics and report there)")
+      ->group(g);
   app.add_option("--timeout", o.timeout_s, "Stop the whole cluster after this many seconds")
       ->capture_default_str()->check(positive())->group(g);
 }

@@ -1,10 +1,13 @@
+#include <cstdlib>
 #include <iostream>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
 #include "tandem/cli/commands.h"
 #include "tandem/cli/options.h"
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
 #include "tandem/launch/roles.h"
 #include "tandem/report/summary.h"
 #include "tandem/transport/credentials.h"
@@ -18,6 +21,16 @@ int run_cli(int argc, char** argv) {
                "CPU hosts serve augmented batches over gRPC; GPU hosts train on them."};
   app.require_subcommand(1);
   app.set_version_flag("--version", [] { return "tandem 0.1.0; " + training::describe(training::torch_runtime()); });
+  // Output settings, given before or after the command; they reach the processes tandem
+  // starts (launch's ranks, simulate's hosts) through the environment.
+  const char* env_level = std::getenv("TANDEM_LOG_LEVEL");
+  std::string log_level = env_level ? env_level : "info";
+  bool quiet = false;
+  app.add_option("--log-level", log_level, "trace | debug | info | warn | error (TANDEM_LOG_LEVEL)")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->group("Output");
+  app.add_flag("--quiet", quiet, "Warnings and errors only, no status line (TANDEM_QUIET=1)")->group("Output");
+  app.fallthrough();
   Settings settings;
   std::vector<Command> commands = {
       add_launch_command(app, settings, "launch"), add_launch_command(app, settings, "train"),
@@ -29,6 +42,17 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
+  if (!kLevels.count(log_level)) {
+    spdlog::error("TANDEM_LOG_LEVEL is '{}': use trace, debug, info, warn or error", printable(log_level, 40));
+    return launch::kExitFailed;
+  }
+  if (quiet) {
+    log_level = "warn";
+    ::setenv("TANDEM_QUIET", "1", 1);
+  }
+  ::setenv("TANDEM_LOG_LEVEL", log_level.c_str(), 1);
+  spdlog::set_level(spdlog::level::from_str(log_level));
   for (Command& cmd : commands) {
     if (!cmd.app->parsed()) continue;
     try {

@@ -53,11 +53,11 @@ std::optional<data::BatchRequest> Scheduler::acquire(int source) {
       it->second.hedge = source;
       it->second.hedge_since = now;
     } else {
-      outstanding_[seq] = Ticket{source, now};
+      outstanding_[seq] = Ticket{source, now, -1, {}};
     }
   } else {
     seq = next_new_++;
-    outstanding_[seq] = Ticket{source, now};
+    outstanding_[seq] = Ticket{source, now, -1, {}};
   }
   ++s.inflight;
   lock.unlock();

@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
 #include "tandem/launch/roles.h"
 
 namespace tandem::launch {
@@ -213,7 +214,40 @@ std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<
   return specs;
 }
 
-// Prints the first trainer's summary and copies it to `copy_to` when that is set.
+std::string fixed(const nlohmann::json& v, int digits) {
+  return v.is_number() ? fmt::format("{:.{}f}", v.get<double>(), digits) : "?";
+}
+
+// A few lines a person reads: what trained, how fast (global and per rank), how the
+// sources shared the work, and where the files are. The JSON stays in its file.
+std::string summary_table(const nlohmann::json& s, const fs::path& dir) {
+  std::string out;
+  const nlohmann::json t = s.value("throughput", nlohmann::json::object());
+  out += fmt::format("training    {} steps, {} epochs, loss {} -> {}, {} rank(s){}\n", s.value("steps", 0),
+                     fixed(s.value("epochs", nlohmann::json()), 2), fixed(s.value("first_loss", nlohmann::json()), 4),
+                     fixed(s.value("final_loss", nlohmann::json()), 4), s.value("world_size", 1),
+                     s.value("interrupted", false) ? ", interrupted" : "");
+  out += fmt::format("throughput  {} samples/s global ({} per rank), data wait {}%, loop ceiling {} samples/s global\n",
+                     fixed(t.value("global_samples_per_sec", nlohmann::json()), 1),
+                     fixed(t.value("per_rank_samples_per_sec", nlohmann::json()), 1),
+                     fixed(s.value("data_wait_fraction", 0.0) * 100, 1),
+                     fixed(t.value("ceiling_samples_per_sec", nlohmann::json()), 1));
+  if (s.contains("eval_accuracy")) out += fmt::format("evaluation  top-1 {}\n", fixed(s["eval_accuracy"], 4));
+  out += "sources     share of rank 0's batches\n";
+  for (const auto& w : s.value("workers", nlohmann::json::array())) {
+    out += fmt::format("  {:<22} {:>6}%  {:>9} images/s{}\n", printable(w.value("address", "?"), 40),
+                       fixed(w.value("share", 0.0) * 100, 1), fixed(w.value("images_per_sec", 0.0), 1),
+                       w.value("failed", false) ? "  failed" : "");
+  }
+  out += "files       " + (dir / "summary.json").string() + "\n";
+  for (const char* f : {"metrics.jsonl", "report.html"}) {
+    if (fs::exists(dir / f)) out += "            " + (dir / f).string() + "\n";
+  }
+  return out;
+}
+
+// Prints the first trainer's summary as a table and copies the JSON to `copy_to` when
+// that is set.
 void print_summary(const std::string& run, const std::vector<SimHost>& hosts, const std::string& copy_to) {
   const auto trainer = std::find_if(hosts.begin(), hosts.end(),
                                     [](const SimHost& h) { return h.trainer; });
@@ -225,12 +259,32 @@ void print_summary(const std::string& run, const std::vector<SimHost>& hosts, co
   }
   const std::string text = read_file(path);
   const auto summary = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  std::cout << "summary from " << trainer->name << " (" << path.string() << "):\n"
-            << (summary.is_discarded() ? text : summary.dump(2)) << "\n";
+  if (summary.is_discarded() || !summary.is_object()) {
+    std::cout << "the summary " << path.string() << " is not a JSON object\n";
+  } else {
+    std::cout << summary_table(summary, path.parent_path());
+  }
   if (!copy_to.empty()) {
     if (fs::path(copy_to).has_parent_path()) fs::create_directories(fs::path(copy_to).parent_path());
     fs::copy_file(path, copy_to, fs::copy_options::overwrite_existing);
   }
+}
+
+// A run directory simulate made itself keeps, after a good run, only what a person reads:
+// models and checkpoints (tens of MB for a ResNet) go.
+void tidy_run_dir(const std::string& run, const std::vector<SimHost>& hosts) {
+  uintmax_t freed = 0;
+  for (const auto& host : hosts) {
+    for (const char* dir : {"model", "checkpoints"}) {
+      const fs::path p = fs::path(run) / host.name / dir;
+      std::error_code ec;
+      for (const auto& e : fs::recursive_directory_iterator(p, ec)) {
+        if (e.is_regular_file()) freed += e.file_size();
+      }
+      fs::remove_all(p, ec);
+    }
+  }
+  spdlog::info("removed models and checkpoints ({} MB) from {}: --keep or --run-dir keeps them", freed >> 20, run);
 }
 
 void print_failures(const std::string& run, const std::vector<SimHost>& hosts) {
@@ -298,6 +352,7 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
   std::cout << std::flush;
   const bool all_ok = std::all_of(statuses.begin(), statuses.end(),
                                   [](const ExitStatus& s) { return s.ok(); });
+  if (all_ok && settings.simulate.run_dir.empty() && !settings.simulate.keep) tidy_run_dir(run, hosts);
   spdlog::info("run directory: {}", run);
   if (all_ok) return kExitOk;
   // Interrupted (the trainers stopped on a signal and checkpointed) is not failed.

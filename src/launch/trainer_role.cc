@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <future>
@@ -18,6 +19,8 @@
 #include "tandem/feed/local_source.h"
 #include "tandem/feed/sample_audit.h"
 #include "tandem/launch/roles.h"
+#include "tandem/cluster/cluster.h"
+#include "tandem/report/plan_inputs.h"
 #include "tandem/report/run_log.h"
 #include "tandem/report/summary.h"
 #include "tandem/training/runtime.h"
@@ -122,27 +125,37 @@ std::shared_ptr<const data::Dataset> eval_dataset(const Settings& settings, cons
 // The deadline of the calls that end a run: a healthy worker answers in milliseconds.
 constexpr double kReleaseDeadlineS = 3;
 
-// Samples that were substituted under --on-bad-sample skip, here and on every worker
-// (asked all at once, so a hung worker costs one short deadline).
-void add_skipped(nlohmann::json& summary, const data::Dataset& local,
-                 const std::vector<Connection>& workers) {
+// Samples that were substituted under --on-bad-sample skip, here and on every worker,
+// and what each worker is (asked all at once, so a hung worker costs one short deadline).
+std::vector<report::WorkerFacts> add_skipped(nlohmann::json& summary, const data::Dataset& local,
+                                             const std::vector<Connection>& workers,
+                                             const cluster::Cluster& cluster) {
   nlohmann::json files = local.skipped();
   uint64_t count = local.skipped_count();
+  std::vector<report::WorkerFacts> facts;
   std::vector<std::future<transport::WorkerInfo>> answers;
   for (const auto& c : workers) {
     answers.push_back(std::async(std::launch::async, [&w = *c.worker] { return w.info(kReleaseDeadlineS); }));
   }
   for (size_t i = 0; i < workers.size(); ++i) {
+    report::WorkerFacts f{workers[i].worker->target(), "", "", 0};
     try {
       const transport::WorkerInfo wi = answers[i].get();
       for (const auto& s : wi.skipped) files.push_back(wi.host + ": " + s);
       count += wi.skipped_count;
+      f.host = wi.host;
+      f.threads = wi.threads;
+      for (const auto& g : cluster.groups) {
+        if (std::find(g.hosts.begin(), g.hosts.end(), wi.host) != g.hosts.end()) f.instance_type = g.instance_type;
+      }
     } catch (const std::exception& e) {
       spdlog::warn("could not ask {} which samples it skipped: {}", workers[i].worker->target(), e.what());
     }
+    facts.push_back(std::move(f));
   }
   summary["skipped_samples"] = count;
   summary["skipped_files"] = files;
+  return facts;
 }
 
 }  // namespace
@@ -296,7 +309,20 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     if (audit) audits = trainer.gather("sample-audit", audit->report().dump());
     if (dist.rank == 0) {
       nlohmann::json summary = report::make_summary(result, scheduler.stats());
-      add_skipped(summary, *dataset, workers);
+      cluster::Cluster cluster;
+      try {
+        cluster = cluster::discover(settings.cluster);
+      } catch (const std::exception& e) {
+        spdlog::warn("instance types unknown for the plan: {}", e.what());
+      }
+      const auto facts = add_skipped(summary, *dataset, workers, cluster);
+      summary["throughput"] = report::throughput(result);
+      summary["batch_size"] = opts.batch_size;
+      summary["global_batch"] = opts.batch_size * dist.world;
+      summary["plan_inputs"] = report::plan_inputs(result, scheduler.stats(), facts, cluster.current_instance_type,
+                                                   std::max(dist.world / std::max(dist.local_world, 1), 1), local);
+      // Under simulate every "host" shares this machine's CPU: the instance types are labels.
+      summary["plan_inputs"]["simulated"] = std::getenv("TANDEM_SIMULATED_HOST") != nullptr;
       if (audit) {
         std::vector<nlohmann::json> reports;
         for (const std::string& a : audits) reports.push_back(nlohmann::json::parse(a));

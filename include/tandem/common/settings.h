@@ -137,6 +137,7 @@ struct SimulateOptions {
   std::string worker_instance_type = "ml.c5.18xlarge";
   int cpus_per_host = 0;                           // --cpus-per-host: pin each host; 0 = no pinning
   std::string run_dir;                             // --run-dir: default a fresh /tmp/tandem-sim-*
+  bool keep = false;                               // --keep: keep models and checkpoints of a fresh run dir
   double timeout_s = 1800;                         // --timeout: stop the cluster after this long
 };
 
