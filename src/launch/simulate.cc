@@ -237,7 +237,9 @@ std::string summary_table(const nlohmann::json& s, const fs::path& dir) {
   for (const auto& w : s.value("workers", nlohmann::json::array())) {
     out += fmt::format("  {:<22} {:>6}%  {:>9} images/s{}\n", printable(w.value("address", "?"), 40),
                        fixed(w.value("share", 0.0) * 100, 1), fixed(w.value("images_per_sec", 0.0), 1),
-                       w.value("failed", false) ? "  failed" : "");
+                       !w.value("failed", false)   ? ""
+                       : w.value("batches", 0) == 0 ? "  never joined (not answering yet when training ended)"
+                                                    : "  failed: " + printable(w.value("error", ""), 120));
   }
   out += "files       " + (dir / "summary.json").string() + "\n";
   for (const char* f : {"metrics.jsonl", "report.html"}) {

@@ -194,8 +194,8 @@ bool Trainer::Impl::train_step(const DeviceBatch* batch, bool stop, int64_t step
 
 void Trainer::Impl::log_line(const LogPoint& p) const {
   if (dist.rank != 0) return;
-  spdlog::info("step={} loss={:.4f} samples_per_sec={:.1f} data_wait_pct={:.1f}", p.step, p.loss, p.samples_per_sec,
-               p.data_wait_pct);
+  spdlog::info("step={} loss={:.4f} samples_per_sec={:.1f} data_wait_pct={:.1f} lr={:.6g}", p.step, p.loss,
+               p.samples_per_sec, p.data_wait_pct, p.lr);
 }
 
 std::string Trainer::Impl::save_checkpoint(int64_t step) {
