@@ -46,20 +46,6 @@ std::pair<int, int> split_cores(const TrainerOptions& opts, bool has_remote, boo
   return {torch_threads, local};
 }
 
-// Checks that a worker that answers serves exactly our dataset: a mismatch at start is
-// a configuration mistake, stopped with the fix.
-void check_identity(transport::RemoteWorker& w, const data::DatasetInfo& info) {
-  const transport::WorkerInfo wi = w.info(10);
-  if (wi.fingerprint != info.fingerprint || wi.size != info.size) {
-    throw ConfigError("data worker " + w.target() + " (" + wi.host + ") serves dataset '" + printable(wi.dataset, 80) +
-                      "' of " + std::to_string(wi.size) + " samples, fingerprint " + printable(wi.fingerprint, 40) +
-                      ", but this trainer expects '" + info.name + "' of " + std::to_string(info.size) +
-                      " samples, fingerprint " + info.fingerprint +
-                      ": give every host the same data settings (--data, --seed, --image-size, ...)");
-  }
-  spdlog::info("data worker {} ({}) ready: {} threads", w.target(), wi.host, wi.threads);
-}
-
 struct Connection {
   std::unique_ptr<transport::RemoteWorker> worker;
   bool ready = false;
@@ -87,7 +73,7 @@ std::vector<Connection> connect_workers(const std::vector<std::string>& targets,
       } catch (const NetworkError&) {
         continue;
       }
-      check_identity(*c.worker, info);
+      c.worker->check_serves(info, 10);
       c.ready = true;
     }
     const bool any = std::any_of(out.begin(), out.end(), [](const Connection& c) { return c.ready; });

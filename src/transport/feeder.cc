@@ -31,20 +31,6 @@ Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(s, 0.0)));
 }
 
-// A worker that answers must serve exactly our dataset: a mismatch is a configuration
-// mistake, stopped with the fix (as `tandem trainer` does).
-void check_identity(RemoteWorker& w, const data::DatasetInfo& info, double timeout_s) {
-  const WorkerInfo wi = w.info(timeout_s);
-  if (wi.fingerprint != info.fingerprint || wi.size != info.size) {
-    throw ConfigError("data worker " + w.target() + " (" + wi.host + ") serves dataset '" + printable(wi.dataset, 80) +
-                      "' of " + std::to_string(wi.size) + " samples, fingerprint " + printable(wi.fingerprint, 40) +
-                      ", but this feed expects '" + info.name + "' of " + std::to_string(info.size) +
-                      " samples, fingerprint " + info.fingerprint +
-                      ": give the feed and every worker the same data settings (data, seed, image_size, ...)");
-  }
-  spdlog::info("data worker {} ({}) ready: {} threads", w.target(), wi.host, wi.threads);
-}
-
 }  // namespace
 
 Feeder::Feeder(const Settings& settings, FeederOptions opts) : settings_(settings), opts_(std::move(opts)) {
@@ -98,7 +84,7 @@ void Feeder::connect() {
       } catch (const NetworkError&) {
         continue;
       }
-      check_identity(*workers_[i], info(), std::min(kCallDeadlineS * 3, t.connect_timeout_s));
+      workers_[i]->check_serves(info(), std::min(kCallDeadlineS * 3, t.connect_timeout_s));
       ready[i] = true;
     }
     if (std::all_of(ready.begin(), ready.end(), [](bool r) { return r; })) break;

@@ -278,6 +278,19 @@ void RemoteWorker::stop() {
   if (impl_->reader.joinable()) impl_->reader.join();
 }
 
+WorkerInfo RemoteWorker::check_serves(const data::DatasetInfo& expected, double timeout_s) {
+  const WorkerInfo wi = info(timeout_s);
+  if (wi.fingerprint != expected.fingerprint || wi.size != expected.size) {
+    throw ConfigError("data worker " + target_ + " (" + wi.host + ") serves dataset '" +
+                      printable(wi.dataset, 80) + "' of " + std::to_string(wi.size) + " samples, fingerprint " +
+                      printable(wi.fingerprint, 40) + ", but this feed expects '" + expected.name + "' of " +
+                      std::to_string(expected.size) + " samples, fingerprint " + expected.fingerprint +
+                      ": give every host the same data settings (--data, --seed, --image-size, ...)");
+  }
+  spdlog::info("data worker {} ({}) ready: {} threads", target_, wi.host, wi.threads);
+  return wi;
+}
+
 bool RemoteWorker::shutdown(const std::string& reason, double timeout_s) {
   grpc::ClientContext ctx;
   ctx.set_deadline(after(timeout_s));

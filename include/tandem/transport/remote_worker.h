@@ -43,6 +43,11 @@ class RemoteWorker {
   // Asks what the worker serves. Throws NetworkError on failure.
   WorkerInfo info(double timeout_s);
 
+  // Asks what the worker serves and checks it is exactly `expected` (fingerprint and
+  // size): a mismatch is a configuration mistake, a ConfigError with the fix. Logs the
+  // worker as ready and returns what it said.
+  WorkerInfo check_serves(const data::DatasetInfo& expected, double timeout_s);
+
   // Streams for `scheduler` as source `source_id` on two threads (writer and reader),
   // until the scheduler runs out of work or stop() is called. A broken stream calls
   // scheduler.fail(), so its requests go to the other sources; after a transient failure
