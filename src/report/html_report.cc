@@ -27,7 +27,7 @@ th,td{border:1px solid #dee2e6;padding:4px 10px;text-align:right}th{background:#
 td.l,th.l{text-align:left}tr.best td{background:#fff4e6;font-weight:600}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:16px}
 figure{margin:0;background:#fff;border:1px solid #dee2e6;border-radius:6px;padding:10px}
-figcaption{font-weight:600;margin-bottom:4px}
+figcaption{font-weight:600;margin-bottom:4px}figure.plan{max-width:580px;margin-top:16px}
 svg.chart{display:block;max-width:100%;height:auto}
 .grid line.grid,figure line.grid{stroke:#e9ecef}line.axis,line.tickmark{stroke:#495057}
 text.tick{font-size:11px;fill:#495057}text.label{font-size:12px;fill:#212529}
@@ -149,7 +149,7 @@ std::string plan_section(const ReportInputs& in) {
          number(p["worker"], "usd_per_hour", 3) + "/hour, " + number(p["worker"], "samples_per_sec", 0) +
          " samples/s each from " + number(p["measurement"], "images_per_cpu_second", 1) +
          " samples per CPU-second measured on " + text(p["measurement"], "where") + ".</p>";
-  out += "<div class=\"grid\"><div>" + plan_table(p) + "</div>";
+  out += plan_table(p);
   Chart c;
   c.kind = Chart::Kind::kBars;
   c.x_label = "data-worker instances (N)";
@@ -161,8 +161,8 @@ std::string plan_section(const ReportInputs& in) {
   }
   c.series.push_back(std::move(s));
   c.highlight = p["recommended"]["workers"].get<int>();
-  out += "<figure><figcaption>Cost per sample against the number of workers (cheapest in orange)</figcaption>" +
-         render_chart(c) + "</figure></div><ul class=\"caveats\">";
+  out += "<figure class=\"plan\"><figcaption>Cost per sample against the number of workers (cheapest in orange)"
+         "</figcaption>" + render_chart(c) + "</figure><ul class=\"caveats\">";
   for (const nlohmann::json& cv : p.value("caveats", nlohmann::json::array())) {
     out += "<li>" + html_escape(cv.is_string() ? cv.get<std::string>() : cv.dump()) + "</li>";
   }

@@ -93,9 +93,15 @@ Chart source_shares(const std::vector<nlohmann::json>& m, const char* x_key) {
           if (s.is_object() && s.value("name", nlohmann::json()) == name) share = number_or_nan(s, "share");
         }
       }
-      se.y.push_back(std::isfinite(share) ? 100.0 * share : 0.0);
+      se.y.push_back(std::isfinite(share) && share > 0 ? share : 0.0);
     }
     c.series.push_back(std::move(se));
+  }
+  // Rounded shares may sum to a little over or under 1: scale each interval to 100%.
+  for (size_t i = 0; i < m.size(); ++i) {
+    double total = 0.0;
+    for (const Series& se : c.series) total += se.y[i];
+    for (Series& se : c.series) se.y[i] = total > 0 ? 100.0 * se.y[i] / total : 0.0;
   }
   return c;
 }
