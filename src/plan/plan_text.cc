@@ -78,7 +78,9 @@ std::string inputs(const nlohmann::json& p) {
   item("training loop ceiling", group_thousands(p["ceiling_samples_per_sec"].get<double>(), 0) +
                                     " samples/s (global batch " + group_thousands(p["global_batch"].get<double>(), 0) + ")");
   item("local preprocessing", group_thousands(p["local_samples_per_sec"].get<double>(), 0) + " samples/s (" +
-                                  std::to_string(t["local_threads_per_host"].get<int>()) + " threads per trainer host)");
+                                  std::to_string(t["local_threads_per_host"].get<int>()) +
+                                  (t["local_threads_per_host"].get<int>() == 1 ? " thread" : " threads") +
+                                  " per trainer host)");
   item("one " + wt, group_thousands(w["samples_per_sec"].get<double>(), 0) + " samples/s = " +
                         group_thousands(m["images_per_cpu_second"].get<double>(), 1) + " samples per CPU-second x " +
                         std::to_string(w["vcpus"].get<int>()) + " vCPUs; the rate was measured on " +

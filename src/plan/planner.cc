@@ -83,7 +83,7 @@ std::string explanation(const nlohmann::json& p, const RunMeasurements& m, const
        " samples/s (" + group_thousands(m.images_per_cpu_second, 1) + " samples per CPU-second x " +
        std::to_string(worker.vcpus) + " vCPUs) for $" + group_thousands(worker.usd_per_hour, 3) + "/hour.";
   const int n = best["workers"].get<int>();
-  s += " The cheapest per sample is " + plural(n, "worker", "workers") + ": $" +
+  s += " The cheapest per sample is " + (n == 0 ? std::string("none") : plural(n, "worker", "workers")) + ": $" +
        group_thousands(best["usd_per_1000_steps"].get<double>(), 3) + " per 1,000 steps at " +
        group_thousands(best["step_ms"].get<double>(), 1) + " ms/step";
   if (n > 0 && !none["saving_vs_none"].is_null() && best["saving_vs_none"].get<double>() > 0) {
@@ -94,6 +94,14 @@ std::string explanation(const nlohmann::json& p, const RunMeasurements& m, const
     s += " There the training loop runs at its ceiling: more workers add cost and no speed.";
   } else if (n > 0) {
     s += " Beyond it each worker costs more than the speed it adds is worth.";
+  } else {
+    s += " A worker costs more per hour than the speed it adds is worth here.";
+  }
+  const nlohmann::json& fast = p["fastest_within"];
+  if (fast["workers"] != best["workers"]) {
+    s += " For at most " + group_thousands(fast["within_pct"].get<double>(), 0) + "% more per sample, " +
+         plural(fast["workers"].get<int>(), "worker makes", "workers make") + " it " +
+         group_thousands(best["step_ms"].get<double>() / fast["step_ms"].get<double>(), 2) + " times as fast.";
   }
   return s;
 }
