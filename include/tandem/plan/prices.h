@@ -1,0 +1,63 @@
+// The price table `tandem plan` works from: SageMaker training instance types with their
+// vCPUs, GPUs and on-demand dollars per hour, from a JSON file (tandem ships
+// data/sagemaker-prices.json) and the user's overrides.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tandem::plan {
+
+struct InstanceType {
+  std::string name;           // "ml.c5.18xlarge"
+  int vcpus = 0;              // what a worker's pool uses: one thread per vCPU
+  int gpus = 0;
+  double usd_per_hour = 0.0;  // on-demand, for one instance
+  std::string cpu;            // the processor the type runs on, "" when the file does not say
+};
+
+struct PriceTable {
+  std::string origin;     // the file it came from, or "built-in" for tables made in code
+  std::string region;     // "us-east-1"
+  std::string as_of;      // when the prices were taken, "2024-06"
+  std::string currency = "USD";
+  std::map<std::string, InstanceType> types;
+  std::vector<std::string> overridden;  // types whose price came from --price
+};
+
+// Parses a price file's JSON:
+//   {"region": ..., "as_of": ..., "instances": {"ml.c5.18xlarge": {"vcpus": 72, "gpus": 0,
+//    "usd_per_hour": 3.672, "cpu": "..."}, ...}}
+// `origin` names the file in errors. Throws ConfigError naming the entry and the fix for
+// a missing or non-positive vcpus or usd_per_hour.
+PriceTable parse_price_table(const nlohmann::json& j, const std::string& origin);
+
+// Reads and parses a price file. Throws ConfigError when it cannot be read or parsed.
+PriceTable load_price_table(const std::string& path);
+
+// Where tandem looks for its price file, in order, relative to the running executable
+// `exe` (/proc/self/exe when empty): <exe dir>/../share/tandem/ (cmake install),
+// <exe dir>/../data/ (a build/ folder inside the source tree), <exe dir>/data/.
+std::vector<std::string> default_price_file_candidates(const std::string& exe = "");
+
+// The first existing default candidate, loaded. Throws ConfigError listing where it
+// looked and the fix (--prices FILE) when there is none.
+PriceTable load_default_price_table(const std::string& exe = "");
+
+// Applies one "--price TYPE=DOLLARS" override: sets the type's hourly price, or adds the
+// type when the table lacks it (then with 0 vCPUs: fine for a trainer type; a worker type
+// needs vCPUs, so planning with it asks for a --prices file). Throws ConfigError for a
+// malformed spec or a price that is not a positive number.
+void apply_price_override(PriceTable& table, const std::string& spec);
+
+// What the command-line flags ask for: `file` (--prices; the default price file when
+// empty), then each "--price TYPE=DOLLARS" of `overrides` in order.
+PriceTable load_prices(const std::string& file, const std::vector<std::string>& overrides);
+
+// The type, or ConfigError naming it, the closest known names and the fix.
+const InstanceType& find_instance_type(const PriceTable& table, const std::string& name);
+
+}  // namespace tandem::plan

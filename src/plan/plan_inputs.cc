@@ -1,0 +1,146 @@
+#include "tandem/plan/plan_inputs.h"
+
+#include <cmath>
+#include <set>
+
+#include "tandem/common/error.h"
+#include "tandem/common/text.h"
+
+namespace tandem::plan {
+
+namespace {
+
+const char* const kRerun = "it was written by a tandem older than `tandem plan`: re-run the job with this version";
+
+// The number at `pointer`, or nullopt when absent or null. Throws for a value that is
+// there but is not a finite number >= 0.
+std::optional<double> number_at(const nlohmann::json& j, const std::string& pointer) {
+  const nlohmann::json::json_pointer ptr(pointer);
+  if (!j.contains(ptr) || j.at(ptr).is_null()) return std::nullopt;
+  const nlohmann::json& v = j.at(ptr);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0) {
+    throw ConfigError("summary.json field " + pointer.substr(1) + " is " + printable(v.dump(), 60) +
+                      ", not a number of at least 0: the file is damaged; re-run the job or fix the field");
+  }
+  return v.get<double>();
+}
+
+std::string string_at(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+double global_batch(const nlohmann::json& s) {
+  if (auto g = number_at(s, "/global_batch"); g && *g > 0) return *g;
+  const auto batch = number_at(s, "/batch_size"), world = number_at(s, "/world_size");
+  if (batch && world && *batch > 0 && *world > 0) return *batch * *world;
+  throw ConfigError(std::string("summary.json has no global_batch (nor batch_size and world_size): ") + kRerun);
+}
+
+double ceiling(const nlohmann::json& s, const PlanOptions& o) {
+  if (o.ceiling) {
+    if (!(*o.ceiling > 0) || !std::isfinite(*o.ceiling)) throw ConfigError("--ceiling must be more than 0 samples/s");
+    return *o.ceiling;
+  }
+  const auto c = number_at(s, "/throughput/ceiling_samples_per_sec");
+  if (!c) {
+    throw ConfigError(std::string("summary.json has no throughput.ceiling_samples_per_sec (how fast the training loop "
+                                  "runs when it never waits for data): ") + kRerun +
+                      ", or give it with --ceiling SAMPLES_PER_SEC (`tandem bench train` measures it)");
+  }
+  if (*c <= 0) {
+    throw ConfigError("summary.json's throughput.ceiling_samples_per_sec is 0: the run trained no measurable step; "
+                      "run it for more steps, or give --ceiling SAMPLES_PER_SEC");
+  }
+  return *c;
+}
+
+// The per-thread rate from the workers' measurements, weighted by their threads.
+void worker_rate(const nlohmann::json& workers, RunMeasurements& m) {
+  double weighted = 0.0;
+  int threads = 0;
+  std::set<std::string> types;
+  std::string hosts;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const nlohmann::json& w = workers[i];
+    if (!w.is_object()) throw ConfigError("summary.json plan_inputs.workers[" + std::to_string(i) + "] is not an object: the file is damaged");
+    const std::string at = "/plan_inputs/workers/" + std::to_string(i);
+    const double t = number_at(w, "/threads").value_or(0), rate = number_at(w, "/images_per_cpu_second").value_or(0);
+    ++m.run_workers;
+    types.insert(string_at(w, "instance_type"));
+    const std::string host = string_at(w, "host").empty() ? string_at(w, "address") : string_at(w, "host");
+    if (t <= 0 || rate <= 0) continue;  // made no batches (failed early): says nothing about the type
+    weighted += rate * t;
+    threads += static_cast<int>(t);
+    hosts += (hosts.empty() ? "" : ", ") + host;
+  }
+  if (m.run_workers > 0 && threads == 0) {
+    throw ConfigError("summary.json plan_inputs.workers measured no rate (threads or images_per_cpu_second is 0 for "
+                      "every worker): they made no batches; check the workers served and run for more steps");
+  }
+  if (threads > 0) {
+    m.images_per_cpu_second = weighted / threads;
+    m.rate_threads = threads;
+    m.rate_from_workers = true;
+    m.rate_hosts = hosts;
+  }
+  if (m.run_worker_type.empty() && types.size() == 1) m.run_worker_type = *types.begin();
+}
+
+void local_rate(const nlohmann::json& pi, RunMeasurements& m) {
+  const auto threads = number_at(pi, "/local/threads"), rate = number_at(pi, "/local/images_per_cpu_second");
+  const auto made = number_at(pi, "/local/images_per_sec");
+  m.local_threads = static_cast<int>(threads.value_or(0));
+  // Capacity (threads x per-thread rate), as for the workers: a measured rate may be held
+  // back by the ceiling. The measured rate stands in when the parts are missing.
+  const double per_host = threads && rate && *threads > 0 && *rate > 0 ? *threads * *rate : made.value_or(0);
+  m.local = per_host * m.trainer_hosts;
+  if (!m.rate_from_workers && rate && *rate > 0 && m.local_threads > 0) {
+    m.images_per_cpu_second = *rate;
+    m.rate_threads = m.local_threads;
+    m.rate_hosts = "the trainer host";
+  }
+}
+
+}  // namespace
+
+RunMeasurements read_measurements(const nlohmann::json& s, const PlanOptions& o) {
+  if (!s.is_object()) throw ConfigError("summary.json does not hold a JSON object: give a run's summary.json");
+  const auto pi_it = s.find("plan_inputs");
+  if (pi_it == s.end() || !pi_it->is_object()) throw ConfigError(std::string("summary.json has no plan_inputs: ") + kRerun);
+  const nlohmann::json& pi = *pi_it;
+  RunMeasurements m;
+  m.global_batch = global_batch(s);
+  m.ceiling = ceiling(s, o);
+  const double hosts = number_at(pi, "/trainer_hosts").value_or(1);
+  if (hosts < 1 || hosts > 100000) throw ConfigError("summary.json plan_inputs.trainer_hosts must be at least 1: the file is damaged");
+  m.trainer_hosts = static_cast<int>(hosts);
+  m.cpu_model = string_at(pi, "cpu_model");
+  m.run_worker_type = string_at(pi, "worker_instance_type");
+  const auto workers = pi.find("workers");
+  if (workers != pi.end() && workers->is_array()) worker_rate(*workers, m);
+  local_rate(pi, m);
+  if (m.images_per_cpu_second <= 0) {
+    throw ConfigError("summary.json measured no preprocessing rate (plan_inputs.workers and plan_inputs.local made no "
+                      "batches, or their images_per_cpu_second is 0): run the job for more steps, with local threads "
+                      "(--local-workers) or data workers");
+  }
+  m.trainer_type = o.trainer_type.empty() ? string_at(pi, "trainer_instance_type") : o.trainer_type;
+  m.worker_type = o.worker_type.empty() ? m.run_worker_type : o.worker_type;
+  if (m.trainer_type.empty()) {
+    throw ConfigError("the trainer's instance type is unknown (plan_inputs.trainer_instance_type is null: the run was "
+                      "outside SageMaker): give it, e.g. --trainer-type ml.p4d.24xlarge");
+  }
+  if (m.worker_type.empty()) {
+    throw ConfigError("the data workers' instance type is unknown (plan_inputs.worker_instance_type is null: the run "
+                      "was outside SageMaker or had no workers): give the type to plan for, e.g. --worker-type ml.c5.18xlarge");
+  }
+  if (auto g = number_at(s, "/throughput/global_samples_per_sec")) {
+    m.run_samples_per_sec = *g;
+  } else if (auto r = number_at(s, "/samples_per_sec"), w = number_at(s, "/world_size"); r && w) {
+    m.run_samples_per_sec = *r * *w;
+  }
+  return m;
+}
+
+}  // namespace tandem::plan

@@ -1,0 +1,133 @@
+// format_plan_text: the plan for a terminal.
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "tandem/common/text.h"
+#include "tandem/plan/planner.h"
+
+namespace tandem::plan {
+
+namespace {
+
+constexpr size_t kWidth = 92;
+
+// Words of `text` in lines of at most kWidth characters, each starting with `indent`.
+std::string wrap(const std::string& text, const std::string& indent, const std::string& first_indent) {
+  std::istringstream words(text);
+  std::string word, line = first_indent, out;
+  bool empty = true;
+  while (words >> word) {
+    if (!empty && line.size() + 1 + word.size() > kWidth) {
+      out += line + "\n";
+      line = indent;
+      empty = true;
+    }
+    line += (empty ? "" : " ") + word;
+    empty = false;
+  }
+  return out + line + "\n";
+}
+
+std::string pad_left(const std::string& s, size_t width) { return s.size() >= width ? s : std::string(width - s.size(), ' ') + s; }
+
+std::string pad_right(const std::string& s, size_t width) { return s.size() >= width ? s : s + std::string(width - s.size(), ' '); }
+
+std::string number_or_dash(const nlohmann::json& v, int decimals) {
+  return v.is_number() ? group_thousands(v.get<double>(), decimals) : "-";
+}
+
+std::string percent_or_dash(const nlohmann::json& v) {
+  return v.is_number() ? group_thousands(100.0 * v.get<double>(), 0) + "%" : "-";
+}
+
+std::string table(const nlohmann::json& p) {
+  const int best = p["recommended"]["workers"].get<int>(), fast = p["fastest_within"]["workers"].get<int>();
+  const size_t widths[] = {7, 12, 10, 10, 12, 8};
+  const char* heads[] = {"workers", "samples/s", "ms/step", "$/hour", "$/1k steps", "saving"};
+  std::string out = "  ";
+  for (int i = 0; i < 6; ++i) out += pad_left(heads[i], widths[i]) + (i < 5 ? "  " : "");
+  out += "\n";
+  for (const nlohmann::json& r : p["rows"]) {
+    const int n = r["workers"].get<int>();
+    const std::string cells[] = {std::to_string(n), group_thousands(r["samples_per_sec"].get<double>(), 0),
+                                 number_or_dash(r["step_ms"], 1), group_thousands(r["usd_per_hour"].get<double>(), 2),
+                                 number_or_dash(r["usd_per_1000_steps"], 3), n == 0 ? "-" : percent_or_dash(r["saving_vs_none"])};
+    std::string line = "  ";
+    for (int i = 0; i < 6; ++i) line += pad_left(cells[i], widths[i]) + (i < 5 ? "  " : "");
+    std::string marks;
+    if (n == best) marks += " cheapest";
+    if (n == fast && fast != best) marks += " fastest within " + group_thousands(p["fastest_within"]["within_pct"].get<double>(), 0) + "%";
+    if (r["at_ceiling"].get<bool>()) marks += (marks.empty() ? " " : ", ") + std::string("at ceiling");
+    out += line + (marks.empty() ? "" : "  <-" + marks) + "\n";
+  }
+  return out;
+}
+
+std::string inputs(const nlohmann::json& p) {
+  const nlohmann::json &t = p["trainer"], &w = p["worker"], &m = p["measurement"];
+  const std::string wt = printable(w["instance_type"].get<std::string>(), 60);
+  std::string out = "Plan for " + std::to_string(t["hosts"].get<int>()) + " x " +
+                    printable(t["instance_type"].get<std::string>(), 60) + " ($" +
+                    group_thousands(t["usd_per_hour"].get<double>(), 3) + "/h) + N x " + wt + " ($" +
+                    group_thousands(w["usd_per_hour"].get<double>(), 3) + "/h, " + std::to_string(w["vcpus"].get<int>()) +
+                    " vCPUs)\n";
+  auto item = [&](const std::string& name, const std::string& value) {
+    out += wrap(value, std::string(26, ' '), "  " + pad_right(name, 22) + "  ");
+  };
+  item("training loop ceiling", group_thousands(p["ceiling_samples_per_sec"].get<double>(), 0) +
+                                    " samples/s (global batch " + group_thousands(p["global_batch"].get<double>(), 0) + ")");
+  item("local preprocessing", group_thousands(p["local_samples_per_sec"].get<double>(), 0) + " samples/s (" +
+                                  std::to_string(t["local_threads_per_host"].get<int>()) +
+                                  (t["local_threads_per_host"].get<int>() == 1 ? " thread" : " threads") +
+                                  " per trainer host)");
+  item("one " + wt, group_thousands(w["samples_per_sec"].get<double>(), 0) + " samples/s = " +
+                        group_thousands(m["images_per_cpu_second"].get<double>(), 1) + " samples per CPU-second x " +
+                        std::to_string(w["vcpus"].get<int>()) + " vCPUs; the rate was measured on " +
+                        printable(m["where"].get<std::string>(), 300));
+  if (p.contains("run")) {
+    const nlohmann::json& r = p["run"];
+    item("the run", std::to_string(r["workers"].get<int>()) + " x " + wt + ": measured " +
+                        group_thousands(r["measured_samples_per_sec"].get<double>(), 0) + " samples/s, the model gives " +
+                        group_thousands(r["predicted_samples_per_sec"].get<double>(), 0));
+  }
+  const nlohmann::json& pr = p["prices"];
+  item("prices", printable(pr["file"].get<std::string>(), 300) + " (" + pr["region"].get<std::string>() + ", " +
+                     pr["as_of"].get<std::string>() + "), indicative");
+  return out;
+}
+
+}  // namespace
+
+std::string group_thousands(double n, int decimals) {
+  if (!std::isfinite(n)) return std::isnan(n) ? "nan" : (n > 0 ? "inf" : "-inf");
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, std::fabs(n));
+  std::string s(buf);
+  const size_t point = s.find('.') == std::string::npos ? s.size() : s.find('.');
+  std::string whole;
+  for (size_t i = 0; i < point; ++i) {
+    if (i > 0 && (point - i) % 3 == 0) whole += ',';
+    whole += s[i];
+  }
+  const bool negative = n < 0 && whole.find_first_not_of("0,") != std::string::npos;
+  return (negative ? "-" : "") + whole + s.substr(point);
+}
+
+std::string format_plan_text(const nlohmann::json& p) {
+  std::string out = inputs(p) + "\n" + table(p) + "\n";
+  const nlohmann::json &best = p["recommended"], &fast = p["fastest_within"];
+  const std::string wt = printable(p["worker"]["instance_type"].get<std::string>(), 60);
+  out += "Recommended: " + std::to_string(best["workers"].get<int>()) + " x " + wt + " (cheapest per sample: $" +
+         number_or_dash(best["usd_per_1000_steps"], 3) + " per 1,000 steps, " +
+         group_thousands(best["samples_per_sec"].get<double>(), 0) + " samples/s)\n";
+  out += "Fastest within " + group_thousands(fast["within_pct"].get<double>(), 0) + "% of that cost: " +
+         std::to_string(fast["workers"].get<int>()) + " x " + wt + " (" +
+         group_thousands(fast["samples_per_sec"].get<double>(), 0) + " samples/s, $" +
+         number_or_dash(fast["usd_per_1000_steps"], 3) + " per 1,000 steps)\n\n";
+  out += wrap(printable(p["explanation"].get<std::string>(), 4000), "", "") + "\nCaveats:\n";
+  for (const nlohmann::json& c : p["caveats"]) out += wrap(printable(c.get<std::string>(), 2000), "  ", "- ");
+  return out;
+}
+
+}  // namespace tandem::plan

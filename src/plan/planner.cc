@@ -1,0 +1,161 @@
+#include "tandem/plan/planner.h"
+
+#include <cmath>
+
+#include "tandem/common/error.h"
+#include "tandem/plan/model.h"
+
+namespace tandem::plan {
+
+namespace {
+
+nlohmann::json money_or_null(bool feasible, double v) { return feasible ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+nlohmann::json row_json(const PlanRow& r, const PlanRow& none) {
+  return {{"workers", r.workers},
+          {"samples_per_sec", r.samples_per_sec},
+          {"step_ms", money_or_null(r.feasible, r.step_seconds * 1000.0)},
+          {"usd_per_hour", r.usd_per_hour},
+          {"usd_per_1000_steps", money_or_null(r.feasible, r.usd_per_1000_steps)},
+          {"usd_per_million_samples", money_or_null(r.feasible, r.usd_per_million_samples)},
+          {"saving_vs_none", money_or_null(r.feasible && none.feasible, saving(r, none))},
+          {"at_ceiling", r.at_ceiling}};
+}
+
+std::string plural(int n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::string where_measured(const RunMeasurements& m, const PriceTable& prices) {
+  if (!m.rate_from_workers) {
+    return "the trainer host's " + plural(m.local_threads, "local thread", "local threads") +
+           (m.cpu_model.empty() ? std::string() : " (" + m.cpu_model + ")");
+  }
+  std::string s = plural(m.rate_threads, "worker thread", "worker threads") + " on " + m.rate_hosts;
+  if (!m.run_worker_type.empty()) {
+    s += " (" + m.run_worker_type;
+    const auto it = prices.types.find(m.run_worker_type);
+    if (it != prices.types.end() && !it->second.cpu.empty()) s += ", " + it->second.cpu;
+    s += ")";
+  }
+  return s;
+}
+
+std::vector<std::string> caveats(const RunMeasurements& m, const PriceTable& prices, const InstanceType& worker,
+                                 int to_ceiling, int max_workers) {
+  std::vector<std::string> out;
+  const bool same_type = m.rate_from_workers && m.run_worker_type == worker.name;
+  if (!same_type) {
+    out.push_back("The per-thread rate was measured on " + where_measured(m, prices) + ", not on " + worker.name +
+                  (worker.cpu.empty() ? std::string() : " (" + worker.cpu + ")") +
+                  ": a different CPU generation is a different rate. Run one job with a " + worker.name +
+                  " worker and plan from its summary to confirm.");
+  } else {
+    out.push_back("The per-thread rate was measured on " + where_measured(m, prices) +
+                  "; a different CPU generation (another instance family) is a different rate.");
+  }
+  out.push_back("Prices are indicative on-demand figures from " + prices.origin + " (" + prices.region + ", " +
+                prices.as_of + "); check the current ones and override with --price TYPE=DOLLARS or --prices FILE.");
+  out.push_back("The model assumes the training loop's own speed (the ceiling) does not change with more workers, "
+                "that the network carries the extra batches, and that a worker's rate grows with its vCPUs.");
+  if (to_ceiling < 0 || to_ceiling > max_workers) {
+    out.push_back("The ceiling is not reached with " + std::to_string(max_workers) +
+                  " workers: the table stops there (--max-workers).");
+  }
+  return out;
+}
+
+std::string explanation(const nlohmann::json& p, const RunMeasurements& m, const InstanceType& worker) {
+  const nlohmann::json& rows = p["rows"];
+  const nlohmann::json& best = p["recommended"];
+  const nlohmann::json& none = rows[0];
+  std::string s = "With " + std::to_string(m.trainer_hosts) + " x " + m.trainer_type + " alone, ";
+  if (m.local > 0) {
+    s += "its own preprocessing makes about " + group_thousands(m.local, 0) + " samples/s while the training loop " +
+         "could take " + group_thousands(m.ceiling, 0) + " samples/s";
+    s += m.local >= m.ceiling ? ": the loop is already the bottleneck, so data workers would add cost and no speed."
+                              : ", so the accelerators wait for data " +
+                                    group_thousands(100.0 * (1.0 - m.local / m.ceiling), 0) + "% of the time.";
+  } else {
+    s += "nothing preprocesses on the trainer hosts, so the job needs at least one data worker.";
+  }
+  s += " Each " + worker.name + " adds about " + group_thousands(m.images_per_cpu_second * worker.vcpus, 0) +
+       " samples/s (" + group_thousands(m.images_per_cpu_second, 1) + " samples per CPU-second x " +
+       std::to_string(worker.vcpus) + " vCPUs) for $" + group_thousands(worker.usd_per_hour, 3) + "/hour.";
+  const int n = best["workers"].get<int>();
+  s += " The cheapest per sample is " + (n == 0 ? std::string("none") : plural(n, "worker", "workers")) + ": $" +
+       group_thousands(best["usd_per_1000_steps"].get<double>(), 3) + " per 1,000 steps at " +
+       group_thousands(best["step_ms"].get<double>(), 1) + " ms/step";
+  if (n > 0 && !none["saving_vs_none"].is_null() && best["saving_vs_none"].get<double>() > 0) {
+    s += ", " + group_thousands(100.0 * best["saving_vs_none"].get<double>(), 0) + "% less than with none";
+  }
+  s += ".";
+  if (!p["workers_to_ceiling"].is_null() && p["workers_to_ceiling"].get<int>() <= n) {
+    s += " There the training loop runs at its ceiling: more workers add cost and no speed.";
+  } else if (n > 0) {
+    s += " Beyond it each worker costs more than the speed it adds is worth.";
+  } else {
+    s += " A worker costs more per hour than the speed it adds is worth here.";
+  }
+  const nlohmann::json& fast = p["fastest_within"];
+  if (fast["workers"] != best["workers"]) {
+    s += " For at most " + group_thousands(fast["within_pct"].get<double>(), 0) + "% more per sample, " +
+         plural(fast["workers"].get<int>(), "worker makes", "workers make") + " it " +
+         group_thousands(best["step_ms"].get<double>() / fast["step_ms"].get<double>(), 2) + " times as fast.";
+  }
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json make_plan(const nlohmann::json& summary, const PriceTable& prices, const PlanOptions& options) {
+  if (!(options.within_pct >= 0) || options.within_pct > 1000) throw ConfigError("--within must be 0 to 1000 (percent)");
+  if (options.max_workers < 1 || options.max_workers > 10000) throw ConfigError("--max-workers must be 1 to 10000");
+  const RunMeasurements m = read_measurements(summary, options);
+  const InstanceType& trainer = find_instance_type(prices, m.trainer_type);
+  const InstanceType& worker = find_instance_type(prices, m.worker_type);
+  if (worker.vcpus <= 0) {
+    throw ConfigError("worker type " + worker.name + " has no vCPU count (its price came from --price): add it to a "
+                      "--prices file with \"vcpus\"");
+  }
+  ModelParams mp;
+  mp.ceiling = m.ceiling;
+  mp.local = m.local;
+  mp.per_worker = m.images_per_cpu_second * worker.vcpus;
+  mp.global_batch = m.global_batch;
+  mp.trainer_usd_per_hour = trainer.usd_per_hour * m.trainer_hosts;
+  mp.worker_usd_per_hour = worker.usd_per_hour;
+  const std::vector<PlanRow> rows = plan_table(mp, options.max_workers);
+  const int best = cheapest_row(rows), fast = fastest_row_within(rows, options.within_pct);
+  const int to_ceiling = workers_to_ceiling(mp);
+
+  nlohmann::json p;
+  p["trainer"] = {{"instance_type", trainer.name}, {"hosts", m.trainer_hosts}, {"usd_per_hour", trainer.usd_per_hour},
+                  {"cpu_model", m.cpu_model}, {"local_threads_per_host", m.local_threads}};
+  p["worker"] = {{"instance_type", worker.name}, {"vcpus", worker.vcpus}, {"usd_per_hour", worker.usd_per_hour},
+                 {"cpu", worker.cpu}, {"samples_per_sec", mp.per_worker}};
+  p["measurement"] = {{"images_per_cpu_second", m.images_per_cpu_second}, {"threads", m.rate_threads},
+                      {"on", m.rate_from_workers ? "workers" : "trainer host"}, {"where", where_measured(m, prices)},
+                      {"run_worker_type", m.run_worker_type}, {"cpu_model", m.cpu_model}};
+  p["prices"] = {{"file", prices.origin}, {"region", prices.region}, {"as_of", prices.as_of},
+                 {"currency", prices.currency}, {"overridden", prices.overridden}};
+  p["ceiling_samples_per_sec"] = m.ceiling;
+  p["local_samples_per_sec"] = m.local;
+  p["global_batch"] = m.global_batch;
+  p["rows"] = nlohmann::json::array();
+  for (const PlanRow& r : rows) p["rows"].push_back(row_json(r, rows[0]));
+  p["workers_to_ceiling"] = to_ceiling >= 0 ? nlohmann::json(to_ceiling) : nlohmann::json(nullptr);
+  if (best < 0) throw ConfigError("no choice of workers feeds the training loop: the measured rates are 0");
+  p["recommended"] = p["rows"][best];
+  p["fastest_within"] = p["rows"][fast];
+  p["fastest_within"]["within_pct"] = options.within_pct;
+  if (m.rate_from_workers && m.run_worker_type == worker.name && m.run_samples_per_sec > 0) {
+    p["run"] = {{"workers", m.run_workers}, {"measured_samples_per_sec", m.run_samples_per_sec},
+                {"predicted_samples_per_sec", predicted_throughput(mp, m.run_workers)}};
+  }
+  p["explanation"] = explanation(p, m, worker);
+  p["caveats"] = caveats(m, prices, worker, to_ceiling, options.max_workers);
+  return p;
+}
+
+}  // namespace tandem::plan

@@ -1,0 +1,233 @@
+#include "tandem/report/html_report.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "metrics_charts.h"
+#include "tandem/common/error.h"
+#include "tandem/plan/planner.h"
+#include "tandem/report/run_files.h"
+#include "tandem/report/summary.h"
+#include "tandem/report/svg_chart.h"
+
+namespace tandem::report {
+
+namespace {
+
+constexpr const char* kStyle = R"(
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#212529;margin:0;background:#f8f9fa}
+main{max-width:1180px;margin:0 auto;padding:24px}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:32px 0 10px;border-bottom:1px solid #dee2e6;padding-bottom:4px}
+.sub{color:#495057;margin:0 0 16px}
+.cards{display:flex;flex-wrap:wrap;gap:12px}
+.card{background:#fff;border:1px solid #dee2e6;border-radius:6px;padding:10px 14px;min-width:140px}
+.card b{display:block;font-size:21px}.card span{color:#495057;font-size:13px}
+table{border-collapse:collapse;background:#fff;font-variant-numeric:tabular-nums}
+th,td{border:1px solid #dee2e6;padding:4px 10px;text-align:right}th{background:#f1f3f5}
+td.l,th.l{text-align:left}tr.best td{background:#fff4e6;font-weight:600}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:16px}
+figure{margin:0;background:#fff;border:1px solid #dee2e6;border-radius:6px;padding:10px}
+figcaption{font-weight:600;margin-bottom:4px}figure.plan{max-width:580px;margin-top:16px}
+svg.chart{display:block;max-width:100%;height:auto}
+.grid line.grid,figure line.grid{stroke:#e9ecef}line.axis,line.tickmark{stroke:#495057}
+text.tick{font-size:11px;fill:#495057}text.label{font-size:12px;fill:#212529}
+path.line{stroke-width:2}polygon.area{opacity:.85}
+.legend{font-size:12px;display:flex;flex-wrap:wrap;gap:4px 14px;margin-top:4px}
+.legend i{display:inline-block;width:10px;height:10px;margin-right:5px;border-radius:2px}
+.nodata{color:#868e96;font-style:italic}.note{color:#495057}ul.caveats{color:#495057}
+footer{margin-top:32px;color:#868e96;font-size:12px}
+)";
+
+std::string text(const nlohmann::json& j, const char* key, const std::string& fallback = "-") {
+  const auto it = j.is_object() ? j.find(key) : j.end();
+  if (it == j.end() || it->is_null()) return fallback;
+  return html_escape(it->is_string() ? it->get<std::string>() : it->dump());
+}
+
+std::string number(const nlohmann::json& j, const char* key, int decimals, double scale = 1.0) {
+  const double v = number_or_nan(j, key);
+  return std::isfinite(v) ? plan::group_thousands(v * scale, decimals) : "-";
+}
+
+std::string card(const std::string& value, const std::string& label) {
+  return "<div class=\"card\"><b>" + value + "</b><span>" + html_escape(label) + "</span></div>";
+}
+
+std::string cards(const nlohmann::json& s) {
+  const nlohmann::json tp = s.value("throughput", nlohmann::json::object());
+  const double global = std::isfinite(number_or_nan(tp, "global_samples_per_sec"))
+                            ? number_or_nan(tp, "global_samples_per_sec")
+                            : number_or_nan(s, "samples_per_sec") * (std::isfinite(number_or_nan(s, "world_size")) ? number_or_nan(s, "world_size") : 1);
+  std::string out = "<div class=\"cards\">";
+  out += card(number(s, "steps", 0), "steps");
+  out += card(std::isfinite(global) ? plan::group_thousands(global, 0) : "-", "samples/s, all ranks");
+  out += card(number(tp, "ceiling_samples_per_sec", 0), "samples/s ceiling (no data wait)");
+  out += card(number(s, "data_wait_fraction", 1, 100) + "%", "of step time waiting for data");
+  out += card(number(s, "wall_seconds", 1) + " s", "wall time");
+  out += card(number(s, "final_loss", 4), "final loss");
+  out += card(std::isfinite(number_or_nan(s, "eval_accuracy")) ? number(s, "eval_accuracy", 1, 100) + "%" : "-",
+              "evaluation accuracy");
+  return out + "</div>";
+}
+
+std::string run_table(const nlohmann::json& s) {
+  const nlohmann::json pi = s.value("plan_inputs", nlohmann::json::object());
+  std::string out = "<table>";
+  auto row = [&](const std::string& k, const std::string& v) { out += "<tr><th class=\"l\">" + k + "</th><td class=\"l\">" + v + "</td></tr>"; };
+  row("model", text(s, "model"));
+  row("device", text(s, "device"));
+  row("ranks (world size)", number(s, "world_size", 0));
+  row("batch per rank / global", number(s, "batch_size", 0) + " / " + number(s, "global_batch", 0));
+  row("trainer", text(pi, "trainer_host_cores", "?") + " cores, " + text(pi, "cpu_model", "CPU unknown") + ", " +
+                     text(pi, "trainer_instance_type", "instance type unknown"));
+  row("interrupted", s.value("interrupted", false) ? "yes (SIGTERM: the run stopped early)" : "no");
+  return out + "</table>";
+}
+
+std::string sources_table(const nlohmann::json& s) {
+  const auto w = s.find("workers");
+  if (w == s.end() || !w->is_array() || w->empty()) return "<p class=\"nodata\">no sources recorded</p>";
+  std::string out = "<table><tr><th class=\"l\">source</th><th>batches</th><th>samples</th><th>images/s</th>"
+                    "<th>share</th><th>compute (s)</th><th class=\"l\">state</th></tr>";
+  for (const nlohmann::json& src : *w) {
+    const bool failed = src.is_object() && src.value("failed", false);
+    std::string state = failed ? "failed: " + text(src, "error", "") : "ok";
+    if (number_or_nan(src, "rejoins") > 0) state += ", rejoined " + number(src, "rejoins", 0) + "x";
+    out += "<tr><td class=\"l\">" + text(src, "address") + "</td><td>" + number(src, "batches", 0) + "</td><td>" +
+           number(src, "samples", 0) + "</td><td>" + number(src, "images_per_sec", 0) + "</td><td>" +
+           number(src, "share", 1, 100) + "%</td><td>" + number(src, "compute_seconds", 1) + "</td><td class=\"l\">" +
+           state + "</td></tr>";
+  }
+  return out + "</table>";
+}
+
+std::string step_time_table(const nlohmann::json& s) {
+  const auto st = s.find("step_seconds");
+  if (st == s.end() || !st->is_object()) return "<p class=\"nodata\">no step_seconds in the summary</p>";
+  static const std::pair<const char*, const char*> kPhases[] = {{"data_wait", "data wait"}, {"host_to_device", "host to device"},
+      {"forward_backward", "forward + backward"}, {"communication", "communication"}, {"optimizer", "optimizer"}};
+  double total = 0;
+  for (const auto& [key, _] : kPhases) total += std::isfinite(number_or_nan(*st, key)) ? number_or_nan(*st, key) : 0.0;
+  const double steps = number_or_nan(s, "steps");
+  std::string out = "<table><tr><th class=\"l\">phase</th><th>seconds (whole run)</th><th>ms per step</th><th>share</th></tr>";
+  for (const auto& [key, name] : kPhases) {
+    const double v = number_or_nan(*st, key);
+    out += std::string("<tr><td class=\"l\">") + name + "</td><td>" + number(*st, key, 2) + "</td><td>" +
+           (std::isfinite(v) && steps > 0 ? plan::group_thousands(1000 * v / steps, 2) : "-") + "</td><td>" +
+           (std::isfinite(v) && total > 0 ? plan::group_thousands(100 * v / total, 1) + "%" : "-") + "</td></tr>";
+  }
+  return out + "</table>";
+}
+
+std::string plan_table(const nlohmann::json& p) {
+  const int best = p["recommended"]["workers"].get<int>(), fast = p["fastest_within"]["workers"].get<int>();
+  std::string out = "<table><tr><th>workers</th><th>samples/s</th><th>step (ms)</th><th>$/hour</th>"
+                    "<th>$ per 1,000 steps</th><th>$ per million samples</th><th>saving vs 0</th><th class=\"l\"></th></tr>";
+  for (const nlohmann::json& r : p["rows"]) {
+    const int n = r["workers"].get<int>();
+    std::string mark = n == best ? "cheapest" : "";
+    if (n == fast && fast != best) mark += "fastest within " + number(p["fastest_within"], "within_pct", 0) + "%";
+    if (r["at_ceiling"].get<bool>()) mark += std::string(mark.empty() ? "" : ", ") + "at ceiling";
+    out += std::string("<tr") + (n == best ? " class=\"best\"" : "") + "><td>" + std::to_string(n) + "</td><td>" +
+           number(r, "samples_per_sec", 0) + "</td><td>" + number(r, "step_ms", 1) + "</td><td>" +
+           number(r, "usd_per_hour", 2) + "</td><td>" + number(r, "usd_per_1000_steps", 3) + "</td><td>" +
+           number(r, "usd_per_million_samples", 3) + "</td><td>" + (n == 0 ? "-" : number(r, "saving_vs_none", 0, 100) + "%") +
+           "</td><td class=\"l\">" + mark + "</td></tr>";
+  }
+  return out + "</table>";
+}
+
+std::string plan_section(const ReportInputs& in) {
+  if (in.plan.is_null() || !in.plan.is_object()) {
+    return "<p class=\"nodata\">no plan: " + html_escape(in.plan_note.empty() ? "none was made" : in.plan_note) + "</p>";
+  }
+  const nlohmann::json& p = in.plan;
+  std::string out = "<p>" + html_escape(p.value("explanation", "")) + "</p>";
+  out += "<p class=\"note\">Trainer: " + number(p["trainer"], "hosts", 0) + " x " + text(p["trainer"], "instance_type") +
+         " at $" + number(p["trainer"], "usd_per_hour", 3) + "/hour. Worker: " + text(p["worker"], "instance_type") + " (" +
+         number(p["worker"], "vcpus", 0) + " vCPUs, " + text(p["worker"], "cpu", "CPU not stated") + ") at $" +
+         number(p["worker"], "usd_per_hour", 3) + "/hour, " + number(p["worker"], "samples_per_sec", 0) +
+         " samples/s each from " + number(p["measurement"], "images_per_cpu_second", 1) +
+         " samples per CPU-second measured on " + text(p["measurement"], "where") + ".</p>";
+  out += plan_table(p);
+  Chart c;
+  c.kind = Chart::Kind::kBars;
+  c.x_label = "data-worker instances (N)";
+  c.y_label = "$ per million samples";
+  Series s;
+  for (const nlohmann::json& r : p["rows"]) {
+    s.x.push_back(r["workers"].get<int>());
+    s.y.push_back(number_or_nan(r, "usd_per_million_samples"));
+  }
+  c.series.push_back(std::move(s));
+  c.highlight = p["recommended"]["workers"].get<int>();
+  out += "<figure class=\"plan\"><figcaption>Cost per sample against the number of workers (cheapest in orange)"
+         "</figcaption>" + render_chart(c) + "</figure><ul class=\"caveats\">";
+  for (const nlohmann::json& cv : p.value("caveats", nlohmann::json::array())) {
+    out += "<li>" + html_escape(cv.is_string() ? cv.get<std::string>() : cv.dump()) + "</li>";
+  }
+  return out + "</ul>";
+}
+
+}  // namespace
+
+std::string render_html_report(const ReportInputs& in) {
+  const nlohmann::json& s = in.summary;
+  std::string out = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+                    "<title>tandem report: " + text(s, "model", "run") + "</title><style>" + kStyle +
+                    "</style></head><body><main>";
+  out += "<h1>tandem run report</h1><p class=\"sub\">" + text(s, "model", "model unknown") + " on " +
+         text(s, "device", "an unknown device") + ", " + number(s, "world_size", 0) + " rank(s), " +
+         number(s, "steps", 0) + " steps</p>";
+  out += cards(s);
+  out += "<h2>Run</h2>" + run_table(s);
+  out += "<h2>Data sources</h2>" + sources_table(s);
+  out += "<h2>Where step time went</h2>" + step_time_table(s);
+  std::string note = in.metrics_note;
+  out += "<h2>Over the run</h2>" + metrics_charts(in.metrics, note);
+  out += "<h2>How many data workers? (tandem plan)</h2>" + plan_section(in);
+  out += "<footer>Written by tandem from " + html_escape(in.summary_path.empty() ? "the run's summary" : in.summary_path) +
+         ". This page needs no network: charts are inline SVG.</footer></main></body></html>\n";
+  return out;
+}
+
+void write_html_report(const ReportInputs& in, const std::string& path) {
+  write_file_atomically(path, render_html_report(in));
+}
+
+void write_html_report(const nlohmann::json& summary, const std::vector<nlohmann::json>& metrics,
+                       const nlohmann::json& plan, const std::string& path) {
+  ReportInputs in;
+  in.summary = summary;
+  in.metrics = metrics;
+  in.plan = plan;
+  if (plan.is_null()) in.plan_note = "the run did not make one";
+  write_html_report(in, path);
+}
+
+std::string write_run_report(const std::string& run, const std::string& out, const plan::PriceTable* prices,
+                             const plan::PlanOptions& options) {
+  RunFiles files = load_run(run);
+  ReportInputs in;
+  in.summary = std::move(files.summary);
+  in.metrics = std::move(files.metrics);
+  in.summary_path = files.summary_path;
+  if (files.metrics_path.empty()) {
+    in.metrics_note = "no metrics.jsonl beside " + files.summary_path + ": the charts over time need it (older runs have none)";
+  } else if (in.metrics.empty()) {
+    in.metrics_note = files.metrics_path + " has no complete lines yet";
+  }
+  try {
+    const plan::PriceTable table = prices ? *prices : plan::load_default_price_table();
+    in.plan = plan::make_plan(in.summary, table, options);
+  } catch (const ConfigError& e) {
+    in.plan_note = e.what();
+  }
+  const std::string path =
+      out.empty() ? (std::filesystem::path(files.summary_path).parent_path() / "report.html").string() : out;
+  write_html_report(in, path);
+  return path;
+}
+
+}  // namespace tandem::report

@@ -1,0 +1,195 @@
+// The HTML report: escaping of names that came from peers, runs with no metrics or one
+// step, the SVG charts, `tandem report` as a process, and the page in headless Chromium.
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "process_helpers.h"
+#include "tandem/common/error.h"
+#include "tandem/report/html_report.h"
+#include "tandem/report/run_files.h"
+#include "tandem/report/svg_chart.h"
+
+namespace tandem::report {
+namespace {
+
+namespace fs = std::filesystem;
+using tandem::testing::fresh_dir;
+using tandem::testing::run_tandem;
+using tandem::testing::slurp;
+
+const std::string kRuns = std::string(TANDEM_FIXTURES) + "/runs";
+const std::string kPriceFile = std::string(TANDEM_FIXTURES) + "/../../data/sagemaker-prices.json";
+
+size_t count(const std::string& haystack, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(ReportHtml, EscapesMarkupQuotesAndBadBytes) {
+  EXPECT_EQ(html_escape("<script>alert(\"x\")</script> & 'y'"),
+            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;");
+  EXPECT_EQ(html_escape("caf\xC3\xA9 \xE2\x82\xAC"), "caf\xC3\xA9 \xE2\x82\xAC");  // UTF-8 kept
+  EXPECT_EQ(html_escape("a\xFF" "b\x01" "c\xC3"), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD" "c\xEF\xBF\xBD");
+  EXPECT_EQ(html_escape("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // an overlong '/' is not UTF-8
+}
+
+TEST(ReportHtml, PeerSuppliedNamesAreEscapedEverywhere) {
+  nlohmann::json s = read_json_file(kRuns + "/two-workers/algo-2/output/data/summary.json");
+  const std::string evil = "<script>alert(1)</script>";
+  s["model"] = "<img src=x onerror=alert(2)>";
+  s["workers"][0]["address"] = evil + ":6000";
+  s["workers"][1]["failed"] = true;
+  s["workers"][1]["error"] = "</td><b>boom</b>";
+  s["plan_inputs"]["cpu_model"] = "\"><svg onload=alert(3)>";
+  RunFiles run = load_run(kRuns + "/two-workers");
+  for (auto& line : run.metrics) line["sources"][0]["name"] = evil + ":6000";
+  ReportInputs in{s, run.metrics, nullptr, "no plan for this test", evil, ""};
+  const std::string html = render_html_report(in);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_EQ(html.find("<b>boom"), std::string::npos);
+  EXPECT_EQ(html.find("<svg onload"), std::string::npos);
+  EXPECT_GE(count(html, "&lt;script&gt;alert(1)&lt;/script&gt;:6000"), 2u);  // the sources table and the legend
+  EXPECT_NE(html.find("&lt;img src=x onerror=alert(2)&gt;"), std::string::npos);
+}
+
+TEST(ReportHtml, FullRunHasEveryChartAndThePlan) {
+  const fs::path dir = fresh_dir("report-full");
+  plan::PriceTable prices = plan::load_price_table(kPriceFile);
+  const std::string path = write_run_report(kRuns + "/two-workers", (dir / "r.html").string(), &prices);
+  const std::string html = slurp(path);
+  EXPECT_EQ(count(html, "<svg"), 7u);  // throughput, wait, breakdown, shares, loss, accuracy, cost vs N
+  EXPECT_EQ(count(html, "<polygon"), 5u + 3u);  // five phases, three sources
+  EXPECT_NE(html.find("tr class=\"best\"><td>2</td>"), std::string::npos);
+  EXPECT_NE(html.find("Cost per sample against the number of workers"), std::string::npos);
+  EXPECT_NE(html.find("Intel(R) Xeon(R) Platinum 8275CL"), std::string::npos);  // the CPU it ran on
+  EXPECT_EQ(count(html, "http://"), count(html, "xmlns=\"http://www.w3.org/2000/svg\""));  // nothing fetched
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(ReportHtml, OlderSummaryWithoutMetricsOrPlanStillRenders) {
+  const fs::path dir = fresh_dir("report-old");
+  plan::PriceTable prices = plan::load_price_table(kPriceFile);
+  const std::string path = write_run_report(kRuns + "/old-summary", (dir / "r.html").string(), &prices);
+  const std::string html = slurp(path);
+  EXPECT_NE(html.find("no metrics.jsonl beside"), std::string::npos);
+  EXPECT_NE(html.find("no plan: summary.json has no plan_inputs"), std::string::npos);
+  EXPECT_EQ(count(html, "<svg"), 0u);
+  EXPECT_NE(html.find("</html>"), std::string::npos);
+  // Nothing at all: every field missing.
+  const std::string bare = render_html_report(ReportInputs{nlohmann::json::object(), {}, nullptr, "", "", ""});
+  EXPECT_NE(bare.find("no sources recorded"), std::string::npos);
+  EXPECT_NE(bare.find("no step_seconds"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(ReportHtml, OneStepRunDrawsPointsAndBars) {
+  RunFiles run = load_run(kRuns + "/one-step");
+  ASSERT_EQ(run.metrics.size(), 1u);
+  const std::string html = render_html_report(ReportInputs{run.summary, run.metrics, nullptr, "types unknown", "", ""});
+  EXPECT_EQ(count(html, "<svg"), 5u);  // no accuracy chart: no evaluation ran
+  EXPECT_NE(html.find("no evaluation ran"), std::string::npos);
+  EXPECT_GE(count(html, "<circle"), 3u);  // throughput, wait and loss are one dot each
+  EXPECT_GE(count(html, "<rect fill"), 2u);  // the stacked charts become bars
+  EXPECT_EQ(html.find("nan"), std::string::npos);
+  EXPECT_EQ(html.find("inf"), std::string::npos);
+}
+
+TEST(ReportRunFiles, FindsSummariesAndSkipsBrokenMetricLines) {
+  EXPECT_EQ(find_summary(kRuns + "/two-workers"), kRuns + "/two-workers/algo-2/output/data/summary.json");
+  EXPECT_EQ(find_summary(kRuns + "/one-step"), kRuns + "/one-step/summary.json");
+  const fs::path dir = fresh_dir("report-files");
+  for (const char* host : {"algo-1", "algo-2"}) {
+    fs::create_directories(dir / host / "output/data");
+    std::ofstream(dir / host / "output/data/summary.json") << "{}";
+  }
+  std::string e;
+  try {
+    find_summary(dir.string());
+  } catch (const ConfigError& err) {
+    e = err.what();
+  }
+  EXPECT_NE(e.find("several summaries"), std::string::npos) << e;
+  std::ofstream(dir / "m.jsonl") << "{\"step\": 1}\n\n[1]\n{\"step\": 2, \"lo\n{\"step\": 3}\n";
+  size_t bad = 0;
+  EXPECT_EQ(read_metrics((dir / "m.jsonl").string(), bad).size(), 2u);
+  EXPECT_EQ(bad, 2u);
+  fs::remove_all(dir);
+}
+
+TEST(ReportSvg, TicksAreNiceAndCoverTheRange) {
+  const std::vector<double> t = nice_ticks(0, 9000, 5);
+  ASSERT_GE(t.size(), 3u);
+  EXPECT_EQ(t.front(), 0);
+  EXPECT_GE(t.back(), 9000);
+  EXPECT_DOUBLE_EQ(t[1] - t[0], 2000);
+  EXPECT_DOUBLE_EQ(nice_ticks(0, 1, 4)[1], 0.25);
+  const std::vector<double> flat = nice_ticks(5, 5, 5);  // a flat range still has an axis
+  ASSERT_GE(flat.size(), 2u);
+  EXPECT_LE(flat.front(), 5);
+  EXPECT_GT(flat.back(), 5);
+  Chart c;
+  c.series.push_back({"x", {1, 2}, {std::nan(""), INFINITY}});
+  EXPECT_NE(render_chart(c).find("no data"), std::string::npos);
+  c.x_label = "<x>";
+  c.series.push_back({"<y>", {1, 2}, {3, 4}});
+  const std::string svg = render_chart(c);
+  EXPECT_NE(svg.find("&lt;x&gt;"), std::string::npos);
+  EXPECT_NE(svg.find("&lt;y&gt;"), std::string::npos);  // the legend
+  EXPECT_EQ(svg.find("<x>"), std::string::npos);
+}
+
+TEST(ReportCli, WritesThePage) {
+  const fs::path dir = fresh_dir("report-cli");
+  const fs::path page = dir / "sub/report.html";
+  ASSERT_EQ(run_tandem("report " + kRuns + "/two-workers -o " + page.string(), dir / "log", 60), 0) << slurp(dir / "log");
+  EXPECT_NE(slurp(dir / "log").find("wrote " + page.string()), std::string::npos);
+  EXPECT_EQ(count(slurp(page), "<svg"), 7u);
+  EXPECT_EQ(run_tandem("report " + kRuns + "/two-workers --price ml.c5.18xlarge=x -o " + page.string(), dir / "log", 60), 1);
+  EXPECT_NE(slurp(dir / "log").find("is not a price"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+std::string chromium() {
+  for (const char* name : {"chromium", "chromium-browser", "google-chrome"}) {
+    const std::string cmd = std::string("command -v ") + name + " > /dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) return name;
+  }
+  return "";
+}
+
+// The page as a browser builds it: every chart is an SVG element in the DOM, and a
+// screenshot is an image with something drawn on it.
+TEST(ReportChromium, RendersTheChartsHeadless) {
+  const std::string browser = chromium();
+  if (browser.empty()) GTEST_SKIP() << "chromium is not installed (apt-get install chromium): the page was not checked in a browser";
+  const fs::path dir = fresh_dir("report-chromium");
+  plan::PriceTable prices = plan::load_price_table(kPriceFile);
+  const std::string page = write_run_report(kRuns + "/two-workers", (dir / "report.html").string(), &prices);
+  const std::string flags = " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
+                            (dir / "profile").string() + " --window-size=1200,2400 ";
+  const std::string run = "HOME=" + dir.string() + " timeout -s KILL 90 " + browser + flags;
+  ASSERT_EQ(std::system((run + "--dump-dom file://" + page + " > " + (dir / "dom.html").string() + " 2> " +
+                         (dir / "dom.err").string()).c_str()), 0) << slurp(dir / "dom.err");
+  const std::string dom = slurp(dir / "dom.html"), source = slurp(page);
+  EXPECT_EQ(count(dom, "<svg"), 7u) << slurp(dir / "dom.err");
+  for (const char* element : {"<polygon", "<path", "<rect", "<text", "<circle"}) {
+    EXPECT_EQ(count(dom, element), count(source, element)) << element;  // nothing lost to a malformed tag
+  }
+  EXPECT_NE(dom.find("</footer>"), std::string::npos);
+  const fs::path png = dir / "report.png";
+  ASSERT_EQ(std::system((run + "--hide-scrollbars --screenshot=" + png.string() + " file://" + page + " > " +
+                         (dir / "shot.err").string() + " 2>&1").c_str()), 0) << slurp(dir / "shot.err");
+  const std::string image = slurp(png);
+  ASSERT_GT(image.size(), 8u);
+  EXPECT_EQ(image.substr(1, 3), "PNG");
+  EXPECT_GT(image.size(), 50'000u);  // a blank 1200 x 2400 page compresses to a few kB
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tandem::report
