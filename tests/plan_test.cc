@@ -193,6 +193,19 @@ TEST(PlanInputs, AnotherWorkerFamilyIsPlannedWithACaveat) {
   EXPECT_NE(p["caveats"][0].get<std::string>().find("a different CPU generation is a different rate"), std::string::npos);
 }
 
+// A simulate run's instance types are labels: the plan says the rates are this machine's.
+TEST(PlanInputs, ASimulatedRunIsPlannedWithItsOwnCaveat) {
+  nlohmann::json s = two_workers();
+  s["plan_inputs"]["simulated"] = true;
+  s["plan_inputs"]["cpu_model"] = "AMD EPYC";
+  const nlohmann::json p = make_plan(s, load_price_table(kPriceFile), {});
+  const std::string all = p["caveats"].dump();
+  EXPECT_NE(all.find("simulated hosts, all on this machine's AMD EPYC"), std::string::npos) << all;
+  EXPECT_NE(all.find("This run was a simulation"), std::string::npos) << all;
+  EXPECT_EQ(make_plan(two_workers(), load_price_table(kPriceFile), {})["caveats"].dump().find("simulation"),
+            std::string::npos);
+}
+
 TEST(PlanInputs, MissingFieldsAndZeroRatesNameTheFix) {
   const PriceTable prices = load_price_table(kPriceFile);
   const auto error = [&](const nlohmann::json& s, PlanOptions o = {}) { return config_error([&] { make_plan(s, prices, o); }); };

@@ -20,6 +20,7 @@
 #include "tandem/feed/sample_audit.h"
 #include "tandem/launch/roles.h"
 #include "tandem/cluster/cluster.h"
+#include "tandem/report/html_report.h"
 #include "tandem/report/plan_inputs.h"
 #include "tandem/report/run_log.h"
 #include "tandem/report/summary.h"
@@ -319,7 +320,16 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       summary["epochs"] = per_epoch ? static_cast<double>(result.start_step + result.steps) / per_epoch : 0.0;
       std::string path = summary_path;
       if (metrics) summary["metrics_file"] = metrics->path();
-      if (keep_files) report::write_file_atomically(path, summary.dump(2) + "\n");
+      if (keep_files) {
+        report::write_file_atomically(path, summary.dump(2) + "\n");
+        // The report beside it (a plan needs the instance types and a price table: the
+        // page says so when it cannot make one). A report is a convenience: never fatal.
+        try {
+          spdlog::info("report in {}", report::write_run_report(path));
+        } catch (const std::exception& e) {
+          spdlog::warn("no report.html: {} (tandem report {} makes one later)", e.what(), path);
+        }
+      }
       else path = "(not written: no SageMaker root; use --summary-json)";
       spdlog::info("training {}: {} steps, loss {:.4f} -> {:.4f}, {:.1f} samples/s; summary in {}",
                    result.interrupted ? "interrupted" : "finished", result.steps, result.first_loss, result.final_loss,

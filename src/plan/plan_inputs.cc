@@ -116,6 +116,8 @@ RunMeasurements read_measurements(const nlohmann::json& s, const PlanOptions& o)
   if (hosts < 1 || hosts > 100000) throw ConfigError("summary.json plan_inputs.trainer_hosts must be at least 1: the file is damaged");
   m.trainer_hosts = static_cast<int>(hosts);
   m.cpu_model = string_at(pi, "cpu_model");
+  const auto sim = pi.find("simulated");
+  m.simulated = sim != pi.end() && sim->is_boolean() && sim->get<bool>();
   m.run_worker_type = string_at(pi, "worker_instance_type");
   const auto workers = pi.find("workers");
   if (workers != pi.end() && workers->is_array()) worker_rate(*workers, m);

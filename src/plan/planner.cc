@@ -32,6 +32,10 @@ std::string where_measured(const RunMeasurements& m, const PriceTable& prices) {
            (m.cpu_model.empty() ? std::string() : " (" + m.cpu_model + ")");
   }
   std::string s = plural(m.rate_threads, "worker thread", "worker threads") + " on " + m.rate_hosts;
+  if (m.simulated) {
+    // The instance types were labels: every simulated host ran on this machine.
+    return s + " (simulated hosts, all on this machine's " + (m.cpu_model.empty() ? "CPU" : m.cpu_model) + ")";
+  }
   if (!m.run_worker_type.empty()) {
     s += " (" + m.run_worker_type;
     const auto it = prices.types.find(m.run_worker_type);
@@ -44,7 +48,7 @@ std::string where_measured(const RunMeasurements& m, const PriceTable& prices) {
 std::vector<std::string> caveats(const RunMeasurements& m, const PriceTable& prices, const InstanceType& worker,
                                  int to_ceiling, int max_workers) {
   std::vector<std::string> out;
-  const bool same_type = m.rate_from_workers && m.run_worker_type == worker.name;
+  const bool same_type = m.rate_from_workers && m.run_worker_type == worker.name && !m.simulated;
   if (!same_type) {
     out.push_back("The per-thread rate was measured on " + where_measured(m, prices) + ", not on " + worker.name +
                   (worker.cpu.empty() ? std::string() : " (" + worker.cpu + ")") +
@@ -53,6 +57,10 @@ std::vector<std::string> caveats(const RunMeasurements& m, const PriceTable& pri
   } else {
     out.push_back("The per-thread rate was measured on " + where_measured(m, prices) +
                   "; a different CPU generation (another instance family) is a different rate.");
+  }
+  if (m.simulated) {
+    out.push_back("This run was a simulation (tandem simulate): its hosts shared one machine, so its instance types "
+                  "are labels and its rates are this machine's, not those instances'.");
   }
   out.push_back("Prices are indicative on-demand figures from " + prices.origin + " (" + prices.region + ", " +
                 prices.as_of + "); check the current ones and override with --price TYPE=DOLLARS or --prices FILE.");

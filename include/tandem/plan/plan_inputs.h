@@ -36,6 +36,7 @@ struct RunMeasurements {
   double run_samples_per_sec = 0.0;   // the run's measured whole-job rate (0 when unknown)
   std::string cpu_model;              // the trainer host's CPU ("" when unknown)
   std::string rate_hosts;             // where the rate was measured, e.g. "algo-2, algo-3"
+  bool simulated = false;             // `simulate`: every "host" ran on this machine's CPU (cpu_model)
 };
 
 // Reads and checks the summary. Throws ConfigError naming the missing or bad field and
