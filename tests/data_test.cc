@@ -1,3 +1,4 @@
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <future>
@@ -141,6 +142,28 @@ TEST(BatchMaker, PoolAndCallingThreadBuildIdenticalBatches) {
   EXPECT_EQ(pooled.labels, (std::vector<int64_t>{9, 2, 7, 7, 0}));
   EXPECT_EQ(pooled.data, direct.data);
   EXPECT_GT(pooled.compute_seconds, 0);
+}
+
+// --emulate-slowdown: a core k times slower takes k times the CPU time, and that is what
+// the batch reports; the batch itself is unchanged. One pool thread, so the wall time is
+// at least the CPU time plus the (k-1)x sleep: reported/k x (k-1) of it is sleep.
+TEST(BatchMaker, AnEmulatedSlowdownStretchesTheTimeAndReportsIt) {
+  DataOptions opts;
+  opts.data = "blur-benchmark";
+  opts.image_size = 32;
+  auto ds = make_dataset(opts);
+  ThreadPool pool(1);
+  BatchMaker maker(ds, &pool);
+  maker.set_slowdown(4);
+  const BatchRequest req{0, 0, {1, 2, 3, 4, 5, 6, 7, 8}};
+  std::promise<Batch> promise;
+  const auto start = std::chrono::steady_clock::now();
+  maker.make_async(BatchRequest(req), [&](Batch b) { promise.set_value(std::move(b)); },
+                   [&](std::exception_ptr e) { promise.set_exception(e); });
+  const Batch slow = promise.get_future().get();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(wall, slow.compute_seconds * 3 / 4) << "the sleep is 3/4 of the reported time";
+  EXPECT_EQ(slow.data, maker.make(req).data);
 }
 
 TEST(BatchMaker, ReportsABadIndex) {

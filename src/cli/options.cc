@@ -127,6 +127,9 @@ void add_worker_options(CLI::App& app, WorkerOptions& o) {
       ->capture_default_str()->check(in_range(int64_t{0}, int64_t{1} << 30))->group(kWorkerGroup);
   app.add_option("--term-grace", o.term_grace_s, "After SIGTERM, serve connected trainers at most this many seconds")
       ->capture_default_str()->check(in_range(0.0, 110.0))->group(kWorkerGroup);
+  app.add_option("--emulate-slowdown", o.emulate_slowdown,
+                 "Simulations only: act like cores this many times slower (bench/plan_sweep.sh)")
+      ->capture_default_str()->check(in_range(1.0, 1000.0))->group(kWorkerGroup);
   app.add_option("--idle-timeout", o.idle_timeout_s, "Exit when no trainer speaks for this many seconds")
       ->capture_default_str()->check(positive())->group(kWorkerGroup);
 }

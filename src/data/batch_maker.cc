@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <ctime>
 #include <mutex>
+#include <thread>
 
 #include "tandem/common/error.h"
 #include "tandem/data/convert.h"
@@ -114,7 +116,9 @@ void BatchMaker::make_async(BatchRequest request, std::function<void(Batch)> don
         std::lock_guard lock(job->mu);
         if (!job->error) job->error = std::current_exception();
       }
-      job->cpu_seconds.fetch_add(thread_cpu_seconds() - start);
+      const double cpu = thread_cpu_seconds() - start;
+      if (slowdown_ > 1) std::this_thread::sleep_for(std::chrono::duration<double>((slowdown_ - 1) * cpu));
+      job->cpu_seconds.fetch_add(cpu * slowdown_);
       if (job->remaining.fetch_sub(1) != 1) return;
       if (job->error) return job->failed(job->error);
       job->batch.compute_seconds = job->cpu_seconds.load();

@@ -87,6 +87,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
         bytes_per_sample(dataset->info().sample_bytes() / data::dtype_size(dataset->info().dtype) *
                              data::dtype_size(wire) + sizeof(int64_t)),
         budget(o.max_inflight_mb > 0 ? static_cast<uint64_t>(o.max_inflight_mb) << 20 : default_inflight_bytes()) {
+    maker->set_slowdown(o.emulate_slowdown);
     // StreamBatches sends copy-free OutgoingBatch messages instead of the generated
     // protobuf type; same method, same bytes on the wire.
     MarkMethodStreamed(kStreamBatchesIndex,

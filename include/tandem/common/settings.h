@@ -80,6 +80,9 @@ struct WorkerOptions {
   // --term-grace: after SIGTERM, keep serving connected trainers this long at most (they
   // are stopping too, and need their batches to reach a checkpoint).
   double term_grace_s = 30;
+  // --emulate-slowdown K: for simulations only, behave like a core K times slower (each
+  // batch chunk is followed by a sleep of K-1 times its CPU time, reported as compute).
+  double emulate_slowdown = 1;
 };
 
 // The training loop and its feeding.

@@ -30,6 +30,11 @@ class BatchMaker {
 
   const Dataset& dataset() const { return *dataset_; }
 
+  // Emulates cores `k` times slower for make_async (simulations: --emulate-slowdown):
+  // each chunk is followed by a sleep of k-1 times its CPU time, and the batch reports
+  // k times the CPU time as its compute time. k >= 1.
+  void set_slowdown(double k) { slowdown_ = k; }
+
  private:
   Batch allocate(const BatchRequest& request) const;
   void fill(Batch& batch, const BatchRequest& request, size_t begin, size_t end) const;
@@ -37,6 +42,7 @@ class BatchMaker {
   std::shared_ptr<const Dataset> dataset_;
   ThreadPool* pool_;
   DType wire_;
+  double slowdown_ = 1;
 };
 
 }  // namespace tandem::data
