@@ -63,7 +63,7 @@ TEST(Metrics, EveryLogStepAndEvaluationIsALineOfMetricsJsonl) {
 TEST(StatusLine, ATerminalGetsALiveStatusLineAndAPipePlainLines) {
   if (std::system("command -v script > /dev/null") != 0) GTEST_SKIP() << "needs util-linux's script";
   const fs::path dir = fresh_dir("status-line");
-  const std::string args = "trainer --local-workers 1 --train-threads 1 --steps 60 --log-every 20";
+  const std::string args = "trainer --local-workers 1 --train-threads 1 --steps 60 --log-every 20 --eval-data synthetic";
   const std::string cmd = "TERM=xterm script -qec '" + std::string(TANDEM_BINARY) + " " + args + "' /dev/null > " +
                           (dir / "tty.log").string() + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(dir / "tty.log");
@@ -71,6 +71,7 @@ TEST(StatusLine, ATerminalGetsALiveStatusLineAndAPipePlainLines) {
   EXPECT_NE(tty.find("\r\x1b[2Kstep 60/60 100%"), std::string::npos) << tty;
   EXPECT_NE(tty.find("samples/s | data wait"), std::string::npos) << tty;
   EXPECT_NE(tty.find(", ETA "), std::string::npos) << tty;
+  EXPECT_NE(tty.find("| evaluating"), std::string::npos) << "the evaluation at the end shows too: " << tty;
   EXPECT_EQ(tty.find("step=20 loss="), std::string::npos) << "metric lines give way to the status line";
   EXPECT_NE(tty.find("training finished"), std::string::npos) << tty;
 

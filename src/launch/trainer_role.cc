@@ -270,7 +270,10 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       if (metrics) metrics->write(p, scheduler.stats());
       if (status) status->metrics(p);
     };
-    if (status) observer.on_progress = [&](int64_t s, int64_t t, const char* phase) { status->progress(s, t, phase); };
+    if (status) {
+      observer.on_progress = [&](int64_t s, int64_t t, const char* phase) { status->progress(s, t, phase); };
+      observer.on_eval_progress = [&](int64_t done, int64_t total) { status->eval_progress(done, total); };
+    }
     try {
       result = trainer.run(
           [&] {

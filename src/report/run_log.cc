@@ -118,11 +118,18 @@ StatusLine::~StatusLine() {
 void StatusLine::progress(int64_t step, int64_t total, const char* phase) {
   std::lock_guard lock(mu_);
   const bool changed = phase_ != phase;
+  if (changed) eval_fraction_ = -1;
   if (first_step_ < 0) first_step_ = step > 0 ? step - 1 : 0;
   step_ = step;
   total_ = total;
   phase_ = phase;
   draw_locked(changed);
+}
+
+void StatusLine::eval_progress(int64_t done, int64_t total) {
+  std::lock_guard lock(mu_);
+  eval_fraction_ = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 0;
+  draw_locked(false);
 }
 
 void StatusLine::metrics(const training::LogPoint& p) {
@@ -144,7 +151,13 @@ std::string StatusLine::text() const {
   std::string out = std::string(head) + " | " + clock_text(elapsed);
   const int64_t done = step_ - std::max<int64_t>(first_step_, 0);
   if (done > 0 && total_ > step_) out += ", ETA " + clock_text(elapsed / static_cast<double>(done) * (total_ - step_));
-  if (phase_ != "train") return out + " | " + (phase_ == "eval" ? "evaluating" : "writing a checkpoint");
+  if (phase_ == "eval") {
+    if (eval_fraction_ < 0) return out + " | evaluating";
+    char eval[48];
+    std::snprintf(eval, sizeof eval, " | evaluating %.0f%%", 100 * eval_fraction_);
+    return out + eval;
+  }
+  if (phase_ != "train") return out + " | writing a checkpoint";
   if (have_metrics_) {
     char tail[128];
     std::snprintf(tail, sizeof tail, " | %.0f samples/s | data wait %.1f%% | loss %.3f", samples_per_sec_,

@@ -8,7 +8,8 @@
 namespace tandem::training {
 
 EvalCounts evaluate_shard(Model& model, const std::shared_ptr<const data::Dataset>& eval, int rank, int world,
-                          torch::Device device, const InputFormat& format) {
+                          torch::Device device, const InputFormat& format,
+                          const std::function<void(int64_t done, int64_t total)>& progress) {
   constexpr size_t kBatch = 256;
   torch::NoGradGuard no_grad;
   model.train(false);
@@ -32,6 +33,7 @@ EvalCounts evaluate_shard(Model& model, const std::shared_ptr<const data::Datase
     feed.prefetch();
     correct += model.forward(b->x).argmax(1).eq(b->y).sum();
     samples += b->size;
+    if (progress) progress(samples, static_cast<int64_t>((n - static_cast<uint64_t>(rank) + world - 1) / world));
   }
   model.train(true);
   return {correct.item<int64_t>(), samples};

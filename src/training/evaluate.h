@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "device_feed.h"
@@ -18,8 +19,10 @@ struct EvalCounts {
 };
 
 // Top-1 counts on this rank's shard, in batches of up to 256, with the model in eval
-// mode (restored to train mode after).
+// mode (restored to train mode after). `progress` (may be empty) hears the shard's
+// samples done and its size after every batch.
 EvalCounts evaluate_shard(Model& model, const std::shared_ptr<const data::Dataset>& eval, int rank, int world,
-                          torch::Device device, const InputFormat& format);
+                          torch::Device device, const InputFormat& format,
+                          const std::function<void(int64_t done, int64_t total)>& progress = {});
 
 }  // namespace tandem::training

@@ -72,6 +72,7 @@ struct Trainer::Impl {
   int64_t start_step = 0;
   int64_t next_step = 0;  // where the next run() call starts
   std::shared_ptr<const data::Dataset> eval;
+  std::function<void(int64_t, int64_t)> eval_progress;  // rank 0's, during run()
 
   void resume();
   void sync_buffers();
@@ -228,7 +229,8 @@ std::string Trainer::Impl::save_model() {
 double Trainer::evaluate() {
   Impl& m = *impl_;
   m.sync_buffers();
-  const EvalCounts c = evaluate_shard(*m.model, m.eval, m.dist.rank, m.dist.world, m.device, m.format);
+  const EvalCounts c =
+      evaluate_shard(*m.model, m.eval, m.dist.rank, m.dist.world, m.device, m.format, m.eval_progress);
   const std::vector<int64_t> total = m.collective->sum({c.correct, c.samples});
   return total[1] ? static_cast<double>(total[0]) / static_cast<double>(total[1]) : 0.0;
 }
@@ -277,6 +279,7 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, c
   r.start_step = m.next_step;
   const int64_t end = limits.max_steps < 0 ? m.opts.steps : std::min(m.opts.steps, m.next_step + limits.max_steps);
   const bool reporter = m.dist.rank == 0;
+  m.eval_progress = reporter ? observer.on_eval_progress : nullptr;
   auto progress = [&](int64_t step, const char* phase) {
     if (reporter && observer.on_progress) observer.on_progress(step, m.opts.steps, phase);
   };

@@ -51,6 +51,7 @@ class StatusLine {
 
   void progress(int64_t step, int64_t total, const char* phase);
   void metrics(const training::LogPoint& point);
+  void eval_progress(int64_t done, int64_t total);
 
   // The text of the line, as drawn (for tests).
   std::string text() const;
@@ -64,7 +65,7 @@ class StatusLine {
   std::chrono::steady_clock::time_point start_, last_draw_;
   int64_t step_ = 0, total_ = 0, first_step_ = -1;  // first_step_: where this run started
   std::string phase_ = "train";
-  double samples_per_sec_ = 0, data_wait_pct_ = 0, loss_ = 0;
+  double samples_per_sec_ = 0, data_wait_pct_ = 0, loss_ = 0, eval_fraction_ = -1;
   bool have_metrics_ = false, shown_ = false;
   std::shared_ptr<void> restore_;  // the logger's previous sinks
 };

@@ -101,6 +101,8 @@ struct RunObserver {
   // Every step and at each evaluation or checkpoint (`phase` "train", "eval", "checkpoint"):
   // for a live status line.
   std::function<void(int64_t step, int64_t total, const char* phase)> on_progress;
+  // During an evaluation: rank 0's samples scored and its share of the held-out set.
+  std::function<void(int64_t done, int64_t total)> on_eval_progress;
   bool log_lines = true;  // the plain "step=..." metric lines
 };
 
