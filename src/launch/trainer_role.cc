@@ -310,7 +310,8 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       summary["batch_size"] = opts.batch_size;
       summary["global_batch"] = opts.batch_size * dist.world;
       summary["plan_inputs"] = report::plan_inputs(result, scheduler.stats(), facts, cluster.current_instance_type,
-                                                   std::max(dist.world / std::max(dist.local_world, 1), 1), local);
+                                                   std::max(dist.world / std::max(dist.local_world, 1), 1),
+                                                   local * std::max(dist.local_world, 1));  // per host
       // Under simulate every "host" shares this machine's CPU: the instance types are labels.
       summary["plan_inputs"]["simulated"] = std::getenv("TANDEM_SIMULATED_HOST") != nullptr;
       if (audit) {

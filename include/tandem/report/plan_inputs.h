@@ -28,7 +28,8 @@ nlohmann::json throughput(const training::TrainReport& train);
 
 // "plan_inputs", per docs/plan.md: instance types, hosts, ranks, cores, the CPU model,
 // the local threads' and each worker's images per CPU-second. `sources` are rank 0's;
-// the local threads are the source named "local".
+// the local threads are the source named "local"; `local_threads` is per trainer host
+// (every rank's on that host).
 nlohmann::json plan_inputs(const training::TrainReport& train, const std::vector<feed::SourceStats>& sources,
                            const std::vector<WorkerFacts>& workers, const std::string& trainer_instance_type,
                            int trainer_hosts, int local_threads);
