@@ -1,6 +1,10 @@
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <set>
 
@@ -203,6 +207,41 @@ TEST(Sampler, EveryEpochIsAPermutationSplitAcrossRanks) {
 TEST(Sampler, RejectsADatasetSmallerThanOneBatch) {
   EXPECT_THROW(Sampler(10, 8, 0, 0, 2), ConfigError);
   EXPECT_THROW(Sampler(10, 0, 0), ConfigError);
+}
+
+}  // namespace
+}  // namespace tandem::data
+
+namespace tandem::data {
+namespace {
+
+void write_file(const std::filesystem::path& file, const std::string& text) {
+  std::filesystem::create_directories(file.parent_path());
+  std::ofstream(file) << text;
+}
+
+// A Kubernetes or Docker CPU limit is a cgroup quota: cores follow it, not only the
+// affinity mask. Fake cgroup trees, v2 and v1.
+TEST(Cores, TheCgroupCpuQuotaCapsTheCores) {
+  const auto root = std::filesystem::temp_directory_path() / ("tandem-cgroup-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  // v2: the pod's cgroup says 1.5 cores, its parent 4: the smaller, rounded up, is 2.
+  write_file(root / "v2/kubepods/pod1/cpu.max", "150000 100000\n");
+  write_file(root / "v2/kubepods/cpu.max", "400000 100000\n");
+  EXPECT_EQ(cgroup_cpu_limit((root / "v2").string(), "0::/kubepods/pod1\n"), 2);
+  write_file(root / "v2/kubepods/pod1/cpu.max", "max 100000\n");
+  EXPECT_EQ(cgroup_cpu_limit((root / "v2").string(), "0::/kubepods/pod1\n"), 4) << "no limit here, the parent's";
+  write_file(root / "v2ns/cpu.max", "300000 100000\n");  // inside a cgroup namespace the pod is "/"
+  EXPECT_EQ(cgroup_cpu_limit((root / "v2ns").string(), "0::/\n"), 3);
+  // v1: cpu,cpuacct hierarchy, quota -1 = none.
+  write_file(root / "v1/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "50000\n");
+  write_file(root / "v1/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(cgroup_cpu_limit((root / "v1").string(), "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n"), 1);
+  write_file(root / "v1/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1\n");
+  EXPECT_EQ(cgroup_cpu_limit((root / "v1").string(), "4:cpu,cpuacct:/docker/abc\n"), 0);
+  EXPECT_EQ(cgroup_cpu_limit((root / "none").string(), "garbage\n0::/x\n"), 0);
+  EXPECT_GE(available_cores(), 1);
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

@@ -320,6 +320,16 @@ TEST(WorkerEndpoint, DefaultsToHostAndWorkerPort) {
   EXPECT_EQ(e.target(), "algo-3:6123");
 }
 
+// --workers localhost used to dial gRPC's default port 443.
+TEST(WorkerEndpoint, AWorkerTargetWithoutAPortTakesTheWorkerPort) {
+  EXPECT_EQ(with_default_port("localhost", 6000), "localhost:6000");
+  EXPECT_EQ(with_default_port("10.0.0.5", 6001), "10.0.0.5:6001");
+  EXPECT_EQ(with_default_port("algo-2:7000", 6000), "algo-2:7000");
+  EXPECT_EQ(with_default_port("::1", 6000), "[::1]:6000");
+  EXPECT_EQ(with_default_port("[::1]", 6000), "[::1]:6000");
+  EXPECT_EQ(with_default_port("[::1]:7001", 6000), "[::1]:7001");
+}
+
 TEST(WorkerEndpoint, HostMap) {
   ClusterOptions opts;
   opts.host_map = {"algo-1=127.0.0.1:7001", " algo-2 = 10.0.0.2 ", "algo-3=[::1]:7003,algo-4=::1",

@@ -2,6 +2,7 @@
 
 #include "tandem/cli/commands.h"
 #include "tandem/cli/options.h"
+#include "tandem/cluster/roles.h"
 #include "tandem/launch/roles.h"
 
 namespace tandem::cli {
@@ -12,11 +13,12 @@ Command add_trainer_command(CLI::App& root, Settings& s) {
   add_security_options(*app, s.security);
   add_data_options(*app, s.data);
   add_trainer_options(*app, s.trainer);
-  app->add_option("--workers", s.trainer.workers, "Data workers to pull from: host:port,...")
+  app->add_option("--workers", s.trainer.workers, "Data workers to pull from: host[:port],... (the port defaults to --worker-port)")
       ->delimiter(',')->group(kTrainerGroup);
   return {app, [&s] {
             char name[256] = "trainer";
             gethostname(name, sizeof name - 1);
+            for (auto& w : s.trainer.workers) w = cluster::with_default_port(w, s.cluster.worker_port);
             return launch::run_trainer(s, s.trainer.workers, s.cluster.current_host.empty() ? name : s.cluster.current_host);
           },
           true};

@@ -153,6 +153,15 @@ Endpoint worker_endpoint(const std::string& host, const ClusterOptions& opts) {
   return endpoint;
 }
 
+std::string with_default_port(const std::string& target, int port) {
+  const std::string p = std::to_string(port);
+  if (target.starts_with("[")) return target.find("]:") == std::string::npos ? target + ":" + p : target;
+  const auto colons = std::count(target.begin(), target.end(), ':');
+  if (colons == 1) return target;
+  if (colons > 1) return "[" + target + "]:" + p;  // a bare IPv6 address
+  return target + ":" + p;
+}
+
 std::string resolve_host(const std::string& host, double timeout_s) {
   if (is_numeric(host)) return host;
   if (host == "localhost") return "127.0.0.1";

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "tandem/cluster/roles.h"
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
 #include "tandem/data/convert.h"
@@ -42,6 +43,7 @@ Feeder::Feeder(const Settings& settings, FeederOptions opts) : settings_(setting
   if (opts_.local_threads < 0) {
     throw ConfigError("local_threads must be 0 or more, got " + std::to_string(opts_.local_threads));
   }
+  for (auto& w : opts_.workers) w = cluster::with_default_port(w, settings_.cluster.worker_port);
   if (opts_.workers.empty() && opts_.local_threads == 0) {
     throw ConfigError("no data source: no workers were given and local_threads is 0; "
                       "pass workers=[\"host:port\", ...] or local_threads=N");

@@ -49,6 +49,11 @@ struct Endpoint {
 // Applies --host-map (name=addr[:port]); the port defaults to opts.worker_port.
 Endpoint worker_endpoint(const std::string& host, const ClusterOptions& opts);
 
+// "host" -> "host:port", a bare IPv6 address -> "[addr]:port"; a target with a port
+// ("host:6001", "[::1]:6001") stays as it is. For --workers and the Python feed's
+// workers, where a missing port means the worker port, not gRPC's default 443.
+std::string with_default_port(const std::string& target, int port);
+
 // Resolves a host name, retrying until `timeout_s` passes (DNS lags at job start).
 // Returns the numeric address. Throws NetworkError naming the host after the deadline.
 std::string resolve_host(const std::string& host, double timeout_s);

@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -33,7 +34,15 @@ class ThreadPool {
   std::vector<std::thread> threads_;
 };
 
-// Cores this process may run on (its affinity mask), at least 1.
+// Cores this process may use: its affinity mask, capped by its cgroup's CPU quota (a
+// Kubernetes or Docker CPU limit), at least 1.
 int available_cores();
+
+// The CPU quota of the cgroup a process is in, in whole cores (rounded up), or 0 when it
+// has none. `proc_self_cgroup` is the text of /proc/self/cgroup; `root` is where cgroupfs
+// is mounted (/sys/fs/cgroup). cgroup v2 reads cpu.max ("max 100000" or "150000 100000")
+// of the process's cgroup and its ancestors (the smallest wins); v1 reads
+// cpu.cfs_quota_us / cpu.cfs_period_us (-1: none) of the cpu controller's hierarchy.
+int cgroup_cpu_limit(const std::string& root, const std::string& proc_self_cgroup);
 
 }  // namespace tandem::data
