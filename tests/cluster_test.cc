@@ -522,6 +522,17 @@ TEST(TorchrunEnv, NodesFromWorldSize) {
   EXPECT_TRUE(Mentions(c.origin["hosts"], {"WORLD_SIZE", "MASTER_ADDR=10.0.0.1"}));
 }
 
+// Kubeflow's PyTorchJob: WORLD_SIZE and RANK per pod, no LOCAL_WORLD_SIZE (used to be an
+// error): one process per pod.
+TEST(TorchrunEnv, KubeflowPodsWithoutLocalWorldSizeAreOneProcessEach) {
+  Cluster c = discover_env({{"WORLD_SIZE", "3"}, {"RANK", "2"}, {"MASTER_ADDR", "job-master-0"}});
+  EXPECT_EQ(c.hosts, (Strings{"node-0", "node-1", "node-2"}));
+  EXPECT_EQ(c.current_host, "node-2");
+  EXPECT_EQ(c.origin["current_host"], "RANK");
+  EXPECT_TRUE(Mentions(c.source, {"Kubeflow", "one process per node"}));
+  EXPECT_TRUE(Mentions(c.origin["hosts"], {"one process per node", "MASTER_ADDR=job-master-0"}));
+}
+
 TEST(TorchrunEnv, NamesSortInNodeOrder) {
   Cluster c = discover_env({{"WORLD_SIZE", "12"}, {"LOCAL_WORLD_SIZE", "1"}, {"GROUP_RANK", "10"}});
   ASSERT_EQ(c.hosts.size(), 12u);
@@ -541,7 +552,7 @@ TEST(TorchrunEnv, RankFallbackAndSingleNode) {
 TEST(TorchrunEnvErrors, BadVariables) {
   EXPECT_TRUE(Mentions(discover_error({{"WORLD_SIZE", "eight"}, {"LOCAL_WORLD_SIZE", "4"}}),
                        {"WORLD_SIZE", "eight", "integer"}));
-  EXPECT_TRUE(Mentions(discover_error({{"WORLD_SIZE", "8"}}), {"LOCAL_WORLD_SIZE", "not set"}));
+  EXPECT_TRUE(Mentions(discover_error({{"WORLD_SIZE", "8"}}), {"GROUP_RANK", "not set", "8 nodes"}));
   EXPECT_TRUE(Mentions(discover_error({{"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "0"}}),
                        {"LOCAL_WORLD_SIZE", ">= 1"}));
   EXPECT_TRUE(Mentions(discover_error({{"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "3"}}),

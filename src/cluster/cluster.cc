@@ -476,12 +476,10 @@ std::optional<Cluster> from_torchrun_env(const EnvLookup& env) {
   auto world = get(env, "WORLD_SIZE");
   if (!world) return std::nullopt;
   const int world_size = env_int("WORLD_SIZE", *world, 1);
+  // Kubeflow's PyTorchJob sets WORLD_SIZE, RANK and MASTER_ADDR in each pod and no
+  // LOCAL_WORLD_SIZE: one process per pod.
   auto local = get(env, "LOCAL_WORLD_SIZE");
-  if (!local) {
-    fail(env_where("LOCAL_WORLD_SIZE"), "is not set although WORLD_SIZE is",
-         "set it to the processes per node (torchrun sets both), or unset WORLD_SIZE");
-  }
-  const int per_node = env_int("LOCAL_WORLD_SIZE", *local, 1);
+  const int per_node = local ? env_int("LOCAL_WORLD_SIZE", *local, 1) : 1;
   if (world_size % per_node != 0) {
     fail(env_where("WORLD_SIZE"),
          *world + " is not a multiple of LOCAL_WORLD_SIZE=" + *local,
@@ -492,9 +490,10 @@ std::optional<Cluster> from_torchrun_env(const EnvLookup& env) {
   InstanceGroup group{kHomogeneousGroup, kUnknownType, {}};
   for (int i = 0; i < nodes; ++i) group.hosts.push_back(node_name(i, nodes));
   Cluster c{group.hosts[rank], group.name, group.instance_type, group.hosts, {group}, "", "", {}};
-  c.source = "torchrun environment (WORLD_SIZE, LOCAL_WORLD_SIZE)";
+  c.source = local ? "torchrun environment (WORLD_SIZE, LOCAL_WORLD_SIZE)"
+                   : "Kubeflow PyTorchJob environment (WORLD_SIZE, RANK; no LOCAL_WORLD_SIZE: one process per node)";
   const auto master = get(env, "MASTER_ADDR");
-  c.origin["hosts"] = "WORLD_SIZE/LOCAL_WORLD_SIZE" +
+  c.origin["hosts"] = std::string(local ? "WORLD_SIZE/LOCAL_WORLD_SIZE" : "WORLD_SIZE (one process per node)") +
                       (master ? " (node-0 is MASTER_ADDR=" + *master + ")" : std::string());
   c.origin["current_host"] = rank_origin;
   for (const char* key : {"groups", "current_group", "current_instance_type"}) {
