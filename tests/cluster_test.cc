@@ -1,6 +1,7 @@
 // Cluster discovery: resourceconfig.json, SM_* and torchrun variables, the local default,
 // --current-host, and every way a source can be wrong.
 #include "tandem/cluster/cluster.h"
+#include "tandem/cluster/slurm.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -616,6 +617,30 @@ TEST(ProcessEnv, ReadsTheRealEnvironment) {
   EXPECT_EQ(process_env("TANDEM_CLUSTER_TEST_VAR"), std::optional<std::string>("value-1"));
   ::unsetenv("TANDEM_CLUSTER_TEST_VAR");
   EXPECT_EQ(process_env("TANDEM_CLUSTER_TEST_VAR"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace tandem::cluster
+
+namespace tandem::cluster {
+namespace {
+
+TEST(SlurmHostlist, ExpandsRangesPaddingAndProducts) {
+  using Strings = std::vector<std::string>;
+  EXPECT_EQ(expand_hostlist("node[01-04,07],gpu-a[1-2]x,login", "SLURM_JOB_NODELIST"),
+            (Strings{"node01", "node02", "node03", "node04", "node07", "gpu-a1x", "gpu-a2x", "login"}));
+  EXPECT_EQ(expand_hostlist("r[1-2]n[8-10]", "x"), (Strings{"r1n8", "r1n9", "r1n10", "r2n8", "r2n9", "r2n10"}));
+  EXPECT_EQ(expand_hostlist("cpu7", "x"), Strings{"cpu7"});
+  EXPECT_EQ(expand_hostlist("n[098-101]", "x"), (Strings{"n098", "n099", "n100", "n101"}));
+  for (const char* bad : {"node[1-4", "node1-4]", "node[4-1]", "node[a-b]", "a,,b", "node[1-200000]"}) {
+    try {
+      expand_hostlist(bad, "SLURM_JOB_NODELIST_HET_GROUP_1");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("SLURM_JOB_NODELIST_HET_GROUP_1 is not a Slurm host list"),
+                std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
