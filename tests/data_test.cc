@@ -128,6 +128,14 @@ TEST(Datasets, BadInputIsRejectedWithTheFix) {
   EXPECT_THROW(ds->produce(ds->info().size, 0, out), std::out_of_range);
 }
 
+// make_async, waited for: the batch, or the exception it failed with.
+Batch make_and_wait(BatchMaker& maker, const BatchRequest& req) {
+  std::promise<Batch> promise;
+  maker.make_async(BatchRequest(req), [&](Batch b) { promise.set_value(std::move(b)); },
+                   [&](std::exception_ptr e) { promise.set_exception(e); });
+  return promise.get_future().get();
+}
+
 TEST(BatchMaker, PoolAndCallingThreadBuildIdenticalBatches) {
   DataOptions opts;
   opts.data = "blur-benchmark";
@@ -136,10 +144,7 @@ TEST(BatchMaker, PoolAndCallingThreadBuildIdenticalBatches) {
   ThreadPool pool(3);
   BatchMaker maker(ds, &pool);
   BatchRequest req{4, 1, {9, 2, 7, 7, 0}};
-  std::promise<Batch> promise;
-  maker.make_async(BatchRequest(req), [&](Batch b) { promise.set_value(std::move(b)); },
-                   [&](std::exception_ptr e) { promise.set_exception(e); });
-  Batch pooled = promise.get_future().get();
+  Batch pooled = make_and_wait(maker, req);
   Batch direct = maker.make(req);
   EXPECT_EQ(pooled.sequence, 4u);
   EXPECT_EQ(pooled.shape, (std::vector<int64_t>{5, 3, 20, 20}));
@@ -160,11 +165,8 @@ TEST(BatchMaker, AnEmulatedSlowdownStretchesTheTimeAndReportsIt) {
   BatchMaker maker(ds, &pool);
   maker.set_slowdown(4);
   const BatchRequest req{0, 0, {1, 2, 3, 4, 5, 6, 7, 8}};
-  std::promise<Batch> promise;
   const auto start = std::chrono::steady_clock::now();
-  maker.make_async(BatchRequest(req), [&](Batch b) { promise.set_value(std::move(b)); },
-                   [&](std::exception_ptr e) { promise.set_exception(e); });
-  const Batch slow = promise.get_future().get();
+  const Batch slow = make_and_wait(maker, req);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GE(wall, slow.compute_seconds * 3 / 4) << "the sleep is 3/4 of the reported time";
   EXPECT_EQ(slow.data, maker.make(req).data);

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "process_helpers.h"
+#include "worker_fixture.h"
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
 #include "tandem/data/sampler.h"
@@ -24,13 +25,6 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using namespace tandem::testing;
 
-DataOptions small_data() {
-  DataOptions d;
-  d.image_size = 16;
-  d.dataset_size = 400;
-  return d;
-}
-
 SecurityOptions with_token(const std::string& token, const std::string& job = "") {
   SecurityOptions s;
   s.token = token;
@@ -39,27 +33,15 @@ SecurityOptions with_token(const std::string& token, const std::string& job = ""
 }
 
 // A worker in this process, on a free loopback port.
-struct Worker {
+// One preprocessing thread, the given security.
+struct Worker : InProcessWorker {
   explicit Worker(SecurityOptions security, const std::string& bind = "127.0.0.1:0")
-      : server(data::make_dataset(small_data()), options(), "secure-worker", data::DType::kFloat32, security) {
-    port = server.start(bind);
-    waiter = std::async(std::launch::async, [this] { return server.wait(); });
-  }
-  ~Worker() {
-    server.stop();
-    waiter.wait();
-  }
-  static WorkerOptions options() {
+      : InProcessWorker(one_thread(), small_data(), std::move(security), bind) {}
+  static WorkerOptions one_thread() {
     WorkerOptions o;
     o.threads = 1;
     return o;
   }
-  std::string target() const { return "127.0.0.1:" + std::to_string(port); }
-  bool stopped() { return waiter.wait_for(0s) == std::future_status::ready; }
-
-  WorkerServer server;
-  int port = 0;
-  std::future<StopReason> waiter;
 };
 
 std::string error_of(const std::function<void()>& f) {

@@ -54,6 +54,15 @@ std::vector<fs::path> checkpoints(const fs::path& root) {
   return out;
 }
 
+// SIGTERM to a process that waits (for workers, for rendezvous): it exits 2, within 5 s.
+void expect_sigterm_ends_it_within_5s(Child& child, const fs::path& log) {
+  std::this_thread::sleep_for(1s);  // well inside the wait
+  const auto start = std::chrono::steady_clock::now();
+  kill(child.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(child, 30s), 2) << slurp(log);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
 TEST(Signals, SigtermToEveryHostAtOnceCheckpointsTheLastStepAndExitsTwo) {
   std::mt19937 rng(7);
   for (int round = 0; round < 3; ++round) {
@@ -84,11 +93,7 @@ TEST(Signals, SigtermWhileWaitingForAbsentWorkersEndsTheWaitAtOnce) {
                                      " --connect-timeout 100"),
                         dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "trainer ", 30s)) << slurp(dir / "trainer.log");
-  std::this_thread::sleep_for(1s);
-  const auto start = std::chrono::steady_clock::now();
-  kill(trainer.pid, SIGTERM);
-  EXPECT_EQ(wait_exit(trainer, 30s), 2) << slurp(dir / "trainer.log");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  expect_sigterm_ends_it_within_5s(trainer, dir / "trainer.log");
 }
 
 TEST(Signals, ATrainerWhoseLastSourceDiesWritesACheckpointBeforeFailing) {
@@ -201,11 +206,7 @@ TEST(Signals, SigtermDuringRendezvousEndsTheRankWithinSeconds) {
   Child rank0 = spawn("trainer --local-workers 1 --train-threads 1 --steps 10 --dist-timeout 300", dir / "rank0.log");
   for (const char* v : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
   ASSERT_TRUE(wait_for_text(dir / "rank0.log", "trainer ", 30s)) << slurp(dir / "rank0.log");
-  std::this_thread::sleep_for(1s);
-  const auto start = std::chrono::steady_clock::now();
-  kill(rank0.pid, SIGTERM);
-  EXPECT_EQ(wait_exit(rank0, 30s), 2) << slurp(dir / "rank0.log");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  expect_sigterm_ends_it_within_5s(rank0, dir / "rank0.log");
 }
 
 

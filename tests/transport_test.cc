@@ -13,39 +13,15 @@
 #include "tandem/transport/batch_codec.h"
 #include "tandem/transport/remote_worker.h"
 #include "tandem/transport/worker_server.h"
+#include "worker_fixture.h"
 
 namespace tandem::transport {
 namespace {
 
 using namespace std::chrono_literals;
 
-DataOptions small_data() {
-  DataOptions d;
-  d.image_size = 16;
-  d.dataset_size = 400;
-  return d;
-}
-
-struct Worker {
-  explicit Worker(WorkerOptions opts = {}, DataOptions data = small_data())
-      : server(data::make_dataset(data), with_threads(opts), "test-worker") {
-    port = server.start("127.0.0.1:0");
-    waiter = std::async(std::launch::async, [this] { return server.wait(); });
-  }
-  ~Worker() {
-    server.stop();
-    waiter.wait();
-  }
-  static WorkerOptions with_threads(WorkerOptions o) {
-    if (!o.threads) o.threads = 2;
-    return o;
-  }
-  std::string target() const { return "127.0.0.1:" + std::to_string(port); }
-
-  WorkerServer server;
-  int port = 0;
-  std::future<StopReason> waiter;
-};
+using tandem::testing::small_data;
+using Worker = tandem::testing::InProcessWorker;
 
 TEST(Transport, WorkerAnswersHealthChecksAndInfo) {
   Worker w;

@@ -114,7 +114,7 @@ constexpr double kReleaseDeadlineS = 3;
 
 // Samples that were substituted under --on-bad-sample skip, here and on every worker,
 // and what each worker is (asked all at once, so a hung worker costs one short deadline).
-std::vector<report::WorkerFacts> add_skipped(nlohmann::json& summary, const data::Dataset& local,
+std::vector<report::WorkerFacts> ask_workers(nlohmann::json& summary, const data::Dataset& local,
                                              const std::vector<Connection>& workers,
                                              const cluster::Cluster& cluster) {
   nlohmann::json files = local.skipped();
@@ -305,7 +305,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       } catch (const std::exception& e) {
         spdlog::warn("instance types unknown for the plan: {}", e.what());
       }
-      const auto facts = add_skipped(summary, *dataset, workers, cluster);
+      const auto facts = ask_workers(summary, *dataset, workers, cluster);
       summary["throughput"] = report::throughput(result);
       summary["batch_size"] = opts.batch_size;
       summary["global_batch"] = opts.batch_size * dist.world;

@@ -102,7 +102,7 @@ StatusLine::StatusLine() : start_(std::chrono::steady_clock::now()) {
   auto logger = spdlog::default_logger();
   auto sink = std::make_shared<StatusSink>(*this, logger->sinks());
   logger->sinks() = {sink};
-  restore_ = sink;
+  sink_ = sink;
 }
 
 StatusLine::~StatusLine() {
@@ -111,8 +111,7 @@ StatusLine::~StatusLine() {
     if (shown_) std::fputc('\n', stderr);
     shown_ = false;
   }
-  auto sink = std::static_pointer_cast<StatusSink>(restore_);
-  spdlog::default_logger()->sinks() = sink->inner();
+  spdlog::default_logger()->sinks() = sink_->inner();
 }
 
 void StatusLine::progress(int64_t step, int64_t total, const char* phase) {

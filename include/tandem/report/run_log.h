@@ -16,6 +16,8 @@
 
 namespace tandem::report {
 
+class StatusSink;
+
 // Appends one JSON object per LogPoint to `path` (docs/configuration.md, "Metrics"), with
 // the epoch and, per source, what it delivered since the previous line.
 class MetricsLog {
@@ -67,7 +69,7 @@ class StatusLine {
   std::string phase_ = "train";
   double samples_per_sec_ = 0, data_wait_pct_ = 0, loss_ = 0, eval_fraction_ = -1;
   bool have_metrics_ = false, shown_ = false;
-  std::shared_ptr<void> restore_;  // the logger's previous sinks
+  std::shared_ptr<StatusSink> sink_;  // installed in the default logger; holds its previous sinks
 };
 
 }  // namespace tandem::report

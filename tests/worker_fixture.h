@@ -1,0 +1,48 @@
+// An in-process data worker on a free loopback port, for tests of the data plane
+// (transport_test.cc, security_test.cc): started in the constructor, stopped and joined in
+// the destructor.
+#pragma once
+
+#include <chrono>
+#include <future>
+#include <string>
+
+#include "tandem/common/settings.h"
+#include "tandem/data/dataset.h"
+#include "tandem/transport/worker_server.h"
+
+namespace tandem::testing {
+
+// 400 synthetic 16x16 samples: small enough that tests run in milliseconds.
+inline DataOptions small_data() {
+  DataOptions d;
+  d.image_size = 16;
+  d.dataset_size = 400;
+  return d;
+}
+
+struct InProcessWorker {
+  explicit InProcessWorker(WorkerOptions opts = {}, DataOptions data = small_data(), SecurityOptions security = {},
+                           const std::string& bind = "127.0.0.1:0")
+      : server(data::make_dataset(data), with_threads(opts), "test-worker", data::DType::kFloat32,
+               std::move(security)) {
+    port = server.start(bind);
+    waiter = std::async(std::launch::async, [this] { return server.wait(); });
+  }
+  ~InProcessWorker() {
+    server.stop();
+    waiter.wait();
+  }
+  static WorkerOptions with_threads(WorkerOptions o) {
+    if (!o.threads) o.threads = 2;
+    return o;
+  }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port); }
+  bool stopped() { return waiter.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+
+  transport::WorkerServer server;
+  int port = 0;
+  std::future<transport::StopReason> waiter;
+};
+
+}  // namespace tandem::testing
