@@ -520,7 +520,10 @@ TEST(TorchrunEnv, NodesFromWorldSize) {
   EXPECT_EQ(c.current_group, "homogeneousCluster");
   ASSERT_EQ(c.groups.size(), 1u);
   EXPECT_EQ(c.origin["current_host"], "GROUP_RANK");
-  EXPECT_TRUE(Mentions(c.origin["hosts"], {"WORLD_SIZE", "MASTER_ADDR=10.0.0.1"}));
+  EXPECT_TRUE(Mentions(c.origin["hosts"], {"WORLD_SIZE", "index only", "MASTER_ADDR"}));
+  EXPECT_EQ(c.details["MASTER_ADDR"], "10.0.0.1");
+  EXPECT_EQ(c.details["RANK"], "5");
+  EXPECT_TRUE(c.ranks_started);  // launch trains as this rank, starting no processes
 }
 
 // Kubeflow's PyTorchJob: WORLD_SIZE and RANK per pod, no LOCAL_WORLD_SIZE (used to be an
@@ -531,7 +534,9 @@ TEST(TorchrunEnv, KubeflowPodsWithoutLocalWorldSizeAreOneProcessEach) {
   EXPECT_EQ(c.current_host, "node-2");
   EXPECT_EQ(c.origin["current_host"], "RANK");
   EXPECT_TRUE(Mentions(c.source, {"Kubeflow", "one process per node"}));
-  EXPECT_TRUE(Mentions(c.origin["hosts"], {"one process per node", "MASTER_ADDR=job-master-0"}));
+  EXPECT_TRUE(Mentions(c.origin["hosts"], {"one process per node", "MASTER_ADDR"}));
+  EXPECT_EQ(c.details["MASTER_ADDR"], "job-master-0");
+  EXPECT_TRUE(c.ranks_started);
 }
 
 TEST(TorchrunEnv, NamesSortInNodeOrder) {

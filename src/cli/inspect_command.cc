@@ -19,10 +19,11 @@ Command add_inspect_command(CLI::App& root, Settings& s) {
   add_data_options(*app, s.data);
   add_worker_options(*app, s.worker);
   add_trainer_options(*app, s.trainer);
+  add_worker_list_options(*app, s.trainer);
   return {app, [&s] {
             const cluster::Cluster c = cluster::discover(s.cluster);
             const cluster::RolePlan plan = cluster::resolve_roles(c, s.cluster);
-            nlohmann::json out = cluster::describe(c, plan, s.cluster, 1);
+            nlohmann::json out = cluster::describe(c, plan, s.cluster, 1, s.trainer.workers, s.trainer.worker_service);
             out["torch"] = training::to_json(training::torch_runtime());
             std::cout << out.dump(2) << std::endl;
             return 0;

@@ -16,6 +16,7 @@ Command add_launch_command(CLI::App& root, Settings& s, const std::string& name)
   add_data_options(*app, s.data);
   add_worker_options(*app, s.worker);
   add_trainer_options(*app, s.trainer);
+  add_worker_list_options(*app, s.trainer);
   return {app, [app, &s] {
             std::vector<std::string> forwarded;
             auto text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };

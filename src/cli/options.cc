@@ -69,6 +69,14 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
       ->capture_default_str()->check(non_negative())->group(kClusterGroup);
 }
 
+void add_worker_list_options(CLI::App& app, TrainerOptions& o) {
+  app.add_option("--workers", o.workers, "Data workers to pull from: host[:port],... (the port defaults to --worker-port)")
+      ->delimiter(',')->group(kTrainerGroup);
+  app.add_option("--worker-service", o.worker_service,
+                 "A DNS name with one address per data worker (a Kubernetes headless Service): NAME[:PORT]")
+      ->group(kTrainerGroup);
+}
+
 void add_security_options(CLI::App& app, SecurityOptions& o) {
   app.add_option("--token", o.token, "The job's token every RPC carries (prefer --token-file or env TANDEM_TOKEN)")
       ->group(kSecurityGroup);

@@ -13,13 +13,12 @@ Command add_trainer_command(CLI::App& root, Settings& s) {
   add_security_options(*app, s.security);
   add_data_options(*app, s.data);
   add_trainer_options(*app, s.trainer);
-  app->add_option("--workers", s.trainer.workers, "Data workers to pull from: host[:port],... (the port defaults to --worker-port)")
-      ->delimiter(',')->group(kTrainerGroup);
+  add_worker_list_options(*app, s.trainer);
   return {app, [&s] {
             char name[256] = "trainer";
             gethostname(name, sizeof name - 1);
-            for (auto& w : s.trainer.workers) w = cluster::with_default_port(w, s.cluster.worker_port);
-            return launch::run_trainer(s, s.trainer.workers, s.cluster.current_host.empty() ? name : s.cluster.current_host);
+            const auto targets = cluster::explicit_worker_targets(s.trainer.workers, s.trainer.worker_service, s.cluster);
+            return launch::run_trainer(s, targets, s.cluster.current_host.empty() ? name : s.cluster.current_host);
           },
           true};
 }

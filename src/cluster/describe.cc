@@ -24,22 +24,26 @@ json groups_json(const Cluster& cluster, const RolePlan& plan) {
 }
 
 // A trainer learns its rank range and whom to ask for batches; a worker, where it listens.
-void add_role_details(json& out, const RolePlan& plan, const Cluster& cluster,
-                      const ClusterOptions& opts, int procs_per_host) {
+void add_role_details(json& out, const RolePlan& plan, const Cluster& cluster, const ClusterOptions& opts,
+                      int procs_per_host, const std::vector<std::string>& named, const std::string& service) {
   if (plan.role == Role::kWorker) {
     out["worker_address"] = worker_endpoint(cluster.current_host, opts).target();
     return;
   }
   out["trainer_ranks"] = {{"first", plan.host_index * procs_per_host}, {"count", procs_per_host}};
   json workers = json::array();
-  for (const auto& host : plan.worker_hosts) workers.push_back(worker_endpoint(host, opts).target());
+  if (named.empty() && service.empty()) {
+    for (const auto& host : plan.worker_hosts) workers.push_back(worker_endpoint(host, opts).target());
+  }
+  for (const auto& target : named) workers.push_back(with_default_port(target, opts.worker_port));
   out["workers"] = workers;
+  if (!service.empty()) out["worker_service"] = service;
 }
 
 }  // namespace
 
-json describe(const Cluster& cluster, const RolePlan& plan, const ClusterOptions& opts,
-              int procs_per_host) {
+json describe(const Cluster& cluster, const RolePlan& plan, const ClusterOptions& opts, int procs_per_host,
+              const std::vector<std::string>& named_workers, const std::string& worker_service) {
   json out;
   out["source"] = cluster.source;
   out["current_host"] = cluster.current_host;
@@ -53,7 +57,9 @@ json describe(const Cluster& cluster, const RolePlan& plan, const ClusterOptions
   out["host_index"] = plan.host_index;
   out["trainer_hosts"] = plan.trainer_hosts;
   out["worker_hosts"] = plan.worker_hosts;
-  add_role_details(out, plan, cluster, opts, procs_per_host);
+  add_role_details(out, plan, cluster, opts, procs_per_host, named_workers, worker_service);
+  if (!cluster.details.empty()) out["details"] = cluster.details;
+  if (cluster.ranks_started) out["ranks_started_by_launcher"] = true;
   json origin = cluster.origin;
   for (const auto& [key, value] : plan.origin) origin[key] = value;
   out["origin"] = origin;

@@ -90,32 +90,35 @@ std::map<std::string, MapEntry> parse_host_map(const std::vector<std::string>& e
 }
 
 struct Lookup {
-  std::string address;  // empty on failure
+  std::vector<std::string> addresses;  // empty on failure
   std::string error;
 };
 
+// Every address of `host`, numeric, without repeats, in the resolver's order: IPv4 ones
+// when there are any (cluster networks and --host-map speak it, and it keeps targets
+// simple), else IPv6.
 Lookup lookup_once(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0) {
-    return {"", gai_strerror(rc)};
+    return {{}, gai_strerror(rc)};
   }
-  // IPv4 first: cluster networks and --host-map speak it, and it keeps targets simple.
-  const addrinfo* pick = found;
+  bool any_v4 = false;
+  for (const addrinfo* p = found; p != nullptr; p = p->ai_next) any_v4 |= p->ai_family == AF_INET;
+  Lookup out;
   for (const addrinfo* p = found; p != nullptr; p = p->ai_next) {
-    if (p->ai_family == AF_INET) {
-      pick = p;
-      break;
+    if (any_v4 && p->ai_family != AF_INET) continue;
+    char buf[NI_MAXHOST];
+    if (int rc = getnameinfo(p->ai_addr, p->ai_addrlen, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST); rc != 0) {
+      out.error = gai_strerror(rc);
+      continue;
     }
+    if (std::find(out.addresses.begin(), out.addresses.end(), buf) == out.addresses.end()) out.addresses.push_back(buf);
   }
-  char buf[NI_MAXHOST];
-  int rc = getnameinfo(pick->ai_addr, pick->ai_addrlen, buf, sizeof buf, nullptr, 0,
-                       NI_NUMERICHOST);
   freeaddrinfo(found);
-  if (rc != 0) return {"", gai_strerror(rc)};
-  return {buf, ""};
+  return out;
 }
 
 // getaddrinfo cannot be interrupted and may block for the resolver's own timeouts, so it
@@ -162,9 +165,9 @@ std::string with_default_port(const std::string& target, int port) {
   return target + ":" + p;
 }
 
-std::string resolve_host(const std::string& host, double timeout_s) {
-  if (is_numeric(host)) return host;
-  if (host == "localhost") return "127.0.0.1";
+std::vector<std::string> resolve_all(const std::string& host, double timeout_s) {
+  if (is_numeric(host)) return {host};
+  if (host == "localhost") return {"127.0.0.1"};
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
@@ -181,7 +184,7 @@ std::string resolve_host(const std::string& host, double timeout_s) {
       break;
     }
     const Lookup result = attempt.get();
-    if (!result.address.empty()) return result.address;
+    if (!result.addresses.empty()) return result.addresses;
     last_error = result.error;
     if (Clock::now() >= deadline) break;
     std::this_thread::sleep_until(std::min(Clock::now() + delay, deadline));
@@ -193,6 +196,39 @@ std::string resolve_host(const std::string& host, double timeout_s) {
   throw NetworkError("could not resolve host \"" + host + "\" after waiting " + waited + " s (" +
                      last_error + "). Fix: check the host name, map it to an address with "
                      "--host-map " + host + "=addr[:port], or wait longer with --resolve-timeout");
+}
+
+std::string resolve_host(const std::string& host, double timeout_s) { return resolve_all(host, timeout_s).front(); }
+
+std::vector<std::string> explicit_worker_targets(const std::vector<std::string>& workers,
+                                                 const std::string& service, const ClusterOptions& opts,
+                                                 const Resolver& resolve) {
+  std::vector<std::string> out;
+  auto add = [&out](const std::string& target) {
+    if (std::find(out.begin(), out.end(), target) == out.end()) out.push_back(target);
+  };
+  for (const std::string& w : workers) {
+    if (w.empty()) throw ConfigError("--workers lists an empty address. Fix: write host[:port],host[:port],...");
+    add(with_default_port(w, opts.worker_port));
+  }
+  if (service.empty()) return out;
+  std::string name = service;
+  int port = opts.worker_port;
+  if (const size_t colon = service.rfind(':'); colon != std::string::npos) {
+    name = service.substr(0, colon);
+    const std::string digits = service.substr(colon + 1);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    if (ec != std::errc() || end != digits.data() + digits.size() || port < 1 || port > 65535) {
+      throw ConfigError("--worker-service " + service + ": \"" + digits + "\" is not a port. Fix: write NAME or "
+                        "NAME:PORT with a port from 1 to 65535, e.g. tandem-workers.default.svc:6000");
+    }
+  }
+  if (name.empty() || name.find_first_of("[]/ ") != std::string::npos) {
+    throw ConfigError("--worker-service " + service + ": not a DNS name. Fix: name a DNS record with one address "
+                      "per worker, e.g. a Kubernetes headless Service: tandem-workers.default.svc");
+  }
+  for (const std::string& address : resolve(name, opts.resolve_timeout_s)) add(Endpoint{name, address, port}.target());
+  return out;
 }
 
 }  // namespace tandem::cluster

@@ -1,5 +1,7 @@
 #include "tandem/cluster/slurm.h"
 
+#include "draft.h"
+
 #include <algorithm>
 #include <charconv>
 
@@ -97,3 +99,8 @@ std::vector<std::string> expand_hostlist(const std::string& list, const std::str
 }
 
 }  // namespace tandem::cluster
+
+namespace tandem::cluster::detail {
+std::optional<Cluster> from_slurm_env(const EnvLookup&) { return std::nullopt; }
+std::optional<Cluster> from_jobset_env(const EnvLookup&) { return std::nullopt; }
+}  // namespace tandem::cluster::detail

@@ -1,6 +1,7 @@
 #include "tandem/data/dataset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "tandem/common/error.h"
@@ -35,6 +36,33 @@ std::string batch_problem(const Batch& batch, const DatasetInfo& info) {
   return {};
 }
 
+
+std::string info_problem(const DatasetInfo& info) {
+  constexpr int64_t kMaxSide = 1 << 16;
+  constexpr int kMaxClasses = 1 << 24;
+  if (info.name.empty() || info.name.size() > 200) return "no usable dataset name";
+  if (info.fingerprint.empty()) return "no fingerprint";
+  if (info.size == 0 || info.size > (uint64_t{1} << 32)) return "size " + std::to_string(info.size) + " samples";
+  if (info.sample_shape.size() != 3) return "a sample shape of " + std::to_string(info.sample_shape.size()) + " dimensions, not [C, H, W]";
+  for (int64_t d : info.sample_shape) {
+    if (d < 1 || d > kMaxSide) return "a sample dimension of " + std::to_string(d);
+  }
+  if (info.sample_shape[0] > 64) return std::to_string(info.sample_shape[0]) + " channels";
+  if (info.num_classes < 1 || info.num_classes > kMaxClasses) {
+    return "a class count of " + std::to_string(info.num_classes) + " (a worker of an older tandem does not say it)";
+  }
+  const auto channels = static_cast<size_t>(info.sample_shape[0]);
+  if (info.mean.size() != info.std.size() || (!info.mean.empty() && info.mean.size() != channels)) {
+    return "normalisation for " + std::to_string(info.mean.size()) + " channels (mean) and " +
+           std::to_string(info.std.size()) + " (std), not " + std::to_string(channels);
+  }
+  for (size_t c = 0; c < info.mean.size(); ++c) {
+    if (!std::isfinite(info.mean[c]) || !std::isfinite(info.std[c]) || info.std[c] <= 0) {
+      return "a normalisation with mean " + std::to_string(info.mean[c]) + ", std " + std::to_string(info.std[c]);
+    }
+  }
+  return "";
+}
 
 size_t DatasetInfo::sample_bytes() const {
   size_t n = dtype_size(dtype);

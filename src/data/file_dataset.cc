@@ -36,6 +36,17 @@ std::string data_path(const DataOptions& opts) {
   return channel;
 }
 
+bool dataset_is_here(const DataOptions& opts) {
+  const std::string source = split_source(opts.data).first;
+  if (source != "imagefolder" && source != "mnist") return true;
+  try {
+    data_path(opts);
+    return true;
+  } catch (const ConfigError&) {
+    return false;
+  }
+}
+
 uint64_t samples_per_epoch(const DataOptions& opts, uint64_t available, const std::string& what) {
   if (available == 0) throw ConfigError(what + " holds no samples: add data or point --data elsewhere");
   if (opts.dataset_size == 0) return available;

@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
@@ -92,21 +94,41 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
   // when the GPU check loads the runtime) must not take it instead and die of it.
   block_stop_signals();
   const cluster::Cluster c = cluster::discover(settings.cluster);
-  const cluster::RolePlan plan = cluster::resolve_roles(c, settings.cluster);
+  const ClusterOptions& co = settings.cluster;
+  const std::vector<std::string> named =
+      cluster::explicit_worker_targets(settings.trainer.workers, settings.trainer.worker_service, co);
+  if (c.ranks_started) {
+    // torchrun (or a Kubeflow PyTorchJob) started this process as one rank, with its own
+    // MASTER_ADDR and MASTER_PORT: train as that rank, start nothing.
+    spdlog::info("rank {} of {} started by the launcher ({}), rendezvous at {}:{}; {} data workers{}",
+                 c.details.count("RANK") ? c.details.at("RANK") : "0", c.details.at("WORLD_SIZE"), c.source,
+                 c.details.count("MASTER_ADDR") ? c.details.at("MASTER_ADDR") : "127.0.0.1",
+                 c.details.count("MASTER_PORT") ? c.details.at("MASTER_PORT") : std::to_string(settings.trainer.master_port),
+                 named.size(), named.empty() ? " (none named by --workers or --worker-service: local preprocessing only)" : "");
+    char name[256] = "localhost";
+    gethostname(name, sizeof name - 1);
+    return run_trainer(settings, named, co.current_host.empty() ? name : co.current_host);
+  }
+  const cluster::RolePlan plan = cluster::resolve_roles(c, co);
   spdlog::info("host {} of group {} ({}): role {} (from {})", c.current_host, c.current_group,
                c.current_instance_type, cluster::role_name(plan.role),
                plan.origin.count("role") ? plan.origin.at("role") : c.source);
   if (plan.role == cluster::Role::kWorker) {
     Settings s = settings;
-    if (!s.worker.port) s.worker.port = cluster::worker_endpoint(c.current_host, s.cluster).port;
+    if (!s.worker.port) s.worker.port = cluster::worker_endpoint(c.current_host, co).port;
     return run_worker(s, c.current_host);
   }
   check_gpu(c, settings.trainer);
-  std::vector<std::string> targets;
-  for (const std::string& host : plan.worker_hosts) {
-    cluster::Endpoint ep = cluster::worker_endpoint(host, settings.cluster);
-    ep.address = cluster::resolve_host(ep.address, settings.cluster.resolve_timeout_s);
-    targets.push_back(ep.target());
+  std::vector<std::string> targets = named;
+  if (!named.empty() && !plan.worker_hosts.empty()) {
+    spdlog::info("data workers from --workers/--worker-service ({}), not from the worker groups", named.size());
+  }
+  if (named.empty()) {
+    for (const std::string& host : plan.worker_hosts) {
+      cluster::Endpoint ep = cluster::worker_endpoint(host, co);
+      ep.address = cluster::resolve_host(ep.address, co.resolve_timeout_s);
+      targets.push_back(ep.target());
+    }
   }
   const int procs = settings.trainer.procs_per_host > 0 ? settings.trainer.procs_per_host
                                                         : std::max(training::cuda_device_count(), 1);

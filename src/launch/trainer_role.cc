@@ -29,6 +29,7 @@
 #include "tandem/transport/credentials.h"
 #include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/remote_worker.h"
+#include "worker_links.h"
 
 namespace tandem::launch {
 namespace {
@@ -47,53 +48,6 @@ std::pair<int, int> split_cores(const TrainerOptions& opts, bool has_remote, boo
   return {torch_threads, local};
 }
 
-struct Connection {
-  std::unique_ptr<transport::RemoteWorker> worker;
-  bool ready = false;
-};
-
-// Connects to the workers. Training starts as soon as one source can serve (a worker
-// that answers, or this host's own threads); workers that do not answer yet join in the
-// background when they do. With no source at all it waits up to --connect-timeout.
-std::vector<Connection> connect_workers(const std::vector<std::string>& targets, const Settings& settings,
-                                        const data::DatasetInfo& info, const std::atomic<bool>& stop, bool local) {
-  const TrainerOptions& opts = settings.trainer;
-  if (settings.security.token.empty() &&
-      std::any_of(targets.begin(), targets.end(), [](const auto& t) { return !transport::is_loopback(t); })) {
-    spdlog::warn("THE DATA PLANE IS OPEN: no token is set, so anyone on the network can feed this trainer batches "
-                 "or stop its workers. Set TANDEM_TOKEN (or --token-file) on every host of the job (docs/security.md)");
-  }
-  std::vector<Connection> out;
-  for (const std::string& t : targets) out.push_back({std::make_unique<transport::RemoteWorker>(t, settings.security)});
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opts.connect_timeout_s);
-  for (;;) {
-    for (auto& c : out) {
-      if (c.ready) continue;
-      try {
-        c.worker->wait_ready(1.0, &stop);
-      } catch (const NetworkError&) {
-        continue;
-      }
-      c.worker->check_serves(info, 10);
-      c.ready = true;
-    }
-    const bool any = std::any_of(out.begin(), out.end(), [](const Connection& c) { return c.ready; });
-    if (std::all_of(out.begin(), out.end(), [](const Connection& c) { return c.ready; })) return out;
-    if (any || local) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw NetworkError("no data worker answered within --connect-timeout " +
-                         std::to_string(static_cast<int>(opts.connect_timeout_s)) + " s (" + std::to_string(out.size()) +
-                         " tried, e.g. " + out.front().worker->target() +
-                         "): check that they run and listen on that port, or raise --connect-timeout");
-    }
-  }
-  for (const auto& c : out) {
-    if (!c.ready) spdlog::warn("data worker {} does not answer yet: training starts without it, it joins when it does",
-                               c.worker->target());
-  }
-  return out;
-}
-
 // The held-out set: same data settings, the test split and its default (eval) pipeline.
 std::shared_ptr<const data::Dataset> eval_dataset(const Settings& settings, const data::DatasetInfo& train) {
   DataOptions e = settings.data;
@@ -107,42 +61,6 @@ std::shared_ptr<const data::Dataset> eval_dataset(const Settings& settings, cons
                       settings.data.data + ": evaluate on data prepared like the training set");
   }
   return eval;
-}
-
-// The deadline of the calls that end a run: a healthy worker answers in milliseconds.
-constexpr double kReleaseDeadlineS = 3;
-
-// Samples that were substituted under --on-bad-sample skip, here and on every worker,
-// and what each worker is (asked all at once, so a hung worker costs one short deadline).
-std::vector<report::WorkerFacts> ask_workers(nlohmann::json& summary, const data::Dataset& local,
-                                             const std::vector<Connection>& workers,
-                                             const cluster::Cluster& cluster) {
-  nlohmann::json files = local.skipped();
-  uint64_t count = local.skipped_count();
-  std::vector<report::WorkerFacts> facts;
-  std::vector<std::future<transport::WorkerInfo>> answers;
-  for (const auto& c : workers) {
-    answers.push_back(std::async(std::launch::async, [&w = *c.worker] { return w.info(kReleaseDeadlineS); }));
-  }
-  for (size_t i = 0; i < workers.size(); ++i) {
-    report::WorkerFacts f{workers[i].worker->target(), "", "", 0};
-    try {
-      const transport::WorkerInfo wi = answers[i].get();
-      for (const auto& s : wi.skipped) files.push_back(wi.host + ": " + s);
-      count += wi.skipped_count;
-      f.host = wi.host;
-      f.threads = wi.threads;
-      for (const auto& g : cluster.groups) {
-        if (std::find(g.hosts.begin(), g.hosts.end(), wi.host) != g.hosts.end()) f.instance_type = g.instance_type;
-      }
-    } catch (const std::exception& e) {
-      spdlog::warn("could not ask {} which samples it skipped: {}", workers[i].worker->target(), e.what());
-    }
-    facts.push_back(std::move(f));
-  }
-  summary["skipped_samples"] = count;
-  summary["skipped_files"] = files;
-  return facts;
 }
 
 }  // namespace
@@ -181,20 +99,26 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   std::vector<Connection> workers;
   // Whatever happens, the workers hear that training is over, so none waits in vain.
   // All at once, so that hung workers cost one deadline, not one each.
-  auto release_workers = [&](const std::string& reason) {
-    std::vector<std::thread> calls;
-    for (const std::string& target : worker_targets) {
-      calls.emplace_back([&, target] { transport::RemoteWorker(target, settings.security).shutdown(reason, kReleaseDeadlineS); });
-    }
-    for (auto& t : calls) t.join();
-  };
+  auto release = [&](const std::string& reason) { release_workers(worker_targets, settings.security, reason); };
   int rank = 0;
   try {
     const training::DistInfo dist = training::dist_from_env(opts);
     rank = dist.rank;
     if (dist.local_rank == 0) spdlog::info("trainer {}: {}", host, training::describe(training::torch_runtime()));
-    auto dataset = data::make_dataset(settings.data);
-    const data::DatasetInfo& info = dataset->info();
+    // A host without a copy of the data (a SageMaker channel sent to the data group only)
+    // preprocesses nothing and learns the dataset from its workers.
+    const bool learn = !worker_targets.empty() && opts.local_workers <= 0 && !data::dataset_is_here(settings.data);
+    std::shared_ptr<const data::Dataset> dataset;
+    data::DatasetInfo info;
+    if (learn) {
+      spdlog::info("no copy of --data {} on this host: it preprocesses nothing and learns the dataset from its workers",
+                   settings.data.data);
+      opts.local_workers = 0;
+      info = learn_dataset_from_workers(worker_targets, settings, stop);
+    } else {
+      dataset = data::make_dataset(settings.data);
+      info = dataset->info();
+    }
     // As the sampler cuts epochs: whole global batches; the remainder waits for the next epoch.
     const uint64_t per_epoch = info.size / (static_cast<uint64_t>(opts.batch_size) * static_cast<uint64_t>(dist.world));
     if (opts.epochs > 0) {
@@ -305,7 +229,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       } catch (const std::exception& e) {
         spdlog::warn("instance types unknown for the plan: {}", e.what());
       }
-      const auto facts = ask_workers(summary, *dataset, workers, cluster);
+      const auto facts = ask_workers(summary, dataset.get(), workers, cluster);
       summary["throughput"] = report::throughput(result);
       summary["batch_size"] = opts.batch_size;
       summary["global_batch"] = opts.batch_size * dist.world;
@@ -339,19 +263,19 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
                    result.interrupted ? "interrupted" : "finished", result.steps, result.first_loss, result.final_loss,
                    result.samples_per_sec * dist.world, path);
       // Every rank has finished its last step (run() ends with a barrier): now the workers may go.
-      release_workers(result.interrupted ? "trainer interrupted" : "training finished");
+      release(result.interrupted ? "trainer interrupted" : "training finished");
     }
     return result.interrupted ? kExitInterrupted : kExitOk;
   } catch (const Interrupted& e) {
     spdlog::warn("trainer {} rank {} stopped before training: {}", host, rank, e.what());
     for (auto& c : workers) c.worker->stop();
-    if (rank == 0) release_workers("trainer interrupted");
+    if (rank == 0) release("trainer interrupted");
     return kExitInterrupted;
   } catch (const std::exception& e) {
     spdlog::error("trainer {} rank {} failed: {}", host, rank, e.what());
     report::write_failure(root, std::string("trainer failed: ") + e.what());
     for (auto& c : workers) c.worker->stop();
-    release_workers("trainer failed");
+    release("trainer failed");
     return kExitFailed;
   }
 }

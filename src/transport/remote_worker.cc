@@ -1,5 +1,6 @@
 #include "tandem/transport/remote_worker.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -119,6 +120,14 @@ WorkerInfo RemoteWorker::info(double timeout_s) {
   info.size = reply.size();
   info.fingerprint = reply.fingerprint();
   info.sample_shape.assign(reply.sample_shape().begin(), reply.sample_shape().end());
+  info.num_classes = static_cast<int>(std::min<uint32_t>(reply.num_classes(), 1u << 30));
+  info.mean.assign(reply.mean().begin(), reply.mean().end());
+  info.std.assign(reply.std().begin(), reply.std().end());
+  try {
+    info.dtype = from_proto(reply.dtype());
+  } catch (const NetworkError& e) {
+    throw NetworkError("data worker " + target_ + ": " + e.what());
+  }
   info.threads = static_cast<int>(reply.threads());
   info.host = printable(reply.host(), 80);  // the peer's words, logged by the trainer
   for (const auto& s : reply.skipped()) info.skipped.push_back(printable(s));
@@ -276,6 +285,26 @@ void RemoteWorker::stop() {
   }
   impl_->retry_cv.notify_all();
   if (impl_->reader.joinable()) impl_->reader.join();
+}
+
+data::DatasetInfo RemoteWorker::learn_dataset(double timeout_s) {
+  const WorkerInfo wi = info(timeout_s);
+  data::DatasetInfo d;
+  d.name = printable(wi.dataset, 80);
+  d.size = wi.size;
+  d.fingerprint = printable(wi.fingerprint, 80);
+  d.sample_shape = wi.sample_shape;
+  d.dtype = wi.dtype;
+  d.num_classes = wi.num_classes;
+  d.mean = wi.mean;
+  d.std = wi.std;
+  if (const std::string problem = data::info_problem(d); !problem.empty()) {
+    throw NetworkError("data worker " + target_ + " (" + wi.host + ") describes its dataset with " + problem +
+                       ", which a trainer cannot build a model on: run the same tandem version on every host");
+  }
+  spdlog::info("dataset learnt from data worker {} ({}): '{}' of {} samples, {} classes, fingerprint {}", target_,
+               wi.host, d.name, d.size, d.num_classes, d.fingerprint);
+  return d;
 }
 
 WorkerInfo RemoteWorker::check_serves(const data::DatasetInfo& expected, double timeout_s) {

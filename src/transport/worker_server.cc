@@ -120,6 +120,9 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     reply->set_fingerprint(info.fingerprint);
     reply->mutable_sample_shape()->Add(info.sample_shape.begin(), info.sample_shape.end());
     reply->set_dtype(to_proto(info.dtype));
+    reply->set_num_classes(static_cast<uint32_t>(info.num_classes));
+    reply->mutable_mean()->Add(info.mean.begin(), info.mean.end());
+    reply->mutable_std()->Add(info.std.begin(), info.std.end());
     reply->set_threads(static_cast<uint32_t>(pool->size()));
     reply->set_host(host);
     for (const std::string& s : dataset->skipped()) reply->add_skipped(s);

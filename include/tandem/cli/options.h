@@ -25,6 +25,8 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o);
 void add_data_options(CLI::App& app, DataOptions& o);
 void add_worker_options(CLI::App& app, WorkerOptions& o);
 void add_trainer_options(CLI::App& app, TrainerOptions& o);
+// --workers and --worker-service: data workers named directly (trainer, launch, inspect).
+void add_worker_list_options(CLI::App& app, TrainerOptions& o);
 void add_security_options(CLI::App& app, SecurityOptions& o);
 void add_simulate_options(CLI::App& app, SimulateOptions& o);
 

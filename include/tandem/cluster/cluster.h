@@ -16,6 +16,9 @@ struct InstanceGroup {
   std::string name;
   std::string instance_type;
   std::vector<std::string> hosts;  // sorted
+  // GPUs each host has, when the source says (Slurm's GRES); -1 = unknown, and the
+  // instance type's family decides whether the group trains.
+  int gpus_per_host = -1;
 };
 
 struct Cluster {
@@ -29,6 +32,13 @@ struct Cluster {
   // Where each value came from, keyed by field name ("current_host", "groups", ...):
   // a file path, an environment variable name, a flag, or "default".
   std::map<std::string, std::string> origin;
+  // Other values the source gave that a user may want to see (`tandem inspect`), e.g.
+  // torchrun's MASTER_ADDR or a JobSet's name, keyed by variable name.
+  std::map<std::string, std::string> details;
+  // The process is already one rank of a job whose launcher (torchrun, a Kubeflow
+  // PyTorchJob) started one process per rank: `launch` trains as that rank, with the
+  // launcher's MASTER_ADDR, and starts no rank processes of its own.
+  bool ranks_started = false;
 };
 
 // Reads one environment variable; injectable so tests need not touch the process env.
@@ -41,10 +51,16 @@ std::optional<std::string> process_env(const std::string& name);
 // Throws ConfigError naming the file, the field and the fix.
 Cluster parse_resource_config(const std::string& json_text, const std::string& path);
 
-// Discovers the cluster, in order of precedence: <root>/input/config/resourceconfig.json,
-// then SageMaker toolkit variables (SM_CURRENT_HOST, SM_HOSTS, SM_CURRENT_INSTANCE_GROUP,
-// SM_INSTANCE_GROUPS_DICT, SM_CURRENT_INSTANCE_TYPE), then torchrun variables (RANK,
-// WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR), then a single local host.
+// Discovers the cluster, in order of precedence (docs/platforms.md):
+//  1. <root>/input/config/resourceconfig.json (SageMaker);
+//  2. SageMaker toolkit variables (SM_CURRENT_HOST, SM_HOSTS, SM_INSTANCE_GROUPS_DICT, ...);
+//  3. torchrun / Kubeflow PyTorchJob variables (WORLD_SIZE with RANK or GROUP_RANK,
+//     LOCAL_WORLD_SIZE, MASTER_ADDR): the process is already a rank;
+//  4. Slurm (SLURM_JOB_ID with SLURM_JOB_NODELIST; heterogeneous jobs by SLURM_HET_SIZE
+//     and SLURM_JOB_NODELIST_HET_GROUP_<n>, or the older PACK names);
+//  5. a Kubernetes JobSet pod (TANDEM_JOBSET_GROUPS with the JobSet's labels, passed in
+//     by the manifest through the downward API);
+//  6. a single local host.
 // Flags (opts.current_host) override what was discovered.
 Cluster discover(const ClusterOptions& opts, const EnvLookup& env = process_env);
 

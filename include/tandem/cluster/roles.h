@@ -1,6 +1,7 @@
 // Role resolution: which hosts train, which serve data, and where this host fits.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -58,9 +59,24 @@ std::string with_default_port(const std::string& target, int port);
 // Returns the numeric address. Throws NetworkError naming the host after the deadline.
 std::string resolve_host(const std::string& host, double timeout_s);
 
+// Every address of `host` (IPv4 ones when it has any, else IPv6), retrying as
+// resolve_host does: a Kubernetes headless Service names one address per ready pod.
+std::vector<std::string> resolve_all(const std::string& host, double timeout_s);
+
+// The data workers a trainer was told of explicitly: --workers host[:port],... (the
+// port defaults to --worker-port) and every address of --worker-service NAME[:PORT].
+// `resolve` is injectable for tests. Empty when neither is set.
+using Resolver = std::function<std::vector<std::string>(const std::string& host, double timeout_s)>;
+std::vector<std::string> explicit_worker_targets(const std::vector<std::string>& workers,
+                                                 const std::string& service, const ClusterOptions& opts,
+                                                 const Resolver& resolve = resolve_all);
+
 // The JSON that `tandem inspect` prints: the cluster, this host's role, its trainer rank
 // range or worker address, and where each value came from.
+// `named_workers` (--workers, with ports) and `worker_service` replace the worker groups'
+// hosts in a trainer's list, as they do when it runs.
 nlohmann::json describe(const Cluster& cluster, const RolePlan& plan, const ClusterOptions& opts,
-                        int procs_per_host);
+                        int procs_per_host, const std::vector<std::string>& named_workers = {},
+                        const std::string& worker_service = "");
 
 }  // namespace tandem::cluster

@@ -87,7 +87,11 @@ struct WorkerOptions {
 
 // The training loop and its feeding.
 struct TrainerOptions {
-  std::vector<std::string> workers;  // --workers host:port,... (explicit trainer only)
+  // Data workers named directly rather than by an instance group (torchrun, Kubeflow,
+  // `tandem trainer`): --workers host[:port],... and --worker-service NAME[:PORT], a DNS
+  // name with one address per worker (a Kubernetes headless Service).
+  std::vector<std::string> workers;
+  std::string worker_service;
   std::string model = "small_cnn";   // --model: small_cnn | mnist_cnn | resnet18 | resnet50 | vit_tiny | vit_b16 | FILE.pt
   int batch_size = 64;               // --batch-size: per trainer process
   int64_t steps = 300;               // --steps

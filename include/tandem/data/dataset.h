@@ -52,6 +52,16 @@ class Dataset {
 // broken: the feed drops it.
 std::string batch_problem(const Batch& batch, const DatasetInfo& info);
 
+// What is wrong with `info` as the description of a dataset a peer serves (shape, class
+// count, size, normalisation, name), or empty when nothing is. A trainer that learns its
+// dataset from a worker checks the worker's words with it.
+std::string info_problem(const DatasetInfo& info);
+
+// False when `opts` names files (imagefolder, mnist: a PATH or the SageMaker channel) that
+// this host does not have; true for generated datasets. A trainer without the files learns
+// the dataset from its workers.
+bool dataset_is_here(const DataOptions& opts);
+
 // Builds the dataset that `opts.data` names: synthetic | blur-benchmark | premade |
 // imagefolder[:PATH] | mnist[:PATH] (without PATH: <sagemaker root>/input/data/<channel>).
 // File datasets index their files here, once. Throws ConfigError for unknown names,

@@ -19,6 +19,9 @@ struct WorkerInfo {
   uint64_t size = 0;
   std::string fingerprint;
   std::vector<int64_t> sample_shape;
+  data::DType dtype = data::DType::kFloat32;
+  int num_classes = 0;
+  std::vector<float> mean, std;
   int threads = 0;
   std::string host;
   std::vector<std::string> skipped;  // files it could not use (--on-bad-sample skip)
@@ -42,6 +45,11 @@ class RemoteWorker {
 
   // Asks what the worker serves. Throws NetworkError on failure.
   WorkerInfo info(double timeout_s);
+
+  // Asks what the worker serves and returns it as a dataset description, for a trainer
+  // without a copy of the data. Throws NetworkError when the worker's description is
+  // unusable (data::info_problem), naming the worker.
+  data::DatasetInfo learn_dataset(double timeout_s);
 
   // Asks what the worker serves and checks it is exactly `expected` (fingerprint and
   // size): a mismatch is a configuration mistake, a ConfigError with the fix. Logs the
