@@ -35,7 +35,7 @@ std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(
 c10::intrusive_ptr<c10d::Store> connect_store(const DistInfo& d, bool libuv) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<uint16_t>(d.master_port);
-  o.isServer = d.rank == 0;
+  o.isServer = d.rank == 0 && !d.agent_store;
   o.numWorkers = d.world;
   o.waitWorkers = true;
   o.timeout = ms(d.timeout_s);
@@ -57,6 +57,9 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const DistInfo& d) {
     } catch (const std::exception& e) {
       if (std::string(e.what()).find("libuv") == std::string::npos) throw;
       store = connect_store(d, false);
+    }
+    if (d.agent_store) {
+      store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(d.restart_count), store);
     }
     return c10::make_intrusive<c10d::PrefixStore>("tandem", store);
   } catch (const std::exception& e) {

@@ -31,6 +31,10 @@ DistInfo dist_from_env(const TrainerOptions& opts) {
   d.timeout_s = opts.dist_timeout_s;
   if (const char* addr = std::getenv("MASTER_ADDR"); addr && *addr) d.master_addr = addr;
   if (const char* addr = std::getenv("TANDEM_GLOO_ADDRESS"); addr && *addr) d.gloo_address = addr;
+  if (const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE"); agent && std::string(agent) == "True") {
+    d.agent_store = true;
+    d.restart_count = env_int("TORCHELASTIC_RESTART_COUNT", 0);
+  }
   if (d.world < 1 || d.rank < 0 || d.rank >= d.world) {
     throw ConfigError("RANK=" + std::to_string(d.rank) + " does not fit WORLD_SIZE=" + std::to_string(d.world) +
                       ": RANK must be in [0, WORLD_SIZE)");

@@ -26,10 +26,15 @@ struct DistInfo {
   int master_port = 29500;
   double timeout_s = 300;
   std::string gloo_address;  // the address Gloo binds to; empty = this host's name
+  // Under torchrun the agent already serves the TCP store at MASTER_ADDR:MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE=True): every rank is its client, under the prefix
+  // "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>", as torch.distributed does.
+  bool agent_store = false;
+  int restart_count = 0;
 };
 
-// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
-// TANDEM_GLOO_ADDRESS; none set means a world of one. Throws ConfigError naming the
+// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+// TORCHELASTIC_USE_AGENT_STORE, TORCHELASTIC_RESTART_COUNT and TANDEM_GLOO_ADDRESS; none set means a world of one. Throws ConfigError naming the
 // variable for values that do not fit together.
 DistInfo dist_from_env(const TrainerOptions& opts);
 
