@@ -102,5 +102,4 @@ std::vector<std::string> expand_hostlist(const std::string& list, const std::str
 
 namespace tandem::cluster::detail {
 std::optional<Cluster> from_slurm_env(const EnvLookup&) { return std::nullopt; }
-std::optional<Cluster> from_jobset_env(const EnvLookup&) { return std::nullopt; }
 }  // namespace tandem::cluster::detail

@@ -1,0 +1,151 @@
+// A Kubernetes JobSet (jobset.x-k8s.io): each replicated job is an instance group. The
+// JobSet controller labels every pod with its JobSet, replicated job and job index and
+// gives it a stable DNS name, <jobset>-<replicated job>-<job index>-<pod index>.<subdomain>;
+// the manifest passes the labels in through the downward API and lists the replicated
+// jobs in TANDEM_JOBSET_GROUPS (examples/kubernetes/jobset.yaml).
+#include <algorithm>
+#include <charconv>
+
+#include "draft.h"
+
+namespace tandem::cluster::detail {
+namespace {
+
+constexpr const char* kGroups = "TANDEM_JOBSET_GROUPS";
+constexpr int kMaxPods = 100000;
+
+struct Replicated {
+  std::string name;
+  int replicas = 1;     // jobs
+  int parallelism = 1;  // pods per job
+};
+
+// A DNS label, as Kubernetes requires of the names that make up a pod's host name.
+bool dns_label(const std::string& s) {
+  if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return true;
+}
+
+int count(const std::string& text, const std::string& item) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 1 || v > kMaxPods) {
+    fail(env_where(kGroups), "\"" + item + "\" has the count \"" + text + "\", not a whole number from 1 to " +
+                                 std::to_string(kMaxPods),
+         "write NAME=REPLICAS or NAME=REPLICASxPARALLELISM, e.g. workers=2,trainer=1");
+  }
+  return v;
+}
+
+// "workers=2,trainer=1" or "workers=2x4" (replicas x pods per job).
+std::vector<Replicated> parse_groups(const std::string& text) {
+  std::vector<Replicated> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    start = comma + 1;
+    const size_t eq = item.find('=');
+    Replicated r;
+    r.name = item.substr(0, eq);
+    if (eq == std::string::npos || !dns_label(r.name)) {
+      fail(env_where(kGroups), "\"" + printable_name(item, env_where(kGroups)) + "\" is not NAME=REPLICAS with NAME a replicated job's name",
+           "list the JobSet's replicated jobs as they are named in its spec, e.g. workers=2,trainer=1");
+    }
+    const std::string n = item.substr(eq + 1);
+    const size_t x = n.find('x');
+    r.replicas = count(n.substr(0, x), item);
+    if (x != std::string::npos) r.parallelism = count(n.substr(x + 1), item);
+    for (const auto& seen : out) {
+      if (seen.name == r.name) fail(env_where(kGroups), "lists " + r.name + " twice", "list each replicated job once");
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+// A label the manifest passes in; its absence means the manifest lacks the downward API entry.
+std::string label(const EnvLookup& env, const std::string& name, const std::string& key) {
+  auto v = get(env, name);
+  if (!v) {
+    fail(env_where(name), std::string("is not set although ") + kGroups + " is",
+         "set it from the pod's label through the downward API: valueFrom: {fieldRef: {fieldPath: "
+         "\"metadata.labels['jobset.sigs.k8s.io/" + key + "']\"}} (examples/kubernetes/jobset.yaml)");
+  }
+  return printable_name(*v, env_where(name));
+}
+
+int index_of(const EnvLookup& env, const std::string& name, int limit, const std::string& what) {
+  const std::string text = label(env, name, "job-index");
+  const int v = env_int(name, text, 0, "Kubernetes");
+  if (v >= limit) {
+    fail(env_where(name), "is " + text + " but " + kGroups + " gives " + what + " only " + std::to_string(limit),
+         std::string("make ") + kGroups + " match the JobSet's spec");
+  }
+  return v;
+}
+
+}  // namespace
+
+std::optional<Cluster> from_jobset_env(const EnvLookup& env) {
+  auto spec = get(env, kGroups);
+  if (!spec) return std::nullopt;
+  const std::vector<Replicated> groups = parse_groups(*spec);
+  const std::string jobset = label(env, "JOBSET_NAME", "jobset-name");
+  const std::string mine = label(env, "REPLICATED_JOB_NAME", "replicatedjob-name");
+  const std::string subdomain = get(env, "TANDEM_JOBSET_SUBDOMAIN").value_or(jobset);
+  const Replicated* own = nullptr;
+  for (const auto& g : groups) {
+    if (g.name == mine) own = &g;
+  }
+  if (own == nullptr) {
+    fail(env_where("REPLICATED_JOB_NAME"), "is " + mine + ", which " + kGroups + " does not list",
+         std::string("list every replicated job of the JobSet in ") + kGroups);
+  }
+  const int job = index_of(env, "JOB_INDEX", own->replicas, "replicas");
+  int pod = 0;
+  if (get(env, "JOB_COMPLETION_INDEX")) {
+    pod = env_int("JOB_COMPLETION_INDEX", *get(env, "JOB_COMPLETION_INDEX"), 0, "Kubernetes");
+    if (pod >= own->parallelism) {
+      fail(env_where("JOB_COMPLETION_INDEX"), "is " + std::to_string(pod) + " but " + kGroups + " gives " + mine +
+                                                  " " + std::to_string(own->parallelism) + " pods per job",
+           "write " + mine + "=REPLICASxPARALLELISM in " + kGroups);
+    }
+  }
+  auto host = [&](const std::string& g, int j, int p) {
+    return jobset + "-" + g + "-" + std::to_string(j) + "-" + std::to_string(p) + "." + subdomain;
+  };
+  Draft d;
+  Labels labels{env_where("JOBSET_NAME"), env_where(kGroups), env_where(kGroups), env_where("REPLICATED_JOB_NAME"),
+                env_where(kGroups), {}};
+  long total = 0;
+  for (const auto& g : groups) {
+    total += static_cast<long>(g.replicas) * g.parallelism;
+    if (total > kMaxPods) fail(env_where(kGroups), "makes more than " + std::to_string(kMaxPods) + " pods", "check the counts");
+    InstanceGroup ig{g.name, kUnknownType, {}};
+    for (int j = 0; j < g.replicas; ++j) {
+      for (int p = 0; p < g.parallelism; ++p) ig.hosts.push_back(host(g.name, j, p));
+    }
+    d.hosts.insert(d.hosts.end(), ig.hosts.begin(), ig.hosts.end());
+    d.groups.push_back(std::move(ig));
+    labels.group.push_back(env_where(kGroups) + ", " + g.name);
+  }
+  d.current_host = host(mine, job, pod);
+  d.current_group = mine;
+  Cluster c = assemble(d, labels);
+  c.source = "Kubernetes JobSet " + jobset + " (" + kGroups + ", pod labels)";
+  c.origin["hosts"] = std::string(kGroups) + " and JOBSET_NAME: <jobset>-<replicated job>-<job index>-<pod index>." +
+                      (get(env, "TANDEM_JOBSET_SUBDOMAIN") ? "TANDEM_JOBSET_SUBDOMAIN" : "<jobset>");
+  c.origin["groups"] = kGroups;
+  c.origin["current_host"] = "JOBSET_NAME, REPLICATED_JOB_NAME, JOB_INDEX, JOB_COMPLETION_INDEX";
+  c.origin["current_group"] = "REPLICATED_JOB_NAME";
+  c.origin["current_instance_type"] = "default";
+  c.details["JOBSET_NAME"] = jobset;
+  c.details["subdomain"] = subdomain;
+  return c;
+}
+
+}  // namespace tandem::cluster::detail

@@ -1,0 +1,197 @@
+// Discovery beyond SageMaker, from recorded environments (tests/fixtures/platforms/):
+// torchrun and Kubeflow, Slurm (heterogeneous jobs included), Kubernetes JobSets; and
+// data workers named by --workers or a DNS name with one address per worker.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tandem/cluster/cluster.h"
+#include "tandem/cluster/roles.h"
+#include "tandem/common/error.h"
+
+namespace tandem::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+using Strings = std::vector<std::string>;
+using Vars = std::map<std::string, std::string>;
+
+// A recorded environment: KEY=VALUE lines; '#' starts a comment line.
+Vars recorded(const std::string& name) {
+  std::ifstream in(fs::path(TANDEM_FIXTURES) / "platforms" / name);
+  EXPECT_TRUE(in) << "missing fixture " << name;
+  Vars vars;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) vars[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return vars;
+}
+
+EnvLookup env_of(Vars vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+Cluster discover_env(const Vars& vars, const ClusterOptions& opts = {}) {
+  ClusterOptions o = opts;
+  o.sagemaker_root = "";
+  return discover(o, env_of(vars));
+}
+
+std::string discover_error(const Vars& vars, const ClusterOptions& opts = {}) {
+  try {
+    discover_env(vars, opts);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a ConfigError";
+  return "";
+}
+
+bool mentions(const std::string& text, std::initializer_list<const char*> parts) {
+  for (const char* p : parts) {
+    if (text.find(p) == std::string::npos) {
+      ADD_FAILURE() << "'" << p << "' not in: " << text;
+      return false;
+    }
+  }
+  return true;
+}
+
+// ---- Data workers named directly --------------------------------------------------------
+
+TEST(NamedWorkers, PortsDefaultToTheWorkerPortAndRepeatsGo) {
+  ClusterOptions o;
+  o.worker_port = 6100;
+  EXPECT_EQ(explicit_worker_targets({"a", "b:7000", "a", "::1", "[::1]:7001"}, "", o),
+            (Strings{"a:6100", "b:7000", "[::1]:6100", "[::1]:7001"}));
+  EXPECT_TRUE(mentions([&] {
+    try {
+      explicit_worker_targets({"a", ""}, "", o);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }(), {"--workers", "empty"}));
+}
+
+TEST(NamedWorkers, AServiceNameBecomesOneWorkerPerAddress) {
+  ClusterOptions o;
+  o.resolve_timeout_s = 7;
+  std::string asked;
+  double waited = 0;
+  auto dns = [&](const std::string& host, double timeout) {
+    asked = host;
+    waited = timeout;
+    return Strings{"10.0.0.7", "10.0.0.9", "10.0.0.8"};
+  };
+  EXPECT_EQ(explicit_worker_targets({"10.0.0.9:6000"}, "workers.ns.svc:6001", o, dns),
+            (Strings{"10.0.0.9:6000", "10.0.0.7:6001", "10.0.0.9:6001", "10.0.0.8:6001"}));
+  EXPECT_EQ(asked, "workers.ns.svc");
+  EXPECT_EQ(waited, 7) << "DNS may lag at job start: --resolve-timeout applies";
+  EXPECT_EQ(explicit_worker_targets({}, "workers", o, dns).front(), "10.0.0.7:6000");
+  auto error = [&](const std::string& service) {
+    try {
+      explicit_worker_targets({}, service, o, dns);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_TRUE(mentions(error("workers:http"), {"--worker-service", "not a port"}));
+  EXPECT_TRUE(mentions(error("workers:70000"), {"not a port"}));
+  EXPECT_TRUE(mentions(error(":6000"), {"not a DNS name", "headless Service"}));
+}
+
+TEST(NamedWorkers, LocalhostResolvesForReal) {
+  EXPECT_EQ(resolve_all("localhost", 1), Strings{"127.0.0.1"});
+  EXPECT_EQ(resolve_all("10.1.2.3", 1), Strings{"10.1.2.3"});
+}
+
+// ---- Kubernetes JobSet -----------------------------------------------------------------
+
+ClusterOptions trainer_group(const std::string& name) {
+  ClusterOptions o;
+  o.trainer_groups = {name};
+  return o;
+}
+
+TEST(JobSet, AWorkerPodKnowsEveryPeerByItsStableName) {
+  const Cluster c = discover_env(recorded("jobset-worker.env"));
+  EXPECT_EQ(c.current_host, "tandem-demo-workers-1-0.tandem-demo");
+  EXPECT_EQ(c.current_group, "workers");
+  ASSERT_EQ(c.groups.size(), 2u);
+  EXPECT_EQ(c.groups[0].name, "trainer");
+  EXPECT_EQ(c.groups[0].hosts, Strings{"tandem-demo-trainer-0-0.tandem-demo"});
+  EXPECT_EQ(c.groups[1].hosts, (Strings{"tandem-demo-workers-0-0.tandem-demo", "tandem-demo-workers-1-0.tandem-demo"}));
+  EXPECT_TRUE(mentions(c.source, {"JobSet tandem-demo"}));
+  EXPECT_EQ(c.origin.at("current_group"), "REPLICATED_JOB_NAME");
+  EXPECT_FALSE(c.ranks_started);
+
+  const RolePlan plan = resolve_roles(c, trainer_group("trainer"));
+  EXPECT_EQ(plan.role, Role::kWorker);
+  EXPECT_EQ(plan.host_index, 1);
+  const auto described = describe(c, plan, trainer_group("trainer"), 1);
+  EXPECT_EQ(described["worker_address"], "tandem-demo-workers-1-0.tandem-demo:6000");
+  EXPECT_EQ(described["details"]["JOBSET_NAME"], "tandem-demo");
+}
+
+TEST(JobSet, TheTrainerPodPullsFromEveryWorkerPod) {
+  const Cluster c = discover_env(recorded("jobset-trainer.env"));
+  const RolePlan plan = resolve_roles(c, trainer_group("trainer"));
+  EXPECT_EQ(plan.role, Role::kTrainer);
+  EXPECT_EQ(describe(c, plan, trainer_group("trainer"), 1)["workers"],
+            nlohmann::json({"tandem-demo-workers-0-0.tandem-demo:6000", "tandem-demo-workers-1-0.tandem-demo:6000"}));
+  // Pods carry no instance type: which replicated job trains must be said.
+  try {
+    resolve_roles(c, {});
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(mentions(e.what(), {"--trainer-group"}));
+  }
+}
+
+TEST(JobSet, PodsPerJobAndASubdomain) {
+  Vars vars = recorded("jobset-worker.env");
+  vars["TANDEM_JOBSET_GROUPS"] = "workers=2x2,trainer=1";
+  vars["JOB_COMPLETION_INDEX"] = "1";
+  vars["TANDEM_JOBSET_SUBDOMAIN"] = "net";
+  const Cluster c = discover_env(vars);
+  EXPECT_EQ(c.current_host, "tandem-demo-workers-1-1.net");
+  EXPECT_EQ(c.hosts.size(), 5u);
+}
+
+TEST(JobSetErrors, EachNamesTheVariableAndTheFix) {
+  auto without = [](const std::string& name) {
+    Vars v = recorded("jobset-worker.env");
+    v.erase(name);
+    return v;
+  };
+  auto with = [](const std::string& name, const std::string& value) {
+    Vars v = recorded("jobset-worker.env");
+    v[name] = value;
+    return v;
+  };
+  EXPECT_TRUE(mentions(discover_error(without("JOBSET_NAME")),
+                       {"JOBSET_NAME", "downward API", "jobset.sigs.k8s.io/jobset-name"}));
+  EXPECT_TRUE(mentions(discover_error(without("JOB_INDEX")), {"JOB_INDEX", "jobset.sigs.k8s.io/job-index"}));
+  EXPECT_TRUE(mentions(discover_error(with("REPLICATED_JOB_NAME", "loaders")), {"loaders", "does not list"}));
+  EXPECT_TRUE(mentions(discover_error(with("JOB_INDEX", "2")), {"JOB_INDEX", "replicas only 2"}));
+  EXPECT_TRUE(mentions(discover_error(with("JOB_COMPLETION_INDEX", "1")), {"JOB_COMPLETION_INDEX", "REPLICASxPARALLELISM"}));
+  EXPECT_TRUE(mentions(discover_error(with("TANDEM_JOBSET_GROUPS", "workers=two,trainer=1")), {"count", "\"two\""}));
+  EXPECT_TRUE(mentions(discover_error(with("TANDEM_JOBSET_GROUPS", "Workers=2")), {"NAME=REPLICAS"}));
+  EXPECT_TRUE(mentions(discover_error(with("TANDEM_JOBSET_GROUPS", "workers=2,workers=1")), {"twice"}));
+}
+
+}  // namespace
+}  // namespace tandem::cluster
