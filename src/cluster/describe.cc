@@ -19,6 +19,7 @@ json groups_json(const Cluster& cluster, const RolePlan& plan) {
                       {"instance_type", g.instance_type},
                       {"hosts", g.hosts},
                       {"role", role_name(trains ? Role::kTrainer : Role::kWorker)}});
+    if (g.gpus_per_host >= 0) groups.back()["gpus_per_host"] = g.gpus_per_host;
   }
   return groups;
 }

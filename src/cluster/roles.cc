@@ -68,7 +68,11 @@ Assignment assign_by_default(const Cluster& cluster) {
   std::vector<std::string> listing;
   for (const auto& g : cluster.groups) {
     listing.push_back(g.name + " (" + g.instance_type + ")");
-    if (is_gpu_instance_type(g.instance_type)) {
+    if (g.gpus_per_host > 0) {
+      a.train(g, std::to_string(g.gpus_per_host) + " GPUs per host");
+    } else if (g.gpus_per_host == 0) {
+      a.serve(g, "no GPUs");
+    } else if (is_gpu_instance_type(g.instance_type)) {
       a.train(g, g.instance_type + " is a GPU instance family");
     } else {
       a.serve(g, g.instance_type + " is not a GPU instance family");
@@ -76,7 +80,7 @@ Assignment assign_by_default(const Cluster& cluster) {
   }
   if (a.trainers.empty()) {
     fail(cluster.source,
-         "no instance group is a GPU instance family (ml.p*, ml.g*): " + join(listing) +
+         "no instance group has GPUs or is a GPU instance family (ml.p*, ml.g*): " + join(listing) +
              ", so which one trains is ambiguous",
          "name the training group with --trainer-group NAME, e.g. --trainer-group " +
              cluster.groups.front().name);

@@ -34,8 +34,8 @@ struct RolePlan {
   std::map<std::string, std::string> origin;
 };
 
-// By default a group whose instance type is a GPU family (ml.p*, ml.g*) trains and the
-// rest serve data; a single-group cluster trains everywhere. --trainer-group and
+// By default a group whose hosts have GPUs (when the source says: Slurm) or, when that is
+// unknown, whose instance type is a GPU family (ml.p*, ml.g*) trains and the rest serve data; a single-group cluster trains everywhere. --trainer-group and
 // --worker-group override. Throws ConfigError on anything ambiguous or inconsistent.
 RolePlan resolve_roles(const Cluster& cluster, const ClusterOptions& opts);
 
