@@ -118,6 +118,115 @@ TEST(NamedWorkers, LocalhostResolvesForReal) {
   EXPECT_EQ(resolve_all("10.1.2.3", 1), Strings{"10.1.2.3"});
 }
 
+// ---- Slurm ------------------------------------------------------------------------------
+
+// The recorded job: component 0 (2 tasks, no GPU) on vm-0, component 1 (1 task, 1 GPU) on vm-1.
+TEST(Slurm, OneStepOverEveryComponentPlacesEachTaskByItsRank) {
+  const Cluster worker = discover_env(recorded("slurm-het-step-task0.env"));
+  EXPECT_TRUE(mentions(worker.source, {"Slurm heterogeneous job 5", "SLURM_HET_SIZE=2"}));
+  ASSERT_EQ(worker.groups.size(), 2u);
+  EXPECT_EQ(worker.groups[0].name, "het-group-0");
+  EXPECT_EQ(worker.groups[0].hosts, Strings{"vm-0"});
+  EXPECT_EQ(worker.groups[1].hosts, Strings{"vm-1"});
+  EXPECT_EQ(worker.current_host, "vm-0");
+  EXPECT_EQ(worker.current_group, "het-group-0");
+  EXPECT_EQ(worker.current_instance_type, "debug") << "the partition";
+  EXPECT_TRUE(mentions(worker.origin.at("current_group"), {"SLURM_PROCID"}));
+  EXPECT_EQ(worker.groups[0].gpus_per_host, 0);
+  EXPECT_EQ(worker.groups[1].gpus_per_host, -1) << "a task sees its own component's GPUs only";
+  const RolePlan wp = resolve_roles(worker, {});
+  EXPECT_EQ(wp.role, Role::kWorker);
+  EXPECT_EQ(wp.trainer_hosts, Strings{"vm-1"}) << "the only other component trains";
+
+  const Cluster trainer = discover_env(recorded("slurm-het-step-task2.env"));
+  EXPECT_EQ(trainer.current_host, "vm-1");
+  EXPECT_EQ(trainer.current_group, "het-group-1");
+  EXPECT_EQ(trainer.groups[1].gpus_per_host, 1);
+  const RolePlan tp = resolve_roles(trainer, {});
+  EXPECT_EQ(tp.role, Role::kTrainer);
+  EXPECT_EQ(tp.worker_hosts, Strings{"vm-0"});
+  EXPECT_TRUE(mentions(tp.origin.at("trainer_groups"), {"1 GPUs per host"}));
+  EXPECT_EQ(describe(trainer, tp, {}, 1)["workers"], nlohmann::json({"vm-0:6000"}));
+}
+
+TEST(Slurm, TheBatchScriptAndOneComponentStepsFindTheirComponent) {
+  const Cluster batch = discover_env(recorded("slurm-het-batch.env"));
+  EXPECT_EQ(batch.current_group, "het-group-0");
+  EXPECT_TRUE(mentions(batch.origin.at("current_group"), {"SLURM_JOB_NODELIST"}));
+  const Cluster one = discover_env(recorded("slurm-het-component1.env"));
+  EXPECT_EQ(one.current_group, "het-group-1");
+  EXPECT_EQ(resolve_roles(one, {}).role, Role::kTrainer);
+  const Cluster tagged = discover_env(recorded("slurm-het-tagged-task2.env"));
+  EXPECT_EQ(tagged.current_group, "het-group-1");
+  EXPECT_EQ(tagged.origin.at("current_group"), "TANDEM_HET_GROUP");
+}
+
+TEST(Slurm, AMultiNodeJobAndAnOlderReleasesPackNames) {
+  const Cluster gpu = discover_env(recorded("slurm-multinode-het.env"));
+  EXPECT_EQ(gpu.hosts, (Strings{"cpu01", "cpu02", "cpu03", "cpu04", "gpu01", "gpu02"}));
+  EXPECT_EQ(gpu.current_host, "gpu02");
+  EXPECT_EQ(gpu.current_instance_type, "gpu");
+  const RolePlan plan = resolve_roles(gpu, {});
+  EXPECT_EQ(plan.role, Role::kTrainer);
+  EXPECT_EQ(plan.host_index, 1);
+  EXPECT_EQ(plan.worker_hosts, (Strings{"cpu01", "cpu02", "cpu03", "cpu04"}));
+  EXPECT_EQ(describe(gpu, plan, {}, 8)["trainer_ranks"], nlohmann::json({{"first", 8}, {"count", 8}}));
+
+  const Cluster old = discover_env(recorded("slurm-pack-names.env"));
+  EXPECT_TRUE(mentions(old.source, {"SLURM_PACK_SIZE=2"}));
+  EXPECT_EQ(old.current_host, "cpu03");
+  EXPECT_EQ(old.current_group, "het-group-0");
+  EXPECT_EQ(resolve_roles(old, {}).role, Role::kWorker);
+}
+
+TEST(Slurm, AJobThatIsNotHeterogeneousTrainsEverywhere) {
+  const Cluster c = discover_env({{"SLURM_JOB_ID", "77"}, {"SLURM_JOB_NODELIST", "n[1-3]"}, {"SLURMD_NODENAME", "n2"},
+                                  {"SLURM_GPUS_ON_NODE", "4"}, {"SLURM_LOCALID", "0"}});
+  EXPECT_EQ(c.groups.size(), 1u);
+  EXPECT_EQ(c.hosts, (Strings{"n1", "n2", "n3"}));
+  const RolePlan plan = resolve_roles(c, {});
+  EXPECT_EQ(plan.role, Role::kTrainer);
+  EXPECT_EQ(plan.host_index, 1);
+  EXPECT_TRUE(plan.homogeneous);
+}
+
+TEST(SlurmErrors, EachNamesTheVariableAndTheFix) {
+  Vars v = recorded("slurm-het-step-task0.env");
+  v["SLURM_LOCALID"] = "1";
+  EXPECT_TRUE(mentions(discover_error(v), {"SLURM_LOCALID", "one task per node", "--ntasks-per-node=1"}));
+  v = recorded("slurm-het-step-task0.env");
+  v["SLURM_JOB_NODELIST_HET_GROUP_1"] = "vm-[1-";
+  EXPECT_TRUE(mentions(discover_error(v), {"SLURM_JOB_NODELIST_HET_GROUP_1", "not a Slurm host list"}));
+  v = recorded("slurm-het-step-task0.env");
+  v.erase("SLURM_JOB_NODELIST_HET_GROUP_1");
+  v.erase("SLURM_JOB_NODELIST_PACK_GROUP_1");
+  EXPECT_TRUE(mentions(discover_error(v), {"SLURM_JOB_NODELIST_HET_GROUP_1", "not set"}));
+  v = recorded("slurm-het-tagged-task2.env");
+  v["TANDEM_HET_GROUP"] = "2";
+  EXPECT_TRUE(mentions(discover_error(v), {"TANDEM_HET_GROUP", "2 components"}));
+  // Nothing places a task whose node is in no component: the message says how to start it.
+  v = recorded("slurm-het-component1.env");
+  v["SLURM_JOB_NODELIST"] = "vm-7";
+  v["SLURMD_NODENAME"] = "vm-7";
+  EXPECT_TRUE(mentions(discover_error(v), {"TANDEM_HET_GROUP", "srun --het-group=0,1"}));
+  // Three components seen from a CPU task: which one trains must be said.
+  v = recorded("slurm-het-step-task0.env");
+  v["SLURM_HET_SIZE"] = "3";
+  v["SLURM_JOB_NODELIST_HET_GROUP_2"] = "vm-2";
+  v["SLURM_NTASKS_HET_GROUP_2"] = "1";
+  v["SLURM_STEP_NUM_TASKS"] = "4";
+  const Cluster three = discover_env(v);
+  try {
+    resolve_roles(three, {});
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(mentions(e.what(), {"ambiguous", "--trainer-group"}));
+  }
+  ClusterOptions named;
+  named.trainer_groups = {"het-group-2"};
+  EXPECT_EQ(resolve_roles(three, named).trainer_hosts, Strings{"vm-2"});
+}
+
 // ---- Kubernetes JobSet -----------------------------------------------------------------
 
 ClusterOptions trainer_group(const std::string& name) {

@@ -65,20 +65,29 @@ Assignment assign_by_default(const Cluster& cluster) {
     a.train(cluster.groups.front(), "the only instance group: every host trains");
     return a;
   }
+  // Known GPUs decide; else an instance type's family; what is left is settled by
+  // elimination: with a trainer found the rest serve, and a lone unknown group trains
+  // when every other group is known to serve (a Slurm task sees only its own GPUs).
   std::vector<std::string> listing;
+  std::vector<const InstanceGroup*> unknown;
   for (const auto& g : cluster.groups) {
     listing.push_back(g.name + " (" + g.instance_type + ")");
     if (g.gpus_per_host > 0) {
       a.train(g, std::to_string(g.gpus_per_host) + " GPUs per host");
     } else if (g.gpus_per_host == 0) {
       a.serve(g, "no GPUs");
-    } else if (is_gpu_instance_type(g.instance_type)) {
-      a.train(g, g.instance_type + " is a GPU instance family");
+    } else if (is_instance_type(g.instance_type)) {
+      if (is_gpu_instance_type(g.instance_type)) a.train(g, g.instance_type + " is a GPU instance family");
+      else a.serve(g, g.instance_type + " is not a GPU instance family");
     } else {
-      a.serve(g, g.instance_type + " is not a GPU instance family");
+      unknown.push_back(&g);
     }
   }
-  if (a.trainers.empty()) {
+  if (!a.trainers.empty()) {
+    for (const InstanceGroup* g : unknown) a.serve(*g, "GPUs unknown here, and " + a.trainers.front() + " trains");
+  } else if (unknown.size() == 1) {
+    a.train(*unknown.front(), "GPUs unknown here, and every other group serves");
+  } else {
     fail(cluster.source,
          "no instance group has GPUs or is a GPU instance family (ml.p*, ml.g*): " + join(listing) +
              ", so which one trains is ambiguous",
@@ -139,6 +148,22 @@ std::vector<std::string> hosts_of(const Cluster& cluster, const std::vector<std:
 }  // namespace
 
 const char* role_name(Role role) { return role == Role::kTrainer ? "trainer" : "worker"; }
+
+bool is_instance_type(const std::string& instance_type) {
+  // family (letters, a generation digit, options) "." size: c5.18xlarge, p4d.24xlarge, g5.xlarge
+  std::string_view t = instance_type;
+  if (t.starts_with("ml.")) t.remove_prefix(3);
+  const size_t dot = t.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot + 1 == t.size()) return false;
+  bool digit = false;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const auto c = static_cast<unsigned char>(t[i]);
+    if (i == dot) continue;
+    if (!std::islower(c) && !std::isdigit(c) && c != '-') return false;
+    if (i < dot && std::isdigit(c)) digit = true;
+  }
+  return digit && std::islower(static_cast<unsigned char>(t[0])) && t.find('.', dot + 1) == std::string_view::npos;
+}
 
 bool is_gpu_instance_type(const std::string& instance_type) {
   std::string_view family = instance_type;

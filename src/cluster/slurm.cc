@@ -34,41 +34,15 @@ std::optional<Found> component_var(const EnvLookup& env, const std::string& name
   return first_of(env, {name + "_HET_GROUP_" + n, name + "_PACK_GROUP_" + n});
 }
 
-// The last number in "gres/gpu:a100:4", "gpu:2", "4"; 1 for a bare "gres/gpu".
-int trailing_count(const std::string& text) {
-  size_t end = text.size();
-  while (end > 0 && !std::isdigit(static_cast<unsigned char>(text[end - 1]))) --end;
-  size_t start = end;
-  while (start > 0 && std::isdigit(static_cast<unsigned char>(text[start - 1]))) --start;
-  int v = 1;
-  if (start < end && (start == 0 || text[start - 1] == ':')) std::from_chars(text.data() + start, text.data() + end, v);
-  return v;
-}
-
-// GPUs per node of one component, from whichever variable this Slurm release sets, and
-// the variable's name; 0 and "" when none says there are any.
-std::pair<int, std::string> gpus_of(const EnvLookup& env, int component) {
-  if (auto v = component_var(env, "SLURM_GPUS_ON_NODE", component)) {
-    return {std::max(trailing_count(v->value), 0), v->name};
+// GPUs on this node for this task's component, and the variable that says so. Slurm
+// 22.05 sets SLURM_GPUS_ON_NODE and SLURM_STEP_GPUS per component, correctly; it copies
+// SLURM_JOB_GPUS from the batch script (component 0), so that one is not read.
+std::pair<int, std::string> own_gpus(const EnvLookup& env) {
+  if (auto v = get(env, "SLURM_GPUS_ON_NODE")) return {env_int("SLURM_GPUS_ON_NODE", *v, 0, kWho), "SLURM_GPUS_ON_NODE"};
+  if (auto v = get(env, "SLURM_STEP_GPUS")) {  // "0,1,2,3"
+    return {static_cast<int>(std::count(v->begin(), v->end(), ',')) + 1, "SLURM_STEP_GPUS"};
   }
-  if (auto v = component_var(env, "SLURM_JOB_GPUS", component)) {  // "0,1,2,3"
-    return {static_cast<int>(std::count(v->value.begin(), v->value.end(), ',')) + 1, v->name};
-  }
-  for (const char* name : {"SLURM_GPUS_PER_NODE", "SLURM_TRES_PER_NODE", "SLURM_JOB_GRES"}) {
-    if (auto v = component_var(env, name, component)) {
-      // "gres/gpu:4", "gres/gpu:a100:2,gres/shard:1", "gpu:1": the gpu entry's count.
-      const std::string& text = v->value;
-      for (size_t start = 0; start <= text.size();) {
-        const size_t comma = std::min(text.find(',', start), text.size());
-        const std::string entry = text.substr(start, comma - start);
-        if (entry.find("gpu") != std::string::npos || std::string(name) == "SLURM_GPUS_PER_NODE") {
-          return {trailing_count(entry), v->name};
-        }
-        start = comma + 1;
-      }
-    }
-  }
-  return {0, ""};
+  return {0, "no SLURM_GPUS_ON_NODE"};
 }
 
 std::vector<std::string> nodes_of(const EnvLookup& env, int component) {
@@ -84,27 +58,66 @@ std::vector<std::string> nodes_of(const EnvLookup& env, int component) {
   return nodes;
 }
 
-// This process's component: the offset Slurm gives its tasks, else the one component
-// whose nodes include this node.
-int own_component(const EnvLookup& env, const std::vector<InstanceGroup>& groups, const std::string& node) {
-  if (auto offset = first_of(env, {"SLURM_HET_JOB_OFFSET", "SLURM_PACK_JOB_OFFSET"})) {
-    const int n = env_int(offset->name, offset->value, 0, kWho);
-    if (n >= static_cast<int>(groups.size())) {
-      fail(env_where(offset->name), "is " + offset->value + " but the job has " + std::to_string(groups.size()) +
-                                        " components", "run tandem inside the job's allocation, where Slurm sets both");
+// This task's component, and how it was found. Slurm 22.05 sets no variable that says
+// it (SLURM_HET_JOB_OFFSET reaches only prolog and epilog scripts), so, in order:
+//  1. TANDEM_HET_GROUP (srun --het-group=1 --export=ALL,TANDEM_HET_GROUP=1 ...), or
+//     SLURM_HET_JOB_OFFSET / SLURM_PACK_JOB_OFFSET where a release sets them;
+//  2. one srun step over every component (srun --het-group=0,1): SLURM_PROCID counts the
+//     tasks of component 0 first, then those of component 1, ...;
+//  3. the batch script or an srun step of one component: SLURM_JOB_NODELIST is that
+//     component's node list;
+//  4. the one component whose nodes include SLURMD_NODENAME.
+std::pair<int, std::string> own_component(const EnvLookup& env, const std::vector<InstanceGroup>& groups) {
+  const int n = static_cast<int>(groups.size());
+  if (auto given = first_of(env, {"TANDEM_HET_GROUP", "SLURM_HET_JOB_OFFSET", "SLURM_PACK_JOB_OFFSET"})) {
+    const int k = env_int(given->name, given->value, 0, kWho);
+    if (k >= n) {
+      fail(env_where(given->name), "is " + given->value + " but the job has " + std::to_string(n) + " components",
+           "set it to the component this srun starts (0.." + std::to_string(n - 1) + ")");
     }
-    return n;
+    return {k, given->name};
+  }
+  std::vector<int> tasks;
+  for (int k = 0; k < n; ++k) {
+    auto t = component_var(env, "SLURM_NTASKS", k);
+    tasks.push_back(t ? env_int(t->name, t->value, 0, kWho) : -1);
+  }
+  const auto step_tasks = first_of(env, {"SLURM_STEP_NUM_TASKS"});
+  const auto procid = first_of(env, {"SLURM_PROCID"});
+  if (step_tasks && procid && std::find(tasks.begin(), tasks.end(), -1) == tasks.end() && n > 1) {
+    long total = 0;
+    for (int t : tasks) total += t;
+    if (env_int(step_tasks->name, step_tasks->value, 0, kWho) == total) {
+      int rank = env_int("SLURM_PROCID", procid->value, 0, kWho);
+      for (int k = 0; k < n; ++k) {
+        if (rank < tasks[k]) return {k, "SLURM_PROCID among SLURM_NTASKS_HET_GROUP_<n> (one step over every component)"};
+        rank -= tasks[k];
+      }
+    }
+  }
+  if (auto list = first_of(env, {"SLURM_JOB_NODELIST"})) {
+    auto nodes = expand_hostlist(list->value, env_where(list->name));
+    std::sort(nodes.begin(), nodes.end());
+    std::vector<int> same;
+    for (int k = 0; k < n; ++k) {
+      auto hosts = groups[k].hosts;
+      std::sort(hosts.begin(), hosts.end());
+      if (hosts == nodes) same.push_back(k);
+    }
+    if (same.size() == 1) return {same.front(), "SLURM_JOB_NODELIST (the component's own nodes)"};
   }
   std::vector<int> holding;
-  for (size_t i = 0; i < groups.size(); ++i) {
-    if (contains(groups[i].hosts, node)) holding.push_back(static_cast<int>(i));
+  const std::string node = get(env, "SLURMD_NODENAME").value_or("");
+  for (int k = 0; k < n; ++k) {
+    if (contains(groups[k].hosts, node)) holding.push_back(k);
   }
-  if (holding.size() == 1) return holding.front();
-  fail(env_where("SLURMD_NODENAME"),
-       "node " + node + (holding.empty() ? " is in no component of the job"
-                                         : " is in several components and nothing says which this task belongs to"),
-       "start tandem with srun inside the job (srun --het-group=0,1 tandem launch), so that Slurm sets "
-       "SLURM_HET_JOB_OFFSET for each task");
+  if (holding.size() == 1) return {holding.front(), "SLURMD_NODENAME (in one component only)"};
+  fail(env_where("TANDEM_HET_GROUP"),
+       "is not set, and node " + node + " is in " + (holding.empty() ? "no component" : "several components") +
+           " of the job, so this task's component is unknown",
+       "start tandem with one srun over every component (srun --het-group=0,1 tandem launch), or tell each "
+       "component which it is: srun --het-group=0 --export=ALL,TANDEM_HET_GROUP=0 tandem launch : "
+       "--het-group=1 --export=ALL,TANDEM_HET_GROUP=1 tandem launch");
 }
 
 }  // namespace
@@ -116,50 +129,52 @@ std::optional<Cluster> from_slurm_env(const EnvLookup& env) {
   if (components > 64) fail(env_where(het->name), "counts " + het->value + " components", "check the job");
   Draft d;
   Labels labels{env_where("SLURMD_NODENAME"), env_where("SLURM_JOB_NODELIST"), env_where("SLURM_JOB_NODELIST"),
-                env_where("SLURM_HET_JOB_OFFSET"), env_where("SLURM_JOB_PARTITION"), {}};
-  std::vector<std::string> gpu_origin;
+                env_where("TANDEM_HET_GROUP"), env_where("SLURM_JOB_PARTITION"), {}};
   for (int i = het ? 0 : -1; i < components; ++i) {
     InstanceGroup g;
     g.name = i < 0 ? "slurm" : "het-group-" + std::to_string(i);
     g.hosts = nodes_of(env, i);
     // The partition says what kind of node it is; plan and report show it.
     g.instance_type = component_var(env, "SLURM_JOB_PARTITION", i).value_or(Found{"slurm", ""}).value;
-    auto [gpus, from] = gpus_of(env, i);
-    g.gpus_per_host = gpus;
-    gpu_origin.push_back(g.name + ": " + std::to_string(gpus) + " GPUs per node (" + (from.empty() ? "no GPU variable" : from) + ")");
     for (const auto& host : g.hosts) {
       if (!contains(d.hosts, host)) d.hosts.push_back(host);
     }
     labels.group.push_back(env_where(i < 0 ? "SLURM_JOB_NODELIST" : "SLURM_JOB_NODELIST_HET_GROUP_" + std::to_string(i)));
     d.groups.push_back(std::move(g));
   }
-  // Two components may share a node (small jobs, or one node with CPUs and GPUs).
+  // Slurm does not put two components on one node, but nothing here depends on it.
   d.shared_hosts = true;
+  const auto [own, own_origin] = het ? own_component(env, d.groups) : std::pair<int, std::string>{0, "the only group"};
+  // A task sees its own component's GPUs only; the others' stay unknown, and role
+  // resolution settles them by elimination (cluster/roles.h).
+  const auto [gpus, gpus_origin] = own_gpus(env);
+  d.groups[own].gpus_per_host = gpus;
   auto node = get(env, "SLURMD_NODENAME");
-  if (!node && d.hosts.size() == 1) node = d.hosts.front();
+  if (!node && d.groups[own].hosts.size() == 1) node = d.groups[own].hosts.front();
   if (!node) {
     fail(env_where("SLURMD_NODENAME"), "is not set, so this node is unknown among " + std::to_string(d.hosts.size()),
          "run tandem inside the job's allocation (sbatch or srun), where Slurm sets it, or pass --current-host");
   }
+  // tandem runs one task per node: a worker per CPU node, and the trainer starts a rank
+  // per GPU itself. A second task on a node would fight the first for its port.
+  if (auto local = get(env, "SLURM_LOCALID"); local && env_int("SLURM_LOCALID", *local, 0, kWho) > 0) {
+    fail(env_where("SLURM_LOCALID"), "is " + *local + ": this is task " + *local + " on node " + *node +
+                                         ", but tandem runs one task per node",
+         "start it with srun --ntasks-per-node=1 (and #SBATCH --ntasks-per-node=1 in each component)");
+  }
   d.current_host = *node;
-  const int own = own_component(env, d.groups, *node);
   d.current_group = d.groups[own].name;
   Cluster c = assemble(d, labels);
-  c.source = het ? "Slurm heterogeneous job " + get(env, "SLURM_JOB_ID").value_or("") + " (" + het->name + "=" + het->value + ")"
-                 : "Slurm job " + get(env, "SLURM_JOB_ID").value_or("");
+  const std::string id = get(env, "SLURM_JOB_ID").value_or("");
+  c.source = het ? "Slurm heterogeneous job " + id + " (" + het->name + "=" + het->value + ")" : "Slurm job " + id;
   c.origin["current_host"] = get(env, "SLURMD_NODENAME") ? "SLURMD_NODENAME" : "SLURM_JOB_NODELIST (one node)";
   c.origin["hosts"] = het ? "SLURM_JOB_NODELIST_HET_GROUP_<n>" : "SLURM_JOB_NODELIST";
-  c.origin["groups"] = het ? "one per component of " + het->name + "; " + [&] {
-    std::string all;
-    for (const auto& o : gpu_origin) all += (all.empty() ? "" : "; ") + o;
-    return all;
-  }() : "the whole job (not heterogeneous)";
-  c.origin["current_group"] = first_of(env, {"SLURM_HET_JOB_OFFSET", "SLURM_PACK_JOB_OFFSET"}).has_value()
-                                  ? first_of(env, {"SLURM_HET_JOB_OFFSET", "SLURM_PACK_JOB_OFFSET"})->name
-                                  : "the component whose nodes include SLURMD_NODENAME";
+  c.origin["groups"] = het ? "one per component of " + het->name : "the whole job (not heterogeneous)";
+  c.origin["current_group"] = own_origin;
   c.origin["current_instance_type"] = "SLURM_JOB_PARTITION";
-  for (const char* name : {"SLURM_JOB_ID", "SLURM_HET_JOB_ID", "SLURM_PROCID", "SLURM_NODEID", "SLURM_LOCALID",
-                           "SLURM_NTASKS"}) {
+  c.origin["gpus_per_host"] = d.groups[own].name + ": " + std::to_string(gpus) + " (" + gpus_origin + ")";
+  for (const char* name : {"SLURM_JOB_ID", "SLURM_PROCID", "SLURM_NODEID", "SLURM_LOCALID", "SLURM_NTASKS",
+                           "SLURM_STEP_NUM_TASKS", "CUDA_VISIBLE_DEVICES"}) {
     if (auto v = get(env, name)) c.details[name] = *v;
   }
   return c;

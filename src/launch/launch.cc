@@ -73,17 +73,22 @@ int run_rank_processes(const Settings& settings, const cluster::RolePlan& plan, 
 // A trainer on a GPU instance family that cannot use a GPU would train on the CPU
 // without a word, at a fraction of the speed the job pays for: refuse unless asked.
 void check_gpu(const cluster::Cluster& c, const TrainerOptions& opts) {
-  if (!cluster::is_gpu_instance_type(c.current_instance_type)) return;
+  int gpus = -1;
+  for (const auto& g : c.groups) {
+    if (g.name == c.current_group) gpus = g.gpus_per_host;
+  }
+  const bool has_gpus = gpus > 0 || (gpus < 0 && cluster::is_gpu_instance_type(c.current_instance_type));
+  if (!has_gpus) return;
+  const std::string kind = gpus > 0 ? "host with " + std::to_string(gpus) + " GPUs (" + c.source + ")"
+                                    : c.current_instance_type + " (a GPU instance family)";
   const training::TorchRuntime rt = training::torch_runtime();
   const std::string why = training::why_no_gpu(rt);
   if (why.empty()) return;
   if (opts.allow_cpu_training) {
-    spdlog::warn("host {} is a {} but trains on the CPU (--allow-cpu-training): {}", c.current_host,
-                 c.current_instance_type, why);
+    spdlog::warn("host {} is a {} but trains on the CPU (--allow-cpu-training): {}", c.current_host, kind, why);
     return;
   }
-  throw ConfigError("host " + c.current_host + " is a " + c.current_instance_type +
-                    " (a GPU instance family) but cannot train on a GPU: " + why +
+  throw ConfigError("host " + c.current_host + " is a " + kind + " but cannot train on a GPU: " + why +
                     "; or pass --allow-cpu-training to train on its CPU anyway");
 }
 

@@ -21,6 +21,10 @@ const char* role_name(Role role);
 // for CPU ones (ml.c5, ml.m5, ml.r5, ...). The "ml." prefix is optional.
 bool is_gpu_instance_type(const std::string& instance_type);
 
+// True for names shaped like a cloud instance type (ml.c5.18xlarge, p4d.24xlarge); false
+// for a Slurm partition ("debug", "gpu") or "unknown", which say nothing about GPUs.
+bool is_instance_type(const std::string& instance_type);
+
 struct RolePlan {
   Role role = Role::kTrainer;
   std::vector<std::string> trainer_groups;  // sorted
@@ -35,7 +39,9 @@ struct RolePlan {
 };
 
 // By default a group whose hosts have GPUs (when the source says: Slurm) or, when that is
-// unknown, whose instance type is a GPU family (ml.p*, ml.g*) trains and the rest serve data; a single-group cluster trains everywhere. --trainer-group and
+// unknown, whose instance type is a GPU family (ml.p*, ml.g*) trains and the rest serve data;
+// groups with neither are settled by elimination (one trainer found: they serve; all others
+// serve: the lone one trains); a single-group cluster trains everywhere. --trainer-group and
 // --worker-group override. Throws ConfigError on anything ambiguous or inconsistent.
 RolePlan resolve_roles(const Cluster& cluster, const ClusterOptions& opts);
 
