@@ -1,0 +1,144 @@
+#!/bin/bash
+# A real Slurm heterogeneous job runs tandem end to end on this one machine.
+#
+# Debian's slurm-wlm (slurmctld, slurmd, munged) is configured in a temporary directory
+# with two emulated nodes on 127.0.0.1: tandem-cpu0 (partition cpu) and tandem-gpu0
+# (partition gpu, one fake GPU: a GRES whose device file is a copy of /dev/null). Slurm
+# cannot place two components of a heterogeneous job on one node (its backfill scheduler
+# reserves whole nodes), hence two slurmd, each with its own name and port.
+#
+# The job: `#SBATCH hetjob` with a CPU component and a GPU component, and one
+# `srun --het-group=0,1 tandem launch`. tandem must find on its own, from Slurm's
+# variables, that the CPU task serves data and the GPU task trains (on the CPU here:
+# --allow-cpu-training), train, release the worker, and every step must exit 0.
+#
+#   tests/slurm/het_job_test.sh build/tandem
+#
+# Exits 77 (skipped) where Slurm is not installed or this is not root (slurmd must be).
+set -euo pipefail
+tandem=$(realpath "${1:?usage: $0 path/to/tandem}")
+for tool in slurmctld slurmd munged sbatch scontrol sinfo; do
+  command -v "$tool" >/dev/null || { echo "SKIPPED: $tool is missing (apt-get install slurm-wlm munge)"; exit 77; }
+done
+[[ $(id -u) == 0 ]] || { echo "SKIPPED: slurmd must run as root"; exit 77; }
+
+dir=$(mktemp -d /tmp/tandem-slurm.XXXXXX)
+export SLURM_CONF=$dir/slurm.conf
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+stop() {
+  for f in "$dir"/run/slurmd-*.pid "$dir/run/slurmctld.pid" "$dir/run/munged.pid"; do
+    [[ -s $f ]] && kill -TERM "$(cat "$f")" 2>/dev/null || true
+  done
+  # Job steps of this instance (their environment names its directory).
+  for p in $(pgrep -x slurmstepd 2>/dev/null); do
+    grep -qsa "$dir" "/proc/$p/environ" && kill -KILL "$p" 2>/dev/null || true
+  done
+  sleep 0.5
+  for f in "$dir"/run/*.pid; do [[ -s $f ]] && kill -KILL "$(cat "$f")" 2>/dev/null || true; done
+}
+fail() {
+  echo "FAILED: $*"
+  for f in "$dir"/job.out "$dir"/log/*.log; do [[ -f $f ]] && { echo "---- $f"; tail -40 "$f"; }; done
+  exit 1
+}
+trap 'stop; rm -rf "$dir"' EXIT
+
+mkdir -p "$dir"/{munge,state,log,run,spool,dev}
+ctld_port=$(free_port); cpu_port=$(free_port); gpu_port=$(free_port); worker_port=$(free_port)
+mknod -m 666 "$dir/dev/nvidia0" c 1 3
+echo "NodeName=tandem-gpu0 Name=gpu File=$dir/dev/nvidia0" > "$dir/gres.conf"
+mem=$(awk '/MemTotal/ {print int($2 / 1024 / 4)}' /proc/meminfo)
+cat > "$SLURM_CONF" <<CONF
+ClusterName=tandem-test
+SlurmctldHost=$(hostname -s)(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$dir/munge/munge.socket
+CredType=cred/munge
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmdPidFile=$dir/run/slurmd-%n.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+# Heterogeneous jobs are started by the backfill scheduler only: let it look every second.
+SchedulerParameters=bf_interval=1
+MpiDefault=none
+ReturnToService=2
+MailProg=/bin/true
+MinJobAge=600
+GresTypes=gpu
+NodeName=tandem-cpu0 NodeHostname=tandem-cpu0 NodeAddr=127.0.0.1 Port=$cpu_port CPUs=$(nproc) RealMemory=$mem State=UNKNOWN
+NodeName=tandem-gpu0 NodeHostname=tandem-gpu0 NodeAddr=127.0.0.1 Port=$gpu_port CPUs=$(nproc) RealMemory=$mem Gres=gpu:1 State=UNKNOWN
+PartitionName=cpu Nodes=tandem-cpu0 Default=YES MaxTime=30 State=UP
+PartitionName=gpu Nodes=tandem-gpu0 MaxTime=30 State=UP
+CONF
+
+start=$(date +%s)
+dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
+chmod 400 "$dir/munge/munge.key"
+munged --force --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.socket" \
+  --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge/seed"
+slurmctld -f "$SLURM_CONF"
+slurmd -f "$SLURM_CONF" -N tandem-cpu0
+slurmd -f "$SLURM_CONF" -N tandem-gpu0
+deadline=$((start + 60))
+until [[ $(sinfo -h -N -o '%T' 2>/dev/null | grep -c idle) == 2 ]]; do
+  (( $(date +%s) < deadline )) || fail "the two nodes were not idle within 60 s: $(sinfo -N 2>&1)"
+  sleep 0.2
+done
+echo "slurm up in $(( $(date +%s) - start )) s: $(sinfo -h -N -o '%N/%P/%T' | tr '\n' ' ')"
+
+export TANDEM_TOKEN=slurm-test-$RANDOM$RANDOM
+cat > "$dir/job.sh" <<JOB
+#!/bin/bash
+#SBATCH --job-name=tandem-het
+#SBATCH --output=$dir/job.out
+#SBATCH --partition=cpu --nodes=1 --ntasks-per-node=1 --cpus-per-task=1
+#SBATCH hetjob
+#SBATCH --partition=gpu --nodes=1 --ntasks-per-node=1 --cpus-per-task=1 --gres=gpu:1
+set -euo pipefail
+# The node names are Slurm's; --host-map says where they listen (both on 127.0.0.1 here).
+srun --het-group=0,1 --kill-on-bad-exit=1 $tandem launch --worker-port $worker_port \\
+  --host-map tandem-cpu0=127.0.0.1,tandem-gpu0=127.0.0.1 --allow-cpu-training \\
+  --steps 30 --batch-size 16 --log-every 10 --summary-json $dir/summary.json --sagemaker-root $dir/none
+echo "srun exited \$?"
+JOB
+job=$(sbatch --parsable "$dir/job.sh") || fail "sbatch refused the job"
+echo "submitted heterogeneous job $job"
+deadline=$(( $(date +%s) + 240 ))
+while :; do
+  states=$(scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | sort -u | tr '\n' ' ')
+  [[ $states =~ ^(JobState=COMPLETED |JobState=FAILED |JobState=CANCELLED |JobState=TIMEOUT |JobState=COMPLETED JobState=FAILED )+$ ]] && break
+  [[ $states =~ (FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) ]] && break
+  (( $(date +%s) < deadline )) || { scancel "$job"; fail "job $job did not end within 240 s ($states)"; }
+  sleep 0.5
+done
+info=$(scontrol show job "$job")
+echo "$info" | grep -E 'JobId=|JobState=|ExitCode=' | sed 's/^ */  /'
+[[ $(grep -c 'JobState=COMPLETED' <<<"$info") == 2 ]] || fail "both components must complete: $states"
+[[ $(grep -o 'ExitCode=[0-9:]*' <<<"$info" | sort -u) == "ExitCode=0:0" ]] || fail "an exit code is not 0"
+out=$(cat "$dir/job.out")
+grep -q "srun exited 0" <<<"$out" || fail "srun did not exit 0"
+grep -q "host tandem-cpu0 of group het-group-0 (cpu): role worker" <<<"$out" || fail "the CPU task did not serve"
+grep -q "host tandem-gpu0 of group het-group-1 (gpu): role trainer" <<<"$out" || fail "the GPU task did not train"
+grep -q "host with 1 GPUs" <<<"$out" || fail "the trainer did not see its GPU"
+grep -q "shutdown requested by the trainer" <<<"$out" || fail "the worker was not released"
+python3 - "$dir/summary.json" <<'PY' || fail "summary"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["steps"] == 30 and not s["interrupted"], s
+assert len(s["workers"]) == 1 and s["workers"][0]["batches"] == 30, s["workers"]
+print(f"summary: {s['steps']} steps, loss {s['first_loss']:.3f} -> {s['final_loss']:.3f}, "
+      f"{s['workers'][0]['batches']} batches from the worker")
+PY
+echo "OK: heterogeneous Slurm job $job trained end to end in $(( $(date +%s) - start )) s, every step exit 0"
