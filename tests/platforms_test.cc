@@ -12,6 +12,7 @@
 
 #include "tandem/cluster/cluster.h"
 #include "tandem/cluster/roles.h"
+#include "process_helpers.h"
 #include "tandem/common/error.h"
 
 namespace tandem::cluster {
@@ -66,6 +67,27 @@ bool mentions(const std::string& text, std::initializer_list<const char*> parts)
     }
   }
   return true;
+}
+
+// ---- torchrun -------------------------------------------------------------------------
+
+// `tandem inspect` under torchrun's variables: this process is a rank already, the
+// rendezvous is torchrun's, and the workers are those named on the command line.
+TEST(Torchrun, InspectShowsTheRankItsRendezvousAndTheNamedWorkers) {
+  const fs::path dir = testing::fresh_dir("inspect-torchrun");
+  const std::string cmd = "env -i PATH=/usr/bin:/bin TANDEM_SAGEMAKER_ROOT=/nonexistent WORLD_SIZE=4 RANK=3 "
+                          "LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 MASTER_ADDR=10.1.0.5 MASTER_PORT=29400 " +
+                          std::string(TANDEM_BINARY) + " inspect --workers cpu-1,cpu-2:7000 > " +
+                          (dir / "out.json").string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << testing::slurp(dir / "out.json");
+  const auto out = nlohmann::json::parse(testing::slurp(dir / "out.json"));
+  EXPECT_TRUE(out["ranks_started_by_launcher"].get<bool>());
+  EXPECT_EQ(out["details"]["MASTER_ADDR"], "10.1.0.5");
+  EXPECT_EQ(out["details"]["MASTER_PORT"], "29400");
+  EXPECT_EQ(out["details"]["RANK"], "3");
+  EXPECT_EQ(out["role"], "trainer");
+  EXPECT_EQ(out["workers"], nlohmann::json({"cpu-1:6000", "cpu-2:7000"}));
+  EXPECT_TRUE(mentions(out["origin"]["hosts"].get<std::string>(), {"index only", "MASTER_ADDR"}));
 }
 
 // ---- Data workers named directly --------------------------------------------------------

@@ -225,7 +225,13 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       nlohmann::json summary = report::make_summary(result, scheduler.stats());
       cluster::Cluster cluster;
       try {
-        cluster = cluster::discover(settings.cluster);
+        // Ranks that `tandem launch` started carry torchrun's variables (and
+        // TANDEM_GLOO_ADDRESS); the cluster they belong to is the one launch found.
+        const bool launched = std::getenv("TANDEM_GLOO_ADDRESS") != nullptr;
+        cluster = cluster::discover(settings.cluster, [launched](const std::string& name) -> std::optional<std::string> {
+          if (launched && (name == "WORLD_SIZE" || name == "RANK" || name == "GROUP_RANK")) return std::nullopt;
+          return cluster::process_env(name);
+        });
       } catch (const std::exception& e) {
         spdlog::warn("instance types unknown for the plan: {}", e.what());
       }
