@@ -17,7 +17,7 @@ namespace tandem::cli {
 namespace {
 
 // Numbers as a person writes them: 1, 0.5, 65535, 1e+09.
-std::string plain(double v) { return fmt::format("{:g}", v); }
+std::string plain(double v) { return fmt::format("{:.15g}", v); }
 
 // A finite number in [lo, hi] (strictly above lo when `open_low`). CLI11's own ranges let
 // NaN through and print their bounds as 0.000000 to 1.79e308. The upper bounds keep

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/cli/commands.h"
+#include "usage_error.h"
 #include "tandem/cli/options.h"
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
@@ -41,7 +42,9 @@ int run_cli(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << "tandem: " << usage_message(app, e, argc, argv) << std::endl;
+    return kExitUsage;
   }
   static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
   if (!kLevels.count(log_level)) {

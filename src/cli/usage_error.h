@@ -1,0 +1,21 @@
+// Command-line mistakes: one message, the nearest valid name, exit code 2 (usage).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace tandem::cli {
+
+inline constexpr int kExitUsage = 2;
+
+// The candidate nearest to `word` by edit distance, if it is near enough to be a likely
+// typo (at most a third of the longer word's length, and at least one edit); else "".
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
+
+// What to tell the user about a parse error of `argv` against `app`: CLI11's message,
+// plus "did you mean ..." for an unknown command or flag.
+std::string usage_message(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv);
+
+}  // namespace tandem::cli
