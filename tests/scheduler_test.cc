@@ -246,7 +246,9 @@ TEST(Scheduler, ALateRequestAtTheHeadOfTheLineIsHedgedToAnotherSource) {
     auto batch = s.next();
     ASSERT_TRUE(batch) << i;
     ASSERT_EQ(batch->sequence, i);
-    if (static_cast<int64_t>(i) == stalled) EXPECT_EQ(batch->source, healthy) << "the stalled batch comes from the hedge";
+    if (static_cast<int64_t>(i) == stalled) {
+      EXPECT_EQ(batch->source, healthy) << "the stalled batch comes from the hedge";
+    }
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "the stall was waited out, not hedged";
   ASSERT_GE(stalled.load(), 20) << "the stalling source never took a request past 20";

@@ -40,9 +40,9 @@ TEST(SettingsHardening, DeeplyNestedJsonIsRefusedNotParsed) {
 }
 
 TEST(SettingsHardening, NumbersMustBeFiniteAndInRangeWithTheRangeInPlainNumbers) {
-  for (const std::string& v : {"\"nan\"", "\"inf\"", "\"1e20\"", "\"-3\""}) {
+  for (const char* v : {"\"nan\"", "\"inf\"", "\"1e20\"", "\"-3\""}) {
     const fs::path dir = fresh_dir("numbers");
-    Outcome r = inspect_with(dir, "{\"idle-timeout\": " + v + "}");
+    Outcome r = inspect_with(dir, std::string("{\"idle-timeout\": ") + v + "}");
     EXPECT_EQ(r.code, 1) << v << "\n" << r.out;
     EXPECT_NE(r.out.find("idle-timeout"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("179769313486231570814527"), std::string::npos) << "a 309-digit bound:\n" << r.out;

@@ -22,7 +22,10 @@ using namespace tandem::testing;
 // "127.0.0.1:P1,127.0.0.1:P2,...": the --workers of a trainer on loopback.
 std::string targets(std::initializer_list<int> ports) {
   std::string out;
-  for (const int p : ports) out += (out.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(p);
+  for (const int p : ports) {
+    if (!out.empty()) out += ',';
+    out += "127.0.0.1:" + std::to_string(p);
+  }
   return out;
 }
 
@@ -250,7 +253,9 @@ TEST(Signals, SigtermToRanksWaitingOnAHungSourceStopsThemTogether) {
     char name[32];
     std::snprintf(name, sizeof name, "ckpt-%09lld.pt", static_cast<long long>(s["steps"].get<int64_t>()));
     EXPECT_EQ(ckpts[0].filename().string(), name);
-    if (world == 2) EXPECT_EQ(s["param_checksums"][0], s["param_checksums"][1]) << "both ranks stopped at one step";
+    if (world == 2) {
+      EXPECT_EQ(s["param_checksums"][0], s["param_checksums"][1]) << "both ranks stopped at one step";
+    }
     kill(worker.pid, SIGKILL);
     wait_exit(worker, 10s);
   }

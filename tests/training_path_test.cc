@@ -80,7 +80,9 @@ TEST(Reducer, ChannelsLastGradientsKeepTheirLayout) {
   Collective collective(alone, torch::kCPU);
   Reducer reducer(model.ptr()->parameters(), collective, true);
   for (auto& p : model.ptr()->parameters()) {
-    if (p.dim() == 4) EXPECT_TRUE(p.grad().is_contiguous(torch::MemoryFormat::ChannelsLast));
+    if (p.dim() == 4) {
+      EXPECT_TRUE(p.grad().is_contiguous(torch::MemoryFormat::ChannelsLast));
+    }
   }
 }
 

@@ -240,7 +240,9 @@ TEST(Transport, AWorkerSendingMalformedBatchesIsDroppedAndTheOthersServe) {
       auto batch = sched.next();
       ASSERT_TRUE(batch);
       ASSERT_EQ(batch->sequence, i);
-      if (!bad_labels) ASSERT_EQ(data::batch_problem(*batch, ds->info()), "");
+      if (!bad_labels) {
+        ASSERT_EQ(data::batch_problem(*batch, ds->info()), "");
+      }
     }
     sched.close();
     a.stop();

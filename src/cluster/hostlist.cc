@@ -25,7 +25,7 @@ struct Parse {
     long v = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 0) {
-      bad("\"" + printable(text, 40) + "\" is not a number");
+      bad(std::string(1, '"').append(printable(text, 40)).append("\" is not a number"));
     }
     return v;
   }

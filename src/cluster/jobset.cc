@@ -52,7 +52,8 @@ std::vector<Replicated> parse_groups(const std::string& text) {
     Replicated r;
     r.name = item.substr(0, eq);
     if (eq == std::string::npos || !dns_label(r.name)) {
-      fail(env_where(kGroups), "\"" + printable_name(item, env_where(kGroups)) + "\" is not NAME=REPLICAS with NAME a replicated job's name",
+      fail(env_where(kGroups),
+           std::string(1, '"').append(printable_name(item, env_where(kGroups))).append("\" is not NAME=REPLICAS with NAME a replicated job's name"),
            "list the JobSet's replicated jobs as they are named in its spec, e.g. workers=2,trainer=1");
     }
     const std::string n = item.substr(eq + 1);

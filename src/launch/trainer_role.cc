@@ -23,6 +23,7 @@
 #include "tandem/report/html_report.h"
 #include "tandem/report/plan_inputs.h"
 #include "tandem/report/run_log.h"
+#include "tandem/common/files.h"
 #include "tandem/report/summary.h"
 #include "tandem/training/runtime.h"
 #include "tandem/training/trainer.h"
@@ -255,7 +256,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       std::string path = summary_path;
       if (metrics) summary["metrics_file"] = metrics->path();
       if (keep_files) {
-        report::write_file_atomically(path, summary.dump(2) + "\n");
+        write_file_atomically(path, summary.dump(2) + "\n");
         // The report beside it (a plan needs the instance types and a price table: the
         // page says so when it cannot make one). A report is a convenience: never fatal.
         try {

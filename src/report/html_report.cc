@@ -7,6 +7,7 @@
 #include "tandem/common/error.h"
 #include "tandem/plan/planner.h"
 #include "tandem/report/run_files.h"
+#include "tandem/common/files.h"
 #include "tandem/report/summary.h"
 #include "tandem/report/svg_chart.h"
 

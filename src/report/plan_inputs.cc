@@ -25,7 +25,7 @@ std::string cpu_model() {
   return "unknown";
 }
 
-nlohmann::json throughput(const training::TrainReport& train) {
+nlohmann::json throughput(const TrainReport& train) {
   const double training_s = train.wall_seconds - train.paused_seconds;
   const double busy_s = training_s - train.data_wait_seconds;
   const double global = train.samples_per_sec * train.world;
@@ -34,7 +34,7 @@ nlohmann::json throughput(const training::TrainReport& train) {
           {"ceiling_samples_per_sec", busy_s > 0 ? train.world * static_cast<double>(train.samples) / busy_s : 0.0}};
 }
 
-nlohmann::json plan_inputs(const training::TrainReport& train, const std::vector<feed::SourceStats>& sources,
+nlohmann::json plan_inputs(const TrainReport& train, const std::vector<feed::SourceStats>& sources,
                            const std::vector<WorkerFacts>& workers, const std::string& trainer_instance_type,
                            int trainer_hosts, int local_threads) {
   const double training_s = train.wall_seconds - train.paused_seconds;

@@ -19,7 +19,7 @@ MetricsLog::MetricsLog(std::string path, bool append, uint64_t steps_per_epoch)
   if (!out_) throw std::runtime_error("cannot write " + path_ + ": check the directory exists and is writable");
 }
 
-void MetricsLog::write(const training::LogPoint& p, const std::vector<feed::SourceStats>& sources) {
+void MetricsLog::write(const LogPoint& p, const std::vector<feed::SourceStats>& sources) {
   nlohmann::json line = {{"step", p.step}, {"total_steps", p.total_steps}, {"elapsed_s", p.elapsed_s}};
   if (steps_per_epoch_ > 0) line["epoch"] = static_cast<double>(p.step) / static_cast<double>(steps_per_epoch_);
   if (p.training) {
@@ -131,7 +131,7 @@ void StatusLine::eval_progress(int64_t done, int64_t total) {
   draw_locked(false);
 }
 
-void StatusLine::metrics(const training::LogPoint& p) {
+void StatusLine::metrics(const LogPoint& p) {
   std::lock_guard lock(mu_);
   if (!p.training) return;
   samples_per_sec_ = p.samples_per_sec;

@@ -1,16 +1,14 @@
 #include "tandem/report/summary.h"
 
 #include <filesystem>
-#include <fstream>
-#include <stdexcept>
-
-#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
+#include "tandem/common/files.h"
+
 namespace tandem::report {
 
-nlohmann::json make_summary(const training::TrainReport& train, const std::vector<feed::SourceStats>& sources) {
+nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::SourceStats>& sources) {
   nlohmann::json workers = nlohmann::json::array();
   uint64_t total = 0;
   for (const auto& s : sources) total += s.batches;
@@ -44,7 +42,7 @@ nlohmann::json make_summary(const training::TrainReport& train, const std::vecto
           {"rank", train.rank},
           {"world_size", train.world},
           {"param_checksums", train.param_checksums}};
-  const training::StepTimes& t = train.step_times;
+  const StepTimes& t = train.step_times;
   out["step_seconds"] = {{"data_wait", t.data_wait},
                          {"host_to_device", t.host_to_device},
                          {"forward_backward", t.forward_backward},
@@ -59,19 +57,6 @@ nlohmann::json make_summary(const training::TrainReport& train, const std::vecto
     out["eval_history"] = train.eval_history;
   }
   return out;
-}
-
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::filesystem::path target(path);
-  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path());
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write " + tmp + ": check the directory exists and is writable");
-  }
-  std::filesystem::rename(tmp, target);
 }
 
 void write_failure(const std::string& sagemaker_root, const std::string& reason) {

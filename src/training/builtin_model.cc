@@ -10,7 +10,7 @@
 
 #include "model.h"
 #include "tandem/common/error.h"
-#include "tandem/report/summary.h"
+#include "tandem/common/files.h"
 
 namespace tandem::training {
 namespace {
@@ -101,7 +101,7 @@ class BuiltinModel final : public Model {
     c10::Dict<std::string, torch::Tensor> dict;
     for (const auto& [key, tensor] : state) dict.insert(key, tensor);
     const std::vector<char> bytes = torch::pickle_save(dict);
-    report::write_file_atomically(dir + "/model.pt", std::string(bytes.begin(), bytes.end()));
+    write_file_atomically(dir + "/model.pt", std::string(bytes.begin(), bytes.end()));
     const std::string ctor = torchvision_loader(name_, info_);
     nlohmann::json meta = {{"format", "state_dict"}, {"parameter_names", torchvision ? "torchvision" : "tandem"}};
     if (!ctor.empty()) {

@@ -12,7 +12,7 @@
 
 #include "tandem/common/error.h"
 #include "tandem/data/dataset.h"
-#include "tandem/report/summary.h"
+#include "tandem/common/files.h"
 
 namespace tandem::training {
 namespace {
@@ -113,9 +113,9 @@ int64_t restore_state(const std::string& bytes, const std::string& origin, Model
 
 void write_checkpoint(const std::string& dir, int64_t step, const std::string& bytes, int keep) {
   const fs::path path = checkpoint_path(dir, step);
-  report::write_file_atomically(path.string(), bytes);
+  write_file_atomically(path.string(), bytes);
   const nlohmann::json sidecar = {{"step", step}, {"bytes", bytes.size()}, {"fnv1a", data::fingerprint_of(bytes)}};
-  report::write_file_atomically(path.string() + ".json", sidecar.dump() + "\n");
+  write_file_atomically(path.string() + ".json", sidecar.dump() + "\n");
   const std::vector<int64_t> steps = steps_in(dir);
   for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < steps.size(); ++i) {
     fs::remove(checkpoint_path(dir, steps[i]));

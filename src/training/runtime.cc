@@ -15,8 +15,10 @@
 namespace tandem::training {
 namespace {
 
+#if defined(TANDEM_WITH_CUDA)
 // CUDA encodes versions as 1000 * major + 10 * minor.
 std::string cuda_version_string(int v) { return v > 0 ? fmt::format("{}.{}", v / 1000, (v % 1000) / 10) : ""; }
+#endif
 
 }  // namespace
 

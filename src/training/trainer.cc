@@ -18,7 +18,7 @@
 #include "reducer.h"
 #include "step_clock.h"
 #include "tandem/common/error.h"
-#include "tandem/report/summary.h"
+#include "tandem/common/files.h"
 
 #if defined(TANDEM_WITH_CUDA)
 #include <c10/cuda/CUDAFunctions.h>
@@ -222,7 +222,7 @@ std::string Trainer::Impl::save_model() {
                    {"scaling", info.dtype == data::DType::kUInt8 ? "uint8 pixels / 255" : "as the pipeline makes them"},
                    {"mean", info.mean},
                    {"std", info.std}};
-  report::write_file_atomically(paths.model_dir + "/model.json", meta.dump(2) + "\n");
+  write_file_atomically(paths.model_dir + "/model.json", meta.dump(2) + "\n");
   return paths.model_dir + "/model.pt";
 }
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/feed/scheduler.h"
-#include "tandem/training/trainer.h"
+#include "tandem/report/run_records.h"
 
 namespace tandem::report {
 
@@ -24,13 +24,13 @@ struct WorkerFacts {
 
 // "throughput": global and per-rank samples/s over training time, and the ceiling: the
 // global rate of the loop while it was not waiting for data (a GPU's idle time excluded).
-nlohmann::json throughput(const training::TrainReport& train);
+nlohmann::json throughput(const TrainReport& train);
 
 // "plan_inputs", per docs/plan.md: instance types, hosts, ranks, cores, the CPU model,
 // the local threads' and each worker's images per CPU-second. `sources` are rank 0's;
 // the local threads are the source named "local"; `local_threads` is per trainer host
 // (every rank's on that host).
-nlohmann::json plan_inputs(const training::TrainReport& train, const std::vector<feed::SourceStats>& sources,
+nlohmann::json plan_inputs(const TrainReport& train, const std::vector<feed::SourceStats>& sources,
                            const std::vector<WorkerFacts>& workers, const std::string& trainer_instance_type,
                            int trainer_hosts, int local_threads);
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "tandem/feed/scheduler.h"
-#include "tandem/training/trainer.h"
+#include "tandem/report/run_records.h"
 
 namespace tandem::report {
 
@@ -26,7 +26,7 @@ class MetricsLog {
   // Throws std::runtime_error naming the path when it cannot be written.
   MetricsLog(std::string path, bool append, uint64_t steps_per_epoch);
 
-  void write(const training::LogPoint& point, const std::vector<feed::SourceStats>& sources);
+  void write(const LogPoint& point, const std::vector<feed::SourceStats>& sources);
 
   const std::string& path() const { return path_; }
 
@@ -52,7 +52,7 @@ class StatusLine {
   StatusLine& operator=(const StatusLine&) = delete;
 
   void progress(int64_t step, int64_t total, const char* phase);
-  void metrics(const training::LogPoint& point);
+  void metrics(const LogPoint& point);
   void eval_progress(int64_t done, int64_t total);
 
   // The text of the line, as drawn (for tests).

@@ -7,17 +7,13 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/feed/scheduler.h"
-#include "tandem/training/trainer.h"
+#include "tandem/report/run_records.h"
 
 namespace tandem::report {
 
 // steps, samples, samples_per_sec, data_wait_fraction, first_loss, final_loss,
 // wall_seconds, and per source {address, batches, samples, images_per_sec, share}.
-nlohmann::json make_summary(const training::TrainReport& train, const std::vector<feed::SourceStats>& sources);
-
-// Writes `text` to `path` through a temporary file and a rename, so a reader never sees
-// half a file. Creates parent directories. Throws std::runtime_error naming the path.
-void write_file_atomically(const std::string& path, const std::string& text);
+nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::SourceStats>& sources);
 
 // Records why the job failed in <root>/output/failure, where SageMaker looks for it.
 // Skipped when the root does not exist (not on SageMaker). Never throws: failing to report a failure must not hide the original error.

@@ -1,0 +1,68 @@
+// What a training run reports: its totals at the end (TrainReport) and a point at every
+// log step (LogPoint). Plain records, defined here below the training layer, so that the
+// report layer (summary, metrics, plan inputs) reads them without depending on training.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tandem::report {
+
+// Where training time went, in seconds summed over the run's steps.
+struct StepTimes {
+  double data_wait = 0;         // waiting for the next batch (on a GPU: the GPU sat idle)
+  double host_to_device = 0;    // copying and converting batches (on a GPU: a side stream, overlapped)
+  double forward_backward = 0;
+  double communication = 0;     // gradient allreduce not hidden behind backward
+  double optimizer = 0;         // clipping and the optimizer step
+};
+
+struct TrainReport {
+  int64_t start_step = 0;         // > 0 when resumed from a checkpoint
+  int64_t steps = 0;              // steps this run took
+  int64_t samples = 0;            // this rank's
+  double wall_seconds = 0;
+  double paused_seconds = 0;      // of wall_seconds, evaluating and writing checkpoints
+  double samples_per_sec = 0;     // this rank's, over training time (wall less paused)
+  double data_wait_seconds = 0;
+  double data_wait_fraction = 0;  // of training time, spent waiting for the next batch
+  StepTimes step_times;
+  int64_t grad_buckets = 0;               // allreduce buckets per step (world > 1)
+  int64_t grad_buckets_overlapped = 0;    // of all sent this run, how many left during backward
+  double first_loss = 0;
+  double final_loss = 0;
+  std::vector<double> losses;     // one per step, from start_step
+  bool interrupted = false;       // stopped early by `stop`
+  std::string device;             // "cpu" or "cuda:0"
+  std::string model;
+  int torch_threads = 0;
+  int rank = 0;
+  int world = 1;
+  std::vector<std::string> param_checksums;  // per rank: FNV-1a of every parameter's bytes
+  std::string last_checkpoint;    // path, if this run wrote one
+  std::string model_file;         // the final model, written by rank 0
+  std::optional<double> eval_accuracy;  // the last evaluation's top-1 accuracy
+  std::vector<std::pair<int64_t, double>> eval_history;  // (step, accuracy)
+};
+
+// One point of the run's metrics (metrics.jsonl), made on rank 0 at every log step, and
+// at an evaluation between log steps (then only step, elapsed_s and eval_accuracy are set).
+struct LogPoint {
+  bool training = true;
+  int64_t step = 0;                  // steps done
+  int64_t total_steps = 0;
+  double elapsed_s = 0;              // since this run started
+  double window_s = 0;               // training time since the previous log step (pauses excluded)
+  double samples_per_sec = 0;        // every rank together, over the log window's training time
+  double samples_per_sec_per_rank = 0;
+  double data_wait_pct = 0;
+  double loss = 0;                   // the window's last step
+  double lr = 0;
+  StepTimes step_ms;                 // the window's mean per step, in milliseconds
+  std::optional<double> eval_accuracy;
+};
+
+}  // namespace tandem::report
