@@ -12,14 +12,13 @@
 
 #include "tandem/cluster/cluster.h"
 #include "tandem/cluster/roles.h"
+#include "discovery_helpers.h"
 #include "process_helpers.h"
-#include "tandem/common/error.h"
 
 namespace tandem::cluster {
 namespace {
 
-namespace fs = std::filesystem;
-using Strings = std::vector<std::string>;
+using namespace testing;
 using Vars = std::map<std::string, std::string>;
 
 // A recorded environment: KEY=VALUE lines; '#' starts a comment line.
@@ -35,38 +34,10 @@ Vars recorded(const std::string& name) {
   return vars;
 }
 
-EnvLookup env_of(Vars vars) {
-  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
 Cluster discover_env(const Vars& vars, const ClusterOptions& opts = {}) {
   ClusterOptions o = opts;
   o.sagemaker_root = "";
   return discover(o, env_of(vars));
-}
-
-std::string discover_error(const Vars& vars, const ClusterOptions& opts = {}) {
-  try {
-    discover_env(vars, opts);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a ConfigError";
-  return "";
-}
-
-bool mentions(const std::string& text, std::initializer_list<const char*> parts) {
-  for (const char* p : parts) {
-    if (text.find(p) == std::string::npos) {
-      ADD_FAILURE() << "'" << p << "' not in: " << text;
-      return false;
-    }
-  }
-  return true;
 }
 
 // ---- torchrun -------------------------------------------------------------------------
@@ -74,20 +45,20 @@ bool mentions(const std::string& text, std::initializer_list<const char*> parts)
 // `tandem inspect` under torchrun's variables: this process is a rank already, the
 // rendezvous is torchrun's, and the workers are those named on the command line.
 TEST(Torchrun, InspectShowsTheRankItsRendezvousAndTheNamedWorkers) {
-  const fs::path dir = testing::fresh_dir("inspect-torchrun");
+  const fs::path dir = tandem::testing::fresh_dir("inspect-torchrun");
   const std::string cmd = "env -i PATH=/usr/bin:/bin TANDEM_SAGEMAKER_ROOT=/nonexistent WORLD_SIZE=4 RANK=3 "
                           "LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 MASTER_ADDR=10.1.0.5 MASTER_PORT=29400 " +
                           std::string(TANDEM_BINARY) + " inspect --workers cpu-1,cpu-2:7000 > " +
                           (dir / "out.json").string() + " 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << testing::slurp(dir / "out.json");
-  const auto out = nlohmann::json::parse(testing::slurp(dir / "out.json"));
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << tandem::testing::slurp(dir / "out.json");
+  const auto out = nlohmann::json::parse(tandem::testing::slurp(dir / "out.json"));
   EXPECT_TRUE(out["ranks_started_by_launcher"].get<bool>());
   EXPECT_EQ(out["details"]["MASTER_ADDR"], "10.1.0.5");
   EXPECT_EQ(out["details"]["MASTER_PORT"], "29400");
   EXPECT_EQ(out["details"]["RANK"], "3");
   EXPECT_EQ(out["role"], "trainer");
   EXPECT_EQ(out["workers"], nlohmann::json({"cpu-1:6000", "cpu-2:7000"}));
-  EXPECT_TRUE(mentions(out["origin"]["hosts"].get<std::string>(), {"index only", "MASTER_ADDR"}));
+  EXPECT_TRUE(Mentions(out["origin"]["hosts"].get<std::string>(), {"index only", "MASTER_ADDR"}));
 }
 
 // ---- Data workers named directly --------------------------------------------------------
@@ -97,7 +68,7 @@ TEST(NamedWorkers, PortsDefaultToTheWorkerPortAndRepeatsGo) {
   o.worker_port = 6100;
   EXPECT_EQ(explicit_worker_targets({"a", "b:7000", "a", "::1", "[::1]:7001"}, "", o),
             (Strings{"a:6100", "b:7000", "[::1]:6100", "[::1]:7001"}));
-  EXPECT_TRUE(mentions([&] {
+  EXPECT_TRUE(Mentions([&] {
     try {
       explicit_worker_targets({"a", ""}, "", o);
     } catch (const ConfigError& e) {
@@ -130,9 +101,9 @@ TEST(NamedWorkers, AServiceNameBecomesOneWorkerPerAddress) {
     }
     return std::string();
   };
-  EXPECT_TRUE(mentions(error("workers:http"), {"--worker-service", "not a port"}));
-  EXPECT_TRUE(mentions(error("workers:70000"), {"not a port"}));
-  EXPECT_TRUE(mentions(error(":6000"), {"not a DNS name", "headless Service"}));
+  EXPECT_TRUE(Mentions(error("workers:http"), {"--worker-service", "not a port"}));
+  EXPECT_TRUE(Mentions(error("workers:70000"), {"not a port"}));
+  EXPECT_TRUE(Mentions(error(":6000"), {"not a DNS name", "headless Service"}));
 }
 
 TEST(NamedWorkers, LocalhostResolvesForReal) {
@@ -145,7 +116,7 @@ TEST(NamedWorkers, LocalhostResolvesForReal) {
 // The recorded job: component 0 (2 tasks, no GPU) on vm-0, component 1 (1 task, 1 GPU) on vm-1.
 TEST(Slurm, OneStepOverEveryComponentPlacesEachTaskByItsRank) {
   const Cluster worker = discover_env(recorded("slurm-het-step-task0.env"));
-  EXPECT_TRUE(mentions(worker.source, {"Slurm heterogeneous job 5", "SLURM_HET_SIZE=2"}));
+  EXPECT_TRUE(Mentions(worker.source, {"Slurm heterogeneous job 5", "SLURM_HET_SIZE=2"}));
   ASSERT_EQ(worker.groups.size(), 2u);
   EXPECT_EQ(worker.groups[0].name, "het-group-0");
   EXPECT_EQ(worker.groups[0].hosts, Strings{"vm-0"});
@@ -153,7 +124,7 @@ TEST(Slurm, OneStepOverEveryComponentPlacesEachTaskByItsRank) {
   EXPECT_EQ(worker.current_host, "vm-0");
   EXPECT_EQ(worker.current_group, "het-group-0");
   EXPECT_EQ(worker.current_instance_type, "debug") << "the partition";
-  EXPECT_TRUE(mentions(worker.origin.at("current_group"), {"SLURM_PROCID"}));
+  EXPECT_TRUE(Mentions(worker.origin.at("current_group"), {"SLURM_PROCID"}));
   EXPECT_EQ(worker.groups[0].gpus_per_host, 0);
   EXPECT_EQ(worker.groups[1].gpus_per_host, -1) << "a task sees its own component's GPUs only";
   const RolePlan wp = resolve_roles(worker, {});
@@ -167,14 +138,14 @@ TEST(Slurm, OneStepOverEveryComponentPlacesEachTaskByItsRank) {
   const RolePlan tp = resolve_roles(trainer, {});
   EXPECT_EQ(tp.role, Role::kTrainer);
   EXPECT_EQ(tp.worker_hosts, Strings{"vm-0"});
-  EXPECT_TRUE(mentions(tp.origin.at("trainer_groups"), {"1 GPUs per host"}));
+  EXPECT_TRUE(Mentions(tp.origin.at("trainer_groups"), {"1 GPUs per host"}));
   EXPECT_EQ(describe(trainer, tp, {}, 1)["workers"], nlohmann::json({"vm-0:6000"}));
 }
 
 TEST(Slurm, TheBatchScriptAndOneComponentStepsFindTheirComponent) {
   const Cluster batch = discover_env(recorded("slurm-het-batch.env"));
   EXPECT_EQ(batch.current_group, "het-group-0");
-  EXPECT_TRUE(mentions(batch.origin.at("current_group"), {"SLURM_JOB_NODELIST"}));
+  EXPECT_TRUE(Mentions(batch.origin.at("current_group"), {"SLURM_JOB_NODELIST"}));
   const Cluster one = discover_env(recorded("slurm-het-component1.env"));
   EXPECT_EQ(one.current_group, "het-group-1");
   EXPECT_EQ(resolve_roles(one, {}).role, Role::kTrainer);
@@ -195,7 +166,7 @@ TEST(Slurm, AMultiNodeJobAndAnOlderReleasesPackNames) {
   EXPECT_EQ(describe(gpu, plan, {}, 8)["trainer_ranks"], nlohmann::json({{"first", 8}, {"count", 8}}));
 
   const Cluster old = discover_env(recorded("slurm-pack-names.env"));
-  EXPECT_TRUE(mentions(old.source, {"SLURM_PACK_SIZE=2"}));
+  EXPECT_TRUE(Mentions(old.source, {"SLURM_PACK_SIZE=2"}));
   EXPECT_EQ(old.current_host, "cpu03");
   EXPECT_EQ(old.current_group, "het-group-0");
   EXPECT_EQ(resolve_roles(old, {}).role, Role::kWorker);
@@ -215,22 +186,22 @@ TEST(Slurm, AJobThatIsNotHeterogeneousTrainsEverywhere) {
 TEST(SlurmErrors, EachNamesTheVariableAndTheFix) {
   Vars v = recorded("slurm-het-step-task0.env");
   v["SLURM_LOCALID"] = "1";
-  EXPECT_TRUE(mentions(discover_error(v), {"SLURM_LOCALID", "one task per node", "--ntasks-per-node=1"}));
+  EXPECT_TRUE(Mentions(discover_error(v), {"SLURM_LOCALID", "one task per node", "--ntasks-per-node=1"}));
   v = recorded("slurm-het-step-task0.env");
   v["SLURM_JOB_NODELIST_HET_GROUP_1"] = "vm-[1-";
-  EXPECT_TRUE(mentions(discover_error(v), {"SLURM_JOB_NODELIST_HET_GROUP_1", "not a Slurm host list"}));
+  EXPECT_TRUE(Mentions(discover_error(v), {"SLURM_JOB_NODELIST_HET_GROUP_1", "not a Slurm host list"}));
   v = recorded("slurm-het-step-task0.env");
   v.erase("SLURM_JOB_NODELIST_HET_GROUP_1");
   v.erase("SLURM_JOB_NODELIST_PACK_GROUP_1");
-  EXPECT_TRUE(mentions(discover_error(v), {"SLURM_JOB_NODELIST_HET_GROUP_1", "not set"}));
+  EXPECT_TRUE(Mentions(discover_error(v), {"SLURM_JOB_NODELIST_HET_GROUP_1", "not set"}));
   v = recorded("slurm-het-tagged-task2.env");
   v["TANDEM_HET_GROUP"] = "2";
-  EXPECT_TRUE(mentions(discover_error(v), {"TANDEM_HET_GROUP", "2 components"}));
+  EXPECT_TRUE(Mentions(discover_error(v), {"TANDEM_HET_GROUP", "2 components"}));
   // Nothing places a task whose node is in no component: the message says how to start it.
   v = recorded("slurm-het-component1.env");
   v["SLURM_JOB_NODELIST"] = "vm-7";
   v["SLURMD_NODENAME"] = "vm-7";
-  EXPECT_TRUE(mentions(discover_error(v), {"TANDEM_HET_GROUP", "srun --het-group=0,1"}));
+  EXPECT_TRUE(Mentions(discover_error(v), {"TANDEM_HET_GROUP", "srun --het-group=0,1"}));
   // Three components seen from a CPU task: which one trains must be said.
   v = recorded("slurm-het-step-task0.env");
   v["SLURM_HET_SIZE"] = "3";
@@ -242,7 +213,7 @@ TEST(SlurmErrors, EachNamesTheVariableAndTheFix) {
     resolve_roles(three, {});
     ADD_FAILURE() << "expected a ConfigError";
   } catch (const ConfigError& e) {
-    EXPECT_TRUE(mentions(e.what(), {"ambiguous", "--trainer-group"}));
+    EXPECT_TRUE(Mentions(e.what(), {"ambiguous", "--trainer-group"}));
   }
   ClusterOptions named;
   named.trainer_groups = {"het-group-2"};
@@ -265,7 +236,7 @@ TEST(JobSet, AWorkerPodKnowsEveryPeerByItsStableName) {
   EXPECT_EQ(c.groups[0].name, "trainer");
   EXPECT_EQ(c.groups[0].hosts, Strings{"tandem-demo-trainer-0-0.tandem-demo"});
   EXPECT_EQ(c.groups[1].hosts, (Strings{"tandem-demo-workers-0-0.tandem-demo", "tandem-demo-workers-1-0.tandem-demo"}));
-  EXPECT_TRUE(mentions(c.source, {"JobSet tandem-demo"}));
+  EXPECT_TRUE(Mentions(c.source, {"JobSet tandem-demo"}));
   EXPECT_EQ(c.origin.at("current_group"), "REPLICATED_JOB_NAME");
   EXPECT_FALSE(c.ranks_started);
 
@@ -288,7 +259,7 @@ TEST(JobSet, TheTrainerPodPullsFromEveryWorkerPod) {
     resolve_roles(c, {});
     ADD_FAILURE() << "expected a ConfigError";
   } catch (const ConfigError& e) {
-    EXPECT_TRUE(mentions(e.what(), {"--trainer-group"}));
+    EXPECT_TRUE(Mentions(e.what(), {"--trainer-group"}));
   }
 }
 
@@ -313,15 +284,15 @@ TEST(JobSetErrors, EachNamesTheVariableAndTheFix) {
     v[name] = value;
     return v;
   };
-  EXPECT_TRUE(mentions(discover_error(without("JOBSET_NAME")),
+  EXPECT_TRUE(Mentions(discover_error(without("JOBSET_NAME")),
                        {"JOBSET_NAME", "downward API", "jobset.sigs.k8s.io/jobset-name"}));
-  EXPECT_TRUE(mentions(discover_error(without("JOB_INDEX")), {"JOB_INDEX", "jobset.sigs.k8s.io/job-index"}));
-  EXPECT_TRUE(mentions(discover_error(with("REPLICATED_JOB_NAME", "loaders")), {"loaders", "does not list"}));
-  EXPECT_TRUE(mentions(discover_error(with("JOB_INDEX", "2")), {"JOB_INDEX", "replicas only 2"}));
-  EXPECT_TRUE(mentions(discover_error(with("JOB_COMPLETION_INDEX", "1")), {"JOB_COMPLETION_INDEX", "REPLICASxPARALLELISM"}));
-  EXPECT_TRUE(mentions(discover_error(with("TANDEM_JOBSET_GROUPS", "workers=two,trainer=1")), {"count", "\"two\""}));
-  EXPECT_TRUE(mentions(discover_error(with("TANDEM_JOBSET_GROUPS", "Workers=2")), {"NAME=REPLICAS"}));
-  EXPECT_TRUE(mentions(discover_error(with("TANDEM_JOBSET_GROUPS", "workers=2,workers=1")), {"twice"}));
+  EXPECT_TRUE(Mentions(discover_error(without("JOB_INDEX")), {"JOB_INDEX", "jobset.sigs.k8s.io/job-index"}));
+  EXPECT_TRUE(Mentions(discover_error(with("REPLICATED_JOB_NAME", "loaders")), {"loaders", "does not list"}));
+  EXPECT_TRUE(Mentions(discover_error(with("JOB_INDEX", "2")), {"JOB_INDEX", "replicas only 2"}));
+  EXPECT_TRUE(Mentions(discover_error(with("JOB_COMPLETION_INDEX", "1")), {"JOB_COMPLETION_INDEX", "REPLICASxPARALLELISM"}));
+  EXPECT_TRUE(Mentions(discover_error(with("TANDEM_JOBSET_GROUPS", "workers=two,trainer=1")), {"count", "\"two\""}));
+  EXPECT_TRUE(Mentions(discover_error(with("TANDEM_JOBSET_GROUPS", "Workers=2")), {"NAME=REPLICAS"}));
+  EXPECT_TRUE(Mentions(discover_error(with("TANDEM_JOBSET_GROUPS", "workers=2,workers=1")), {"twice"}));
 }
 
 }  // namespace

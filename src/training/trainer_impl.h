@@ -1,0 +1,55 @@
+// Internal to the trainer: its state, shared by trainer.cc (set-up, checkpoints, the
+// final model, evaluation) and train_loop.cc (Trainer::run, the loop itself).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "collective.h"
+#include "device_feed.h"
+#include "model.h"
+#include "reducer.h"
+#include "step_clock.h"
+#include "tandem/training/trainer.h"
+
+namespace tandem::training {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Hex FNV-1a over every parameter's and buffer's bytes: equal on every rank, or the
+// ranks diverged.
+std::string checksum(Model& model);
+
+struct Trainer::Impl {
+  TrainerOptions opts;
+  data::DatasetInfo info;
+  DistInfo dist;
+  RunPaths paths;
+  torch::Device device{torch::kCPU};
+  InputFormat format;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<Collective> collective;
+  std::unique_ptr<Reducer> reducer;
+  int64_t start_step = 0;
+  int64_t next_step = 0;  // where the next run() call starts
+  std::shared_ptr<const data::Dataset> eval;
+  std::function<void(int64_t, int64_t)> eval_progress;  // rank 0's, during run()
+
+  void resume();
+  void sync_buffers();
+  bool train_step(const DeviceBatch* batch, bool stop, int64_t step, StepClock& clock,
+                  std::vector<torch::Tensor>& losses);
+  void log_line(const LogPoint& p) const;
+  std::string save_checkpoint(int64_t step);
+  std::string save_model();
+};
+
+}  // namespace tandem::training
