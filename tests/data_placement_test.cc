@@ -29,9 +29,9 @@ fs::path make_folder(const fs::path& root) {
   return root;
 }
 
-std::string worker_args(int port, const fs::path& data, int crop) {
-  return "worker --port " + std::to_string(port) + " --bind 127.0.0.1 --threads 1 --idle-timeout 60 --data imagefolder:" +
-         data.string() + " --pipeline 'decode,random_resized_crop(" + std::to_string(crop) + "),hflip'";
+std::string worker_args(const fs::path& data, int crop) {
+  return "--threads 1 --idle-timeout 60 --data imagefolder:" + data.string() + " --pipeline 'decode,random_resized_crop(" +
+         std::to_string(crop) + "),hflip'";
 }
 
 // The trainer's SageMaker root has no input/data/training channel.
@@ -44,9 +44,9 @@ std::string trainer_args(const fs::path& dir, const std::string& workers) {
 TEST(DataPlacement, ATrainerWithoutTheDataLearnsItFromItsWorkers) {
   const fs::path dir = fresh_dir("learn-dataset");
   const fs::path data = make_folder(dir / "data");
-  const int port = free_port();
-  Child worker = spawn(worker_args(port, data, 32), dir / "worker.log");
-  const int code = run_tandem(trainer_args(dir, "127.0.0.1:" + std::to_string(port)), dir / "trainer.log", 120);
+  Worker worker = start_worker(worker_args(data, 32), dir / "worker.log");
+  ASSERT_GT(worker.port, 0) << slurp(dir / "worker.log");
+  const int code = run_tandem(trainer_args(dir, worker.target()), dir / "trainer.log", 120);
   const std::string log = slurp(dir / "trainer.log");
   ASSERT_EQ(code, 0) << log;
   EXPECT_NE(log.find("no copy of --data imagefolder on this host"), std::string::npos) << log;
@@ -57,18 +57,17 @@ TEST(DataPlacement, ATrainerWithoutTheDataLearnsItFromItsWorkers) {
   EXPECT_EQ(summary["steps"], 3);
   ASSERT_EQ(summary["workers"].size(), 1u) << "no local source: nothing to preprocess with";
   EXPECT_EQ(summary["workers"][0]["batches"], 3);
-  EXPECT_EQ(wait_exit(worker, 20s), 0) << "released at the end";
+  EXPECT_EQ(wait_exit(worker.child, 20s), 0) << "released at the end";
 }
 
 TEST(DataPlacement, WorkersThatDisagreeWithEachOtherAreRefused) {
   const fs::path dir = fresh_dir("learn-disagree");
   const fs::path data = make_folder(dir / "data");
-  const int p1 = free_port(), p2 = free_port();
-  Child w1 = spawn(worker_args(p1, data, 32), dir / "w1.log");
-  Child w2 = spawn(worker_args(p2, data, 24), dir / "w2.log");
-  ASSERT_TRUE(wait_for_text(dir / "w1.log", "serving", 30s)) << slurp(dir / "w1.log");
-  ASSERT_TRUE(wait_for_text(dir / "w2.log", "serving", 30s)) << slurp(dir / "w2.log");
-  const std::string workers = "127.0.0.1:" + std::to_string(p1) + ",127.0.0.1:" + std::to_string(p2);
+  Worker w1 = start_worker(worker_args(data, 32), dir / "w1.log");
+  Worker w2 = start_worker(worker_args(data, 24), dir / "w2.log");
+  ASSERT_GT(w1.port, 0) << slurp(dir / "w1.log");
+  ASSERT_GT(w2.port, 0) << slurp(dir / "w2.log");
+  const std::string workers = w1.target() + "," + w2.target();
   EXPECT_EQ(run_tandem(trainer_args(dir, workers), dir / "trainer.log", 120), 1);
   const std::string log = slurp(dir / "trainer.log");
   EXPECT_NE(log.find("fingerprint"), std::string::npos) << log;
@@ -79,9 +78,9 @@ TEST(DataPlacement, WorkersThatDisagreeWithEachOtherAreRefused) {
 TEST(DataPlacement, LocalPreprocessingWithoutTheDataIsAnError) {
   const fs::path dir = fresh_dir("learn-local");
   const fs::path data = make_folder(dir / "data");
-  const int port = free_port();
-  Child worker = spawn(worker_args(port, data, 32), dir / "worker.log");
-  EXPECT_EQ(run_tandem(trainer_args(dir, "127.0.0.1:" + std::to_string(port)) + " --local-workers 1",
+  Worker worker = start_worker(worker_args(data, 32), dir / "worker.log");
+  ASSERT_GT(worker.port, 0) << slurp(dir / "worker.log");
+  EXPECT_EQ(run_tandem(trainer_args(dir, worker.target()) + " --local-workers 1",
                        dir / "trainer.log", 60),
             1);
   const std::string log = slurp(dir / "trainer.log");

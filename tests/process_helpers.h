@@ -115,4 +115,22 @@ inline bool wait_for_text(const fs::path& log, const std::string& text, std::chr
   return false;
 }
 
+// A `tandem worker` on a port the system chose (--port 0), read from its log: no guessing
+// of free ports, no race with other tests for them.
+struct Worker {
+  Child child;
+  int port = 0;
+  std::string target() const { return "127.0.0.1:" + std::to_string(port); }
+};
+
+inline Worker start_worker(const std::string& args, const fs::path& log,
+                           std::chrono::seconds timeout = std::chrono::seconds(30)) {
+  Worker w{spawn("worker --port 0 --bind 127.0.0.1 " + args, log), 0};
+  const std::string marker = " on port ";
+  if (!wait_for_text(log, marker, timeout)) return w;  // port 0: the caller's ASSERT shows the log
+  const std::string text = slurp(log);
+  w.port = std::atoi(text.c_str() + text.find(marker) + marker.size());
+  return w;
+}
+
 }  // namespace tandem::testing

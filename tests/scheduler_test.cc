@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -55,14 +56,11 @@ TEST(Scheduler, PrefetchBoundsRequestsAheadOfTheConsumer) {
   Scheduler s(request_for, {100, 3, 10});
   const int id = s.add_source("greedy", 50);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(s.acquire(id));
-  std::atomic<bool> got_fourth{false};
-  std::thread t([&] {
-    if (s.acquire(id)) got_fourth = true;
-  });
-  std::this_thread::sleep_for(100ms);
-  EXPECT_FALSE(got_fourth) << "a fourth request while three are undelivered";
+  // Still waiting at a deadline: the scheduler holds the fourth request back.
+  auto fourth = std::async(std::launch::async, [&] { return s.acquire(id).has_value(); });
+  EXPECT_EQ(fourth.wait_for(100ms), std::future_status::timeout) << "a fourth request while three are undelivered";
   s.close();
-  t.join();
+  EXPECT_FALSE(fourth.get()) << "closing releases the waiter empty-handed";
 }
 
 TEST(Scheduler, WindowLimitsOneSource) {
@@ -70,15 +68,10 @@ TEST(Scheduler, WindowLimitsOneSource) {
   const int id = s.add_source("small", 2);
   ASSERT_TRUE(s.acquire(id));
   ASSERT_TRUE(s.acquire(id));
-  std::atomic<bool> got_third{false};
-  std::thread t([&] {
-    if (s.acquire(id)) got_third = true;
-  });
-  std::this_thread::sleep_for(100ms);
-  EXPECT_FALSE(got_third);
+  auto third = std::async(std::launch::async, [&] { return s.acquire(id).has_value(); });
+  EXPECT_EQ(third.wait_for(100ms), std::future_status::timeout) << "a third request beyond the window of 2";
   s.complete(id, batch_for(request_for(0)));
-  t.join();
-  EXPECT_TRUE(got_third) << "room again once one completes";
+  EXPECT_TRUE(third.get()) << "room again once one completes";
 }
 
 TEST(Scheduler, FasterSourceServesProportionallyMore) {
@@ -148,8 +141,7 @@ TEST(Scheduler, CloseReleasesEveryWaiter) {
   ASSERT_TRUE(s.acquire(id));
   std::thread producer([&] { EXPECT_FALSE(s.acquire(id)); });
   std::thread consumer([&] { EXPECT_FALSE(s.next()); });
-  std::this_thread::sleep_for(50ms);
-  s.close();
+  s.close();  // whether they wait already or arrive after, both get nothing
   producer.join();
   consumer.join();
 }
@@ -166,7 +158,6 @@ TEST(Scheduler, SourcesAddedWhileOthersWaitKeepWorking) {
   const int first = s.add_source("first", 2);
   std::atomic<int> served{0};
   std::thread t = serve(s, first, std::chrono::milliseconds(1), &served);
-  std::this_thread::sleep_for(20ms);  // `first` is now parked in acquire()
   std::vector<int> more;
   for (int i = 0; i < 50; ++i) more.push_back(s.add_source("extra" + std::to_string(i), 1));
   for (int i = 0; i < 400; ++i) ASSERT_TRUE(s.next()) << "stalled at " << i;
@@ -228,13 +219,14 @@ TEST(Scheduler, ALateRequestAtTheHeadOfTheLineIsHedgedToAnotherSource) {
   Scheduler s(request_for, {60, 8, /*batch_timeout_s=*/10});
   const int stalling = s.add_source("stalling", 2);
   const int healthy = s.add_source("healthy", 2);
-  std::atomic<bool> release{false};
+  std::promise<void> release;
+  const std::shared_future<void> released = release.get_future().share();
   std::atomic<int64_t> stalled{-1};
   std::thread a([&] {
     while (auto r = s.acquire(stalling)) {
       if (r->sequence >= 20 && stalled < 0) {  // hangs on this one until the test ends
         stalled = static_cast<int64_t>(r->sequence);
-        while (!release) std::this_thread::sleep_for(10ms);
+        released.wait();
       }
       std::this_thread::sleep_for(2ms);
       s.complete(stalling, batch_for(*r));
@@ -253,7 +245,7 @@ TEST(Scheduler, ALateRequestAtTheHeadOfTheLineIsHedgedToAnotherSource) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "the stall was waited out, not hedged";
   ASSERT_GE(stalled.load(), 20) << "the stalling source never took a request past 20";
   EXPECT_GE(s.hedged(), 1u);
-  release = true;
+  release.set_value();
   s.close();
   a.join();
   b.join();

@@ -121,7 +121,7 @@ void add_data_options(CLI::App& app, DataOptions& o) {
 }
 
 void add_worker_options(CLI::App& app, WorkerOptions& o) {
-  app.add_option("--port", o.port, "Port to serve on; 0 = --worker-port")->capture_default_str()
+  app.add_option("--port", o.port, "Port to serve on (default --worker-port); 0 = a free port, named in the log")
       ->check(in_range(0, 65535))->group(kWorkerGroup);
   app.add_option("--bind", o.bind, "Address to listen on")->capture_default_str()->group(kWorkerGroup);
   app.add_option("--threads", o.threads, "Preprocessing threads; 0 = all cores")->capture_default_str()

@@ -3,7 +3,9 @@
 namespace tandem {
 
 std::string with_context(const std::string& context, const std::exception& e) {
-  return context + ": " + e.what();
+  std::string out = context;
+  out.append(": ").append(e.what());
+  return out;
 }
 
 }  // namespace tandem

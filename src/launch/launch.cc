@@ -120,7 +120,7 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
                plan.origin.count("role") ? plan.origin.at("role") : c.source);
   if (plan.role == cluster::Role::kWorker) {
     Settings s = settings;
-    if (!s.worker.port) s.worker.port = cluster::worker_endpoint(c.current_host, co).port;
+    if (s.worker.port < 0) s.worker.port = cluster::worker_endpoint(c.current_host, co).port;
     return run_worker(s, c.current_host);
   }
   check_gpu(c, settings.trainer);

@@ -33,7 +33,7 @@ int run_worker(const Settings& settings, const std::string& host) {
   transport::keep_grpc_initialised();
   auto dataset = data::make_dataset(settings.data);
   transport::WorkerServer server(dataset, settings.worker, host, data::wire_dtype(settings.data), settings.security);
-  const int port = settings.worker.port ? settings.worker.port : settings.cluster.worker_port;
+  const int port = settings.worker.port >= 0 ? settings.worker.port : settings.cluster.worker_port;
   const int bound = server.start(settings.worker.bind + ":" + std::to_string(port));
   live = &server;
   if (signalled) server.stop_when_idle(settings.worker.term_grace_s);

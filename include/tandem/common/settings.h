@@ -67,7 +67,7 @@ struct DataOptions {
 
 // A data worker's server.
 struct WorkerOptions {
-  int port = 0;               // --port: 0 = ClusterOptions::worker_port
+  int port = -1;              // --port: -1 (unset) = ClusterOptions::worker_port; 0 = a free port, logged
   std::string bind = "0.0.0.0";
   int threads = 0;            // --threads: preprocessing threads; 0 = all cores
   double idle_timeout_s = 600;  // --idle-timeout: exit when no trainer speaks for this long
