@@ -13,15 +13,8 @@ namespace {
 namespace fs = std::filesystem;
 using namespace tandem::testing;
 
-struct Outcome {
-  int code;
-  std::string out;
-};
-
 Outcome tandem_run(const std::string& args, const std::string& name) {
-  const fs::path dir = fresh_dir(name);
-  const int code = run_tandem(args, dir / "out.log", 30);
-  return {code, slurp(dir / "out.log")};
+  return run_capture(args, fresh_dir(name) / "out.log");
 }
 
 TEST(CommandLine, ATypoedCommandSuggestsTheNearestAndExitsTwo) {

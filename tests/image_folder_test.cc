@@ -52,11 +52,15 @@ std::vector<uint8_t> sample(const Dataset& d, uint64_t index, uint32_t epoch, in
   return out;
 }
 
+// The message of the error that making the dataset (ConfigError: settings, folders) or
+// sample `index` (DataError: a file) raises.
 std::string config_error(const DataOptions& opts, uint64_t index = 0) {
   try {
     auto d = make_dataset(opts);
     sample(*d, index, 0);
   } catch (const ConfigError& e) {
+    return e.what();
+  } catch (const DataError& e) {
     return e.what();
   }
   return "";
@@ -273,7 +277,7 @@ TEST(ImageFolderBadData, SkipGivesUpWhenNothingDecodes) {
   opts.on_bad_sample = "skip";
   auto d = make_dataset(opts);
   std::vector<uint8_t> out(d->info().sample_bytes());
-  EXPECT_THROW(d->produce(0, 0, std::as_writable_bytes(std::span<uint8_t>(out))), ConfigError);
+  EXPECT_THROW(d->produce(0, 0, std::as_writable_bytes(std::span<uint8_t>(out))), DataError);
 }
 
 TEST(ImageFolderBadData, FileChangedAfterIndexingIsReported) {
@@ -286,10 +290,10 @@ TEST(ImageFolderBadData, FileChangedAfterIndexingIsReported) {
   try {
     d->produce(3, 0, std::as_writable_bytes(std::span<uint8_t>(out)));
     FAIL() << "a changed file was used";
-  } catch (const ConfigError& e) {
+  } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("x.png: changed since it was indexed"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(d->produce(4, 0, std::as_writable_bytes(std::span<uint8_t>(out))), ConfigError);  // y.png: cannot open
+  EXPECT_THROW(d->produce(4, 0, std::as_writable_bytes(std::span<uint8_t>(out))), DataError);  // y.png: cannot open
 }
 
 }  // namespace

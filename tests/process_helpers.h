@@ -115,6 +115,17 @@ inline bool wait_for_text(const fs::path& log, const std::string& text, std::chr
   return false;
 }
 
+// What `tandem ARGS` said and how it exited.
+struct Outcome {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+inline Outcome run_capture(const std::string& args, const fs::path& log, int timeout_s = 30) {
+  const int code = run_tandem(args, log, timeout_s);
+  return {code, slurp(log)};
+}
+
 // A `tandem worker` on a port the system chose (--port 0), read from its log: no guessing
 // of free ports, no race with other tests for them.
 struct Worker {

@@ -12,13 +12,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "discovery_helpers.h"
 #include "tandem/common/error.h"
 
 namespace tandem::cluster {
 namespace {
 
+using namespace testing;
 using nlohmann::json;
-using Strings = std::vector<std::string>;
 
 // A fixture as parse_resource_config reads it, optionally as seen from `current_host`.
 Cluster fixture_cluster(const std::string& name, const std::string& current_host = "") {
@@ -35,30 +36,6 @@ Cluster fixture_cluster(const std::string& name, const std::string& current_host
     doc.erase("current_instance_type");
   }
   return parse_resource_config(doc.dump(), path.string());
-}
-
-template <class F>
-std::string config_error(F&& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected ConfigError, got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected ConfigError, nothing was thrown";
-  return "";
-}
-
-::testing::AssertionResult Mentions(const std::string& message,
-                                    std::initializer_list<std::string> parts) {
-  for (const auto& part : parts) {
-    if (message.find(part) == std::string::npos) {
-      return ::testing::AssertionFailure() << "\"" << part << "\" not in: " << message;
-    }
-  }
-  return ::testing::AssertionSuccess();
 }
 
 ClusterOptions flags(Strings trainers, Strings workers) {

@@ -13,16 +13,10 @@ namespace {
 namespace fs = std::filesystem;
 using namespace tandem::testing;
 
-struct Outcome {
-  int code;
-  std::string out;
-};
-
 Outcome inspect_with(const fs::path& dir, const std::string& hyperparameters, const std::string& extra = "") {
   fs::create_directories(dir / "root/input/config");
   std::ofstream(dir / "root/input/config/hyperparameters.json") << hyperparameters;
-  const int code = run_tandem("inspect --sagemaker-root " + (dir / "root").string() + extra, dir / "out.log", 30);
-  return {code, slurp(dir / "out.log")};
+  return run_capture("inspect --sagemaker-root " + (dir / "root").string() + extra, dir / "out.log");
 }
 
 TEST(SettingsHardening, DeeplyNestedJsonIsRefusedNotParsed) {

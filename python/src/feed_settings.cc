@@ -47,21 +47,6 @@ bool accepted(const CLI::Option& o) {
          kFeedTrainerSettings.count(name) > 0;
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // Why `key` is refused, and what to do instead.
 std::string refusal(const std::string& key, const CLI::Option* known) {
   const std::string shown = "'" + printable(key, 80) + "'";
@@ -72,12 +57,7 @@ std::string refusal(const std::string& key, const CLI::Option* known) {
     return shown + " is a setting of tandem's own trainer or launcher, which tandem.Feed does not run: drop it "
            "(your script trains; see docs/python.md for the feed's settings)";
   }
-  std::string best;
-  size_t best_d = 4;
-  for (const std::string& name : feed_setting_names()) {
-    const size_t d = edit_distance(underscored(key), name);
-    if (d < best_d) best_d = d, best = name;
-  }
+  const std::string best = nearest(underscored(key), feed_setting_names(), 3);
   std::string out = "unknown setting " + shown + " for tandem.Feed";
   if (!best.empty()) return out + ": did you mean '" + best + "'?";
   std::string all;

@@ -67,7 +67,7 @@ int run_cli(int argc, char** argv) {
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());
       if (cmd.reports_failure) report::write_failure(settings.cluster.sagemaker_root, e.what());
-      return launch::kExitFailed;
+      return exit_code(e);
     }
   }
   return launch::kExitFailed;

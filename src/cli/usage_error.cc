@@ -1,27 +1,11 @@
 #include "usage_error.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "tandem/common/text.h"
 
 namespace tandem::cli {
 namespace {
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  std::iota(row.begin(), row.end(), 0);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
 
 std::vector<std::string> command_names(const CLI::App& app) {
   std::vector<std::string> names;
@@ -49,18 +33,8 @@ bool is_flag_of(const std::vector<std::string>& flags, const std::string& arg) {
 
 }  // namespace
 
-std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_distance = std::string::npos;
-  for (const std::string& c : candidates) {
-    const size_t d = edit_distance(word, c);
-    if (d < best_distance) {
-      best_distance = d;
-      best = c;
-    }
-  }
-  const size_t limit = std::max<size_t>(1, std::max(word.size(), best.size()) / 3);
-  return best_distance >= 1 && best_distance <= limit ? best : "";
+std::string nearest_name(const std::string& word, const std::vector<std::string>& candidates) {
+  return nearest(word, candidates, std::max<size_t>(1, word.size() / 3));
 }
 
 std::string usage_message(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
@@ -76,7 +50,7 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& error, int
     }
     if (arg.starts_with("-")) continue;
     if (std::find(commands.begin(), commands.end(), arg) == commands.end()) {
-      const std::string guess = nearest(arg, commands);
+      const std::string guess = nearest_name(arg, commands);
       return "unknown command '" + printable(arg, 40) + "'" + (guess.empty() ? "" : ", did you mean '" + guess + "'?") +
              " Commands: " + [&] {
                std::string all;
@@ -93,7 +67,7 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& error, int
     const std::string arg = argv[i];
     if (!arg.starts_with("--") || is_flag_of(flags, arg)) continue;
     const std::string name = arg.substr(0, arg.find('='));
-    const std::string guess = nearest(name, flags);
+    const std::string guess = nearest_name(name, flags);
     return "unknown flag '" + printable(name, 40) + "' for 'tandem " + command->get_name() + "'" +
            (guess.empty() ? "" : ", did you mean '" + guess + "'?") + " (tandem " + command->get_name() +
            " --help lists its flags)";

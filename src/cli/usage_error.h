@@ -10,9 +10,9 @@ namespace tandem::cli {
 
 inline constexpr int kExitUsage = 2;
 
-// The candidate nearest to `word` by edit distance, if it is near enough to be a likely
-// typo (at most a third of the longer word's length, and at least one edit); else "".
-std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
+// The candidate nearest to `word` if it is a likely typo of it (at most a third of its
+// length in edits, at least one); else "".
+std::string nearest_name(const std::string& word, const std::vector<std::string>& candidates);
 
 // What to tell the user about a parse error of `argv` against `app`: CLI11's message,
 // plus "did you mean ..." for an unknown command or flag.

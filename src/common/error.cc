@@ -8,4 +8,6 @@ std::string with_context(const std::string& context, const std::exception& e) {
   return out;
 }
 
+int exit_code(const std::exception& e) noexcept { return dynamic_cast<const Interrupted*>(&e) ? 2 : 1; }
+
 }  // namespace tandem

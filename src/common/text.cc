@@ -1,6 +1,8 @@
 #include "tandem/common/text.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <numeric>
 
 namespace tandem {
 
@@ -22,6 +24,38 @@ std::string printable(std::string_view s, size_t max_chars) {
   }
   if (i < s.size()) out += "... (" + std::to_string(s.size()) + " bytes)";
   return out;
+}
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  std::iota(row.begin(), row.end(), 0);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates, size_t max_distance) {
+  std::string best;
+  size_t best_distance = max_distance + 1;
+  for (const std::string& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    if (d >= 1 && d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
 }
 
 }  // namespace tandem

@@ -151,11 +151,11 @@ class ImageFolderDataset final : public Dataset {
       if (problem.empty()) return file.label;
       const std::string path = root_ + "/" + file.path;
       if (policy_ == BadSamplePolicy::kFail) {
-        throw ConfigError(path + ": " + problem + ": remove or replace the file, or pass --on-bad-sample skip");
+        throw DataError(path + ": " + problem + ": remove or replace the file, or pass --on-bad-sample skip");
       }
       skips_.record(path, problem);
       if (tries + 1 >= std::min<uint64_t>(kMaxSubstituteTries, index_.files.size())) {
-        throw ConfigError("no usable image among the " + std::to_string(tries + 1) + " files from " + path +
+        throw DataError("no usable image among the " + std::to_string(tries + 1) + " files from " + path +
                           " on: check the data under " + root_);
       }
       item = (item + 1) % index_.files.size();  // the substitute: the next file, same random key

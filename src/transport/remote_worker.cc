@@ -125,8 +125,8 @@ WorkerInfo RemoteWorker::info(double timeout_s) {
   info.std.assign(reply.std().begin(), reply.std().end());
   try {
     info.dtype = from_proto(reply.dtype());
-  } catch (const NetworkError& e) {
-    throw NetworkError("data worker " + target_ + ": " + e.what());
+  } catch (const PeerError& e) {
+    throw PeerError(with_context("data worker " + target_, e));
   }
   info.threads = static_cast<int>(reply.threads());
   info.host = printable(reply.host(), 80);  // the peer's words, logged by the trainer
@@ -253,12 +253,12 @@ RemoteWorker::Impl::Outcome RemoteWorker::Impl::stream(feed::Scheduler& schedule
       msg = IncomingBatch();
       if (expect) {
         if (const std::string problem = data::batch_problem(batch, *expect); !problem.empty()) {
-          throw NetworkError("sent a malformed batch: " + problem + "; dropping this worker");
+          throw PeerError("sent a malformed batch: " + problem + "; dropping this worker");
         }
       }
       scheduler.complete(id, std::move(batch));
-    } catch (const NetworkError& e) {
-      bad_batch = "data worker " + target + ": " + e.what();
+    } catch (const Error& e) {  // a malformed batch (PeerError), or a request it refused
+      bad_batch = with_context("data worker " + target, e);
       ctx->TryCancel();
     }
   }
@@ -299,7 +299,7 @@ data::DatasetInfo RemoteWorker::learn_dataset(double timeout_s) {
   d.mean = wi.mean;
   d.std = wi.std;
   if (const std::string problem = data::info_problem(d); !problem.empty()) {
-    throw NetworkError("data worker " + target_ + " (" + wi.host + ") describes its dataset with " + problem +
+    throw PeerError("data worker " + target_ + " (" + wi.host + ") describes its dataset with " + problem +
                        ", which a trainer cannot build a model on: run the same tandem version on every host");
   }
   spdlog::info("dataset learnt from data worker {} ({}): '{}' of {} samples, {} classes, fingerprint {}", target_,

@@ -39,7 +39,7 @@ data::DType from_proto(v1::DType dtype) {
     case v1::BFLOAT16: return data::DType::kBFloat16;
     case v1::FLOAT16: return data::DType::kFloat16;
     case v1::UINT8: return data::DType::kUInt8;
-    default: throw NetworkError("peer sent a batch with unknown dtype " + std::to_string(dtype));
+    default: throw PeerError("peer sent a batch with unknown dtype " + std::to_string(dtype));
   }
 }
 
@@ -65,7 +65,7 @@ OutgoingBatch error_batch(const std::string& why) {
 
 data::Batch from_wire(IncomingBatch&& batch) {
   const v1::BatchHeader& h = batch.header;
-  if (!h.error().empty()) throw NetworkError("it refused a request: " + printable(h.error(), 300));
+  if (!h.error().empty()) throw PeerError("it refused a request: " + printable(h.error(), 300));
   data::Batch out;
   out.sequence = h.sequence();
   out.epoch = h.epoch();
@@ -79,7 +79,7 @@ data::Batch from_wire(IncomingBatch&& batch) {
   for (int64_t d : out.shape) expected *= d < 0 ? 0 : static_cast<size_t>(d);
   if (out.shape.empty() || out.data.size() != expected ||
       static_cast<int64_t>(out.labels.size()) != out.shape[0]) {
-    throw NetworkError("it sent an inconsistent batch " + std::to_string(out.sequence) + ": " +
+    throw PeerError("it sent an inconsistent batch " + std::to_string(out.sequence) + ": " +
                        std::to_string(out.data.size()) + " payload bytes, " + std::to_string(expected) +
                        " expected from its shape, " + std::to_string(out.labels.size()) + " labels");
   }

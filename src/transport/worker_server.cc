@@ -1,5 +1,7 @@
 #include "tandem/transport/worker_server.h"
 
+#include "status.h"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -108,7 +110,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     try {
       fill_info(reply);
     } catch (const std::exception& e) {
-      return {grpc::StatusCode::INTERNAL, std::string("data worker error: ") + e.what()};
+      return status_for(e, "describing its dataset");
     }
     return grpc::Status::OK;
   }
@@ -157,10 +159,8 @@ struct WorkerServer::Impl final : v1::DataService::Service {
           status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
         report_error(ctx, stream, *state, status);
       }
-    } catch (const std::bad_alloc&) {
-      status = {grpc::StatusCode::RESOURCE_EXHAUSTED, "the data worker ran out of memory"};
     } catch (const std::exception& e) {
-      status = {grpc::StatusCode::INTERNAL, std::string("data worker error: ") + e.what()};
+      status = status_for(e, "serving a stream");
     }
     if (!status.ok()) ctx->TryCancel();  // unblocks the reader's Read
     state->close();
@@ -221,17 +221,15 @@ struct WorkerServer::Impl final : v1::DataService::Service {
             [state, b = *bytes](std::exception_ptr e) {
               try {
                 std::rethrow_exception(e);
-              } catch (const std::bad_alloc&) {
-                state->fail(grpc::StatusCode::RESOURCE_EXHAUSTED, "the data worker ran out of memory making a batch", b);
               } catch (const std::exception& ex) {
-                state->fail(grpc::StatusCode::INVALID_ARGUMENT, ex.what(), b);
+                const grpc::Status s = status_for(ex, "making a batch");
+                state->fail(s.error_code(), s.error_message(), b);
               }
             });
       }
-    } catch (const std::bad_alloc&) {
-      state->fail(grpc::StatusCode::RESOURCE_EXHAUSTED, "the data worker ran out of memory reading a request");
     } catch (const std::exception& e) {
-      state->fail(grpc::StatusCode::INTERNAL, std::string("data worker error reading a request: ") + e.what());
+      const grpc::Status s = status_for(e, "reading a request");
+      state->fail(s.error_code(), s.error_message());
     }
     (void)ctx;
     { std::lock_guard lock(state->mu); state->reading_done = true; }

@@ -13,7 +13,7 @@ import threading
 import time
 import unittest
 
-from workers import SKIP, Workers, parse_args, require
+from workers import Workers, parse_args, require
 
 ARGS = parse_args()
 require("numpy")

@@ -16,7 +16,6 @@ Exits 77 (skipped) when PyYAML is missing."""
 import json
 import os
 import subprocess
-import sys
 
 from workers import parse_args, require
 

@@ -9,45 +9,25 @@
 Exits 77 (skipped) when torch (for torchrun) is missing."""
 import json
 import os
-import signal
-import subprocess
-import sys
 import tempfile
 
-from workers import Workers, free_ports, parse_args, require
+from workers import Workers, parse_args, require, torchrun
 
 ARGS = parse_args()
 require("torch")
-import torch  # noqa: E402
 
 STEPS = 8
 
 
 def main():
-    run_flags = []
-    if int(torch.__version__.split(".")[0]) < 2:
-        run_flags = ["--redirects", "1", "--tee", "1"]  # torch < 2 under Python 3.11 cannot parse the default
     with Workers(ARGS.tandem, 2, data="synthetic", image_size=32) as w, tempfile.TemporaryDirectory() as tmp:
         summary = os.path.join(tmp, "summary.json")
         # No SageMaker root here: the summary goes where --summary-json says.
         env = {**os.environ, "OMP_NUM_THREADS": "1", "TANDEM_SAGEMAKER_ROOT": os.path.join(tmp, "none")}
-        argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                "--master_port", str(free_ports(1)[0]), *run_flags, "--no_python",
-                os.path.abspath(ARGS.tandem), "launch", "--workers", ",".join(w.targets),
-                "--data", "synthetic", "--image-size", "32", "--steps", str(STEPS), "--batch-size", "8",
-                "--log-every", "2", "--local-workers", "0", "--summary-json", summary]
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
-        try:
-            out, _ = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-            print(out)
-            raise SystemExit("torchrun did not finish within 120 s")
-        if proc.returncode != 0:
-            print(out)
-            raise SystemExit(f"torchrun exited {proc.returncode}")
+        out = torchrun(["--nproc_per_node", "2", "--no_python", os.path.abspath(ARGS.tandem), "launch",
+                        "--workers", ",".join(w.targets), "--data", "synthetic", "--image-size", "32",
+                        "--steps", str(STEPS), "--batch-size", "8", "--log-every", "2", "--local-workers", "0",
+                        "--summary-json", summary], env, 120)
         assert out.count("started by the launcher (torchrun environment") == 2, out
         assert "node-" not in out.replace("node-0 ", ""), f"no invented host name may be dialed:\n{out}"
         s = json.load(open(summary))

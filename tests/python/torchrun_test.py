@@ -8,44 +8,22 @@ Exits 77 (skipped) when torch or torchvision is missing."""
 import json
 import os
 import re
-import signal
-import subprocess
-import sys
 
-from workers import Workers, free_ports, parse_args, require
+from workers import Workers, parse_args, require, torchrun
 
 ARGS = parse_args()
 require("numpy", "torch", "torchvision")
-import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = ["--data", "synthetic", "--image-size", "32"]
 
 
 def main():
-    run_flags = []
-    if int(torch.__version__.split(".")[0]) < 2:
-        run_flags = ["--redirects", "1", "--tee", "1"]  # torch < 2 under Python 3.11 cannot parse the default
     with Workers(ARGS.tandem, 2, data="synthetic", image_size=32) as w:
         env = {**os.environ, "PYTHONPATH": os.path.abspath(ARGS.module_dir), "OMP_NUM_THREADS": "1"}
-        argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                "--master_port", str(free_ports(1)[0]),
-                *run_flags, os.path.join(ROOT, "examples", "python", "train_ddp.py"),
-                "--workers", ",".join(w.targets), *DATA, "--steps", "6", "--batch-size", "16",
-                "--log-every", "2", "--release-workers"]
-        # Its own session, so that a timeout stops torchrun and both ranks.
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
-        try:
-            out, _ = proc.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-            print(out)
-            raise SystemExit("torchrun did not finish within 90 s")
-        if proc.returncode != 0:
-            print(out)
-            raise SystemExit(f"torchrun exited {proc.returncode}")
+        out = torchrun(["--nproc_per_node", "2", os.path.join(ROOT, "examples", "python", "train_ddp.py"),
+                        "--workers", ",".join(w.targets), *DATA, "--steps", "6", "--batch-size", "16",
+                        "--log-every", "2", "--release-workers"], env, 90)
         lines = [re.sub(r"^\[\w+\]:", "", line) for line in out.splitlines()]  # torchrun's --tee prefix
         summaries = [json.loads(line) for line in lines if line.startswith("{")]
         assert len(summaries) == 1, f"expected one summary line from rank 0:\n{out}"

@@ -44,6 +44,30 @@ def free_ports(n):
             s.close()
 
 
+def torchrun(args, env, timeout):
+    """Runs `python -m torch.distributed.run ARGS` in its own session, so that a timeout
+    stops torchrun and every rank; exits the test with the output when it fails. Returns
+    the output (stdout and stderr)."""
+    import torch
+    flags = []
+    if int(torch.__version__.split(".")[0]) < 2:
+        flags = ["--redirects", "1", "--tee", "1"]  # torch < 2 under Python 3.11 cannot parse the default
+    argv = [sys.executable, "-m", "torch.distributed.run", "--master_port", str(free_ports(1)[0]), *flags, *args]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        print(out)
+        raise SystemExit(f"torchrun did not finish within {timeout} s")
+    if proc.returncode != 0:
+        print(out)
+        raise SystemExit(f"torchrun exited {proc.returncode}")
+    return out
+
+
 def wait_until(condition, timeout, what):
     deadline = time.monotonic() + timeout
     while not condition():

@@ -6,11 +6,16 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tandem {
 
 // `s` with bytes below 0x20, 0x7f and backslash escaped (\n, \t, \\, \xNN), cut to about
 // `max_chars` with "... (N bytes)" appended when longer.
 std::string printable(std::string_view s, size_t max_chars = 200);
+
+// The candidate nearest to `word` by edit distance when it is within `max_distance` edits
+// (and not `word` itself), else "": for "did you mean ...?" after a typo.
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates, size_t max_distance);
 
 }  // namespace tandem

@@ -12,12 +12,14 @@
 #include "tandem/data/image.h"
 #include "tandem/data/transforms.h"
 
+#include "tandem/common/error.h"
+
 namespace tandem::data {
 
 // Bytes that do not decode as an image. The message names the problem, not the file.
-class DecodeError : public std::runtime_error {
+class DecodeError : public DataError {
  public:
-  using std::runtime_error::runtime_error;
+  using DataError::DataError;
 };
 
 bool is_jpeg(std::span<const uint8_t> file);
