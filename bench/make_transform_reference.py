@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Write tests/fixtures/transform_reference.json: torchvision's transforms on small uint8
-images with fixed parameters, the reference tandem's transforms (src/data/transforms.cc,
+images with fixed parameters, the reference tandem's transforms (src/data/augment/transforms.cc,
 resample.cc, color.cc) are checked against.
 
 Every case runs torchvision.transforms.functional on a uint8 CHW tensor (the tensor code

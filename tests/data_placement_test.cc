@@ -10,7 +10,7 @@
 
 #include "image_fixtures.h"
 #include "process_helpers.h"
-#include "tandem/data/dataset.h"
+#include "tandem/data/sources/dataset.h"
 
 namespace {
 

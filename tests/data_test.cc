@@ -11,11 +11,11 @@
 #include <gtest/gtest.h>
 
 #include "tandem/common/error.h"
-#include "tandem/data/batch_maker.h"
-#include "tandem/data/gaussian_blur.h"
-#include "tandem/data/rng.h"
-#include "tandem/data/sampler.h"
-#include "tandem/data/synthetic.h"
+#include "tandem/data/batching/batch_maker.h"
+#include "tandem/data/augment/gaussian_blur.h"
+#include "tandem/data/augment/rng.h"
+#include "tandem/data/batching/sampler.h"
+#include "tandem/data/sources/synthetic.h"
 
 namespace tandem::data {
 namespace {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "tandem/common/error.h"
-#include "tandem/data/jpeg.h"
+#include "tandem/data/codecs/jpeg.h"
 #include "transport/status.h"
 
 namespace tandem {

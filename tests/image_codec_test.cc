@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "image_fixtures.h"
-#include "tandem/data/jpeg.h"
-#include "tandem/data/png.h"
+#include "tandem/data/codecs/jpeg.h"
+#include "tandem/data/codecs/png.h"
 
 namespace tandem::data {
 namespace {

@@ -13,8 +13,8 @@
 #include <png.h>
 #include <unistd.h>
 
-#include "tandem/data/image.h"
-#include "tandem/data/rng.h"
+#include "tandem/data/codecs/image.h"
+#include "tandem/data/augment/rng.h"
 
 namespace tandem::data::testing {
 

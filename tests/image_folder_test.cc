@@ -9,10 +9,10 @@
 
 #include "image_fixtures.h"
 #include "tandem/common/error.h"
-#include "tandem/data/batch_maker.h"
-#include "tandem/data/convert.h"
-#include "tandem/data/image_folder.h"
-#include "tandem/data/thread_pool.h"
+#include "tandem/data/batching/batch_maker.h"
+#include "tandem/data/batching/convert.h"
+#include "tandem/data/sources/image_folder.h"
+#include "tandem/data/batching/thread_pool.h"
 
 namespace tandem::data {
 namespace {

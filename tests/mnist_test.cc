@@ -10,8 +10,8 @@
 
 #include "image_fixtures.h"
 #include "tandem/common/error.h"
-#include "tandem/data/batch_maker.h"
-#include "tandem/data/mnist.h"
+#include "tandem/data/batching/batch_maker.h"
+#include "tandem/data/sources/mnist.h"
 
 namespace tandem::data {
 namespace {

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "tandem/common/error.h"
-#include "tandem/data/pipeline_spec.h"
+#include "tandem/data/augment/pipeline_spec.h"
 
 namespace tandem::data {
 namespace {

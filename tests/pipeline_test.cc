@@ -7,9 +7,9 @@
 
 #include "image_fixtures.h"
 #include "tandem/common/error.h"
-#include "tandem/data/convert.h"
-#include "tandem/data/jpeg.h"
-#include "tandem/data/pipeline.h"
+#include "tandem/data/batching/convert.h"
+#include "tandem/data/codecs/jpeg.h"
+#include "tandem/data/augment/pipeline.h"
 
 namespace tandem::data {
 namespace {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/cluster/cluster.h"
+#include "tandem/cluster/endpoint.h"
 #include "tandem/cluster/roles.h"
 #include "discovery_helpers.h"
 #include "process_helpers.h"

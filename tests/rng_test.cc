@@ -1,4 +1,4 @@
-#include "tandem/data/rng.h"
+#include "tandem/data/augment/rng.h"
 
 #include <set>
 

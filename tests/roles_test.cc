@@ -1,4 +1,5 @@
 // Role resolution, worker endpoints, host resolution and the `tandem inspect` JSON.
+#include "tandem/cluster/endpoint.h"
 #include "tandem/cluster/roles.h"
 
 #include <gtest/gtest.h>

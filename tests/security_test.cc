@@ -13,7 +13,7 @@
 #include "worker_fixture.h"
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
-#include "tandem/data/sampler.h"
+#include "tandem/data/batching/sampler.h"
 #include "tandem/transport/credentials.h"
 #include "tandem/transport/remote_worker.h"
 #include "tandem/transport/worker_server.h"

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tandem/data/gaussian_blur.h"
+#include "tandem/data/augment/gaussian_blur.h"
 
 namespace tandem::data {
 namespace {

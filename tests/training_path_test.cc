@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "tandem/data/buffer.h"
-#include "tandem/data/dataset.h"
+#include "tandem/data/batching/buffer.h"
+#include "tandem/data/sources/dataset.h"
 #include "training/collective.h"
 #include "training/device_feed.h"
 #include "training/evaluate.h"

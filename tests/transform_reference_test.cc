@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tandem/data/transforms.h"
+#include "tandem/data/augment/transforms.h"
 
 namespace tandem::data {
 namespace {

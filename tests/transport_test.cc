@@ -8,8 +8,8 @@
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tandem/common/error.h"
-#include "tandem/data/batch_maker.h"
-#include "tandem/data/sampler.h"
+#include "tandem/data/batching/batch_maker.h"
+#include "tandem/data/batching/sampler.h"
 #include "tandem/transport/batch_codec.h"
 #include "tandem/transport/remote_worker.h"
 #include "tandem/transport/worker_server.h"

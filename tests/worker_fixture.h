@@ -8,7 +8,7 @@
 #include <string>
 
 #include "tandem/common/settings.h"
-#include "tandem/data/dataset.h"
+#include "tandem/data/sources/dataset.h"
 #include "tandem/transport/worker_server.h"
 
 namespace tandem::testing {

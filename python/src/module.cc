@@ -10,8 +10,8 @@
 
 #include "feed_settings.h"
 #include "tandem/common/error.h"
-#include "tandem/data/convert.h"
-#include "tandem/data/sampler.h"
+#include "tandem/data/batching/convert.h"
+#include "tandem/data/batching/sampler.h"
 #include "tandem/transport/feeder.h"
 #include "tandem/transport/remote_worker.h"
 

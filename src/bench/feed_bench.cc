@@ -5,10 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/bench/bench.h"
-#include "tandem/data/convert.h"
-#include "tandem/data/dataset.h"
-#include "tandem/data/sampler.h"
-#include "tandem/data/thread_pool.h"
+#include "tandem/data/batching/convert.h"
+#include "tandem/data/sources/dataset.h"
+#include "tandem/data/batching/sampler.h"
+#include "tandem/data/batching/thread_pool.h"
 #include "tandem/feed/scheduler.h"
 #include "tandem/launch/process.h"
 #include "tandem/launch/simulate.h"

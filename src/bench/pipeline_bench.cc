@@ -4,9 +4,9 @@
 #include <mutex>
 
 #include "tandem/bench/bench.h"
-#include "tandem/data/batch_maker.h"
-#include "tandem/data/sampler.h"
-#include "tandem/data/thread_pool.h"
+#include "tandem/data/batching/batch_maker.h"
+#include "tandem/data/batching/sampler.h"
+#include "tandem/data/batching/thread_pool.h"
 
 namespace tandem::bench {
 

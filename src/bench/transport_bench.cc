@@ -2,8 +2,8 @@
 #include <future>
 
 #include "tandem/bench/bench.h"
-#include "tandem/data/convert.h"
-#include "tandem/data/sampler.h"
+#include "tandem/data/batching/convert.h"
+#include "tandem/data/batching/sampler.h"
 #include "tandem/feed/scheduler.h"
 #include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/remote_worker.h"

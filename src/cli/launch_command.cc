@@ -2,7 +2,7 @@
 
 #include "tandem/cli/commands.h"
 #include "tandem/cli/options.h"
-#include "tandem/launch/roles.h"
+#include "tandem/launch/run.h"
 
 namespace tandem::cli {
 

@@ -9,7 +9,7 @@
 #include "tandem/cli/options.h"
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
-#include "tandem/launch/roles.h"
+#include "tandem/launch/run.h"
 #include "tandem/report/summary.h"
 #include "tandem/transport/credentials.h"
 #include "tandem/training/runtime.h"

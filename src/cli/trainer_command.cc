@@ -2,8 +2,9 @@
 
 #include "tandem/cli/commands.h"
 #include "tandem/cli/options.h"
+#include "tandem/cluster/endpoint.h"
 #include "tandem/cluster/roles.h"
-#include "tandem/launch/roles.h"
+#include "tandem/launch/run.h"
 
 namespace tandem::cli {
 

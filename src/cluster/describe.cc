@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/cluster/endpoint.h"
 #include "tandem/cluster/roles.h"
 
 namespace tandem::cluster {

@@ -13,7 +13,7 @@
 #include <optional>
 #include <thread>
 
-#include "tandem/cluster/roles.h"
+#include "tandem/cluster/endpoint.h"
 #include "tandem/common/error.h"
 
 namespace tandem::cluster {

@@ -5,11 +5,12 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/cluster/cluster.h"
+#include "tandem/cluster/endpoint.h"
 #include "tandem/cluster/roles.h"
 #include "tandem/common/error.h"
 #include "tandem/common/signals.h"
 #include "tandem/launch/process.h"
-#include "tandem/launch/roles.h"
+#include "tandem/launch/run.h"
 #include "tandem/training/runtime.h"
 #include "tandem/training/trainer.h"
 

@@ -21,7 +21,7 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
-#include "tandem/launch/roles.h"
+#include "tandem/launch/run.h"
 
 namespace tandem::launch {
 

@@ -11,7 +11,7 @@
 
 #include "tandem/cluster/cluster.h"
 #include "tandem/common/settings.h"
-#include "tandem/data/dataset.h"
+#include "tandem/data/sources/dataset.h"
 #include "tandem/report/plan_inputs.h"
 #include "tandem/transport/remote_worker.h"
 

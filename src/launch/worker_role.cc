@@ -3,9 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/signals.h"
-#include "tandem/data/convert.h"
-#include "tandem/data/dataset.h"
-#include "tandem/launch/roles.h"
+#include "tandem/data/batching/convert.h"
+#include "tandem/data/sources/dataset.h"
+#include "tandem/launch/run.h"
 #include "tandem/report/summary.h"
 #include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/worker_server.h"

@@ -11,7 +11,7 @@
 #include <torch/torch.h>
 
 #include "tandem/common/error.h"
-#include "tandem/data/dataset.h"
+#include "tandem/data/sources/dataset.h"
 #include "tandem/common/files.h"
 
 namespace tandem::training {

@@ -18,7 +18,7 @@
 
 #include <torch/types.h>
 
-#include "tandem/data/dataset.h"
+#include "tandem/data/sources/dataset.h"
 #include "tandem/training/trainer.h"
 
 namespace tandem::training {

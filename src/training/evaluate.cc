@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "autocast.h"
-#include "tandem/data/batch_maker.h"
+#include "tandem/data/batching/batch_maker.h"
 
 namespace tandem::training {
 

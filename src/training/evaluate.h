@@ -9,7 +9,7 @@
 
 #include "device_feed.h"
 #include "model.h"
-#include "tandem/data/dataset.h"
+#include "tandem/data/sources/dataset.h"
 
 namespace tandem::training {
 

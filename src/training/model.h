@@ -12,7 +12,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 
-#include "tandem/data/dataset.h"
+#include "tandem/data/sources/dataset.h"
 
 namespace tandem::training {
 

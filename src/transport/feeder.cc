@@ -6,10 +6,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "tandem/cluster/endpoint.h"
 #include "tandem/cluster/roles.h"
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
-#include "tandem/data/convert.h"
+#include "tandem/data/batching/convert.h"
 #include "tandem/feed/local_source.h"
 #include "tandem/transport/credentials.h"
 #include "tandem/transport/grpc_runtime.h"

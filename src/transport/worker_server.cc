@@ -18,8 +18,8 @@
 #include "tandem/common/text.h"
 #include "tandem/transport/byte_budget.h"
 #include "tandem/transport/credentials.h"
-#include "tandem/data/batch_maker.h"
-#include "tandem/data/thread_pool.h"
+#include "tandem/data/batching/batch_maker.h"
+#include "tandem/data/batching/thread_pool.h"
 #include "tandem/transport/wire.h"
 #include "tandem/v1/data.grpc.pb.h"
 

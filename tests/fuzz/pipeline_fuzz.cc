@@ -4,7 +4,7 @@
 #include <string>
 
 #include "tandem/common/error.h"
-#include "tandem/data/pipeline_spec.h"
+#include "tandem/data/augment/pipeline_spec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

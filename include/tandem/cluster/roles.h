@@ -1,7 +1,7 @@
-// Role resolution: which hosts train, which serve data, and where this host fits.
+// Role resolution: which hosts train, which serve data, and where this host fits; and
+// the JSON `tandem inspect` prints about it. Reaching hosts is in cluster/endpoint.h.
 #pragma once
 
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -44,38 +44,6 @@ struct RolePlan {
 // serve: the lone one trains); a single-group cluster trains everywhere. --trainer-group and
 // --worker-group override. Throws ConfigError on anything ambiguous or inconsistent.
 RolePlan resolve_roles(const Cluster& cluster, const ClusterOptions& opts);
-
-// How to reach one host's data worker.
-struct Endpoint {
-  std::string host;  // the name as the cluster knows it
-  std::string address;  // what to dial: the host itself or its --host-map entry
-  int port = 0;
-  std::string target() const;  // "address:port"
-};
-
-// Applies --host-map (name=addr[:port]); the port defaults to opts.worker_port.
-Endpoint worker_endpoint(const std::string& host, const ClusterOptions& opts);
-
-// "host" -> "host:port", a bare IPv6 address -> "[addr]:port"; a target with a port
-// ("host:6001", "[::1]:6001") stays as it is. For --workers and the Python feed's
-// workers, where a missing port means the worker port, not gRPC's default 443.
-std::string with_default_port(const std::string& target, int port);
-
-// Resolves a host name, retrying until `timeout_s` passes (DNS lags at job start).
-// Returns the numeric address. Throws NetworkError naming the host after the deadline.
-std::string resolve_host(const std::string& host, double timeout_s);
-
-// Every address of `host` (IPv4 ones when it has any, else IPv6), retrying as
-// resolve_host does: a Kubernetes headless Service names one address per ready pod.
-std::vector<std::string> resolve_all(const std::string& host, double timeout_s);
-
-// The data workers a trainer was told of explicitly: --workers host[:port],... (the
-// port defaults to --worker-port) and every address of --worker-service NAME[:PORT].
-// `resolve` is injectable for tests. Empty when neither is set.
-using Resolver = std::function<std::vector<std::string>(const std::string& host, double timeout_s)>;
-std::vector<std::string> explicit_worker_targets(const std::vector<std::string>& workers,
-                                                 const std::string& service, const ClusterOptions& opts,
-                                                 const Resolver& resolve = resolve_all);
 
 // The JSON that `tandem inspect` prints: the cluster, this host's role, its trainer rank
 // range or worker address, and where each value came from.

@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "tandem/data/batch_maker.h"
+#include "tandem/data/batching/batch_maker.h"
 #include "tandem/feed/scheduler.h"
 
 namespace tandem::feed {

@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tandem/data/batch.h"
-#include "tandem/data/sampler.h"
+#include "tandem/data/batching/batch.h"
+#include "tandem/data/batching/sampler.h"
 
 namespace tandem::feed {
 

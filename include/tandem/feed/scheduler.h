@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "tandem/data/batch.h"
+#include "tandem/data/batching/batch.h"
 
 namespace tandem::feed {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "tandem/common/settings.h"
-#include "tandem/data/batch.h"
-#include "tandem/data/dataset.h"
+#include "tandem/data/batching/batch.h"
+#include "tandem/data/sources/dataset.h"
 #include "tandem/report/run_records.h"
 
 namespace tandem::training {

@@ -8,7 +8,7 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/status.h>
 
-#include "tandem/data/buffer.h"
+#include "tandem/data/batching/buffer.h"
 #include "tandem/v1/data.pb.h"
 
 namespace tandem::transport {

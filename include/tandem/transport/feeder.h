@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "tandem/common/settings.h"
-#include "tandem/data/batch.h"
-#include "tandem/data/dataset.h"
-#include "tandem/data/sampler.h"
+#include "tandem/data/batching/batch.h"
+#include "tandem/data/sources/dataset.h"
+#include "tandem/data/batching/sampler.h"
 #include "tandem/feed/scheduler.h"
 
 namespace tandem::feed {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tandem/common/settings.h"
-#include "tandem/data/dataset.h"
+#include "tandem/data/sources/dataset.h"
 #include "tandem/feed/scheduler.h"
 
 namespace tandem::transport {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "tandem/data/batch.h"
+#include "tandem/data/batching/batch.h"
 #include "tandem/transport/batch_codec.h"
 #include "tandem/v1/data.pb.h"
 

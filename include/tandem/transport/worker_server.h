@@ -6,7 +6,7 @@
 #include <string>
 
 #include "tandem/common/settings.h"
-#include "tandem/data/dataset.h"
+#include "tandem/data/sources/dataset.h"
 
 namespace tandem::transport {
 

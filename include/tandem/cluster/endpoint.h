@@ -1,0 +1,45 @@
+// Reaching hosts: a data worker's address and port (--host-map, --worker-port), workers
+// named directly (--workers, --worker-service), and host names resolved with retries.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tandem/common/settings.h"
+
+namespace tandem::cluster {
+
+// How to reach one host's data worker.
+struct Endpoint {
+  std::string host;  // the name as the cluster knows it
+  std::string address;  // what to dial: the host itself or its --host-map entry
+  int port = 0;
+  std::string target() const;  // "address:port"
+};
+
+// Applies --host-map (name=addr[:port]); the port defaults to opts.worker_port.
+Endpoint worker_endpoint(const std::string& host, const ClusterOptions& opts);
+
+// "host" -> "host:port", a bare IPv6 address -> "[addr]:port"; a target with a port
+// ("host:6001", "[::1]:6001") stays as it is. For --workers and the Python feed's
+// workers, where a missing port means the worker port, not gRPC's default 443.
+std::string with_default_port(const std::string& target, int port);
+
+// Resolves a host name, retrying until `timeout_s` passes (DNS lags at job start).
+// Returns the numeric address. Throws NetworkError naming the host after the deadline.
+std::string resolve_host(const std::string& host, double timeout_s);
+
+// Every address of `host` (IPv4 ones when it has any, else IPv6), retrying as
+// resolve_host does: a Kubernetes headless Service names one address per ready pod.
+std::vector<std::string> resolve_all(const std::string& host, double timeout_s);
+
+// The data workers a trainer was told of explicitly: --workers host[:port],... (the
+// port defaults to --worker-port) and every address of --worker-service NAME[:PORT].
+// `resolve` is injectable for tests. Empty when neither is set.
+using Resolver = std::function<std::vector<std::string>(const std::string& host, double timeout_s)>;
+std::vector<std::string> explicit_worker_targets(const std::vector<std::string>& workers,
+                                                 const std::string& service, const ClusterOptions& opts,
+                                                 const Resolver& resolve = resolve_all);
+
+}  // namespace tandem::cluster

@@ -1,0 +1,48 @@
+// Turns a BatchRequest into a finished Batch, spreading its samples over a pool.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "tandem/data/batching/batch.h"
+#include "tandem/data/sources/dataset.h"
+#include "tandem/data/batching/thread_pool.h"
+
+namespace tandem::data {
+
+class BatchMaker {
+ public:
+  // `pool` may be null: then only make() is available. Batches are built as `wire`,
+  // by default the dataset's own dtype. float32 samples convert to any wire dtype; uint8
+  // samples (image datasets) too, as value / 255 for the float types. Conversion is
+  // sample by sample. Throws ConfigError for a dataset dtype it cannot convert from.
+  BatchMaker(std::shared_ptr<const Dataset> dataset, ThreadPool* pool, std::optional<DType> wire = std::nullopt);
+
+  // Builds the batch on the pool, in chunks of samples so one batch uses every thread.
+  // Exactly one of `done` / `failed` runs, on the pool thread that finishes last.
+  void make_async(BatchRequest request, std::function<void(Batch)> done,
+                  std::function<void(std::exception_ptr)> failed);
+
+  // Builds the batch on the calling thread.
+  Batch make(const BatchRequest& request) const;
+
+  const Dataset& dataset() const { return *dataset_; }
+
+  // Emulates cores `k` times slower for make_async (simulations: --emulate-slowdown):
+  // each chunk is followed by a sleep of k-1 times its CPU time, and the batch reports
+  // k times the CPU time as its compute time. k >= 1.
+  void set_slowdown(double k) { slowdown_ = k; }
+
+ private:
+  Batch allocate(const BatchRequest& request) const;
+  void fill(Batch& batch, const BatchRequest& request, size_t begin, size_t end) const;
+
+  std::shared_ptr<const Dataset> dataset_;
+  ThreadPool* pool_;
+  DType wire_;
+  double slowdown_ = 1;
+};
+
+}  // namespace tandem::data

@@ -1,0 +1,82 @@
+// A dataset is a source plus its augmentation pipeline: index + epoch -> finished sample.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tandem/common/settings.h"
+#include "tandem/data/batching/batch.h"
+
+namespace tandem::data {
+
+struct DatasetInfo {
+  std::string name;                  // e.g. "synthetic"
+  uint64_t size = 0;                 // samples per epoch
+  std::vector<int64_t> sample_shape;  // [C, H, W]
+  DType dtype = DType::kFloat32;
+  int num_classes = 0;
+  // Hash of everything that determines sample values; trainer and workers compare it.
+  // For file datasets it covers the sorted file list (names and sizes) and the pipeline.
+  std::string fingerprint;
+  // Per-channel normalisation the trainer applies on its device after scaling values to
+  // [0, 1] (uint8 / 255): x = (x - mean[c]) / std[c]. Empty: none. Set for image datasets
+  // (ImageNet's for imagefolder, MNIST's / Fashion-MNIST's for mnist, or normalize(...)).
+  std::vector<float> mean, std;
+
+  size_t sample_bytes() const;
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual const DatasetInfo& info() const = 0;
+  // Writes sample `index` as augmented in `epoch` into `out` (info().sample_bytes()
+  // bytes) and returns its label. Thread-safe. Throws std::out_of_range for a bad index.
+  virtual int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const = 0;
+
+  // Under --on-bad-sample skip, what could not be used: one "path: problem" line per
+  // distinct file (or empty class folder), in the order first met. Thread-safe.
+  virtual std::vector<std::string> skipped() const { return {}; }
+  // How many samples were substituted by another (a bad file counts again each time it
+  // is asked for). Thread-safe.
+  virtual uint64_t skipped_count() const { return 0; }
+};
+
+// What is wrong with `batch` as a batch of this dataset (sample shape, label count and
+// range, payload size), or empty when nothing is. A source that sends such a batch is
+// broken: the feed drops it.
+std::string batch_problem(const Batch& batch, const DatasetInfo& info);
+
+// What is wrong with `info` as the description of a dataset a peer serves (shape, class
+// count, size, normalisation, name), or empty when nothing is. A trainer that learns its
+// dataset from a worker checks the worker's words with it.
+std::string info_problem(const DatasetInfo& info);
+
+// False when `opts` names files (imagefolder, mnist: a PATH or the SageMaker channel) that
+// this host does not have; true for generated datasets. A trainer without the files learns
+// the dataset from its workers.
+bool dataset_is_here(const DataOptions& opts);
+
+// Builds the dataset that `opts.data` names: synthetic | blur-benchmark | premade |
+// imagefolder[:PATH] | mnist[:PATH] (without PATH: <sagemaker root>/input/data/<channel>).
+// File datasets index their files here, once. Throws ConfigError for unknown names,
+// settings the dataset cannot honour, and unusable data (naming the path).
+std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts);
+
+// The dtype make_dataset(opts) produces samples in, without building it: uint8 for
+// imagefolder and mnist, float32 for the others.
+DType dataset_dtype(const DataOptions& opts);
+
+// Hex FNV-1a of a description string; stable across builds and machines.
+std::string fingerprint_of(const std::string& description);
+
+// FNV-1a 64 of `data` continuing from `hash`, for fingerprints built piece by piece.
+inline constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
+uint64_t fnv1a(std::string_view data, uint64_t hash = kFnvOffset);
+
+}  // namespace tandem::data

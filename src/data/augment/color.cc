@@ -1,0 +1,99 @@
+// ColorJitter's adjustments, transcribed from torchvision's tensor code for uint8 images:
+// every product and sum in float32 as torch evaluates it (one rounding each, no fused
+// multiply-add), then clamp and truncate to uint8 as Tensor.to(torch.uint8) does.
+#pragma GCC optimize("fp-contract=off")
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "tandem/data/augment/transforms.h"
+
+namespace tandem::data {
+namespace {
+
+inline uint8_t truncate_u8(float v) { return static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f)); }
+
+// rgb_to_grayscale on uint8: (0.2989 r + 0.587 g + 0.114 b) in float32, truncated.
+inline uint8_t gray(const uint8_t* p) {
+  const float l = 0.2989f * static_cast<float>(p[0]) + 0.587f * static_cast<float>(p[1]);
+  return static_cast<uint8_t>(l + 0.114f * static_cast<float>(p[2]));
+}
+
+// _blend(img, other, ratio) where `other` is one float per pixel (or a constant).
+template <typename Other>
+void blend(Image& image, double ratio, Other other) {
+  const float keep = static_cast<float>(ratio), mix = static_cast<float>(1.0 - ratio);
+  const size_t n = static_cast<size_t>(image.height) * image.width;
+  const int c = image.channels;
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t* p = &image.pixels[i * c];
+    const float o = mix * other(p);
+    for (int ch = 0; ch < c; ++ch) p[ch] = truncate_u8(keep * static_cast<float>(p[ch]) + o);
+  }
+}
+
+struct Hsv {
+  float h, s, v;
+};
+
+Hsv rgb_to_hsv(float r, float g, float b) {
+  const float maxc = std::max({r, g, b}), minc = std::min({r, g, b});
+  const bool eqc = maxc == minc;
+  const float cr = maxc - minc;
+  const float s = cr / (eqc ? 1.0f : maxc);
+  const float div = eqc ? 1.0f : cr;
+  const float rc = (maxc - r) / div, gc = (maxc - g) / div, bc = (maxc - b) / div;
+  float h;
+  if (maxc == r) h = bc - gc;
+  else if (maxc == g) h = 2.0f + rc - bc;
+  else h = 4.0f + gc - rc;
+  h = std::fmod(h / 6.0f + 1.0f, 1.0f);
+  return {h, s, maxc};
+}
+
+void hsv_to_rgb(Hsv x, float* rgb) {
+  const float fi = std::floor(x.h * 6.0f);
+  const float f = x.h * 6.0f - fi;
+  const int i = ((static_cast<int>(fi) % 6) + 6) % 6;
+  const float p = std::clamp(x.v * (1.0f - x.s), 0.0f, 1.0f);
+  const float q = std::clamp(x.v * (1.0f - x.s * f), 0.0f, 1.0f);
+  const float t = std::clamp(x.v * (1.0f - x.s * (1.0f - f)), 0.0f, 1.0f);
+  const float table[6][3] = {{x.v, t, p}, {q, x.v, p}, {p, x.v, t}, {p, q, x.v}, {t, p, x.v}, {x.v, p, q}};
+  for (int c = 0; c < 3; ++c) rgb[c] = table[i][c];
+}
+
+}  // namespace
+
+void adjust_brightness(Image& image, double factor) {
+  blend(image, factor, [](const uint8_t*) { return 0.0f; });
+}
+
+void adjust_contrast(Image& image, double factor) {
+  const size_t n = static_cast<size_t>(image.height) * image.width;
+  uint64_t sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += image.channels == 3 ? gray(&image.pixels[i * 3]) : image.pixels[i];
+  const float mean = static_cast<float>(sum) / static_cast<float>(n);
+  blend(image, factor, [mean](const uint8_t*) { return mean; });
+}
+
+void adjust_saturation(Image& image, double factor) {
+  if (image.channels != 3) return;  // torchvision (like PIL) leaves gray images alone
+  blend(image, factor, [](const uint8_t* p) { return static_cast<float>(gray(p)); });
+}
+
+void adjust_hue(Image& image, double hue_factor) {
+  if (image.channels != 3) return;
+  const size_t n = static_cast<size_t>(image.height) * image.width;
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t* p = &image.pixels[i * 3];
+    Hsv hsv = rgb_to_hsv(p[0] / 255.0f, p[1] / 255.0f, p[2] / 255.0f);
+    const float shifted = hsv.h + static_cast<float>(hue_factor);
+    hsv.h = shifted - std::floor(shifted / 1.0f) * 1.0f;  // torch's % : the sign of the divisor
+    float rgb[3];
+    hsv_to_rgb(hsv, rgb);
+    for (int c = 0; c < 3; ++c) p[c] = static_cast<uint8_t>(std::clamp(rgb[c] * 255.0f, 0.0f, 255.0f));
+  }
+}
+
+}  // namespace tandem::data

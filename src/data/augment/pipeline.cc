@@ -1,0 +1,260 @@
+#include "tandem/data/augment/pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "tandem/common/error.h"
+#include "tandem/data/codecs/jpeg.h"
+#include "tandem/data/codecs/png.h"
+
+namespace tandem::data {
+namespace {
+
+[[noreturn]] void misplaced(const std::string& problem) {
+  throw ConfigError("--pipeline: " + problem + " (see docs/configuration.md, 'Augmentation pipeline')");
+}
+
+std::string hex_prefix(std::span<const uint8_t> file) {
+  std::string out;
+  for (size_t i = 0; i < std::min<size_t>(file.size(), 4); ++i) {
+    char buf[4];
+    std::snprintf(buf, sizeof buf, "%02x ", file[i]);
+    out += buf;
+  }
+  return file.empty() ? "the file is empty" : "it starts with bytes " + out.substr(0, out.size() - 1);
+}
+
+// Gray to RGB by repetition (decode(channels=3) on a gray source).
+void expand_gray(const Image& gray, Image& rgb) {
+  rgb.reshape(gray.height, gray.width, 3);
+  const size_t n = static_cast<size_t>(gray.height) * gray.width;
+  for (size_t i = 0; i < n; ++i) rgb.pixels[i * 3] = rgb.pixels[i * 3 + 1] = rgb.pixels[i * 3 + 2] = gray.pixels[i];
+}
+
+}  // namespace
+
+Pipeline::Pipeline(const PipelineSpec& spec, const PipelineSource& source) : channels_(source.channels) {
+  size_t first = 0;
+  if (!spec.steps.empty() && spec.steps[0].op == "decode") {
+    const int c = static_cast<int>(spec.steps[0].param("channels"));
+    if (c != 0) channels_ = c;
+    scaled_decode_ = spec.steps[0].param("scaled") != 0;
+    first = 1;
+  }
+  int height = source.height, width = source.width;
+  for (size_t i = first; i < spec.steps.size(); ++i) {
+    const StepSpec& s = spec.steps[i];
+    if (s.op == "decode") misplaced("decode must be the first step");
+    if (s.op == "to_uint8") {
+      if (i + 1 != spec.steps.size()) misplaced("to_uint8 must be the last step");
+      continue;
+    }
+    if (s.op == "normalize") {
+      if (s.params.size() != 2 * static_cast<size_t>(channels_)) {
+        misplaced("normalize needs " + std::to_string(channels_) + " mean and " + std::to_string(channels_) +
+                  " std values for " + std::to_string(channels_) + "-channel images");
+      }
+      mean_.assign(s.params.begin(), s.params.begin() + channels_);
+      std_.assign(s.params.begin() + channels_, s.params.end());
+      continue;
+    }
+    add_step(s, height, width);
+  }
+  if (height == 0 || width == 0) {
+    misplaced("the output size would vary with the image: end with random_resized_crop(N), center_crop(N) or "
+              "resize(H, W)");
+  }
+  height_ = height;
+  width_ = width;
+  fuse_first_ = source.encoded && !steps_.empty() &&
+                (steps_[0].kind == Kind::kRandomResizedCrop || steps_[0].kind == Kind::kResize);
+}
+
+// A spec's step with its parameters read out. REQUIRES: an augmentation op (not decode,
+// normalize or to_uint8).
+Pipeline::Step Pipeline::parse_step(const StepSpec& s) {
+  Step step{};
+  const bool sized = s.op == "random_resized_crop" || s.op == "resize" || s.op == "center_crop";
+  if (sized) {
+    step.height = static_cast<int>(s.param("size"));
+    step.width = static_cast<int>(s.param("width"));
+    if (step.width == 0 && s.op != "resize") step.width = step.height;
+  }
+  if (s.op == "random_resized_crop") {
+    step.kind = Kind::kRandomResizedCrop;
+    step.crop = {s.param("scale_min"), s.param("scale_max"), s.param("ratio_min"), s.param("ratio_max")};
+  } else if (s.op == "resize") {
+    step.kind = Kind::kResize;
+  } else if (s.op == "center_crop") {
+    step.kind = Kind::kCenterCrop;
+  } else if (s.op == "hflip") {
+    step.kind = Kind::kHflip;
+  } else if (s.op == "color_jitter") {
+    step.kind = Kind::kColorJitter;
+    for (int k = 0; k < 4; ++k) step.jitter[k] = s.params[k];
+  } else if (s.op == "gaussian_blur") {
+    step.kind = Kind::kBlur;
+    step.kernel = static_cast<int>(s.param("kernel_size"));
+    step.sigma_min = s.param("sigma_min");
+    step.sigma_max = s.param("sigma_max");
+  } else if (s.op == "rotation") {
+    step.kind = Kind::kRotation;
+    step.degrees = s.param("degrees");
+  } else {
+    throw std::logic_error("pipeline step '" + s.op + "' has no implementation");
+  }
+  if (s.op == "hflip" || s.op == "color_jitter" || s.op == "gaussian_blur") step.p = s.param("p");
+  return step;
+}
+
+// Adds one augmentation step and tracks the image size through it (0 = varies).
+void Pipeline::add_step(const StepSpec& s, int& height, int& width) {
+  const Step step = parse_step(s);
+  if (step.kind == Kind::kBlur && height && width && (step.kernel / 2 >= height || step.kernel / 2 >= width)) {
+    misplaced("gaussian_blur kernel " + std::to_string(step.kernel) + " is too large for " + std::to_string(height) +
+              "x" + std::to_string(width) + " images");
+  }
+  if (step.kind == Kind::kResize && step.width == 0) {
+    if (height && width) std::tie(height, width) = resize_smaller_edge(height, width, step.height);
+    else height = width = 0;
+  } else if (step.kind == Kind::kRandomResizedCrop || step.kind == Kind::kResize || step.kind == Kind::kCenterCrop) {
+    height = step.height;
+    width = step.width;
+  }
+  steps_.push_back(step);
+}
+
+void Pipeline::color_jitter(const Step& step, Image& image, Rng& rng) const {
+  // ColorJitter.get_params: a random order of the four, then each factor that is on.
+  int order[4] = {0, 1, 2, 3};
+  for (int i = 3; i > 0; --i) std::swap(order[i], order[rng.below(static_cast<uint64_t>(i) + 1)]);
+  double factor[4];
+  for (int k = 0; k < 4; ++k) {
+    const double j = step.jitter[k];
+    if (j == 0) continue;
+    factor[k] = k == 3 ? rng.uniform(-j, j) : rng.uniform(std::max(0.0, 1.0 - j), 1.0 + j);
+  }
+  for (int k : order) {
+    if (step.jitter[k] == 0) continue;
+    const double f = factor[k];
+    if (k == 0) adjust_brightness(image, f);
+    if (k == 1) adjust_contrast(image, f);
+    if (k == 2) adjust_saturation(image, f);
+    if (k == 3) adjust_hue(image, f);
+  }
+}
+
+void Pipeline::apply(const Step& step, Image*& image, Image*& spare, Rng& rng) const {
+  Image& img = *image;
+  switch (step.kind) {
+    case Kind::kRandomResizedCrop: {
+      const CropBox box = random_resized_crop_box(img.height, img.width, step.crop, rng);
+      ResampleSource src{img.pixels.data(), img.stride(), img.channels, double(box.left), double(box.top),
+                         double(box.left + box.width), double(box.top + box.height), box.left, box.top,
+                         box.left + box.width, box.top + box.height};
+      resample(src, step.height, step.width, *spare);
+      return std::swap(image, spare);
+    }
+    case Kind::kResize: {
+      const auto [h, w] = step.width ? std::pair{step.height, step.width}
+                                     : resize_smaller_edge(img.height, img.width, step.height);
+      resize(img, h, w, *spare);
+      return std::swap(image, spare);
+    }
+    case Kind::kCenterCrop:
+      center_crop(img, step.height, step.width, *spare);
+      return std::swap(image, spare);
+    case Kind::kHflip:
+      if (rng.uniform() < step.p) hflip(img);
+      return;
+    case Kind::kColorJitter:
+      if (step.p >= 1 || rng.uniform() < step.p) color_jitter(step, img, rng);
+      return;
+    case Kind::kBlur: {
+      if (step.p < 1 && !(rng.uniform() < step.p)) return;
+      const float sigma = static_cast<float>(rng.uniform(step.sigma_min, step.sigma_max));
+      if (step.kernel / 2 >= img.height || step.kernel / 2 >= img.width) {
+        throw ConfigError("--pipeline: gaussian_blur kernel " + std::to_string(step.kernel) + " is too large for a " +
+                          std::to_string(img.height) + "x" + std::to_string(img.width) + " image: use a smaller kernel");
+      }
+      return gaussian_blur_u8(img, step.kernel, sigma);
+    }
+    case Kind::kRotation:
+      rotate_nearest(img, rng.uniform(-step.degrees, step.degrees), *spare);
+      return std::swap(image, spare);
+  }
+}
+
+void Pipeline::run_steps(size_t first, Image*& image, Image*& spare, Rng& rng, uint8_t* out) const {
+  // A last hflip is folded into the CHW copy: the same draw, one pass fewer.
+  const bool flip_last = !steps_.empty() && steps_.back().kind == Kind::kHflip && first < steps_.size();
+  const size_t end = steps_.size() - (flip_last ? 1 : 0);
+  for (size_t i = first; i < end; ++i) apply(steps_[i], image, spare, rng);
+  const bool flip = flip_last && rng.uniform() < steps_.back().p;
+  if (image->height != height_ || image->width != width_ || image->channels != channels_) {
+    throw std::logic_error("pipeline made a " + std::to_string(image->height) + "x" + std::to_string(image->width) +
+                           " image, not the planned " + std::to_string(height_) + "x" + std::to_string(width_));
+  }
+  write_chw(*image, out, flip);
+}
+
+// Decode + the first step (random_resized_crop or resize) of a JPEG: draw the box on the
+// header's size, decode only the box at the smallest sufficient scale, resample it.
+void Pipeline::decode_fused(std::span<const uint8_t> file, Image& dst, Rng& rng) const {
+  const Step& step = steps_[0];
+  const ImageSize size = jpeg_size(file);
+  CropBox box{0, 0, size.height, size.width};
+  int out_h = step.height, out_w = step.width;
+  if (step.kind == Kind::kRandomResizedCrop) box = random_resized_crop_box(size.height, size.width, step.crop, rng);
+  else if (step.width == 0) std::tie(out_h, out_w) = resize_smaller_edge(size.height, size.width, step.height);
+  int denom = 1;
+  for (int d = 8; scaled_decode_ && d > 1 && denom == 1; d /= 2) {
+    const double sx = double(jpeg_scaled(size.width, d)) / size.width, sy = double(jpeg_scaled(size.height, d)) / size.height;
+    if (box.width * sx >= out_w && box.height * sy >= out_h) denom = d;
+  }
+  thread_local JpegRegion region;
+  decode_jpeg(file, channels_, box, denom, region);
+  const double sx = double(region.scaled_width) / size.width, sy = double(region.scaled_height) / size.height;
+  ResampleSource src{region.image.pixels.data(), region.image.stride(), channels_,
+                     box.left * sx - region.left, box.top * sy - region.top,
+                     (box.left + box.width) * sx - region.left, (box.top + box.height) * sy - region.top,
+                     static_cast<int>(box.left * sx) - region.left, static_cast<int>(box.top * sy) - region.top,
+                     std::min(static_cast<int>(std::ceil((box.left + box.width) * sx)), region.scaled_width) - region.left,
+                     std::min(static_cast<int>(std::ceil((box.top + box.height) * sy)), region.scaled_height) - region.top};
+  resample(src, out_h, out_w, dst);
+}
+
+void Pipeline::run_file(std::span<const uint8_t> file, Rng& rng, uint8_t* out) const {
+  thread_local Image a, b;
+  Image *image = &a, *spare = &b;
+  if (is_jpeg(file)) {
+    if (fuse_first_) {
+      decode_fused(file, *image, rng);
+      return run_steps(1, image, spare, rng, out);
+    }
+    thread_local JpegRegion region;
+    const ImageSize size = jpeg_size(file);
+    decode_jpeg(file, channels_, {0, 0, size.height, size.width}, 1, region);
+    std::swap(region.image, *image);
+  } else if (is_png(file)) {
+    decode_png(file, channels_, *image);
+  } else {
+    throw DecodeError("not a JPEG or PNG file (" + hex_prefix(file) + ")");
+  }
+  run_steps(0, image, spare, rng, out);
+}
+
+void Pipeline::run_image(const Image& source, Rng& rng, uint8_t* out) const {
+  thread_local Image a, b;
+  Image *image = &a, *spare = &b;
+  if (channels_ == 3 && source.channels == 1) expand_gray(source, a);
+  else a = source;
+  run_steps(0, image, spare, rng, out);
+}
+
+}  // namespace tandem::data

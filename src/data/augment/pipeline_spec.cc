@@ -1,0 +1,277 @@
+#include "tandem/data/augment/pipeline_spec.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/common/error.h"
+
+namespace tandem::data {
+namespace {
+
+constexpr double kRequired = std::numeric_limits<double>::quiet_NaN();
+
+struct ParamDef {
+  const char* name;
+  double fallback;  // kRequired: must be given
+};
+
+struct OpDef {
+  const char* name;
+  std::vector<ParamDef> params;
+  bool variadic = false;  // normalize: any count of positional values
+};
+
+// Every step, its parameters in positional order and their defaults (torchvision's).
+const std::vector<OpDef>& ops() {
+  static const std::vector<OpDef> table = {
+      {"decode", {{"channels", 0}, {"scaled", 1}}},
+      {"random_resized_crop",
+       {{"size", kRequired}, {"scale_min", 0.08}, {"scale_max", 1.0}, {"ratio_min", 3.0 / 4.0},
+        {"ratio_max", 4.0 / 3.0}, {"width", 0}}},
+      {"resize", {{"size", kRequired}, {"width", 0}}},
+      {"center_crop", {{"size", kRequired}, {"width", 0}}},
+      {"hflip", {{"p", 0.5}}},
+      {"color_jitter", {{"brightness", 0}, {"contrast", 0}, {"saturation", 0}, {"hue", 0}, {"p", 1}}},
+      {"gaussian_blur", {{"kernel_size", kRequired}, {"sigma_min", 0.1}, {"sigma_max", 2.0}, {"p", 1}}},
+      {"rotation", {{"degrees", kRequired}}},
+      {"normalize", {}, true},
+      {"to_uint8", {}},
+  };
+  return table;
+}
+
+const OpDef* find_op(const std::string& name) {
+  for (const OpDef& op : ops())
+    if (name == op.name) return &op;
+  return nullptr;
+}
+
+[[noreturn]] void fail(const std::string& step, const std::string& problem) {
+  throw ConfigError("--pipeline step '" + step + "': " + problem +
+                    " (see docs/configuration.md, 'Augmentation pipeline')");
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// The shortest text that reads back as exactly `v`.
+std::string format_number(double v) {
+  char buf[32];
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+// Positional and named values -> the op's full parameter list, defaults filled in.
+void validate(const std::string& text, const StepSpec& s);
+
+StepSpec bind_params(const std::string& text, const std::string& name, const std::vector<double>& positional,
+              const std::vector<std::pair<std::string, double>>& named) {
+  const OpDef* op = find_op(name);
+  if (!op) {
+    std::string known;
+    for (const OpDef& o : ops()) known += std::string(known.empty() ? "" : ", ") + o.name;
+    fail(text, "unknown step '" + name + "'; known steps: " + known);
+  }
+  StepSpec step{name, {}};
+  if (op->variadic) {
+    if (!named.empty()) fail(text, name + " takes positional values only");
+    step.params = positional;
+    validate(text, step);
+    return step;
+  }
+  if (positional.size() > op->params.size()) {
+    fail(text, name + " takes at most " + std::to_string(op->params.size()) + " parameters");
+  }
+  for (const ParamDef& p : op->params) step.params.push_back(p.fallback);
+  for (size_t i = 0; i < positional.size(); ++i) step.params[i] = positional[i];
+  for (const auto& [key, value] : named) {
+    size_t i = 0;
+    while (i < op->params.size() && key != op->params[i].name) ++i;
+    if (i == op->params.size()) fail(text, name + " has no parameter '" + key + "'");
+    step.params[i] = value;
+  }
+  for (size_t i = 0; i < op->params.size(); ++i) {
+    if (std::isnan(step.params[i])) fail(text, std::string("parameter '") + op->params[i].name + "' is required");
+  }
+  validate(text, step);
+  return step;
+}
+
+void require(bool ok, const std::string& text, const std::string& problem) {
+  if (!ok) fail(text, problem);
+}
+
+bool is_count(double v, double lo) { return v >= lo && v == std::floor(v) && v < 1e6; }
+
+// Ranges torchvision enforces (or that make the step meaningful).
+void validate(const std::string& text, const StepSpec& s) {
+  const auto& op = s.op;
+  auto p = [&](const char* name) { return s.param(name); };
+  auto probability = [&] { require(p("p") >= 0 && p("p") <= 1, text, "p must be in [0, 1]"); };
+  if (op == "decode") {
+    require(p("channels") == 0 || p("channels") == 1 || p("channels") == 3, text, "channels must be 0 (the source's), 1 or 3");
+    require(p("scaled") == 0 || p("scaled") == 1, text, "scaled must be 0 or 1");
+  } else if (op == "random_resized_crop" || op == "resize" || op == "center_crop") {
+    require(is_count(p("size"), 1), text, "size must be a whole number >= 1");
+    require(is_count(p("width"), 0), text, "width must be a whole number >= 0 (0 = size)");
+    if (op == "random_resized_crop") {
+      require(p("scale_min") > 0 && p("scale_min") <= p("scale_max"), text, "need 0 < scale_min <= scale_max");
+      require(p("ratio_min") > 0 && p("ratio_min") <= p("ratio_max"), text, "need 0 < ratio_min <= ratio_max");
+    }
+  } else if (op == "hflip") {
+    probability();
+  } else if (op == "color_jitter") {
+    require(p("brightness") >= 0 && p("contrast") >= 0 && p("saturation") >= 0, text,
+            "brightness, contrast and saturation must be >= 0");
+    require(p("hue") >= 0 && p("hue") <= 0.5, text, "hue must be in [0, 0.5]");
+    probability();
+  } else if (op == "gaussian_blur") {
+    require(is_count(p("kernel_size"), 1) && static_cast<int>(p("kernel_size")) % 2 == 1, text,
+            "kernel_size must be odd and positive");
+    require(p("sigma_min") > 0 && p("sigma_min") <= p("sigma_max"), text, "need 0 < sigma_min <= sigma_max");
+    probability();
+  } else if (op == "rotation") {
+    require(p("degrees") >= 0 && p("degrees") <= 360, text, "degrees must be in [0, 360]");
+  } else if (op == "normalize") {
+    const size_t n = s.params.size();
+    require(n == 2 || n == 6, text, "normalize takes (mean, std) or (m0, m1, m2, s0, s1, s2)");
+    for (size_t i = n / 2; i < n; ++i) require(s.params[i] > 0, text, "std values must be > 0");
+  }
+}
+
+double parse_number(const std::string& text, const std::string& token) {
+  const std::string t = trim(token);
+  char* end = nullptr;
+  const double v = std::strtod(t.c_str(), &end);
+  if (t.empty() || *end != '\0' || !std::isfinite(v)) fail(text, "'" + t + "' is not a number");
+  return v;
+}
+
+// "name" or "name(1, 2, key=3)".
+StepSpec parse_step_text(const std::string& text) {
+  const size_t open = text.find('(');
+  const std::string name = trim(text.substr(0, open));
+  std::vector<double> positional;
+  std::vector<std::pair<std::string, double>> named;
+  if (open != std::string::npos) {
+    if (text.back() != ')') fail(text, "missing ')'");
+    const std::string inner = text.substr(open + 1, text.size() - open - 2);
+    size_t start = 0;
+    while (!trim(inner).empty() && start <= inner.size()) {
+      size_t comma = inner.find(',', start);
+      if (comma == std::string::npos) comma = inner.size();
+      const std::string arg = inner.substr(start, comma - start);
+      const size_t eq = arg.find('=');
+      if (eq == std::string::npos) {
+        if (!named.empty()) fail(text, "a positional value follows a named one");
+        positional.push_back(parse_number(text, arg));
+      } else {
+        named.emplace_back(trim(arg.substr(0, eq)), parse_number(text, arg.substr(eq + 1)));
+      }
+      start = comma + 1;
+    }
+  }
+  return bind_params(text, name, positional, named);
+}
+
+// {"op": "color_jitter", "brightness": 0.4} or {"op": "normalize", "args": [...]}.
+StepSpec parse_step_json(const nlohmann::json& j) {
+  const std::string text = j.dump();
+  if (!j.is_object() || !j.contains("op") || !j["op"].is_string()) fail(text, "a JSON step needs \"op\": \"name\"");
+  std::vector<double> positional;
+  std::vector<std::pair<std::string, double>> named;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "op") continue;
+    if (key == "args" && value.is_array()) {
+      for (const auto& v : value) {
+        if (!v.is_number()) fail(text, "\"args\" must hold numbers");
+        positional.push_back(v.get<double>());
+      }
+      continue;
+    }
+    if (!value.is_number()) fail(text, "'" + key + "' must be a number");
+    named.emplace_back(key, value.get<double>());
+  }
+  return bind_params(text, j["op"].get<std::string>(), positional, named);
+}
+
+StepSpec parse_item(const std::string& item) {
+  if (item.front() != '{') return parse_step_text(item);
+  const nlohmann::json j = nlohmann::json::parse(item, nullptr, false);
+  if (j.is_discarded()) fail(item, "not valid JSON");
+  return parse_step_json(j);
+}
+
+// Splits at commas and newlines outside (), [] and {}.
+std::vector<std::string> split_steps(const std::string& text) {
+  std::vector<std::string> items;
+  std::string current;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    if (c == ')' || c == ']' || c == '}') --depth;
+    if (depth < 0) fail(text, "unbalanced brackets");
+    if ((c == ',' || c == '\n') && depth == 0) {
+      items.push_back(trim(current));
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  if (depth != 0) fail(text, "unbalanced brackets");
+  items.push_back(trim(current));
+  return items;
+}
+
+}  // namespace
+
+double StepSpec::param(const std::string& name) const {
+  const OpDef* def = find_op(op);
+  for (size_t i = 0; def && i < def->params.size(); ++i)
+    if (name == def->params[i].name) return params.at(i);
+  throw std::logic_error("step '" + op + "' has no parameter '" + name + "'");
+}
+
+std::string PipelineSpec::canonical() const {
+  std::string out;
+  for (const StepSpec& step : steps) {
+    const OpDef* def = find_op(step.op);
+    out += (out.empty() ? "" : ",") + step.op + "(";
+    for (size_t i = 0; i < step.params.size(); ++i) {
+      if (i) out += ",";
+      if (!def->variadic) out += std::string(def->params[i].name) + "=";
+      out += format_number(step.params[i]);
+    }
+    out += ")";
+  }
+  return out;
+}
+
+PipelineSpec parse_pipeline(const std::string& text) {
+  PipelineSpec spec;
+  const std::string t = trim(text);
+  if (t.empty()) return spec;
+  if (t.front() == '[') {
+    const nlohmann::json j = nlohmann::json::parse(t, nullptr, false);
+    if (j.is_discarded() || !j.is_array()) fail(t, "starts with '[' but is not a JSON array");
+    for (const auto& e : j) spec.steps.push_back(e.is_string() ? parse_item(trim(e.get<std::string>())) : parse_step_json(e));
+    return spec;
+  }
+  for (const std::string& item : split_steps(t)) {
+    if (item.empty()) fail(t, "an empty step (two separators in a row?)");
+    spec.steps.push_back(parse_item(item));
+  }
+  return spec;
+}
+
+}  // namespace tandem::data

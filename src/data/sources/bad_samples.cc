@@ -1,0 +1,33 @@
+#include "tandem/data/sources/bad_samples.h"
+
+#include <spdlog/spdlog.h>
+
+#include "tandem/common/error.h"
+
+namespace tandem::data {
+
+BadSamplePolicy parse_bad_sample_policy(const std::string& name) {
+  if (name == "fail") return BadSamplePolicy::kFail;
+  if (name == "skip") return BadSamplePolicy::kSkip;
+  throw ConfigError("unknown --on-bad-sample '" + name + "': use 'fail' (stop at the first bad file) or 'skip' " +
+                    "(use the next good sample instead, and list the bad file)");
+}
+
+void SkipLog::record(const std::string& path, const std::string& problem) {
+  count_.fetch_add(1);
+  note(path, problem);
+}
+
+void SkipLog::note(const std::string& path, const std::string& problem) {
+  std::lock_guard lock(mu_);
+  if (!paths_.insert(path).second) return;
+  entries_.push_back(path + ": " + problem);
+  spdlog::warn("skipping {}: {} (--on-bad-sample skip)", path, problem);
+}
+
+std::vector<std::string> SkipLog::entries() const {
+  std::lock_guard lock(mu_);
+  return entries_;
+}
+
+}  // namespace tandem::data

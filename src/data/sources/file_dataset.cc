@@ -1,0 +1,67 @@
+#include "tandem/data/sources/file_dataset.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+
+#include "tandem/common/error.h"
+
+namespace tandem::data {
+
+std::pair<std::string, std::string> split_source(const std::string& data) {
+  const size_t colon = data.find(':');
+  if (colon == std::string::npos) return {data, ""};
+  return {data.substr(0, colon), data.substr(colon + 1)};
+}
+
+std::string data_path(const DataOptions& opts) {
+  const auto [source, path] = split_source(opts.data);
+  if (!path.empty()) {
+    if (!std::filesystem::exists(path)) {
+      throw ConfigError("--data " + opts.data + ": " + path + " does not exist: check the path");
+    }
+    return path;
+  }
+  std::string root = opts.sagemaker_root;
+  if (root.empty()) {
+    const char* env = std::getenv("TANDEM_SAGEMAKER_ROOT");
+    root = env && *env ? env : "/opt/ml";
+  }
+  const std::string channel = root + "/input/data/" + opts.channel;
+  if (!std::filesystem::exists(channel)) {
+    throw ConfigError("--data " + source + " reads the SageMaker channel '" + opts.channel + "' at " + channel +
+                      ", which does not exist: give the job a '" + opts.channel + "' input channel, pick another " +
+                      "with --channel, or pass --data " + source + ":PATH");
+  }
+  return channel;
+}
+
+bool dataset_is_here(const DataOptions& opts) {
+  const std::string source = split_source(opts.data).first;
+  if (source != "imagefolder" && source != "mnist") return true;
+  try {
+    data_path(opts);
+    return true;
+  } catch (const ConfigError&) {
+    return false;
+  }
+}
+
+uint64_t samples_per_epoch(const DataOptions& opts, uint64_t available, const std::string& what) {
+  if (available == 0) throw ConfigError(what + " holds no samples: add data or point --data elsewhere");
+  if (opts.dataset_size == 0) return available;
+  if (opts.dataset_size > available) {
+    throw ConfigError("--dataset-size " + std::to_string(opts.dataset_size) + " exceeds the " +
+                      std::to_string(available) + " samples of " + what + ": lower it, or 0 for all");
+  }
+  return opts.dataset_size;
+}
+
+void check_sample_index(uint64_t index, const DatasetInfo& info) {
+  if (index >= info.size) {
+    throw std::out_of_range("sample index " + std::to_string(index) + " is outside dataset '" + info.name +
+                            "' of " + std::to_string(info.size) + " samples");
+  }
+}
+
+}  // namespace tandem::data

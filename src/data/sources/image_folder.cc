@@ -1,0 +1,235 @@
+#include "tandem/data/sources/image_folder.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <tuple>
+
+#include <spdlog/spdlog.h>
+
+#include "tandem/common/error.h"
+#include "tandem/data/sources/bad_samples.h"
+#include "tandem/data/sources/file_dataset.h"
+#include "tandem/data/codecs/jpeg.h"
+#include "tandem/data/augment/pipeline.h"
+#include "tandem/data/augment/rng.h"
+
+namespace tandem::data {
+namespace fs = std::filesystem;
+namespace {
+
+bool is_image_name(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
+}
+
+bool hidden(const fs::path& p) { return !p.filename().empty() && p.filename().string()[0] == '.'; }
+
+std::vector<std::string> class_folders(const fs::path& root) {
+  std::vector<std::string> classes;
+  for (const fs::directory_entry& e : fs::directory_iterator(root, fs::directory_options::follow_directory_symlink)) {
+    if (e.is_directory() && !hidden(e.path())) classes.push_back(e.path().filename().string());
+  }
+  std::sort(classes.begin(), classes.end());
+  return classes;
+}
+
+// One class's image files, in torchvision's order: sorted(os.walk) then sorted(files),
+// that is by (folder, file name).
+void index_class(const fs::path& root, const std::string& name, int label, FolderIndex& index) {
+  std::vector<std::tuple<std::string, std::string, uint64_t>> found;  // folder, name, bytes
+  const auto options = fs::directory_options::follow_directory_symlink;
+  for (auto it = fs::recursive_directory_iterator(root / name, options); it != fs::recursive_directory_iterator(); ++it) {
+    if (hidden(it->path())) {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    if (!it->is_regular_file()) continue;
+    const fs::path rel = it->path().lexically_relative(root);
+    if (!is_image_name(rel)) {
+      if (index.ignored++ == 0) index.ignored_example = rel.string();
+      continue;
+    }
+    found.emplace_back(rel.parent_path().string(), rel.filename().string(), it->file_size());
+  }
+  std::sort(found.begin(), found.end());
+  if (found.empty()) index.empty_classes.push_back(name);
+  for (const auto& [folder, file, bytes] : found) index.files.push_back({folder + "/" + file, bytes, label});
+}
+
+// Reads a whole file into `out`. Returns an empty string, or the problem.
+std::string read_whole(const std::string& path, uint64_t expected, std::vector<uint8_t>& out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::string("cannot open: ") + std::strerror(errno);
+  struct stat st{};
+  std::string problem;
+  if (::fstat(fd, &st) != 0) problem = std::string("cannot stat: ") + std::strerror(errno);
+  else if (static_cast<uint64_t>(st.st_size) != expected)
+    problem = "changed since it was indexed (" + std::to_string(expected) + " bytes then, " +
+              std::to_string(st.st_size) + " now)";
+  out.resize(static_cast<size_t>(st.st_size));
+  for (size_t done = 0; problem.empty() && done < out.size();) {
+    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) problem = n == 0 ? "shorter than its size" : std::string("read failed: ") + std::strerror(errno);
+    else done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return problem;
+}
+
+std::string default_pipeline(const DataOptions& opts) {
+  const int s = opts.image_size ? opts.image_size : 224;
+  if (opts.split == "test") {
+    const int resize = static_cast<int>(std::lround(s * 256.0 / 224.0));
+    return "decode,resize(" + std::to_string(resize) + "),center_crop(" + std::to_string(s) + ")";
+  }
+  return "decode,random_resized_crop(" + std::to_string(s) + "),hflip";
+}
+
+}  // namespace
+
+FolderIndex index_folder(const std::string& root) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    throw ConfigError("--data imagefolder:" + root + ": not a directory: point it at a folder with one subfolder per class");
+  }
+  FolderIndex index;
+  try {
+    index.classes = class_folders(root);
+    for (size_t c = 0; c < index.classes.size(); ++c) index_class(root, index.classes[c], static_cast<int>(c), index);
+  } catch (const fs::filesystem_error& e) {
+    throw ConfigError("cannot list " + e.path1().string() + ": " + e.code().message() + ": check its permissions");
+  }
+  if (index.classes.empty()) {
+    throw ConfigError(root + " has no class folders: put images in " + root + "/<class>/<image>.jpg|.png");
+  }
+  return index;
+}
+
+namespace {
+
+class ImageFolderDataset final : public Dataset {
+ public:
+  ImageFolderDataset(const DataOptions& opts, const std::string& root)
+      : root_(root),
+        seed_(opts.seed),
+        policy_(parse_bad_sample_policy(opts.on_bad_sample)),
+        index_(index_folder(root)),
+        spec_(parse_pipeline(opts.pipeline.empty() ? default_pipeline(opts) : opts.pipeline)),
+        pipeline_(spec_, {true, 3, 0, 0}) {
+    report_index_problems();
+    info_.name = "imagefolder";
+    info_.size = samples_per_epoch(opts, index_.files.size(), root);
+    info_.sample_shape = pipeline_.sample_shape();
+    info_.dtype = DType::kUInt8;
+    info_.num_classes = static_cast<int>(index_.classes.size());
+    set_normalisation();
+    info_.fingerprint = fingerprint();
+    spdlog::info("imagefolder {}: {} images in {} classes, {} samples per epoch, pipeline {}", root, index_.files.size(),
+                 index_.classes.size(), info_.size, spec_.canonical());
+  }
+
+  const DatasetInfo& info() const override { return info_; }
+  std::vector<std::string> skipped() const override { return skips_.entries(); }
+  uint64_t skipped_count() const override { return skips_.count(); }
+
+  int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const override {
+    check_sample_index(index, info_);
+    uint64_t item = item_of(index, info_.size, index_.files.size());
+    for (uint64_t tries = 0;; ++tries) {
+      const ImageFile& file = index_.files[item];
+      const std::string problem = try_produce(file, index, epoch, out);
+      if (problem.empty()) return file.label;
+      const std::string path = root_ + "/" + file.path;
+      if (policy_ == BadSamplePolicy::kFail) {
+        throw DataError(path + ": " + problem + ": remove or replace the file, or pass --on-bad-sample skip");
+      }
+      skips_.record(path, problem);
+      if (tries + 1 >= std::min<uint64_t>(kMaxSubstituteTries, index_.files.size())) {
+        throw DataError("no usable image among the " + std::to_string(tries + 1) + " files from " + path +
+                          " on: check the data under " + root_);
+      }
+      item = (item + 1) % index_.files.size();  // the substitute: the next file, same random key
+    }
+  }
+
+ private:
+  // Makes the sample from `file`; returns "" or what was wrong with the file.
+  std::string try_produce(const ImageFile& file, uint64_t index, uint32_t epoch, std::span<std::byte> out) const {
+    thread_local std::vector<uint8_t> bytes;
+    std::string problem = read_whole(root_ + "/" + file.path, file.bytes, bytes);
+    if (!problem.empty()) return problem;
+    Rng rng(kAugmentStream, seed_, epoch, index);
+    try {
+      pipeline_.run_file(bytes, rng, reinterpret_cast<uint8_t*>(out.data()));
+    } catch (const DecodeError& e) {
+      return std::string("not a decodable image: ") + e.what();
+    }
+    return "";
+  }
+
+  void report_index_problems() {
+    if (index_.ignored > 0) {
+      spdlog::warn("imagefolder {}: ignoring {} files that are not .jpg/.jpeg/.png, e.g. {}", root_, index_.ignored,
+                   index_.ignored_example);
+    }
+    for (const std::string& name : index_.empty_classes) {
+      const std::string path = root_ + "/" + name;
+      if (policy_ == BadSamplePolicy::kFail) {
+        throw ConfigError(path + " is an empty class folder (no .jpg/.jpeg/.png files): add images or remove it " +
+                          "(or pass --on-bad-sample skip to keep it as a class without samples)");
+      }
+      skips_.note(path, "empty class folder (kept as class " + name + ", without samples)");
+    }
+  }
+
+  void set_normalisation() {
+    if (!pipeline_.mean().empty()) {
+      info_.mean = pipeline_.mean();
+      info_.std = pipeline_.stddev();
+    } else if (pipeline_.channels() == 3) {
+      info_.mean = {0.485f, 0.456f, 0.406f};  // ImageNet's
+      info_.std = {0.229f, 0.224f, 0.225f};
+    } else {
+      info_.mean = {0.449f};  // ImageNet's, averaged over channels
+      info_.std = {0.226f};
+    }
+  }
+
+  std::string fingerprint() const {
+    uint64_t files = kFnvOffset;
+    for (const std::string& c : index_.classes) files = fnv1a(c + '\n', files);
+    for (const ImageFile& f : index_.files) files = fnv1a(f.path + '\0' + std::to_string(f.bytes) + '\n', files);
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(files));
+    return fingerprint_of("imagefolder/v1 files=" + std::string(hex) + " n=" + std::to_string(index_.files.size()) +
+                          " size=" + std::to_string(info_.size) + " seed=" + std::to_string(seed_) +
+                          " pipeline=" + spec_.canonical());
+  }
+
+  std::string root_;
+  uint64_t seed_;
+  BadSamplePolicy policy_;
+  FolderIndex index_;
+  PipelineSpec spec_;
+  Pipeline pipeline_;
+  DatasetInfo info_;
+  mutable SkipLog skips_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Dataset> make_image_folder(const DataOptions& opts, const std::string& root) {
+  return std::make_shared<ImageFolderDataset>(opts, root);
+}
+
+}  // namespace tandem::data
