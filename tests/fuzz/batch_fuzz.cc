@@ -1,6 +1,6 @@
 // libFuzzer: a tandem.v1.Batch as a worker (or anyone on the network) might send it,
 // through the copy-free decoder and the conversion to a batch. Decodes, or fails with
-// a status or NetworkError; nothing crashes, and nothing allocates what the bytes merely
+// a status or PeerError; nothing crashes, and nothing allocates what the bytes merely
 // claim.
 #include <cstddef>
 #include <cstdint>
@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!grpc::SerializationTraits<tandem::transport::IncomingBatch>::Deserialize(&buffer, &msg).ok()) return 0;
   try {
     tandem::transport::from_wire(std::move(msg));
-  } catch (const tandem::NetworkError&) {
+  } catch (const tandem::PeerError&) {  // the one way a malformed batch may fail
   }
   return 0;
 }
