@@ -23,10 +23,7 @@ Command add_simulate_command(CLI::App& root, Settings& s) {
   return {app, [app, &s] {
             nlohmann::json hyperparameters = given_settings(*app);
             hyperparameters.erase("summary-json");  // simulate copies the summary itself
-            // Trainer ranks meet on the first trainer host; give this cluster its own port.
-            if (!hyperparameters.contains("master-port")) {
-              hyperparameters["master-port"] = std::to_string(launch::free_loopback_ports(1).front());
-            }
+            // (run_simulate gives the trainers' rendezvous its own free port.)
             // The simulated GPU-family hosts are make-believe: they train on whatever this
             // machine has, so the GPU check that guards real GPU hosts is lifted.
             hyperparameters["allow-cpu-training"] = "true";

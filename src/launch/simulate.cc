@@ -193,8 +193,9 @@ std::string random_token() {
 }
 
 std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<SimHost>& hosts,
-                                    const std::string& run, const std::string& tandem_exe) {
-  const std::string map = host_map(hosts, free_loopback_ports(hosts.size()));
+                                    const std::vector<int>& ports, const std::string& run,
+                                    const std::string& tandem_exe) {
+  const std::string map = host_map(hosts, ports);
   // Like a real job, the simulated one has a token its hosts share (through the
   // environment), so nothing else on this machine can speak to its workers.
   const std::string token = settings.security.token.empty() ? random_token() : settings.security.token;
@@ -333,7 +334,12 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
     throw ConfigError(fmt::format("--cpus-per-host must be 0 (no pinning) or more (got {})",
                                   settings.simulate.cpus_per_host));
   }
-  const nlohmann::json hp = sagemaker_hyperparameters(hyperparameters);
+  nlohmann::json hp = sagemaker_hyperparameters(hyperparameters);
+  // Every host's worker port and the trainers' rendezvous port, chosen in one go so that
+  // none can be handed out twice.
+  std::vector<int> ports = free_loopback_ports(hosts.size() + 1);
+  if (!hp.contains("master-port")) hp["master-port"] = std::to_string(ports.back());
+  ports.pop_back();
   const std::string run = make_run_dir(settings.simulate.run_dir);
   spdlog::info("simulating {} trainer host(s) and {} worker host(s) in {}",
                settings.simulate.trainer_hosts, settings.simulate.worker_hosts, run);
@@ -346,7 +352,7 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
   // catches a worker that never got it, so the run does not sit until timeout_s.
   opts.linger_s = 30;
   opts.grace_s = 60;  // workers serve a stopping trainer up to --term-grace (30 s)
-  const auto statuses = supervise(host_specs(settings, hosts, run, tandem_exe), opts);
+  const auto statuses = supervise(host_specs(settings, hosts, ports, run, tandem_exe), opts);
 
   std::cout << status_table(hosts, statuses);
   print_summary(run, hosts, settings.trainer.summary_json);
