@@ -79,11 +79,12 @@ std::string label(const EnvLookup& env, const std::string& name, const std::stri
   return printable_name(*v, env_where(name));
 }
 
-int index_of(const EnvLookup& env, const std::string& name, int limit, const std::string& what) {
-  const std::string text = label(env, name, "job-index");
-  const int v = env_int(name, text, 0, "Kubernetes");
-  if (v >= limit) {
-    fail(env_where(name), "is " + text + " but " + kGroups + " gives " + what + " only " + std::to_string(limit),
+// JOB_INDEX: the pod's job among its replicated job's `replicas`.
+int job_index(const EnvLookup& env, int replicas) {
+  const std::string text = label(env, "JOB_INDEX", "job-index");
+  const int v = env_int("JOB_INDEX", text, 0, "Kubernetes");
+  if (v >= replicas) {
+    fail(env_where("JOB_INDEX"), "is " + text + " but " + kGroups + " gives replicas only " + std::to_string(replicas),
          std::string("make ") + kGroups + " match the JobSet's spec");
   }
   return v;
@@ -106,7 +107,7 @@ std::optional<Cluster> from_jobset_env(const EnvLookup& env) {
     fail(env_where("REPLICATED_JOB_NAME"), "is " + mine + ", which " + kGroups + " does not list",
          std::string("list every replicated job of the JobSet in ") + kGroups);
   }
-  const int job = index_of(env, "JOB_INDEX", own->replicas, "replicas");
+  const int job = job_index(env, own->replicas);
   int pod = 0;
   if (get(env, "JOB_COMPLETION_INDEX")) {
     pod = env_int("JOB_COMPLETION_INDEX", *get(env, "JOB_COMPLETION_INDEX"), 0, "Kubernetes");

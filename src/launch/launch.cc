@@ -106,11 +106,13 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
   if (c.ranks_started) {
     // torchrun (or a Kubeflow PyTorchJob) started this process as one rank, with its own
     // MASTER_ADDR and MASTER_PORT: train as that rank, start nothing.
+    auto detail = [&c](const char* key, const std::string& unset) {
+      auto it = c.details.find(key);
+      return it == c.details.end() ? unset : it->second;
+    };
     spdlog::info("rank {} of {} started by the launcher ({}), rendezvous at {}:{}; {} data workers{}",
-                 c.details.count("RANK") ? c.details.at("RANK") : "0", c.details.at("WORLD_SIZE"), c.source,
-                 c.details.count("MASTER_ADDR") ? c.details.at("MASTER_ADDR") : "127.0.0.1",
-                 c.details.count("MASTER_PORT") ? c.details.at("MASTER_PORT") : std::to_string(settings.trainer.master_port),
-                 named.size(), named.empty() ? " (none named by --workers or --worker-service: local preprocessing only)" : "");
+                 detail("RANK", "0"), detail("WORLD_SIZE", "1"), c.source, detail("MASTER_ADDR", "127.0.0.1"),
+                 detail("MASTER_PORT", std::to_string(settings.trainer.master_port)), named.size(), named.empty() ? " (none named by --workers or --worker-service: local preprocessing only)" : "");
     char name[256] = "localhost";
     gethostname(name, sizeof name - 1);
     return run_trainer(settings, named, co.current_host.empty() ? name : co.current_host);
