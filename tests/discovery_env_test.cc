@@ -264,5 +264,43 @@ TEST(SlurmHostlist, ExpandsRangesPaddingAndProducts) {
   }
 }
 
+
+// torchrun's rank variables, read once by the rules discovery uses (cluster::read_launcher_env).
+TEST(LauncherEnv, TorchrunsVariablesAreReadAndChecked) {
+  const LauncherEnv l = read_launcher_env(env_of({{"WORLD_SIZE", "4"}, {"RANK", "3"}, {"LOCAL_RANK", "1"},
+                                                  {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "algo-1"},
+                                                  {"MASTER_PORT", "29555"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                                  {"TORCHELASTIC_RESTART_COUNT", "2"},
+                                                  {"TANDEM_GLOO_ADDRESS", "10.0.0.7"}, {"TANDEM_SIMULATED_HOST", "h"}}));
+  EXPECT_EQ(l.world_size, 4);
+  EXPECT_EQ(l.rank, 3);
+  EXPECT_EQ(l.local_rank, 1);
+  EXPECT_EQ(l.local_world_size, 2);
+  EXPECT_EQ(l.master_addr, "algo-1");
+  EXPECT_EQ(l.master_port, 29555);
+  EXPECT_TRUE(l.agent_store);
+  EXPECT_EQ(l.restart_count, 2);
+  EXPECT_EQ(l.gloo_address, "10.0.0.7");
+  EXPECT_TRUE(l.simulated_host);
+  const LauncherEnv none = read_launcher_env(env_of({}));
+  EXPECT_EQ(none.world_size, 1);
+  EXPECT_EQ(none.master_port, 0);
+  EXPECT_FALSE(none.agent_store);
+  EXPECT_FALSE(none.simulated_host);
+}
+
+TEST(LauncherEnv, BadValuesNameTheVariable) {
+  const auto error = [](std::map<std::string, std::string> vars) {
+    return config_error([&] { read_launcher_env(env_of(std::move(vars))); });
+  };
+  EXPECT_NE(error({{"WORLD_SIZE", "4"}, {"RANK", "4"}}).find("environment variable RANK"), std::string::npos);
+  EXPECT_NE(error({{"WORLD_SIZE", "4"}, {"RANK", "x"}}).find("\"x\", not an integer"), std::string::npos);
+  EXPECT_NE(error({{"WORLD_SIZE", "0"}}).find("WORLD_SIZE"), std::string::npos);
+  EXPECT_NE(error({{"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}, {"WORLD_SIZE", "4"}}).find("LOCAL_RANK"),
+            std::string::npos);
+  EXPECT_NE(error({{"MASTER_PORT", "70000"}}).find("not a port"), std::string::npos);
+  EXPECT_NE(error({{"MASTER_PORT", "-1"}}).find("MASTER_PORT"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tandem::cluster

@@ -145,6 +145,16 @@ TEST(Training, Bf16AutocastAndChannelsLastTrain) {
   const auto s = summary(root / "s.json");
   EXPECT_EQ(s["steps"], 6);
   for (double loss : s["losses"].get<std::vector<double>>()) EXPECT_TRUE(std::isfinite(loss));
+  // What the steps computed with, seen in the tensors: the flags took effect.
+  EXPECT_EQ(s["compute_dtype"], "bfloat16");
+  EXPECT_EQ(s["memory_layout"], "channels_last");
+  // And without them, the same model trains in float32 on contiguous tensors.
+  const fs::path other = root / "plain";
+  ASSERT_EQ(run(trainer_args(other, 2, " --model resnet18 --optimizer adamw --lr 0.001"), other / "plain.log"), 0)
+      << slurp(other / "plain.log");
+  const auto plain = summary(other / "s.json");
+  EXPECT_EQ(plain["compute_dtype"], "float32");
+  EXPECT_EQ(plain["memory_layout"], "contiguous");
 }
 
 }  // namespace
@@ -167,6 +177,34 @@ TEST(Training, FashionMnistLearnsAndIsEvaluatedOnItsTestSplit) {
   ASSERT_EQ(s["eval_history"].size(), 2u);
   EXPECT_EQ(s["skipped_samples"], 0);
   EXPECT_NE(slurp(root / "run.log").find("step=120 eval_accuracy="), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// A rank whose peers never come gives up at --dist-timeout with one error naming where it
+// waited and the fix; as the store's server (rank 0) and as a client with no server (rank 1).
+TEST(Rendezvous, APeerThatNeverComesEndsAtTheTimeoutNamingTheFix) {
+  for (const char* rank : {"0", "1"}) {
+    SCOPED_TRACE(std::string("rank ") + rank);
+    const fs::path dir = fresh_dir(std::string("rendezvous-timeout-") + rank);
+    const std::string port = std::to_string(free_port());
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("RANK", rank, 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", port.c_str(), 1);
+    const auto start = std::chrono::steady_clock::now();
+    Child p = spawn("trainer --local-workers 1 --train-threads 1 --steps 10 --dist-timeout 3", dir / "rank.log");
+    for (const char* v : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
+    EXPECT_EQ(wait_exit(p, 60s), 1) << slurp(dir / "rank.log");
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 40s);
+    const std::string log = slurp(dir / "rank.log");
+    EXPECT_NE(log.find(std::string("rank ") + rank + " could not meet the others at 127.0.0.1:" + port + " within 3 s"),
+              std::string::npos)
+        << log;
+    EXPECT_NE(log.find("raise --dist-timeout"), std::string::npos) << log;
+  }
 }
 
 }  // namespace

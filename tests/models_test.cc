@@ -1,6 +1,5 @@
 // Every model runs a forward and backward step; the schedule and distributed settings
 // behave. (Torch world: includes the training module's private headers.)
-#include <cstdlib>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -69,26 +68,28 @@ TEST(Schedule, WarmupThenCosineToZero) {
   EXPECT_NEAR(learning_rate(o, 80), 0.1, 1e-12);
 }
 
-TEST(DistEnv, TorchrunVariablesAreReadAndChecked) {
+TEST(DistInfo, ComesFromTheLauncherAndTheFlags) {
   TrainerOptions o;
-  setenv("WORLD_SIZE", "4", 1);
-  setenv("RANK", "3", 1);
-  setenv("LOCAL_RANK", "1", 1);
-  setenv("LOCAL_WORLD_SIZE", "2", 1);
-  setenv("MASTER_ADDR", "algo-1", 1);
-  setenv("MASTER_PORT", "29555", 1);
-  const DistInfo d = dist_from_env(o);
+  o.master_port = 29511;
+  o.dist_timeout_s = 42;
+  LauncherEnv env;
+  DistInfo d = dist_info(env, o);
+  EXPECT_EQ(d.world, 1);
+  EXPECT_EQ(d.master_addr, "127.0.0.1");
+  EXPECT_EQ(d.master_port, 29511) << "--master-port when MASTER_PORT is unset";
+  EXPECT_EQ(d.timeout_s, 42);
+  env = {.world_size = 4, .rank = 3, .local_rank = 1, .local_world_size = 2, .master_addr = "algo-1",
+         .master_port = 29555, .agent_store = true, .restart_count = 2, .gloo_address = "10.0.0.7"};
+  d = dist_info(env, o);
   EXPECT_EQ(d.rank, 3);
   EXPECT_EQ(d.world, 4);
   EXPECT_EQ(d.local_rank, 1);
+  EXPECT_EQ(d.local_world, 2);
   EXPECT_EQ(d.master_addr, "algo-1");
   EXPECT_EQ(d.master_port, 29555);
-  setenv("RANK", "4", 1);
-  EXPECT_THROW(dist_from_env(o), ConfigError);
-  setenv("RANK", "x", 1);
-  EXPECT_THROW(dist_from_env(o), ConfigError);
-  for (const char* v : {"WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
-  EXPECT_EQ(dist_from_env(o).world, 1);
+  EXPECT_TRUE(d.agent_store);
+  EXPECT_EQ(d.restart_count, 2);
+  EXPECT_EQ(d.gloo_address, "10.0.0.7");
 }
 
 }  // namespace

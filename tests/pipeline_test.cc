@@ -10,6 +10,7 @@
 #include "tandem/data/batching/convert.h"
 #include "tandem/data/codecs/jpeg.h"
 #include "tandem/data/augment/pipeline.h"
+#include "tandem/data/augment/resample.h"
 
 namespace tandem::data {
 namespace {

@@ -14,7 +14,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tandem/data/augment/transforms.h"
+#include "tandem/data/augment/color.h"
+#include "tandem/data/augment/gaussian_blur.h"
+#include "tandem/data/augment/geometry.h"
+#include "tandem/data/augment/resample.h"
 
 namespace tandem::data {
 namespace {

@@ -106,8 +106,7 @@ Settings feed_settings(const std::vector<Setting>& given) {
                         printable(e.what(), 300));
     }
   }
-  r.settings.data.sagemaker_root = r.settings.cluster.sagemaker_root;  // channels live under it
-  transport::resolve_security(r.settings.security);
+  cli::finish_settings(r.settings);
   return r.settings;
 }
 

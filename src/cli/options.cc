@@ -1,5 +1,7 @@
 #include "tandem/cli/options.h"
 
+#include "tandem/transport/credentials.h"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -341,6 +343,20 @@ void apply_setting_files(CLI::App& cmd, const ClusterOptions& opts) {
   if (steps && epochs && steps->count() > 0 && epochs->count() > 0) {
     throw ConfigError("both steps and epochs are set (by flags or a settings file): give one of them");
   }
+}
+
+void finish_settings(Settings& s, const cluster::EnvLookup& env) {
+  s.data.sagemaker_root = s.cluster.sagemaker_root;  // channels live under it
+  s.launcher = cluster::read_launcher_env(env);
+  const auto set = [&](const char* name) -> std::string {
+    const auto v = env(name);
+    return v ? *v : "";
+  };
+  if (s.security.token.empty() && s.security.token_file.empty()) s.security.token = set("TANDEM_TOKEN");
+  for (const char* var : {"TRAINING_JOB_NAME", "SLURM_JOB_ID"}) {
+    if (s.security.job.empty()) s.security.job = set(var);
+  }
+  transport::resolve_security(s.security);
 }
 
 nlohmann::json given_settings(const CLI::App& cmd) {

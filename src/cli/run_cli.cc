@@ -61,8 +61,7 @@ int run_cli(int argc, char** argv) {
     if (!cmd.app->parsed()) continue;
     try {
       apply_setting_files(*cmd.app, settings.cluster);
-      settings.data.sagemaker_root = settings.cluster.sagemaker_root;  // channels live under it
-      transport::resolve_security(settings.security);
+      finish_settings(settings);
       return cmd.run();
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());

@@ -76,3 +76,43 @@ std::optional<Cluster> from_torchrun_env(const EnvLookup& env) {
 }
 
 }  // namespace tandem::cluster::detail
+
+namespace tandem::cluster {
+
+LauncherEnv read_launcher_env(const EnvLookup& env) {
+  using detail::env_int;
+  using detail::get;
+  LauncherEnv l;
+  const auto integer = [&](const char* name, int fallback, int min) {
+    const auto v = get(env, name);
+    return v ? env_int(name, *v, min, "torchrun") : fallback;
+  };
+  l.world_size = integer("WORLD_SIZE", 1, 1);
+  l.rank = integer("RANK", 0, 0);
+  l.local_rank = integer("LOCAL_RANK", 0, 0);
+  l.local_world_size = integer("LOCAL_WORLD_SIZE", 1, 1);
+  l.master_port = integer("MASTER_PORT", 0, 1);
+  if (l.master_port > 65535) {
+    detail::fail(detail::env_where("MASTER_PORT"), "is " + std::to_string(l.master_port) + ", not a port",
+                 "set a port from 1 to 65535");
+  }
+  l.master_addr = get(env, "MASTER_ADDR").value_or("");
+  l.agent_store = get(env, "TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
+  if (l.agent_store) l.restart_count = integer("TORCHELASTIC_RESTART_COUNT", 0, 0);
+  l.gloo_address = get(env, "TANDEM_GLOO_ADDRESS").value_or("");
+  l.simulated_host = get(env, "TANDEM_SIMULATED_HOST").has_value();
+  if (l.rank >= l.world_size) {
+    detail::fail(detail::env_where("RANK"), "is " + std::to_string(l.rank) + " of WORLD_SIZE=" +
+                                                std::to_string(l.world_size),
+                 "RANK must be below WORLD_SIZE: set both as torchrun does");
+  }
+  if (l.local_rank >= l.local_world_size || l.local_world_size > l.world_size) {
+    detail::fail(detail::env_where("LOCAL_RANK"),
+                 "is " + std::to_string(l.local_rank) + " of LOCAL_WORLD_SIZE=" + std::to_string(l.local_world_size) +
+                     " in WORLD_SIZE=" + std::to_string(l.world_size),
+                 "LOCAL_RANK must be below LOCAL_WORLD_SIZE, and LOCAL_WORLD_SIZE at most WORLD_SIZE");
+  }
+  return l;
+}
+
+}  // namespace tandem::cluster

@@ -16,7 +16,6 @@
 #include "tandem/data/batching/convert.h"
 #include "tandem/data/batching/sampler.h"
 #include "tandem/data/batching/thread_pool.h"
-#include "tandem/feed/local_source.h"
 #include "tandem/feed/sample_audit.h"
 #include "tandem/launch/run.h"
 #include "tandem/cluster/cluster.h"
@@ -29,6 +28,7 @@
 #include "tandem/training/trainer.h"
 #include "tandem/transport/credentials.h"
 #include "tandem/transport/grpc_runtime.h"
+#include "tandem/transport/feed_sources.h"
 #include "tandem/transport/remote_worker.h"
 #include "worker_links.h"
 
@@ -71,7 +71,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   // A stop closes the scheduler, which ends a wait for a batch at once; ranks of a group
   // then agree on the step to stop at through their next gradient sync.
   std::mutex feed_mu;
-  feed::Scheduler* closable = nullptr;  // GUARDED_BY(feed_mu)
+  transport::FeedSources* closable = nullptr;  // GUARDED_BY(feed_mu)
   // Before the first step nothing can be lost, but some waits cannot be interrupted
   // (c10d's rendezvous waits up to --dist-timeout): a stop then ends the process.
   // Process-wide, since the timer thread may outlive this call.
@@ -82,7 +82,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     stop = true;
     {
       std::lock_guard lock(feed_mu);
-      if (closable) closable->close();
+      if (closable) closable->scheduler().close();
     }
     if (starting) {
       std::thread([] {
@@ -97,13 +97,13 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   transport::keep_grpc_initialised();
   TrainerOptions opts = settings.trainer;  // --epochs becomes steps once the dataset is known
   const std::string& root = settings.cluster.sagemaker_root;
-  std::vector<Connection> workers;
+  std::unique_ptr<transport::FeedSources> feed;  // the scheduler and every source, ended in order
   // Whatever happens, the workers hear that training is over, so none waits in vain.
   // All at once, so that hung workers cost one deadline, not one each.
   auto release = [&](const std::string& reason) { release_workers(worker_targets, settings.security, reason); };
   int rank = 0;
   try {
-    const training::DistInfo dist = training::dist_from_env(opts);
+    const training::DistInfo dist = training::dist_info(settings.launcher, opts);
     rank = dist.rank;
     if (dist.local_rank == 0) spdlog::info("trainer {}: {}", host, training::describe(training::torch_runtime()));
     // A host without a copy of the data (a SageMaker channel sent to the data group only)
@@ -152,21 +152,19 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     training::Trainer trainer(opts, info, dist, paths, eval);
     starting = false;  // from here on a stop is handled by the training loop
     data::Sampler sampler(info.size, opts.batch_size, settings.data.seed, dist.rank, dist.world);
-    feed::Scheduler scheduler([&](uint64_t seq) { return sampler.request(seq); },
-                              {static_cast<uint64_t>(opts.steps), opts.prefetch, opts.batch_timeout_s,
-                               static_cast<uint64_t>(trainer.start_step())});
+    feed = std::make_unique<transport::FeedSources>(
+        sampler, feed::SchedulerOptions{static_cast<uint64_t>(opts.steps), opts.prefetch, opts.batch_timeout_s,
+                                        static_cast<uint64_t>(trainer.start_step())});
+    feed::Scheduler& scheduler = feed->scheduler();
     spdlog::info("trainer {} rank {}/{} on {}: {} data workers, {} local preprocessing threads, {} torch threads",
                  host, dist.rank, dist.world, trainer.device(), worker_targets.size(), local, torch_threads);
-    workers = connect_workers(worker_targets, settings, info, stop, local > 0);
-    for (auto& c : workers) {
-      c.worker->start(scheduler, scheduler.add_source(c.worker->target(), opts.inflight), &info, !c.ready);
-    }
-    std::unique_ptr<feed::LocalSource> local_source;
-    if (local > 0) local_source = std::make_unique<feed::LocalSource>(scheduler, dataset, local, data::wire_dtype(settings.data));
+    feed->connect_workers(worker_targets, settings.security, info,
+                          {.timeout_s = opts.connect_timeout_s, .inflight = opts.inflight, .local = local > 0}, stop);
+    if (local > 0) feed->start_local(dataset, local, data::wire_dtype(settings.data));
     training::TrainReport result;
     {
       std::lock_guard lock(feed_mu);
-      closable = &scheduler;
+      closable = feed.get();
       if (stop) scheduler.close();
     }
     auto unhook = [&] {
@@ -211,14 +209,11 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     } catch (...) {
       status.reset();
       unhook();
-      scheduler.close();
-      for (auto& c : workers) c.worker->stop();  // their threads use the scheduler
+      feed->close();
       throw;
     }
     unhook();
-    scheduler.close();
-    for (auto& c : workers) c.worker->stop();
-    local_source.reset();
+    feed->close();
     // Every rank's audit goes to rank 0, which reports the whole job's coverage.
     std::vector<std::string> audits;
     if (audit) audits = trainer.gather("sample-audit", audit->report().dump());
@@ -228,7 +223,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       try {
         // Ranks that `tandem launch` started carry torchrun's variables (and
         // TANDEM_GLOO_ADDRESS); the cluster they belong to is the one launch found.
-        const bool launched = std::getenv("TANDEM_GLOO_ADDRESS") != nullptr;
+        const bool launched = !settings.launcher.gloo_address.empty();
         cluster = cluster::discover(settings.cluster, [launched](const std::string& name) -> std::optional<std::string> {
           if (launched && (name == "WORLD_SIZE" || name == "RANK" || name == "GROUP_RANK")) return std::nullopt;
           return cluster::process_env(name);
@@ -236,7 +231,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       } catch (const std::exception& e) {
         spdlog::warn("instance types unknown for the plan: {}", e.what());
       }
-      const auto facts = ask_workers(summary, dataset.get(), workers, cluster);
+      const auto facts = ask_workers(summary, dataset.get(), feed->workers(), cluster);
       summary["throughput"] = report::throughput(result);
       summary["batch_size"] = opts.batch_size;
       summary["global_batch"] = opts.batch_size * dist.world;
@@ -244,7 +239,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
                                                    std::max(dist.world / std::max(dist.local_world, 1), 1),
                                                    local * std::max(dist.local_world, 1));  // per host
       // Under simulate every "host" shares this machine's CPU: the instance types are labels.
-      summary["plan_inputs"]["simulated"] = std::getenv("TANDEM_SIMULATED_HOST") != nullptr;
+      summary["plan_inputs"]["simulated"] = settings.launcher.simulated_host;
       if (audit) {
         std::vector<nlohmann::json> reports;
         for (const std::string& a : audits) reports.push_back(nlohmann::json::parse(a));
@@ -275,13 +270,13 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     return result.interrupted ? kExitInterrupted : kExitOk;
   } catch (const Interrupted& e) {
     spdlog::warn("trainer {} rank {} stopped before training: {}", host, rank, e.what());
-    for (auto& c : workers) c.worker->stop();
+    if (feed) feed->close();
     if (rank == 0) release("trainer interrupted");
     return kExitInterrupted;
   } catch (const std::exception& e) {
     spdlog::error("trainer {} rank {} failed: {}", host, rank, e.what());
     report::write_failure(root, std::string("trainer failed: ") + e.what());
-    for (auto& c : workers) c.worker->stop();
+    if (feed) feed->close();
     release("trainer failed");
     return kExitFailed;
   }

@@ -46,51 +46,18 @@ data::DatasetInfo learn_dataset_from_workers(const std::vector<std::string>& tar
   }
 }
 
-std::vector<Connection> connect_workers(const std::vector<std::string>& targets, const Settings& settings,
-                                        const data::DatasetInfo& info, const std::atomic<bool>& stop, bool local) {
-  if (settings.security.token.empty() &&
-      std::any_of(targets.begin(), targets.end(), [](const auto& t) { return !transport::is_loopback(t); })) {
-    spdlog::warn("THE DATA PLANE IS OPEN: no token is set, so anyone on the network can feed this trainer batches "
-                 "or stop its workers. Set TANDEM_TOKEN (or --token-file) on every host of the job (docs/security.md)");
-  }
-  std::vector<Connection> out;
-  for (const std::string& t : targets) out.push_back({std::make_unique<transport::RemoteWorker>(t, settings.security)});
-  const auto deadline = connect_deadline(settings.trainer);
-  for (;;) {
-    for (auto& c : out) {
-      if (c.ready) continue;
-      try {
-        c.worker->wait_ready(1.0, &stop);
-      } catch (const NetworkError&) {
-        continue;
-      }
-      c.worker->check_serves(info, 10);
-      c.ready = true;
-    }
-    const bool any = std::any_of(out.begin(), out.end(), [](const Connection& c) { return c.ready; });
-    if (std::all_of(out.begin(), out.end(), [](const Connection& c) { return c.ready; })) return out;
-    if (any || local) break;
-    if (Clock::now() > deadline) none_answered(settings.trainer, out.size(), out.front().worker->target());
-  }
-  for (const auto& c : out) {
-    if (!c.ready) spdlog::warn("data worker {} does not answer yet: training starts without it, it joins when it does",
-                               c.worker->target());
-  }
-  return out;
-}
-
 std::vector<report::WorkerFacts> ask_workers(nlohmann::json& summary, const data::Dataset* local,
-                                             const std::vector<Connection>& workers,
+                                             const std::vector<std::unique_ptr<transport::RemoteWorker>>& workers,
                                              const cluster::Cluster& cluster) {
   nlohmann::json files = local ? local->skipped() : std::vector<std::string>{};
   uint64_t count = local ? local->skipped_count() : 0;
   std::vector<report::WorkerFacts> facts;
   std::vector<std::future<transport::WorkerInfo>> answers;
-  for (const auto& c : workers) {
-    answers.push_back(std::async(std::launch::async, [&w = *c.worker] { return w.info(kReleaseDeadlineS); }));
+  for (const auto& w : workers) {
+    answers.push_back(std::async(std::launch::async, [&worker = *w] { return worker.info(kReleaseDeadlineS); }));
   }
   for (size_t i = 0; i < workers.size(); ++i) {
-    report::WorkerFacts f{workers[i].worker->target(), "", "", 0};
+    report::WorkerFacts f{workers[i]->target(), "", "", 0};
     try {
       const transport::WorkerInfo wi = answers[i].get();
       for (const auto& s : wi.skipped) files.push_back(wi.host + ": " + s);
@@ -101,7 +68,7 @@ std::vector<report::WorkerFacts> ask_workers(nlohmann::json& summary, const data
         if (std::find(g.hosts.begin(), g.hosts.end(), wi.host) != g.hosts.end()) f.instance_type = g.instance_type;
       }
     } catch (const std::exception& e) {
-      spdlog::warn("could not ask {} which samples it skipped: {}", workers[i].worker->target(), e.what());
+      spdlog::warn("could not ask {} which samples it skipped: {}", workers[i]->target(), e.what());
     }
     facts.push_back(std::move(f));
   }

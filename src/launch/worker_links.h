@@ -1,5 +1,6 @@
-// Internal to the trainer role: its connections to data workers, from the first health
-// check to the last Shutdown.
+// Internal to the trainer role: what it asks its data workers outside the feed (the
+// dataset, before it has one; what they skipped and are, for the summary; the release
+// at the end). The feed itself is transport::FeedSources.
 #pragma once
 
 #include <atomic>
@@ -20,29 +21,17 @@ namespace tandem::launch {
 // The deadline of the calls that end a run: a healthy worker answers in milliseconds.
 inline constexpr double kReleaseDeadlineS = 3;
 
-struct Connection {
-  std::unique_ptr<transport::RemoteWorker> worker;
-  bool ready = false;
-};
-
 // For a trainer without a copy of the data: waits (up to --connect-timeout, or until
 // `stop`) for the first worker that answers and learns the dataset from it. The other
 // workers are checked against it when they connect.
 data::DatasetInfo learn_dataset_from_workers(const std::vector<std::string>& targets, const Settings& settings,
                                              const std::atomic<bool>& stop);
 
-// Connects to the workers and checks each serves `info`. Training starts as soon as one
-// source can serve (a worker that answers, or this host's own threads when `local`);
-// workers that do not answer yet join in the background when they do. With no source
-// at all it waits up to --connect-timeout.
-std::vector<Connection> connect_workers(const std::vector<std::string>& targets, const Settings& settings,
-                                        const data::DatasetInfo& info, const std::atomic<bool>& stop, bool local);
-
 // Samples substituted under --on-bad-sample skip, here (`local`, may be null) and on
 // every worker, into summary["skipped_samples"/"skipped_files"]; and what each worker is.
 // All asked at once, so a hung worker costs one short deadline.
 std::vector<report::WorkerFacts> ask_workers(nlohmann::json& summary, const data::Dataset* local,
-                                             const std::vector<Connection>& workers,
+                                             const std::vector<std::unique_ptr<transport::RemoteWorker>>& workers,
                                              const cluster::Cluster& cluster);
 
 // Tells every worker that training is over, all at once with short deadlines.

@@ -35,6 +35,8 @@ nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::So
           {"interrupted", train.interrupted},
           {"model", train.model},
           {"device", train.device},
+          {"compute_dtype", train.compute_dtype},
+          {"memory_layout", train.memory_layout},
           {"torch_threads", train.torch_threads},
           {"workers", std::move(workers)},
           {"start_step", train.start_step},

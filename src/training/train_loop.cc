@@ -171,6 +171,8 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, c
   m.next_step = step;
   if (r.interrupted) r.last_checkpoint = m.save_checkpoint(step);
   else if (limits.max_steps < 0 || step == m.opts.steps) r.model_file = m.save_model();
+  r.compute_dtype = m.compute_dtype;
+  r.memory_layout = m.memory_layout;
   r.steps = static_cast<int64_t>(r.losses.size());
   if (!r.losses.empty()) {
     r.first_loss = r.losses.front();

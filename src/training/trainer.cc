@@ -143,7 +143,9 @@ bool Trainer::Impl::train_step(const DeviceBatch* batch, bool stop, int64_t step
   torch::Tensor loss;
   if (batch) {
     Autocast amp(opts.amp == "bf16", device.is_cuda());
-    loss = model->loss(model->forward(batch->x), batch->y).to(torch::kFloat32);
+    const torch::Tensor out = model->forward(batch->x);
+    if (compute_dtype.empty()) observe_formats(batch->x, out);
+    loss = model->loss(out, batch->y).to(torch::kFloat32);
   }
   if (loss.defined()) loss.backward();
   clock.mark(StepClock::kForwardBackward);
@@ -155,6 +157,18 @@ bool Trainer::Impl::train_step(const DeviceBatch* batch, bool stop, int64_t step
   clock.mark(StepClock::kOptimizer);
   losses.push_back(loss.detach());
   return true;
+}
+
+// What the step really computed with, for the report: a flag that had no effect shows.
+void Trainer::Impl::observe_formats(const torch::Tensor& input, const torch::Tensor& output) {
+  const auto t = output.scalar_type();
+  compute_dtype = t == torch::kBFloat16 ? "bfloat16" : t == torch::kHalf ? "float16" : t == torch::kFloat32 ? "float32"
+                                                                                                          : "other";
+  bool channels_last = input.dim() == 4 && input.is_contiguous(torch::MemoryFormat::ChannelsLast);
+  for (const auto& p : model->parameters()) {
+    if (p.dim() == 4) channels_last = channels_last && p.is_contiguous(torch::MemoryFormat::ChannelsLast);
+  }
+  memory_layout = channels_last ? "channels_last" : "contiguous";
 }
 
 void Trainer::Impl::log_line(const LogPoint& p) const {

@@ -34,6 +34,7 @@ struct Trainer::Impl {
   RunPaths paths;
   torch::Device device{torch::kCPU};
   InputFormat format;
+  std::string compute_dtype, memory_layout;  // seen in the first step (TrainReport)
   std::unique_ptr<Model> model;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<Collective> collective;
@@ -48,6 +49,7 @@ struct Trainer::Impl {
   bool train_step(const DeviceBatch* batch, bool stop, int64_t step, StepClock& clock,
                   std::vector<torch::Tensor>& losses);
   void log_line(const LogPoint& p) const;
+  void observe_formats(const torch::Tensor& input, const torch::Tensor& output);
   std::string save_checkpoint(int64_t step);
   std::string save_model();
 };

@@ -1,6 +1,5 @@
 #include "tandem/transport/credentials.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -128,21 +127,10 @@ void resolve_security(SecurityOptions& s) {
     if (token.empty()) throw ConfigError("--token-file " + s.token_file + " is empty: write the job's token into it");
     s.token = token;
   }
-  if (s.token.empty()) {
-    if (const char* v = std::getenv("TANDEM_TOKEN"); v && *v) s.token = v;
-  }
   for (char c : s.token) {
     if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7e) {
       throw ConfigError("the token may hold only printable ASCII without spaces (it travels as a gRPC header): "
                         "use e.g. `openssl rand -hex 32`");
-    }
-  }
-  if (s.job.empty()) {
-    for (const char* var : {"TRAINING_JOB_NAME", "SLURM_JOB_ID"}) {
-      if (const char* v = std::getenv(var); v && *v) {
-        s.job = v;
-        break;
-      }
     }
   }
   for (char c : s.job) {

@@ -11,8 +11,7 @@
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
 #include "tandem/data/batching/convert.h"
-#include "tandem/feed/local_source.h"
-#include "tandem/transport/credentials.h"
+#include "tandem/transport/feed_sources.h"
 #include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/remote_worker.h"
 
@@ -57,69 +56,32 @@ Feeder::Feeder(const Settings& settings, FeederOptions opts) : settings_(setting
   dataset_ = data::make_dataset(settings_.data);
   sampler_ = std::make_unique<data::Sampler>(dataset_->info().size, t.batch_size, settings_.data.seed, opts_.rank,
                                              opts_.world);
-  scheduler_ = std::make_unique<feed::Scheduler>(
-      [s = sampler_.get()](uint64_t seq) { return s->request(seq); },
-      feed::SchedulerOptions{steps_, t.prefetch, t.batch_timeout_s, opts_.start_step});
-  if (settings_.security.token.empty() &&
-      std::any_of(opts_.workers.begin(), opts_.workers.end(), [](const auto& w) { return !is_loopback(w); })) {
-    spdlog::warn("THE DATA PLANE IS OPEN: no token is set, so anyone on the network can feed this process batches "
-                 "or stop its workers. Set TANDEM_TOKEN (or token_file=) here and on every worker (docs/security.md)");
-  }
+  sources_ = std::make_unique<FeedSources>(
+      *sampler_, feed::SchedulerOptions{steps_, t.prefetch, t.batch_timeout_s, opts_.start_step});
   keep_grpc_initialised();
   pump_ = std::thread([this] { pump(); });
 }
 
 Feeder::~Feeder() { close(); }
 
-void Feeder::connect() {
-  const TrainerOptions& t = settings_.trainer;
-  std::vector<bool> ready(opts_.workers.size(), false);
-  for (const std::string& target : opts_.workers) {
-    workers_.push_back(std::make_unique<RemoteWorker>(target, settings_.security));
-  }
-  const bool local = opts_.local_threads > 0;
-  const auto deadline = Clock::now() + seconds(t.connect_timeout_s);
-  for (;;) {
-    for (size_t i = 0; i < workers_.size(); ++i) {
-      if (ready[i]) continue;
-      try {
-        workers_[i]->wait_ready(1.0, &stop_);
-      } catch (const NetworkError&) {
-        continue;
-      }
-      workers_[i]->check_serves(info(), std::min(kCallDeadlineS * 3, t.connect_timeout_s));
-      ready[i] = true;
-    }
-    if (std::all_of(ready.begin(), ready.end(), [](bool r) { return r; })) break;
-    if (local || std::any_of(ready.begin(), ready.end(), [](bool r) { return r; })) break;
-    if (stop_) throw Interrupted("stopped while connecting to the data workers");
-    if (Clock::now() > deadline) {
-      throw NetworkError("no data worker answered within connect_timeout " +
-                         std::to_string(static_cast<int>(t.connect_timeout_s)) + " s (" +
-                         std::to_string(workers_.size()) + " tried, e.g. " + workers_.front()->target() +
-                         "): check that they run and listen on that address, or raise connect_timeout");
-    }
-  }
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    if (!ready[i]) spdlog::warn("data worker {} does not answer yet: the feed starts without it, it joins when it does",
-                                workers_[i]->target());
-    workers_[i]->start(*scheduler_, scheduler_->add_source(workers_[i]->target(), t.inflight), &info(), !ready[i]);
-  }
-  if (local) {
-    local_ = std::make_unique<feed::LocalSource>(*scheduler_, dataset_, opts_.local_threads,
-                                                 data::wire_dtype(settings_.data));
-  }
-}
-
 void Feeder::pump() {
   try {
-    connect();
+    // Connects as `tandem trainer` does, then starts every source.
+    const TrainerOptions& t = settings_.trainer;
+    sources_->connect_workers(opts_.workers, settings_.security, info(),
+                              {.timeout_s = t.connect_timeout_s, .inflight = t.inflight,
+                               .local = opts_.local_threads > 0, .check_deadline_s = kCallDeadlineS * 3,
+                               .timeout_setting = "connect_timeout"},
+                              stop_);
+    if (opts_.local_threads > 0) {
+      sources_->start_local(dataset_, opts_.local_threads, data::wire_dtype(settings_.data));
+    }
     {
       std::lock_guard lock(mu_);
       started_ = true;
     }
     cv_.notify_all();
-    while (std::optional<data::Batch> batch = scheduler_->next()) {
+    while (std::optional<data::Batch> batch = sources_->scheduler().next()) {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [&] { return ready_.size() < kAhead || stop_; });
       if (stop_) break;
@@ -169,12 +131,14 @@ void Feeder::close() {
     stop_ = true;
   }
   cv_.notify_all();
-  scheduler_->close();
+  sources_->scheduler().close();  // ends a pump waiting for a batch
   if (pump_.joinable()) pump_.join();
-  // The sources' threads use the scheduler: they go before it does.
-  for (auto& w : workers_) w->stop();
-  local_.reset();
+  sources_->close();
 }
+
+std::vector<feed::SourceStats> Feeder::stats() const { return sources_->scheduler().stats(); }
+
+uint64_t Feeder::hedged() const { return sources_->scheduler().hedged(); }
 
 int Feeder::shutdown_workers(const std::string& reason) const {
   std::vector<std::future<bool>> calls;

@@ -1,5 +1,7 @@
 #include "tandem/transport/remote_worker.h"
 
+#include "batch_method.h"
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -115,24 +117,11 @@ WorkerInfo RemoteWorker::info(double timeout_s) {
   v1::InfoReply reply;
   const grpc::Status status = impl_->stub->Info(&ctx, req, &reply);
   if (!status.ok()) throw NetworkError("asking data worker " + target_ + " what it serves: " + describe(status));
-  WorkerInfo info;
-  info.dataset = reply.dataset();
-  info.size = reply.size();
-  info.fingerprint = reply.fingerprint();
-  info.sample_shape.assign(reply.sample_shape().begin(), reply.sample_shape().end());
-  info.num_classes = static_cast<int>(std::min<uint32_t>(reply.num_classes(), 1u << 30));
-  info.mean.assign(reply.mean().begin(), reply.mean().end());
-  info.std.assign(reply.std().begin(), reply.std().end());
   try {
-    info.dtype = from_proto(reply.dtype());
+    return from_proto(reply);
   } catch (const PeerError& e) {
     throw PeerError(with_context("data worker " + target_, e));
   }
-  info.threads = static_cast<int>(reply.threads());
-  info.host = printable(reply.host(), 80);  // the peer's words, logged by the trainer
-  for (const auto& s : reply.skipped()) info.skipped.push_back(printable(s));
-  info.skipped_count = reply.skipped_count();
-  return info;
 }
 
 void RemoteWorker::start(feed::Scheduler& scheduler, int source_id, const data::DatasetInfo* expect, bool absent) {
@@ -232,11 +221,8 @@ bool RemoteWorker::Impl::rejoin(const std::string& target, double& backoff) {
 }
 
 RemoteWorker::Impl::Outcome RemoteWorker::Impl::stream(feed::Scheduler& scheduler, int id, const std::string& target) {
-  // The copy-free reader (batch_codec.h) in place of the generated protobuf stub.
-  const grpc::internal::RpcMethod method(kStreamBatchesMethod, grpc::internal::RpcMethod::BIDI_STREAMING, channel);
-  std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, IncomingBatch>> rw(
-      grpc::internal::ClientReaderWriterFactory<v1::BatchRequest, IncomingBatch>::Create(channel.get(), method,
-                                                                                          ctx.get()));
+  // The copy-free reader (batch_method.h) in place of the generated protobuf stub.
+  const std::unique_ptr<ClientBatchStream> rw = open_copy_free(*channel, *ctx);
   std::atomic<bool> writer_finished{false};
   std::thread writer([&] {
     while (auto request = scheduler.acquire(id)) {

@@ -1,5 +1,6 @@
 #include "tandem/transport/wire.h"
 
+#include <algorithm>
 #include <string>
 
 #include "tandem/common/error.h"
@@ -21,6 +22,40 @@ data::BatchRequest from_proto(const v1::BatchRequest& request) {
   out.epoch = request.epoch();
   out.indices.assign(request.indices().begin(), request.indices().end());
   return out;
+}
+
+v1::InfoReply to_proto(const WorkerInfo& info) {
+  v1::InfoReply reply;
+  reply.set_dataset(info.dataset);
+  reply.set_size(info.size);
+  reply.set_fingerprint(info.fingerprint);
+  reply.mutable_sample_shape()->Add(info.sample_shape.begin(), info.sample_shape.end());
+  reply.set_dtype(to_proto(info.dtype));
+  reply.set_num_classes(static_cast<uint32_t>(info.num_classes));
+  reply.mutable_mean()->Add(info.mean.begin(), info.mean.end());
+  reply.mutable_std()->Add(info.std.begin(), info.std.end());
+  reply.set_threads(static_cast<uint32_t>(info.threads));
+  reply.set_host(info.host);
+  for (const std::string& s : info.skipped) reply.add_skipped(s);
+  reply.set_skipped_count(info.skipped_count);
+  return reply;
+}
+
+WorkerInfo from_proto(const v1::InfoReply& reply) {
+  WorkerInfo info;
+  info.dataset = reply.dataset();
+  info.size = reply.size();
+  info.fingerprint = reply.fingerprint();
+  info.sample_shape.assign(reply.sample_shape().begin(), reply.sample_shape().end());
+  info.dtype = from_proto(reply.dtype());
+  info.num_classes = static_cast<int>(std::min<uint32_t>(reply.num_classes(), 1u << 30));
+  info.mean.assign(reply.mean().begin(), reply.mean().end());
+  info.std.assign(reply.std().begin(), reply.std().end());
+  info.threads = static_cast<int>(reply.threads());
+  info.host = printable(reply.host(), 80);
+  for (const auto& s : reply.skipped()) info.skipped.push_back(printable(s));
+  info.skipped_count = reply.skipped_count();
+  return info;
 }
 
 v1::DType to_proto(data::DType dtype) {

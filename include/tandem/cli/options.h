@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json_fwd.hpp>
 
+#include "tandem/cluster/cluster.h"
 #include "tandem/common/settings.h"
 
 namespace tandem::cli {
@@ -36,6 +37,14 @@ void add_simulate_options(CLI::App& app, SimulateOptions& o);
 // ConfigError for a file that is not a JSON object, an unknown key, a bad value, or
 // settings that exclude each other (steps and epochs).
 void apply_setting_files(CLI::App& cmd, const ClusterOptions& opts);
+
+// The last step of filling `s`, after flags and files: what only the environment says
+// (the launcher's variables, TANDEM_TOKEN when neither --token nor --token-file is given,
+// the job name from TRAINING_JOB_NAME or SLURM_JOB_ID), and the settings derived from
+// others. The one place settings are read from the environment, besides the flags that
+// name a variable (--sagemaker-root, --host-map). Throws ConfigError naming a bad
+// variable or token file.
+void finish_settings(Settings& s, const cluster::EnvLookup& env = cluster::process_env);
 
 // The Data/Data worker/Training settings that `cmd` received from flags or files, as
 // a flat JSON object {name: value}.

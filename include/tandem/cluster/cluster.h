@@ -47,6 +47,12 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 // The real process environment.
 std::optional<std::string> process_env(const std::string& name);
 
+// Reads torchrun's rank variables (WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*) and tandem's own launcher variables, by the
+// rules discover() uses. Throws ConfigError naming the variable for values that are not
+// integers or do not fit together (RANK outside WORLD_SIZE, ...).
+LauncherEnv read_launcher_env(const EnvLookup& env = process_env);
+
 // Parses the text of a resourceconfig.json. `path` is only used in error messages.
 // Throws ConfigError naming the file, the field and the fix.
 Cluster parse_resource_config(const std::string& json_text, const std::string& path);

@@ -38,6 +38,13 @@ class PeerError : public Error {
   using Error::Error;
 };
 
+// A request over one of this process's limits (samples per request, open streams,
+// bytes in flight): the message names the limit's flag. Asking for less, or later, helps.
+class Overloaded : public Error {
+ public:
+  using Error::Error;
+};
+
 // A data file that cannot be used (undecodable, truncated, changed since indexing).
 class DataError : public Error {
  public:

@@ -61,8 +61,8 @@ struct DataOptions {
   std::string channel = "train";        // --channel: SageMaker channel read when --data has no PATH
   std::string split = "train";          // --split: train | test (mnist's files; imagefolder's default pipeline)
   std::string on_bad_sample = "fail";   // --on-bad-sample: fail | skip (use the next good sample, list the bad one)
-  // Not a flag: callers copy ClusterOptions::sagemaker_root here. Empty: $TANDEM_SAGEMAKER_ROOT, else /opt/ml.
-  std::string sagemaker_root;
+  // Not a flag: the command line copies ClusterOptions::sagemaker_root here.
+  std::string sagemaker_root = "/opt/ml";
 };
 
 // A data worker's server.
@@ -148,6 +148,28 @@ struct SimulateOptions {
   double timeout_s = 1800;                         // --timeout: stop the cluster after this long
 };
 
+// What the launcher that started this process said through its environment, read once
+// at start (cluster::read_launcher_env) so no other code reads the environment.
+struct LauncherEnv {
+  // torchrun's contract for one rank, set by torchrun, Kubeflow's PyTorchJob, or `tandem
+  // launch` for the ranks it starts. None set: a world of one.
+  int world_size = 1;        // WORLD_SIZE
+  int rank = 0;              // RANK
+  int local_rank = 0;        // LOCAL_RANK
+  int local_world_size = 1;  // LOCAL_WORLD_SIZE
+  std::string master_addr;   // MASTER_ADDR; empty = 127.0.0.1
+  int master_port = 0;       // MASTER_PORT; 0 = --master-port
+  // TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent serves the rendezvous store, under
+  // the prefix of attempt TORCHELASTIC_RESTART_COUNT.
+  bool agent_store = false;
+  int restart_count = 0;
+  // Set by `tandem launch` for its ranks: the address Gloo binds to (TANDEM_GLOO_ADDRESS),
+  // and by `tandem simulate` for its hosts (TANDEM_SIMULATED_HOST: instance types are
+  // labels there, every host shares one machine).
+  std::string gloo_address;
+  bool simulated_host = false;
+};
+
 struct Settings {
   ClusterOptions cluster;
   SecurityOptions security;
@@ -155,6 +177,7 @@ struct Settings {
   WorkerOptions worker;
   TrainerOptions trainer;
   SimulateOptions simulate;
+  LauncherEnv launcher;
 };
 
 }  // namespace tandem

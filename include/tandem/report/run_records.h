@@ -37,6 +37,11 @@ struct TrainReport {
   std::vector<double> losses;     // one per step, from start_step
   bool interrupted = false;       // stopped early by `stop`
   std::string device;             // "cpu" or "cuda:0"
+  // Seen in the first step, not taken from the flags: the model's output dtype
+  // ("bfloat16" under --amp bf16 autocast, else "float32") and the layout of the input
+  // and of every 4-d parameter ("channels_last" with --channels-last, else "contiguous").
+  std::string compute_dtype;
+  std::string memory_layout;
   std::string model;
   int torch_threads = 0;
   int rank = 0;

@@ -34,10 +34,9 @@ struct DistInfo {
   int restart_count = 0;
 };
 
-// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
-// TORCHELASTIC_USE_AGENT_STORE, TORCHELASTIC_RESTART_COUNT and TANDEM_GLOO_ADDRESS; none set means a world of one. Throws ConfigError naming the
-// variable for values that do not fit together.
-DistInfo dist_from_env(const TrainerOptions& opts);
+// This process's place from what its launcher said (read and checked by
+// cluster::read_launcher_env), with --master-port and --dist-timeout.
+DistInfo dist_info(const LauncherEnv& env, const TrainerOptions& opts);
 
 struct RunPaths {
   std::string checkpoint_dir;  // <root>/checkpoints; empty = no checkpoints

@@ -2,6 +2,7 @@
 // specialisations write a tandem.v1.Batch as [header via protobuf][payload slice that
 // owns the batch's memory] and read one by copying the payload once, from the received
 // slices into a data::Buffer. The bytes on the wire are an ordinary tandem.v1.Batch.
+// batch_method.h plugs them into StreamBatches.
 #pragma once
 
 #include <grpcpp/impl/serialization_traits.h>
@@ -24,10 +25,6 @@ struct IncomingBatch {
   v1::BatchHeader header;
   data::Buffer payload;
 };
-
-// The method both sides speak; index 1 in the service's declaration order.
-inline constexpr const char* kStreamBatchesMethod = "/tandem.v1.DataService/StreamBatches";
-inline constexpr int kStreamBatchesIndex = 1;
 
 }  // namespace tandem::transport
 

@@ -35,9 +35,9 @@ grpc::Status check_caller(const grpc::ServerContext& ctx, const SecurityOptions&
 // there even without a token.
 bool is_loopback(const std::string& address);
 
-// Fills s.token from s.token_file, else keeps the token setting, else takes env
-// TANDEM_TOKEN; and s.job from the scheduler's environment when unset. Throws ConfigError for an
-// unreadable or empty token file.
+// Fills s.token from s.token_file when one is named, and checks the token and job name
+// can travel as gRPC headers. Throws ConfigError for an unreadable or empty token file
+// or an unprintable token or job name.
 void resolve_security(SecurityOptions& s);
 
 }  // namespace tandem::transport

@@ -25,13 +25,9 @@
 #include "tandem/data/batching/sampler.h"
 #include "tandem/feed/scheduler.h"
 
-namespace tandem::feed {
-class LocalSource;
-}
-
 namespace tandem::transport {
 
-class RemoteWorker;
+class FeedSources;
 
 struct FeederOptions {
   std::vector<std::string> workers;  // data workers, "address:port"
@@ -80,21 +76,18 @@ class Feeder {
   const data::Sampler& sampler() const { return *sampler_; }
   uint64_t steps() const { return steps_; }             // total steps, including skipped ones
   uint64_t start_step() const { return opts_.start_step; }
-  std::vector<feed::SourceStats> stats() const { return scheduler_->stats(); }
-  uint64_t hedged() const { return scheduler_->hedged(); }
+  std::vector<feed::SourceStats> stats() const;
+  uint64_t hedged() const;
 
  private:
   void pump();     // the feed's thread: connect, then move batches from the scheduler
-  void connect();  // connects as `tandem trainer` does, then starts every source
 
   Settings settings_;
   FeederOptions opts_;
   uint64_t steps_ = 0;
   std::shared_ptr<const data::Dataset> dataset_;
   std::unique_ptr<data::Sampler> sampler_;
-  std::unique_ptr<feed::Scheduler> scheduler_;
-  std::vector<std::unique_ptr<RemoteWorker>> workers_;  // written by pump() before started_
-  std::unique_ptr<feed::LocalSource> local_;
+  std::unique_ptr<FeedSources> sources_;  // its workers and threads are started by pump()
   std::atomic<bool> stop_{false};
 
   mutable std::mutex mu_;

@@ -11,22 +11,9 @@
 #include "tandem/common/settings.h"
 #include "tandem/data/sources/dataset.h"
 #include "tandem/feed/scheduler.h"
+#include "tandem/transport/worker_info.h"
 
 namespace tandem::transport {
-
-struct WorkerInfo {
-  std::string dataset;
-  uint64_t size = 0;
-  std::string fingerprint;
-  std::vector<int64_t> sample_shape;
-  data::DType dtype = data::DType::kFloat32;
-  int num_classes = 0;
-  std::vector<float> mean, std;
-  int threads = 0;
-  std::string host;
-  std::vector<std::string> skipped;  // files it could not use (--on-bad-sample skip)
-  uint64_t skipped_count = 0;
-};
 
 class RemoteWorker {
  public:

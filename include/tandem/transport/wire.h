@@ -6,6 +6,7 @@
 
 #include "tandem/data/batching/batch.h"
 #include "tandem/transport/batch_codec.h"
+#include "tandem/transport/worker_info.h"
 #include "tandem/v1/data.pb.h"
 
 namespace tandem::transport {
@@ -20,6 +21,11 @@ OutgoingBatch error_batch(const std::string& why);
 // Moves the payload out. Throws NetworkError for an error message or an inconsistent
 // one (payload size does not match shape x dtype, labels do not match the batch size).
 data::Batch from_wire(IncomingBatch&& batch);
+
+// The Info RPC's answer. Reading one makes the peer's words printable (they are logged)
+// and throws PeerError for an unknown dtype.
+v1::InfoReply to_proto(const WorkerInfo& info);
+WorkerInfo from_proto(const v1::InfoReply& reply);
 
 v1::DType to_proto(data::DType dtype);
 data::DType from_proto(v1::DType dtype);

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "tandem/data/augment/transforms.h"
+#include "tandem/data/augment/color.h"
 
 namespace tandem::data {
 namespace {

@@ -1,7 +1,9 @@
 #include "tandem/data/augment/gaussian_blur.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "tandem/common/simd.h"
 
@@ -121,6 +123,22 @@ void gaussian_blur(std::span<float> image, int channels, int height, int width, 
   const std::vector<float> k = gaussian_kernel1d(kernel_size, sigma);
   const size_t area = static_cast<size_t>(height) * width;
   for (int c = 0; c < channels; ++c) blur_plane(image.data() + c * area, height, width, k, scratch);
+}
+
+void gaussian_blur_u8(Image& image, int kernel_size, float sigma) {
+  const int c = image.channels, h = image.height, w = image.width;
+  const size_t plane = static_cast<size_t>(h) * w;
+  thread_local std::vector<float> planes, scratch;
+  planes.resize(plane * c);
+  for (size_t i = 0; i < plane; ++i)
+    for (int ch = 0; ch < c; ++ch) planes[ch * plane + i] = image.pixels[i * c + ch];
+  const std::vector<float> k = gaussian_kernel1d(kernel_size, sigma);
+  for (int ch = 0; ch < c; ++ch) blur_plane(planes.data() + ch * plane, h, w, k, scratch);
+  for (size_t i = 0; i < plane; ++i)
+    for (int ch = 0; ch < c; ++ch) {
+      const float v = std::clamp(std::nearbyint(planes[ch * plane + i]), 0.0f, 255.0f);
+      image.pixels[i * c + ch] = static_cast<uint8_t>(v);
+    }
 }
 
 }  // namespace tandem::data

@@ -11,6 +11,9 @@
 #include "tandem/common/error.h"
 #include "tandem/data/codecs/jpeg.h"
 #include "tandem/data/codecs/png.h"
+#include "tandem/data/augment/color.h"
+#include "tandem/data/augment/gaussian_blur.h"
+#include "tandem/data/augment/resample.h"
 
 namespace tandem::data {
 namespace {

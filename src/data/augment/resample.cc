@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "tandem/data/augment/transforms.h"
+#include "tandem/data/augment/resample.h"
 
 #include "tandem/common/simd.h"
 
@@ -242,27 +242,6 @@ std::pair<int, int> resize_smaller_edge(int height, int width, int size) {
   const int shorter = portrait ? width : height, longer = portrait ? height : width;
   const int new_long = static_cast<int>(static_cast<double>(size) * longer / shorter);
   return portrait ? std::pair{new_long, size} : std::pair{size, new_long};
-}
-
-TANDEM_VECTOR_CLONES void write_chw(const Image& image, uint8_t* out, bool flip) {
-  const int c = image.channels, w = image.width;
-  const size_t plane = static_cast<size_t>(image.height) * w;
-  for (int y = 0; y < image.height; ++y) {
-    const uint8_t* p = image.row(y);
-    uint8_t* r = out + static_cast<size_t>(y) * w;
-    if (c == 1 && !flip) {
-      std::memcpy(r, p, w);
-    } else if (c == 1) {
-      for (int x = 0; x < w; ++x) r[w - 1 - x] = p[x];
-    } else if (!flip) {
-      for (int x = 0; x < w; ++x) r[x] = p[3 * x], r[plane + x] = p[3 * x + 1], r[2 * plane + x] = p[3 * x + 2];
-    } else {
-      for (int x = 0; x < w; ++x) {
-        const int d = w - 1 - x;
-        r[d] = p[3 * x], r[plane + d] = p[3 * x + 1], r[2 * plane + d] = p[3 * x + 2];
-      }
-    }
-  }
 }
 
 }  // namespace tandem::data

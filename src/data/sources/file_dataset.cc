@@ -1,6 +1,5 @@
 #include "tandem/data/sources/file_dataset.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 
@@ -22,12 +21,7 @@ std::string data_path(const DataOptions& opts) {
     }
     return path;
   }
-  std::string root = opts.sagemaker_root;
-  if (root.empty()) {
-    const char* env = std::getenv("TANDEM_SAGEMAKER_ROOT");
-    root = env && *env ? env : "/opt/ml";
-  }
-  const std::string channel = root + "/input/data/" + opts.channel;
+  const std::string channel = opts.sagemaker_root + "/input/data/" + opts.channel;
   if (!std::filesystem::exists(channel)) {
     throw ConfigError("--data " + source + " reads the SageMaker channel '" + opts.channel + "' at " + channel +
                       ", which does not exist: give the job a '" + opts.channel + "' input channel, pick another " +

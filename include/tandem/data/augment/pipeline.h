@@ -17,7 +17,7 @@
 #include "tandem/data/codecs/image.h"
 #include "tandem/data/augment/pipeline_spec.h"
 #include "tandem/data/augment/rng.h"
-#include "tandem/data/augment/transforms.h"
+#include "tandem/data/augment/geometry.h"
 
 namespace tandem::data {
 

@@ -32,6 +32,11 @@ struct Image {
   const uint8_t* row(int y) const { return pixels.data() + y * stride(); }
 };
 
+// A crop in pixels: rows [top, top + height), columns [left, left + width).
+struct CropBox {
+  int top = 0, left = 0, height = 0, width = 0;
+};
+
 // Writes `image` planar (CHW) to `out` (image.bytes() bytes), mirrored left-right when
 // `flip` (a horizontal flip folded into the copy). REQUIRES: 1 or 3 channels.
 void write_chw(const Image& image, uint8_t* out, bool flip = false);

@@ -10,7 +10,6 @@
 #include <stdexcept>
 
 #include "tandem/data/codecs/image.h"
-#include "tandem/data/augment/transforms.h"
 
 #include "tandem/common/error.h"
 

@@ -1,12 +1,11 @@
-// Geometric transforms: torchvision's crop box draws, crops, flips, rotation and blur.
+// Geometric transforms: torchvision's crop box draws, crops, flips and rotation.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
 
-#include "tandem/data/augment/gaussian_blur.h"
-#include "tandem/data/augment/transforms.h"
+#include "tandem/data/augment/geometry.h"
 
 namespace tandem::data {
 namespace {
@@ -117,22 +116,6 @@ void rotate_nearest(const Image& src, double angle_degrees, Image& dst) {
       }
     }
   }
-}
-
-void gaussian_blur_u8(Image& image, int kernel_size, float sigma) {
-  const int c = image.channels, h = image.height, w = image.width;
-  const size_t plane = static_cast<size_t>(h) * w;
-  thread_local std::vector<float> planes, scratch;
-  planes.resize(plane * c);
-  for (size_t i = 0; i < plane; ++i)
-    for (int ch = 0; ch < c; ++ch) planes[ch * plane + i] = image.pixels[i * c + ch];
-  const std::vector<float> k = gaussian_kernel1d(kernel_size, sigma);
-  for (int ch = 0; ch < c; ++ch) blur_plane(planes.data() + ch * plane, h, w, k, scratch);
-  for (size_t i = 0; i < plane; ++i)
-    for (int ch = 0; ch < c; ++ch) {
-      const float v = std::clamp(std::nearbyint(planes[ch * plane + i]), 0.0f, 255.0f);
-      image.pixels[i * c + ch] = static_cast<uint8_t>(v);
-    }
 }
 
 }  // namespace tandem::data

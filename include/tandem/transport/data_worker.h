@@ -1,0 +1,141 @@
+// A data worker's logic, without the network: it describes its dataset, and serves
+// streams of batch requests within its limits (samples per request, open streams,
+// bytes in flight). worker_server.cc is the gRPC adapter around it, as tf.data service
+// keeps worker_impl apart from grpc_worker_impl; tests drive this class directly.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "tandem/common/settings.h"
+#include "tandem/data/batching/batch.h"
+#include "tandem/data/sources/dataset.h"
+#include "tandem/transport/worker_info.h"
+
+namespace tandem::data {
+class BatchMaker;
+class ThreadPool;
+}  // namespace tandem::data
+
+namespace tandem::transport {
+
+class ByteBudget;
+
+// A finished batch, holding its bytes of the worker's in-flight allowance until it is
+// dropped (after it was written, or with its stream). Move-only.
+class ServedBatch {
+ public:
+  ServedBatch(data::Batch batch, ByteBudget& budget, uint64_t bytes) noexcept
+      : batch_(std::move(batch)), budget_(&budget), bytes_(bytes) {}
+  ServedBatch(ServedBatch&& o) noexcept;
+  ServedBatch& operator=(ServedBatch&&) = delete;
+  ~ServedBatch();
+
+  data::Batch& batch() { return batch_; }
+
+ private:
+  data::Batch batch_;
+  ByteBudget* budget_;
+  uint64_t bytes_;
+};
+
+class BatchStream;
+
+class DataWorker {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `host` names this worker in its description; batches are made as `wire`, on
+  // opts.threads threads (0 = every core this process may use).
+  DataWorker(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts, std::string host,
+             data::DType wire = data::DType::kFloat32);
+  ~DataWorker();  // REQUIRES: every stream it opened is gone
+  DataWorker(const DataWorker&) = delete;
+  DataWorker& operator=(const DataWorker&) = delete;
+
+  // What the Info RPC answers.
+  WorkerInfo describe() const;
+
+  // Opens one trainer's stream. Throws Overloaded past opts.max_streams open streams.
+  std::unique_ptr<BatchStream> open_stream();
+
+  // Streams ask nothing more of a stopping worker: requests waiting for memory give up
+  // and writers stop waiting. Thread-safe.
+  void stop();
+  bool stopping() const { return stopping_; }
+
+  int open_streams() const { return open_streams_; }
+  // The last request taken or batch handed out; a worker nobody asks for anything is idle.
+  Clock::time_point last_activity() const { return Clock::time_point{Clock::duration{last_activity_.load()}}; }
+  int threads() const;
+  const WorkerOptions& options() const { return opts_; }
+
+ private:
+  friend class BatchStream;
+  void touch() { last_activity_ = Clock::now().time_since_epoch().count(); }
+
+  std::shared_ptr<const data::Dataset> dataset_;
+  const WorkerOptions opts_;
+  const std::string host_;
+  std::unique_ptr<data::ThreadPool> pool_;
+  std::unique_ptr<data::BatchMaker> maker_;
+  std::unique_ptr<ByteBudget> budget_;
+  uint64_t bytes_per_sample_ = 0;  // one sample as sent, with its label
+  std::atomic<int> open_streams_{0};
+  std::atomic<bool> stopping_{false};
+  std::atomic<Clock::rep> last_activity_{Clock::now().time_since_epoch().count()};
+};
+
+// One trainer's stream: requests go in on one thread (the reader), finished batches come
+// out in completion order on another (the writer). Requests beyond the stream's window
+// or the worker's memory wait: backpressure rather than growth. The first error ends it.
+class BatchStream {
+ public:
+  // Unwritten batches give their bytes back; the worker counts one stream fewer.
+  ~BatchStream();
+  BatchStream(const BatchStream&) = delete;
+  BatchStream& operator=(const BatchStream&) = delete;
+
+  // Reader: checks `request` against the worker's limits, waits for room, and starts
+  // making it. Returns false when the stream cannot take more: it failed (a request over
+  // a limit: Overloaded; an empty one: PeerError; next() throws it), was closed, or the
+  // worker is stopping.
+  bool request(data::BatchRequest request);
+  // Reader: the trainer will ask for nothing more.
+  void end_requests();
+  // Reader: reading failed; next() throws `error`.
+  void fail(std::exception_ptr error);
+
+  // Writer: waits up to `wait` for the next finished batch. Returns it; or nullopt with
+  // `*done` set once every request was answered after end_requests(); or nullopt when
+  // nothing finished in time (the writer checks its own reasons to stop and calls
+  // again). Throws the stream's first error, or NetworkError once the stream has had no
+  // request for opts.idle_timeout_s with nothing in progress (a silent client must not
+  // keep the worker alive).
+  std::optional<ServedBatch> next(std::chrono::milliseconds wait, bool* done);
+
+  // Whether the stream has an error; the reader checks it to end early.
+  bool failed() const;
+  // Waits up to `wait` for the reader to finish (after an error was reported to the
+  // trainer, which then ends its stream).
+  void wait_reader_done(std::chrono::milliseconds wait);
+  // Unwritten batches give their bytes back, and waiting requests give up.
+  void close();
+
+  // Accepted requests not yet written, at most kWindow; more wait in request().
+  static constexpr int kWindow = 64;
+
+ private:
+  friend class DataWorker;
+  explicit BatchStream(DataWorker& worker);  // DataWorker::open_stream() makes them
+
+  struct State;
+  DataWorker& worker_;
+  std::shared_ptr<State> state_;  // shared with batches still being made
+};
+
+}  // namespace tandem::transport

@@ -1,0 +1,49 @@
+#include "batch_method.h"
+
+#include <stdexcept>
+
+#include <google/protobuf/descriptor.h>
+
+namespace tandem::transport {
+namespace {
+
+StreamBatchesMethod find_stream_batches() {
+  const auto fail = [](const std::string& what) -> StreamBatchesMethod {
+    throw std::logic_error("tandem.v1.DataService." + what +
+                           ": the copy-free batch stream (batch_method.cc) no longer matches data.proto");
+  };
+  const google::protobuf::ServiceDescriptor* service =
+      v1::BatchRequest::descriptor()->file()->FindServiceByName("DataService");
+  if (!service) return fail("DataService is not declared");
+  const google::protobuf::MethodDescriptor* m = service->FindMethodByName("StreamBatches");
+  if (!m) return fail("StreamBatches is not declared");
+  if (!m->client_streaming() || !m->server_streaming()) return fail("StreamBatches is not a bidi stream");
+  if (m->input_type() != v1::BatchRequest::descriptor()) return fail("StreamBatches does not take BatchRequest");
+  if (m->output_type() != v1::Batch::descriptor()) return fail("StreamBatches does not return Batch");
+  return {"/" + service->full_name() + "/" + m->name(), m->index()};
+}
+
+}  // namespace
+
+const StreamBatchesMethod& stream_batches_method() {
+  static const StreamBatchesMethod method = find_stream_batches();
+  return method;
+}
+
+grpc::internal::MethodHandler* copy_free_handler(
+    grpc::Service* service, std::function<grpc::Status(grpc::ServerContext*, ServerBatchStream*)> serve) {
+  return new grpc::internal::BidiStreamingHandler<grpc::Service, v1::BatchRequest, OutgoingBatch>(
+      [serve = std::move(serve)](grpc::Service*, grpc::ServerContext* ctx, ServerBatchStream* stream) {
+        return serve(ctx, stream);
+      },
+      service);
+}
+
+std::unique_ptr<ClientBatchStream> open_copy_free(grpc::Channel& channel, grpc::ClientContext& ctx) {
+  const grpc::internal::RpcMethod method(stream_batches_method().path.c_str(),
+                                         grpc::internal::RpcMethod::BIDI_STREAMING, channel.shared_from_this());
+  return std::unique_ptr<ClientBatchStream>(
+      grpc::internal::ClientReaderWriterFactory<v1::BatchRequest, IncomingBatch>::Create(&channel, method, &ctx));
+}
+
+}  // namespace tandem::transport

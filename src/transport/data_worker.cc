@@ -1,0 +1,223 @@
+#include "tandem/transport/data_worker.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+
+#include "tandem/common/error.h"
+#include "tandem/data/batching/batch_maker.h"
+#include "tandem/data/batching/thread_pool.h"
+#include "tandem/transport/byte_budget.h"
+
+namespace tandem::transport {
+
+ServedBatch::ServedBatch(ServedBatch&& o) noexcept
+    : batch_(std::move(o.batch_)), budget_(o.budget_), bytes_(std::exchange(o.bytes_, 0)) {}
+
+ServedBatch::~ServedBatch() {
+  if (bytes_) budget_->release(bytes_);
+}
+
+DataWorker::DataWorker(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts, std::string host,
+                       data::DType wire)
+    : dataset_(std::move(dataset)), opts_(opts), host_(std::move(host)),
+      pool_(std::make_unique<data::ThreadPool>(opts.threads > 0 ? opts.threads : data::available_cores())),
+      maker_(std::make_unique<data::BatchMaker>(dataset_, pool_.get(), wire)),
+      budget_(std::make_unique<ByteBudget>(opts.max_inflight_mb > 0 ? static_cast<uint64_t>(opts.max_inflight_mb) << 20
+                                                                    : default_inflight_bytes())),
+      bytes_per_sample_(dataset_->info().sample_bytes() / data::dtype_size(dataset_->info().dtype) *
+                            data::dtype_size(wire) + sizeof(int64_t)) {
+  maker_->set_slowdown(opts.emulate_slowdown);
+}
+
+DataWorker::~DataWorker() {
+  stop();
+  pool_.reset();  // runs what was submitted: callbacks refer to maker_ and streams' states
+}
+
+WorkerInfo DataWorker::describe() const {
+  const data::DatasetInfo& d = dataset_->info();
+  WorkerInfo info;
+  info.dataset = d.name;
+  info.size = d.size;
+  info.fingerprint = d.fingerprint;
+  info.sample_shape = d.sample_shape;
+  info.dtype = d.dtype;
+  info.num_classes = d.num_classes;
+  info.mean = d.mean;
+  info.std = d.std;
+  info.threads = pool_->size();
+  info.host = host_;
+  info.skipped = dataset_->skipped();
+  info.skipped_count = dataset_->skipped_count();
+  return info;
+}
+
+std::unique_ptr<BatchStream> DataWorker::open_stream() {
+  if (++open_streams_ > opts_.max_streams) {
+    --open_streams_;
+    throw Overloaded("this data worker already serves " + std::to_string(opts_.max_streams) +
+                     " streams (--max-streams): close some, or raise the limit");
+  }
+  touch();
+  return std::unique_ptr<BatchStream>(new BatchStream(*this));
+}
+
+void DataWorker::stop() { stopping_ = true; }
+
+int DataWorker::threads() const { return pool_->size(); }
+
+// Shared by the stream and the batches its requests are making on pool threads, which
+// may finish after the stream is gone.
+struct BatchStream::State {
+  explicit State(ByteBudget& b) : budget(b) {}
+  ByteBudget& budget;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<ServedBatch> done;          // GUARDED_BY(mu): finished, not yet handed out
+  int outstanding = 0;                   // GUARDED_BY(mu): accepted, not yet handed out
+  bool reading_done = false;             // GUARDED_BY(mu)
+  bool closed = false;                   // GUARDED_BY(mu)
+  std::exception_ptr error;              // GUARDED_BY(mu): the first failure
+  DataWorker::Clock::time_point last_request = DataWorker::Clock::now();  // GUARDED_BY(mu)
+
+  void finished(data::Batch batch, uint64_t bytes) {
+    ServedBatch served(std::move(batch), budget, bytes);  // gives its bytes back if unused
+    {
+      std::lock_guard lock(mu);
+      if (!closed) done.push_back(std::move(served));
+    }
+    cv.notify_all();
+  }
+  void fail(std::exception_ptr e, uint64_t bytes = 0) {
+    {
+      std::lock_guard lock(mu);
+      if (!error) error = std::move(e);
+    }
+    budget.release(bytes);
+    cv.notify_all();
+  }
+};
+
+BatchStream::BatchStream(DataWorker& worker)
+    : worker_(worker), state_(std::make_shared<State>(*worker.budget_)) {}
+
+BatchStream::~BatchStream() {
+  close();
+  --worker_.open_streams_;
+  worker_.touch();
+}
+
+void BatchStream::close() {
+  std::deque<ServedBatch> unwritten;  // released outside the lock
+  {
+    std::lock_guard lock(state_->mu);
+    state_->closed = true;
+    unwritten.swap(state_->done);
+  }
+  state_->cv.notify_all();
+}
+
+bool BatchStream::failed() const {
+  std::lock_guard lock(state_->mu);
+  return state_->error != nullptr;
+}
+
+bool BatchStream::request(data::BatchRequest request) {
+  const DataWorker& w = worker_;
+  worker_.touch();
+  {
+    std::unique_lock lock(state_->mu);
+    state_->last_request = DataWorker::Clock::now();
+    // A trainer keeps a few requests in flight; one that floods us is slowed down here
+    // rather than allowed to fill memory with batches.
+    state_->cv.wait(lock, [&] { return state_->outstanding < kWindow || state_->closed || state_->error; });
+    if (state_->closed || state_->error) return false;
+  }
+  const int64_t n = static_cast<int64_t>(request.indices.size());
+  const std::string asked = "a request for " + std::to_string(n) + " samples";
+  if (n == 0) {
+    fail(std::make_exception_ptr(PeerError(asked + ": a request names at least one sample")));
+    return false;
+  }
+  if (n > w.opts_.max_request_samples) {
+    fail(std::make_exception_ptr(Overloaded(asked + ": this data worker serves 1 to " +
+                                            std::to_string(w.opts_.max_request_samples) +
+                                            " per request (--max-request-samples)")));
+    return false;
+  }
+  const uint64_t bytes = static_cast<uint64_t>(n) * w.bytes_per_sample_;
+  ByteBudget& budget = *w.budget_;
+  if (bytes > budget.capacity()) {
+    fail(std::make_exception_ptr(Overloaded(
+        asked + " needs " + std::to_string(bytes >> 20) + " MiB, more than this worker's " +
+        std::to_string(budget.capacity() >> 20) + " MiB for batches in flight (--max-inflight-mb): ask for smaller "
+        "batches")));
+    return false;
+  }
+  // Backpressure: a request waits for room rather than growing the worker's memory.
+  const bool admitted = budget.acquire(bytes, [&] {
+    std::lock_guard lock(state_->mu);
+    return state_->closed || w.stopping_.load();
+  });
+  if (!admitted) return false;
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->closed) {  // while it waited: the memory that freed up is not its to use
+      budget.release(bytes);
+      return false;
+    }
+    ++state_->outstanding;
+  }
+  worker_.maker_->make_async(
+      std::move(request), [state = state_, bytes](data::Batch batch) { state->finished(std::move(batch), bytes); },
+      [state = state_, bytes](std::exception_ptr e) { state->fail(std::move(e), bytes); });
+  return true;
+}
+
+void BatchStream::end_requests() {
+  {
+    std::lock_guard lock(state_->mu);
+    state_->reading_done = true;
+  }
+  state_->cv.notify_all();
+}
+
+void BatchStream::fail(std::exception_ptr error) { state_->fail(std::move(error)); }
+
+std::optional<ServedBatch> BatchStream::next(std::chrono::milliseconds wait, bool* done) {
+  *done = false;
+  std::unique_lock lock(state_->mu);
+  State& s = *state_;
+  s.cv.wait_for(lock, wait, [&] {
+    return !s.done.empty() || s.error || (s.reading_done && s.outstanding == 0);
+  });
+  if (s.error) std::rethrow_exception(s.error);
+  if (s.done.empty()) {
+    if (s.reading_done && s.outstanding == 0) {
+      *done = true;
+    } else if (s.outstanding == 0 &&
+               DataWorker::Clock::now() - s.last_request >
+                   std::chrono::duration<double>(worker_.opts_.idle_timeout_s)) {
+      throw NetworkError("no request on this stream for " +
+                         std::to_string(static_cast<int>(worker_.opts_.idle_timeout_s)) +
+                         " s (--idle-timeout): closing it");
+    }
+    return std::nullopt;
+  }
+  ServedBatch served = std::move(s.done.front());
+  s.done.pop_front();
+  --s.outstanding;
+  lock.unlock();
+  s.cv.notify_all();  // the reader may wait for room
+  worker_.touch();
+  return served;
+}
+
+void BatchStream::wait_reader_done(std::chrono::milliseconds wait) {
+  std::unique_lock lock(state_->mu);
+  state_->cv.wait_for(lock, wait, [&] { return state_->reading_done; });
+}
+
+}  // namespace tandem::transport

@@ -1,0 +1,264 @@
+// The data worker's logic without a network (transport/data_worker.h): what it serves,
+// its limits, backpressure and the end of a stream; and the one seam into gRPC's
+// internals (batch_method.h), against the generated stub.
+#include <chrono>
+#include <cstring>
+#include <future>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "../src/transport/batch_method.h"
+#include "tandem/common/error.h"
+#include "tandem/data/batching/batch_maker.h"
+#include "tandem/transport/data_worker.h"
+#include "tandem/v1/data.grpc.pb.h"
+#include "worker_fixture.h"
+
+namespace tandem::transport {
+namespace {
+
+using namespace std::chrono_literals;
+using tandem::testing::small_data;
+
+constexpr uint64_t kSampleBytes = 3 * 16 * 16 * 4;  // small_data(): 3x16x16 float32
+
+data::BatchRequest asking(uint64_t sequence, std::vector<uint64_t> indices) {
+  data::BatchRequest r;
+  r.sequence = sequence;
+  r.indices = std::move(indices);
+  return r;
+}
+
+std::vector<uint64_t> first(uint64_t n) {
+  std::vector<uint64_t> v(n);
+  for (uint64_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+struct Fixture {
+  explicit Fixture(WorkerOptions o = options()) : dataset(data::make_dataset(small_data())), worker(dataset, o, "host-a") {}
+  static WorkerOptions options() {
+    WorkerOptions o;
+    o.threads = 2;
+    o.max_inflight_mb = 16;
+    return o;
+  }
+  // The next batch, within 10 s.
+  std::optional<ServedBatch> next(BatchStream& s, bool* done) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    *done = false;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (auto b = s.next(100ms, done); b || *done) return b;
+    }
+    ADD_FAILURE() << "no batch within 10 s";
+    return std::nullopt;
+  }
+  std::shared_ptr<const data::Dataset> dataset;
+  DataWorker worker;
+};
+
+// The error a stream's next() throws, within 10 s; "" if none.
+std::string stream_error(BatchStream& s) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  bool done = false;
+  try {
+    while (std::chrono::steady_clock::now() < deadline && !done) s.next(100ms, &done);
+  } catch (const Overloaded& e) {
+    return std::string("Overloaded: ") + e.what();
+  } catch (const PeerError& e) {
+    return std::string("PeerError: ") + e.what();
+  } catch (const NetworkError& e) {
+    return std::string("NetworkError: ") + e.what();
+  } catch (const std::exception& e) {
+    return std::string("other: ") + e.what();
+  }
+  return "";
+}
+
+TEST(DataWorker, DescribesItsDataset) {
+  Fixture f;
+  const WorkerInfo info = f.worker.describe();
+  EXPECT_EQ(info.dataset, "synthetic");
+  EXPECT_EQ(info.size, 400u);
+  EXPECT_EQ(info.fingerprint, f.dataset->info().fingerprint);
+  EXPECT_EQ(info.sample_shape, (std::vector<int64_t>{3, 16, 16}));
+  EXPECT_EQ(info.threads, 2);
+  EXPECT_EQ(info.host, "host-a");
+}
+
+TEST(DataWorker, ServesEachRequestThenEndsTheStream) {
+  Fixture f;
+  auto stream = f.worker.open_stream();
+  EXPECT_EQ(f.worker.open_streams(), 1);
+  for (uint64_t i = 0; i < 5; ++i) ASSERT_TRUE(stream->request(asking(i, {i, i + 10, i + 20})));
+  stream->end_requests();
+  data::BatchMaker local(f.dataset, nullptr);
+  std::vector<bool> seen(5);
+  for (int k = 0; k < 5; ++k) {
+    bool done = false;
+    std::optional<ServedBatch> b = f.next(*stream, &done);
+    ASSERT_TRUE(b) << "batch " << k;
+    const uint64_t seq = b->batch().sequence;
+    ASSERT_LT(seq, 5u);
+    seen[seq] = true;
+    const data::Batch expected = local.make(asking(seq, {seq, seq + 10, seq + 20}));
+    EXPECT_EQ(b->batch().labels, expected.labels);
+    EXPECT_EQ(b->batch().data, expected.data);
+  }
+  EXPECT_EQ(seen, std::vector<bool>(5, true));
+  bool done = false;
+  EXPECT_FALSE(f.next(*stream, &done));
+  EXPECT_TRUE(done) << "every request answered after end_requests: the stream is done";
+  stream.reset();
+  EXPECT_EQ(f.worker.open_streams(), 0);
+}
+
+TEST(DataWorker, RequestsOverItsLimitsEndTheStreamNamingTheLimit) {
+  WorkerOptions o = Fixture::options();
+  o.max_request_samples = 8;
+  o.max_inflight_mb = 1;
+  Fixture f(o);
+  {
+    auto s = f.worker.open_stream();
+    EXPECT_FALSE(s->request(asking(0, {})));
+    EXPECT_NE(stream_error(*s).find("PeerError: a request for 0 samples"), std::string::npos);
+  }
+  {
+    auto s = f.worker.open_stream();
+    EXPECT_FALSE(s->request(asking(0, first(9))));
+    const std::string e = stream_error(*s);
+    EXPECT_EQ(e.rfind("Overloaded:", 0), 0u) << e;
+    EXPECT_NE(e.find("--max-request-samples"), std::string::npos) << e;
+    EXPECT_FALSE(s->request(asking(1, first(2)))) << "a failed stream takes nothing more";
+  }
+  {
+    o.max_request_samples = 1000;
+    Fixture big(o);
+    auto s = big.worker.open_stream();
+    const uint64_t over_a_mib = (1 << 20) / kSampleBytes + 1;
+    EXPECT_FALSE(s->request(asking(0, first(over_a_mib))));
+    const std::string e = stream_error(*s);
+    EXPECT_NE(e.find("--max-inflight-mb"), std::string::npos) << e;
+  }
+  // A bad sample index fails the stream with the dataset's own error.
+  auto s = f.worker.open_stream();
+  EXPECT_TRUE(s->request(asking(0, {5, 4000})));
+  EXPECT_NE(stream_error(*s).find("4000"), std::string::npos);
+}
+
+TEST(DataWorker, StreamsBeyondMaxStreamsAreRefusedUntilOneCloses) {
+  WorkerOptions o = Fixture::options();
+  o.max_streams = 2;
+  Fixture f(o);
+  auto a = f.worker.open_stream();
+  auto b = f.worker.open_stream();
+  try {
+    f.worker.open_stream();
+    ADD_FAILURE() << "a third stream was opened";
+  } catch (const Overloaded& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-streams"), std::string::npos) << e.what();
+  }
+  a.reset();
+  EXPECT_NO_THROW(f.worker.open_stream());
+}
+
+// One request fills the worker's 1 MiB for batches in flight; the next waits until the
+// first batch is handed out and dropped (written, in the server).
+TEST(DataWorker, ARequestWaitsForMemoryUntilABatchIsWritten) {
+  WorkerOptions o = Fixture::options();
+  o.max_inflight_mb = 1;
+  o.max_request_samples = 1000;
+  Fixture f(o);
+  const uint64_t n = (1 << 20) / (kSampleBytes + sizeof(int64_t)) - 1;  // just fits once
+  auto s = f.worker.open_stream();
+  ASSERT_TRUE(s->request(asking(0, first(n))));
+  auto second = std::async(std::launch::async, [&] { return s->request(asking(1, first(n))); });
+  bool done = false;
+  std::optional<ServedBatch> b = f.next(*s, &done);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(second.wait_for(300ms), std::future_status::timeout) << "admitted while the first batch holds the memory";
+  b.reset();  // written: its bytes come back
+  ASSERT_EQ(second.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(second.get());
+  std::optional<ServedBatch> c = f.next(*s, &done);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->batch().sequence, 1u);
+}
+
+// A stream dropped with batches unwritten gives their memory back to the worker: the
+// next stream's request for the whole allowance is admitted.
+TEST(DataWorker, AClosedStreamGivesItsMemoryBack) {
+  WorkerOptions o = Fixture::options();
+  o.max_inflight_mb = 1;
+  o.max_request_samples = 1000;
+  Fixture f(o);
+  const uint64_t n = (1 << 20) / (kSampleBytes + sizeof(int64_t)) - 1;
+  {
+    auto s = f.worker.open_stream();
+    ASSERT_TRUE(s->request(asking(0, first(n))));  // dropped made or in the making
+  }
+  auto s = f.worker.open_stream();
+  auto admitted = std::async(std::launch::async, [&] { return s->request(asking(2, first(n))); });
+  if (admitted.wait_for(10s) != std::future_status::ready) {
+    s->close();  // unblocks it, so the test ends
+    ADD_FAILURE() << "the closed stream's bytes were never returned";
+  }
+  EXPECT_TRUE(admitted.get());
+}
+
+TEST(DataWorker, CloseWakesARequestWaitingForMemory) {
+  WorkerOptions o = Fixture::options();
+  o.max_inflight_mb = 1;
+  o.max_request_samples = 1000;
+  Fixture f(o);
+  const uint64_t n = (1 << 20) / (kSampleBytes + sizeof(int64_t)) - 1;
+  auto s = f.worker.open_stream();
+  ASSERT_TRUE(s->request(asking(0, first(n))));
+  auto waiting = std::async(std::launch::async, [&] { return s->request(asking(1, first(n))); });
+  EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout);
+  s->close();
+  ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready);
+  EXPECT_FALSE(waiting.get());
+}
+
+TEST(DataWorker, AStreamThatAsksNothingIsClosedAfterTheIdleTimeout) {
+  WorkerOptions o = Fixture::options();
+  o.idle_timeout_s = 0.3;
+  Fixture f(o);
+  auto s = f.worker.open_stream();
+  const std::string e = stream_error(*s);
+  EXPECT_EQ(e.rfind("NetworkError:", 0), 0u) << e;
+  EXPECT_NE(e.find("--idle-timeout"), std::string::npos) << e;
+}
+
+TEST(BatchMethod, IsDataProtosStreamBatches) {
+  EXPECT_EQ(stream_batches_method().path, "/tandem.v1.DataService/StreamBatches");
+  const auto* service = v1::BatchRequest::descriptor()->file()->FindServiceByName("DataService");
+  ASSERT_NE(service, nullptr);
+  EXPECT_EQ(service->method(stream_batches_method().index)->name(), "StreamBatches");
+}
+
+// The generated stub and the copy-free server agree on the method and the bytes.
+TEST(BatchMethod, AGeneratedStubReadsTheCopyFreeStream) {
+  testing::InProcessWorker w;
+  auto stub = v1::DataService::NewStub(grpc::CreateChannel(w.target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+  auto rw = stub->StreamBatches(&ctx);
+  v1::BatchRequest req;
+  req.set_sequence(7);
+  for (uint64_t i : {3, 1, 4}) req.add_indices(i);
+  ASSERT_TRUE(rw->Write(req));
+  rw->WritesDone();
+  v1::Batch reply;
+  ASSERT_TRUE(rw->Read(&reply));
+  EXPECT_TRUE(rw->Finish().ok());
+  const data::Batch expected = data::BatchMaker(data::make_dataset(small_data()), nullptr).make(asking(7, {3, 1, 4}));
+  EXPECT_EQ(reply.header().sequence(), 7u);
+  ASSERT_EQ(reply.data().size(), expected.data.size());
+  EXPECT_EQ(0, std::memcmp(reply.data().data(), expected.data.data(), expected.data.size()));
+}
+
+}  // namespace
+}  // namespace tandem::transport
