@@ -48,29 +48,31 @@ c10::intrusive_ptr<c10d::Store> connect_store(const DistInfo& d, bool libuv) {
 }
 
 c10::intrusive_ptr<c10d::Store> rendezvous(const DistInfo& d) {
-  const std::string where = d.master_addr + ":" + std::to_string(d.master_port);
+  c10::intrusive_ptr<c10d::Store> store;
   try {
-    c10::intrusive_ptr<c10d::Store> store;
-    try {
-      // LibTorch 2.x prefers the libuv store; builds without libuv (Debian's) refuse it.
-      store = connect_store(d, true);
-    } catch (const std::exception& e) {
-      if (std::string(e.what()).find("libuv") == std::string::npos) throw;
-      store = connect_store(d, false);
-    }
-    if (d.agent_store) {
-      store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(d.restart_count), store);
-    }
-    return c10::make_intrusive<c10d::PrefixStore>("tandem", store);
+    // LibTorch 2.x prefers the libuv store; builds without libuv (Debian's) refuse it.
+    store = connect_store(d, true);
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    const bool timed_out = what.find("imeout") != std::string::npos || what.find("imed out") != std::string::npos;
-    throw NetworkError("rank " + std::to_string(d.rank) + " could not meet the others at " + where +
-                       (timed_out ? " within " + std::to_string(static_cast<int>(d.timeout_s)) + " s" : "") + " (" +
-                       what.substr(0, what.find('\n')) +
-                       "): check that every trainer host runs and reaches it" +
-                       (timed_out ? ", or raise --dist-timeout" : ", and that --master-port is free"));
+    if (std::string(e.what()).find("libuv") == std::string::npos) throw;
+    store = connect_store(d, false);
   }
+  if (d.agent_store) {
+    store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(d.restart_count), store);
+  }
+  return c10::make_intrusive<c10d::PrefixStore>("tandem", store);
+}
+
+// Meeting the other ranks failed: at the store (a client finds no server) or while the
+// process group exchanges addresses through it (the server's peers never come). One
+// error for both, naming where and the fix, in place of c10d's "Socket Timeout".
+[[noreturn]] void could_not_meet(const DistInfo& d, const std::exception& e) {
+  const std::string where = d.master_addr + ":" + std::to_string(d.master_port);
+  const std::string what = e.what();
+  const bool timed_out = what.find("imeout") != std::string::npos || what.find("imed out") != std::string::npos;
+  throw NetworkError("rank " + std::to_string(d.rank) + " could not meet the others at " + where +
+                     (timed_out ? " within " + std::to_string(static_cast<int>(d.timeout_s)) + " s" : "") + " (" +
+                     what.substr(0, what.find('\n')) + "): check that every trainer host runs and reaches it" +
+                     (timed_out ? ", or raise --dist-timeout" : ", and that --master-port is free"));
 }
 
 }  // namespace
@@ -78,9 +80,19 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const DistInfo& d) {
 Collective::Collective(const DistInfo& dist, torch::Device device)
     : dist_(dist), device_(device), impl_(std::make_unique<Impl>()) {
   if (dist.world <= 1) return;
+  try {
+    join_group(dist);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    could_not_meet(dist, e);
+  }
+}
+
+void Collective::join_group(const DistInfo& dist) {
   impl_->store = rendezvous(dist);
 #if defined(TANDEM_WITH_CUDA)
-  if (device.is_cuda()) {
+  if (device_.is_cuda()) {
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = ms(dist.timeout_s);
     auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, dist.rank, dist.world, opts);

@@ -42,6 +42,9 @@ class Collective {
   std::string take(const std::string& key);
 
  private:
+  // The store and the process group; throws what c10d throws.
+  void join_group(const DistInfo& dist);
+
   struct Impl;
   DistInfo dist_;
   torch::Device device_;
