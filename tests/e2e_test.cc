@@ -72,37 +72,33 @@ TEST(EndToEnd, SimulateFailsCleanlyWhenTheTrainerFails) {
 
 TEST(EndToEnd, WorkersDoNotHangWhenTheTrainerIsKilled) {
   const fs::path dir = fresh_dir("trainer-killed");
-  const int port = free_port();
-  Child worker = spawn("worker --port " + std::to_string(port) + " --idle-timeout 2", dir / "worker.log");
-  Child trainer = spawn("trainer --steps 100000 --log-every 5 --workers 127.0.0.1:" + std::to_string(port),
-                              dir / "trainer.log");
+  Worker worker = start_worker("--idle-timeout 2", dir / "worker.log");
+  Child trainer = spawn("trainer --steps 100000 --log-every 5 --workers " + worker.target(), dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 60s)) << slurp(dir / "trainer.log");
   kill(trainer.pid, SIGKILL);
   EXPECT_EQ(wait_exit(trainer, 10s), 128 + SIGKILL);
-  EXPECT_EQ(wait_exit(worker, 30s), 1) << slurp(dir / "worker.log");
+  EXPECT_EQ(wait_exit(worker.child, 30s), 1) << slurp(dir / "worker.log");
   EXPECT_NE(slurp(dir / "worker.log").find("--idle-timeout"), std::string::npos) << slurp(dir / "worker.log");
 }
 
 TEST(EndToEnd, SigtermStopsATrainerWhichReleasesItsWorkers) {
   const fs::path dir = fresh_dir("sigterm");
-  const int port = free_port();
-  Child worker = spawn("worker --port " + std::to_string(port), dir / "worker.log");
+  Worker worker = start_worker("", dir / "worker.log");
   Child trainer = spawn("trainer --steps 100000 --log-every 5 --summary-json " + (dir / "s.json").string() +
-                                  " --workers 127.0.0.1:" + std::to_string(port),
-                              dir / "trainer.log");
+                            " --workers " + worker.target(),
+                        dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 60s)) << slurp(dir / "trainer.log");
   kill(trainer.pid, SIGTERM);
   EXPECT_EQ(wait_exit(trainer, 20s), 2) << slurp(dir / "trainer.log");
-  EXPECT_EQ(wait_exit(worker, 20s), 0) << slurp(dir / "worker.log");
+  EXPECT_EQ(wait_exit(worker.child, 20s), 0) << slurp(dir / "worker.log");
   EXPECT_TRUE(nlohmann::json::parse(slurp(dir / "s.json"))["interrupted"].get<bool>());
 }
 
 TEST(EndToEnd, SigtermStopsAWorkerWithExitZero) {
   const fs::path dir = fresh_dir("worker-sigterm");
-  Child worker = spawn("worker --port " + std::to_string(free_port()), dir / "worker.log");
-  ASSERT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
-  kill(worker.pid, SIGTERM);
-  EXPECT_EQ(wait_exit(worker, 10s), 0) << slurp(dir / "worker.log");
+  Worker worker = start_worker("", dir / "worker.log");
+  kill(worker.child.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(worker.child, 10s), 0) << slurp(dir / "worker.log");
 }
 
 TEST(EndToEnd, FlagsBeatHyperparametersWhichBeatTheConfigFile) {

@@ -65,6 +65,11 @@ struct Child {
   Child() = default;
   Child(pid_t p) : pid(p) {}
   Child(Child&& other) noexcept : pid(other.pid), reaped(other.reaped) { other.pid = -1; }
+  Child& operator=(Child&& other) noexcept {  // `other` takes ours, and ends it
+    std::swap(pid, other.pid);
+    std::swap(reaped, other.reaped);
+    return *this;
+  }
   Child(const Child&) = delete;
   ~Child() {
     if (pid > 0 && !reaped) {

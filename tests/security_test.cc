@@ -157,14 +157,10 @@ TEST(Security, TlsWorkersServeTrainersThatTrustTheirCertificate) {
 // and a trainer with the wrong token that fails with one clear error.
 TEST(Security, EndToEndATrainerWithoutTheTokenFailsClearlyAndForgedLogLinesStayEscaped) {
   const fs::path dir = fresh_dir("secure-e2e");
-  const int port = free_port();
   setenv("TANDEM_TOKEN", "e2e-token", 1);
-  Child worker = spawn("worker --port " + std::to_string(port) +
-                           " --bind 127.0.0.1 --threads 1 --dataset-size 400 --image-size 16",
-                       dir / "worker.log");
+  tandem::testing::Worker worker = start_worker("--threads 1 --dataset-size 400 --image-size 16", dir / "worker.log");
   unsetenv("TANDEM_TOKEN");
-  ASSERT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
-  const std::string target = "127.0.0.1:" + std::to_string(port);
+  const std::string target = worker.target();
 
   const int code = run_tandem("trainer --workers " + target + " --steps 3 --local-workers 0 --dataset-size 400"
                               " --image-size 16 --connect-timeout 10",
@@ -174,7 +170,7 @@ TEST(Security, EndToEndATrainerWithoutTheTokenFailsClearlyAndForgedLogLinesStayE
 
   RemoteWorker owner(target, with_token("e2e-token"));
   EXPECT_TRUE(owner.shutdown("done\n2026-11-22T00:00:00.000 info step=999 loss=0.0001", 5));
-  EXPECT_EQ(wait_exit(worker, 10s), 0);
+  EXPECT_EQ(wait_exit(worker.child, 10s), 0);
   const std::string after = slurp(dir / "worker.log");
   EXPECT_EQ(after.find("\n2026-11-22T00:00:00.000 info step=999"), std::string::npos) << after;
   EXPECT_NE(after.find("done\\n2026-11-22"), std::string::npos) << after;
@@ -186,13 +182,10 @@ TEST(Security, EndToEndATrainerWithoutTheTokenFailsClearlyAndForgedLogLinesStayE
 // trains on until it is stopped.
 TEST(Security, EndToEndTwoJobsOnOneWorkerCannotStopEachOther) {
   const fs::path dir = fresh_dir("two-jobs");
-  const int port = free_port();
-  const std::string target = "127.0.0.1:" + std::to_string(port);
   const std::string data = " --dataset-size 400 --image-size 16";
   setenv("TANDEM_TOKEN", "shared-token", 1);
-  Child worker = spawn("worker --port " + std::to_string(port) + " --bind 127.0.0.1 --threads 1 --job-name job-a" + data,
-                       dir / "worker.log");
-  ASSERT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
+  tandem::testing::Worker worker = start_worker("--threads 1 --job-name job-a" + data, dir / "worker.log");
+  const std::string target = worker.target();
   Child a = spawn("trainer --job-name job-a --workers " + target + " --steps 1000000 --log-every 10 --local-workers 0"
                   " --train-threads 1 --batch-size 8" + data,
                   dir / "a.log");
@@ -208,7 +201,7 @@ TEST(Security, EndToEndTwoJobsOnOneWorkerCannotStopEachOther) {
   ASSERT_TRUE(wait_for_text(dir / "a.log", "step=", 30s, steps_then)) << "job-a stalled: " << slurp(dir / "a.log");
   kill(a.pid, SIGTERM);
   EXPECT_EQ(wait_exit(a, 60s), 2) << slurp(dir / "a.log");
-  EXPECT_EQ(wait_exit(worker, 30s), 0) << slurp(dir / "worker.log");
+  EXPECT_EQ(wait_exit(worker.child, 30s), 0) << slurp(dir / "worker.log");
   EXPECT_NE(slurp(dir / "worker.log").find("trainer interrupted"), std::string::npos) << slurp(dir / "worker.log");
 }
 

@@ -43,9 +43,14 @@ std::string trainer_args(const fs::path& root, const std::string& workers, const
                                           (root / "s.json").string() + extra);
 }
 
+// A worker's settings shared by every test here; start_worker() binds a free port.
+std::string worker_flags(int image_size = 64) {
+  return "--threads 1 --data blur-benchmark --image-size " + std::to_string(image_size) + " --term-grace 20";
+}
+
+// A worker on a given port: one that comes back where it was.
 std::string worker_args(int port, int image_size = 64) {
-  return "worker --port " + std::to_string(port) + " --bind 127.0.0.1 --threads 1 --data blur-benchmark"
-         " --image-size " + std::to_string(image_size) + " --term-grace 20";
+  return "worker --port " + std::to_string(port) + " --bind 127.0.0.1 " + worker_flags(image_size);
 }
 
 std::vector<fs::path> checkpoints(const fs::path& root) {
@@ -70,16 +75,15 @@ TEST(Signals, SigtermToEveryHostAtOnceCheckpointsTheLastStepAndExitsTwo) {
   std::mt19937 rng(7);
   for (int round = 0; round < 3; ++round) {
     const fs::path dir = fresh_dir("sigterm-all-" + std::to_string(round));
-    const int p1 = free_port(), p2 = free_port();
-    Child w1 = spawn(worker_args(p1), dir / "w1.log");
-    Child w2 = spawn(worker_args(p2), dir / "w2.log");
-    Child trainer = spawn(trainer_args(dir / "root", targets({p1, p2})), dir / "trainer.log");
+    Worker w1 = start_worker(worker_flags(), dir / "w1.log");
+    Worker w2 = start_worker(worker_flags(), dir / "w2.log");
+    Child trainer = spawn(trainer_args(dir / "root", targets({w1.port, w2.port})), dir / "trainer.log");
     ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 90s)) << slurp(dir / "trainer.log");
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 1500)(rng)));
-    for (Child* c : {&w1, &w2, &trainer}) kill(c->pid, SIGTERM);  // all at once, workers first
+    for (Child* c : {&w1.child, &w2.child, &trainer}) kill(c->pid, SIGTERM);  // all at once, workers first
     EXPECT_EQ(wait_exit(trainer, 60s), 2) << slurp(dir / "trainer.log");
-    EXPECT_EQ(wait_exit(w1, 60s), 0) << slurp(dir / "w1.log");
-    EXPECT_EQ(wait_exit(w2, 60s), 0) << slurp(dir / "w2.log");
+    EXPECT_EQ(wait_exit(w1.child, 60s), 0) << slurp(dir / "w1.log");
+    EXPECT_EQ(wait_exit(w2.child, 60s), 0) << slurp(dir / "w2.log");
     const auto s = nlohmann::json::parse(slurp(dir / "root/s.json"));
     EXPECT_TRUE(s["interrupted"].get<bool>());
     const auto ckpts = checkpoints(dir / "root");
@@ -101,14 +105,13 @@ TEST(Signals, SigtermWhileWaitingForAbsentWorkersEndsTheWaitAtOnce) {
 
 TEST(Signals, ATrainerWhoseLastSourceDiesWritesACheckpointBeforeFailing) {
   const fs::path dir = fresh_dir("source-dies");
-  const int port = free_port();
-  Child worker = spawn(worker_args(port), dir / "w.log");
+  Worker worker = start_worker(worker_flags(), dir / "w.log");
   // The dead worker is retried in the background; --batch-timeout bounds the wait for it.
-  Child trainer = spawn(trainer_args(dir / "root", targets({port}), " --batch-timeout 5"),
+  Child trainer = spawn(trainer_args(dir / "root", targets({worker.port}), " --batch-timeout 5"),
                         dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 90s)) << slurp(dir / "trainer.log");
-  kill(worker.pid, SIGKILL);
-  wait_exit(worker, 10s);
+  kill(worker.child.pid, SIGKILL);
+  wait_exit(worker.child, 10s);
   EXPECT_EQ(wait_exit(trainer, 60s), 1) << slurp(dir / "trainer.log");
   EXPECT_NE(slurp(dir / "trainer.log").find("checkpoint of step"), std::string::npos) << slurp(dir / "trainer.log");
   EXPECT_EQ(checkpoints(dir / "root").size(), 1u);
@@ -139,10 +142,11 @@ TEST(Signals, SimulateExitsTwoWhenItsRunIsInterrupted) {
 // Self-healing: a worker that restarts mid-run, and one that starts late, are used again.
 TEST(SelfHealing, AWorkerThatRestartsRejoinsAndALateOneJoins) {
   const fs::path dir = fresh_dir("rejoin");
-  const int p1 = free_port(), p2 = free_port();
   // 224 px blur: about 40 steps/s from one worker thread, long enough to change workers mid-run.
+  Worker first = start_worker(worker_flags(224), dir / "w1.log");
+  Child& w1 = first.child;
+  const int p1 = first.port, p2 = free_port();  // the second is absent at start: nobody listens on p2
   auto worker = [](int port) { return worker_args(port, 224); };
-  Child w1 = spawn(worker(p1), dir / "w1.log");
   Child trainer = spawn(fed_trainer(targets({p1, p2}), 800, " --summary-json " + (dir / "s.json").string(), 224),
                         dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 90s)) << slurp(dir / "trainer.log");
@@ -173,16 +177,15 @@ TEST(SampleAudit, AWorkerKilledAtRandomPointsLosesAndRepeatsNoSample) {
   std::mt19937 rng(11);
   for (int round = 0; round < 3; ++round) {
     const fs::path dir = fresh_dir("audit-" + std::to_string(round));
-    const int p1 = free_port(), p2 = free_port();
-    Child w1 = spawn(worker_args(p1) + " --dataset-size 400", dir / "w1.log");
-    Child w2 = spawn(worker_args(p2) + " --dataset-size 400", dir / "w2.log");
+    Worker w1 = start_worker(worker_flags() + " --dataset-size 400", dir / "w1.log");
+    Worker w2 = start_worker(worker_flags() + " --dataset-size 400", dir / "w2.log");
     // 400 samples, batch 8: 50 batches an epoch; 130 steps span three epochs.
-    Child trainer = spawn(fed_trainer(targets({p1, p2}), 130,
+    Child trainer = spawn(fed_trainer(targets({w1.port, w2.port}), 130,
                                       " --dataset-size 400 --audit-samples --summary-json " + (dir / "s.json").string()),
                           dir / "trainer.log");
     ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=10 ", 90s)) << slurp(dir / "trainer.log");
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 800)(rng)));
-    kill(w1.pid, SIGKILL);
+    kill(w1.child.pid, SIGKILL);
     EXPECT_EQ(wait_exit(trainer, 120s), 0) << slurp(dir / "trainer.log");
     const auto s = nlohmann::json::parse(slurp(dir / "s.json"));
     const auto& a = s["sample_audit"];
@@ -193,7 +196,7 @@ TEST(SampleAudit, AWorkerKilledAtRandomPointsLosesAndRepeatsNoSample) {
     EXPECT_EQ(a["unplanned"], 0) << a.dump(2);
     ASSERT_EQ(a["epochs"].size(), 3u);
     EXPECT_EQ(a["epochs"][0]["planned"], 400) << "a whole epoch: every sample once";
-    EXPECT_EQ(wait_exit(w2, 30s), 0);
+    EXPECT_EQ(wait_exit(w2.child, 30s), 0);
   }
 }
 
@@ -220,9 +223,10 @@ TEST(Signals, SigtermToRanksWaitingOnAHungSourceStopsThemTogether) {
   for (const int world : {1, 2}) {
     SCOPED_TRACE(std::to_string(world) + " rank(s)");
     const fs::path dir = fresh_dir("sigterm-ranks-hung-" + std::to_string(world));
-    const int port = free_port();
-    Child worker = spawn(worker_args(port), dir / "w.log");
-    ASSERT_TRUE(wait_for_text(dir / "w.log", "serving", 30s)) << slurp(dir / "w.log");
+    Worker w = start_worker(worker_flags(), dir / "w.log");
+    ASSERT_NE(w.port, 0) << slurp(dir / "w.log");
+    const int port = w.port;
+    Child& worker = w.child;
     setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
@@ -265,20 +269,18 @@ TEST(Signals, SigtermToRanksWaitingOnAHungSourceStopsThemTogether) {
 // worker and training finishes; the hung one never answers again.
 TEST(SelfHealing, AHungWorkerDoesNotStallTraining) {
   const fs::path dir = fresh_dir("sigstop-worker");
-  const int p1 = free_port(), p2 = free_port();
-  Child w1 = spawn(worker_args(p1), dir / "w1.log");
-  Child w2 = spawn(worker_args(p2), dir / "w2.log");
-  ASSERT_TRUE(wait_for_text(dir / "w1.log", "serving", 30s) && wait_for_text(dir / "w2.log", "serving", 30s));
-  Child trainer = spawn(fed_trainer(targets({p1, p2}), 300,
+  Worker w1 = start_worker(worker_flags(), dir / "w1.log");
+  Worker w2 = start_worker(worker_flags(), dir / "w2.log");
+  Child trainer = spawn(fed_trainer(targets({w1.port, w2.port}), 300,
                                     " --batch-timeout 15 --summary-json " + (dir / "s.json").string()),
                         dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=20 ", 90s)) << slurp(dir / "trainer.log");
-  kill(w1.pid, SIGSTOP);
+  kill(w1.child.pid, SIGSTOP);
   EXPECT_EQ(wait_exit(trainer, 120s), 0) << slurp(dir / "trainer.log");
   const auto s = nlohmann::json::parse(slurp(dir / "s.json"));
   EXPECT_EQ(s["steps"], 300);
   EXPECT_GE(s["hedged_requests"].get<int>(), 1) << s.dump(2);
-  kill(w1.pid, SIGKILL);
+  kill(w1.child.pid, SIGKILL);
 }
 
 }  // namespace

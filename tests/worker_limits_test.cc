@@ -51,11 +51,9 @@ v1::BatchRequest request(uint64_t seq, int samples) {
 
 // A worker process on a free loopback port that exits when idle for `idle_s`; returns
 // once it serves.
-Child idle_worker(const fs::path& dir, int port, int idle_s) {
-  Child w = spawn("worker --port " + std::to_string(port) + " --bind 127.0.0.1 --threads 1 --idle-timeout " +
-                      std::to_string(idle_s),
-                  dir / "worker.log");
-  EXPECT_TRUE(wait_for_text(dir / "worker.log", "serving", 30s)) << slurp(dir / "worker.log");
+Worker idle_worker(const fs::path& dir, int idle_s) {
+  Worker w = start_worker("--threads 1 --idle-timeout " + std::to_string(idle_s), dir / "worker.log");
+  EXPECT_NE(w.port, 0) << slurp(dir / "worker.log");
   return w;
 }
 
@@ -63,12 +61,13 @@ class WorkerLimits : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fresh_dir("limits-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    port_ = free_port();
     // premade 224 px float32: 602 KB a sample, cheap to make, so memory is the only limit.
-    worker_.pid = spawn_pid("worker --port " + std::to_string(port_) + " --bind 127.0.0.1 --threads 2 --data premade"
-                    " --image-size 224 --max-inflight-mb 64 --max-streams 16 --max-request-samples 64",
-                    dir_ / "worker.log");
-    ASSERT_TRUE(wait_for_text(dir_ / "worker.log", "serving", 30s)) << slurp(dir_ / "worker.log");
+    Worker w = start_worker("--threads 2 --data premade --image-size 224 --max-inflight-mb 64 --max-streams 16"
+                            " --max-request-samples 64",
+                            dir_ / "worker.log");
+    ASSERT_NE(w.port, 0) << slurp(dir_ / "worker.log");
+    port_ = w.port;
+    worker_ = std::move(w.child);
     channel_ = grpc::CreateChannel(target(), grpc::InsecureChannelCredentials());
     stub_ = v1::DataService::NewStub(channel_);
   }
@@ -144,8 +143,9 @@ TEST_F(WorkerLimits, StreamsThatAskAndNeverReadCannotGrowTheWorker) {
 // (SIGSTOP) mid-run, cannot keep a worker alive past its --idle-timeout.
 TEST(WorkerLiveness, ASilentStreamIsClosedAndTheWorkerGoesIdle) {
   const fs::path dir = fresh_dir("silent-stream");
-  const int port = free_port();
-  Child worker = idle_worker(dir, port, 2);
+  Worker w = idle_worker(dir, 2);
+  const int port = w.port;
+  Child& worker = w.child;
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
   auto stub = v1::DataService::NewStub(channel);
   grpc::ClientContext ctx;
@@ -159,8 +159,9 @@ TEST(WorkerLiveness, ASilentStreamIsClosedAndTheWorkerGoesIdle) {
 
 TEST(WorkerLiveness, AStoppedTrainerDoesNotKeepItsWorkerAlive) {
   const fs::path dir = fresh_dir("sigstop-trainer");
-  const int port = free_port();
-  Child worker = idle_worker(dir, port, 3);
+  Worker w = idle_worker(dir, 3);
+  const int port = w.port;
+  Child& worker = w.child;
   Child trainer = spawn("trainer --workers 127.0.0.1:" + std::to_string(port) +
                             " --local-workers 0 --train-threads 1 --steps 1000000 --log-every 10",
                         dir / "trainer.log");
@@ -176,8 +177,9 @@ TEST(WorkerLiveness, AStoppedTrainerDoesNotKeepItsWorkerAlive) {
 // (and its host's bill) alive past --idle-timeout.
 TEST(WorkerLiveness, InfoCallsDoNotKeepAnIdleWorkerAlive) {
   const fs::path dir = fresh_dir("info-idle");
-  const int port = free_port();
-  Child worker = idle_worker(dir, port, 2);
+  Worker w = idle_worker(dir, 2);
+  const int port = w.port;
+  Child& worker = w.child;
   transport::RemoteWorker poller("127.0.0.1:" + std::to_string(port));
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
