@@ -27,3 +27,43 @@ def ensure_modules(*names):
         subprocess.run([os.path.join(BENCH_DIR, "setup-peers")], check=True)
         os.execv(SYSTEM_PYTHON, argv)
     raise err
+
+
+def write_reference(path, head, cases):
+    """Writes a reference file for the C++ tests: the `head` fields, then "cases" with
+    one case per line, which keeps the file small and still diff-able."""
+    import json
+    lines = ["{"] + [f"{json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()] + ['"cases": [']
+    lines.append(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
+    lines.append("]}")
+    text = "\n".join(lines) + "\n"
+    json.loads(text)  # well-formed
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    print(f"wrote {path}: {len(cases)} cases, {len(text)} bytes")
+
+
+def last_json_object(text):
+    """The last line of `text` that is a JSON object, parsed; None when there is none."""
+    import json
+    obj = None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            cand = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(cand, dict):
+            obj = cand
+    return obj
+
+
+def reference_args(doc, default_out):
+    """The command line of a reference-file writer: --out FILE."""
+    import argparse
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=default_out)
+    return p.parse_args()

@@ -76,16 +76,11 @@ run_step() {
 
 # json_field FILE KEY: KEY of the last JSON object line in FILE, or nothing
 json_field() {
-  "$PY" - "$1" "$2" <<'EOF' 2>/dev/null
-import json, sys
-obj = None
-for line in open(sys.argv[1], errors="replace"):
-    line = line.strip()
-    if line.startswith("{"):
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            pass
+  "$PY" - "$1" "$2" "$HERE" <<'EOF' 2>/dev/null
+import sys
+sys.path.insert(0, sys.argv[3])
+from _peers import last_json_object
+obj = last_json_object(open(sys.argv[1], errors="replace").read())
 v = obj.get(sys.argv[2]) if isinstance(obj, dict) else None
 if isinstance(v, (int, float)) and not isinstance(v, bool):
     print(int(v) if float(v).is_integer() else v)
@@ -117,10 +112,12 @@ DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
 mkdir -p "$(dirname "$OUT")"
 NPROC="$NPROC" CPU_MODEL="${CPU_MODEL:-unknown}" DATE="$DATE" BENCH_S="$S" TANDEM_BIN="$TANDEM" \
-  "$PY" - "$TMP" "$OUT" <<'EOF'
+  "$PY" - "$TMP" "$OUT" "$HERE" <<'EOF'
 import json, os, platform, sys
 
 tmp, out_path = sys.argv[1], sys.argv[2]
+sys.path.insert(0, sys.argv[3])
+from _peers import last_json_object  # noqa: E402
 STEPS = ["tandem_pipeline", "python_feeder", "torchvision", "tandem_transport", "iperf3", "tandem_feed"]
 REQUIRED = {
     "tandem_pipeline": ["images_per_sec", "threads", "batch_size", "dtype"],
@@ -144,16 +141,7 @@ raw, status = {}, {}
 for name in STEPS:
     rc_text = read(name, "rc").strip()
     rc = int(rc_text) if rc_text.lstrip("-").isdigit() else None
-    obj = None
-    for line in read(name, "out").splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                cand = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(cand, dict):
-                obj = cand
+    obj = last_json_object(read(name, "out"))
     err_lines = [l.strip() for l in read(name, "err").splitlines() if l.strip()]
     # the most telling stderr line: skip usage hints such as CLI11's "Run with --help ..."
     telling = [l for l in err_lines if not l.startswith("Run with --help")] or err_lines

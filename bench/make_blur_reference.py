@@ -11,13 +11,11 @@ float32). Numbers are the float32 values written as Python floats (exact).
 
     bench/make_blur_reference.py [--out tests/fixtures/blur_reference.json]
 """
-import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _peers import ensure_modules  # noqa: E402
+from _peers import ensure_modules, reference_args, write_reference  # noqa: E402
 
 ensure_modules("torch", "torchvision")
 
@@ -46,9 +44,7 @@ def flat(t):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=DEFAULT_OUT)
-    args = p.parse_args()
+    args = reference_args(__doc__, DEFAULT_OUT)
 
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(SEED)
@@ -79,20 +75,7 @@ def main():
         "padding": "reflect, kernel_size // 2 on each side",
         "seed": SEED,
     }
-    # one case per line keeps the file small and still diff-able
-    lines = ["{"]
-    for k, v in doc_head.items():
-        lines.append(f"{json.dumps(k)}: {json.dumps(v)},")
-    lines.append('"cases": [')
-    lines.append(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
-    lines.append("]}")
-    text = "\n".join(lines) + "\n"
-    json.loads(text)  # well-formed
-
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(text)
-    print(f"wrote {args.out}: {len(cases)} cases, {len(text)} bytes")
+    write_reference(args.out, doc_head, cases)
     return 0
 
 

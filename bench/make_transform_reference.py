@@ -20,11 +20,12 @@ Images are base64 of the raw bytes (CHW, row-major).
 
     bench/make_transform_reference.py [--out tests/fixtures/transform_reference.json]
 """
-import argparse
 import base64
-import json
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _peers import reference_args, write_reference  # noqa: E402
 
 try:
     import torch  # noqa: F401
@@ -93,9 +94,7 @@ def cases_for(name, img):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=DEFAULT_OUT)
-    args = p.parse_args()
+    args = reference_args(__doc__, DEFAULT_OUT)
 
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(SEED)
@@ -111,15 +110,7 @@ def main():
         "seed": SEED,
         "inputs": {name: {"shape": list(t.shape), "data": b64(t)} for name, t in inputs.items()},
     }
-    lines = ["{"] + [f"{json.dumps(k)}: {json.dumps(v)}," for k, v in doc.items()] + ['"cases": [']
-    lines.append(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
-    lines.append("]}")
-    text = "\n".join(lines) + "\n"
-    json.loads(text)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(text)
-    print(f"wrote {args.out}: {len(cases)} cases, {len(text)} bytes")
+    write_reference(args.out, doc, cases)
     return 0
 
 

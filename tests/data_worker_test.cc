@@ -58,6 +58,15 @@ struct Fixture {
   DataWorker worker;
 };
 
+// A worker with 1 MiB for batches in flight, and a request that fills it (once).
+WorkerOptions one_mib() {
+  WorkerOptions o = Fixture::options();
+  o.max_inflight_mb = 1;
+  o.max_request_samples = 1000;
+  return o;
+}
+constexpr uint64_t kFillsOneMib = (1 << 20) / (kSampleBytes + sizeof(int64_t)) - 1;
+
 // The error a stream's next() throws, within 10 s; "" if none.
 std::string stream_error(BatchStream& s) {
   const auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -166,11 +175,8 @@ TEST(DataWorker, StreamsBeyondMaxStreamsAreRefusedUntilOneCloses) {
 // One request fills the worker's 1 MiB for batches in flight; the next waits until the
 // first batch is handed out and dropped (written, in the server).
 TEST(DataWorker, ARequestWaitsForMemoryUntilABatchIsWritten) {
-  WorkerOptions o = Fixture::options();
-  o.max_inflight_mb = 1;
-  o.max_request_samples = 1000;
-  Fixture f(o);
-  const uint64_t n = (1 << 20) / (kSampleBytes + sizeof(int64_t)) - 1;  // just fits once
+  Fixture f(one_mib());
+  const uint64_t n = kFillsOneMib;
   auto s = f.worker.open_stream();
   ASSERT_TRUE(s->request(asking(0, first(n))));
   auto second = std::async(std::launch::async, [&] { return s->request(asking(1, first(n))); });
@@ -189,11 +195,8 @@ TEST(DataWorker, ARequestWaitsForMemoryUntilABatchIsWritten) {
 // A stream dropped with batches unwritten gives their memory back to the worker: the
 // next stream's request for the whole allowance is admitted.
 TEST(DataWorker, AClosedStreamGivesItsMemoryBack) {
-  WorkerOptions o = Fixture::options();
-  o.max_inflight_mb = 1;
-  o.max_request_samples = 1000;
-  Fixture f(o);
-  const uint64_t n = (1 << 20) / (kSampleBytes + sizeof(int64_t)) - 1;
+  Fixture f(one_mib());
+  const uint64_t n = kFillsOneMib;
   {
     auto s = f.worker.open_stream();
     ASSERT_TRUE(s->request(asking(0, first(n))));  // dropped made or in the making
@@ -208,11 +211,8 @@ TEST(DataWorker, AClosedStreamGivesItsMemoryBack) {
 }
 
 TEST(DataWorker, CloseWakesARequestWaitingForMemory) {
-  WorkerOptions o = Fixture::options();
-  o.max_inflight_mb = 1;
-  o.max_request_samples = 1000;
-  Fixture f(o);
-  const uint64_t n = (1 << 20) / (kSampleBytes + sizeof(int64_t)) - 1;
+  Fixture f(one_mib());
+  const uint64_t n = kFillsOneMib;
   auto s = f.worker.open_stream();
   ASSERT_TRUE(s->request(asking(0, first(n))));
   auto waiting = std::async(std::launch::async, [&] { return s->request(asking(1, first(n))); });

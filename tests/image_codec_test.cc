@@ -85,30 +85,13 @@ TEST(Jpeg, GrayFilesDecodeToRgbAndRgbFilesToGray) {
 
 TEST(Jpeg, AdobeCmykFilesConvertAsPilDoes) {
   // Adobe CMYK JPEGs store inverted ink: (255, 0, 0, 255) is C=0 M=255 Y=255 K=0, red.
-  jpeg_compress_struct c{};
-  jpeg_error_mgr err{};
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &buf, &size);
-  c.image_width = 16;
-  c.image_height = 16;
-  c.input_components = 4;
-  c.in_color_space = JCS_CMYK;
-  jpeg_set_defaults(&c);  // writes the Adobe marker for CMYK
-  jpeg_set_quality(&c, 100, TRUE);
-  jpeg_start_compress(&c, TRUE);
-  std::vector<uint8_t> row(16 * 4);
-  for (int x = 0; x < 16; ++x) row[x * 4] = 255, row[x * 4 + 1] = 0, row[x * 4 + 2] = 0, row[x * 4 + 3] = 255;
-  while (c.next_scanline < 16) {
-    JSAMPROW r = row.data();
-    jpeg_write_scanlines(&c, &r, 1);
+  Image ink;
+  ink.reshape(16, 16, 4);
+  for (size_t i = 0; i < 16 * 16; ++i) {
+    uint8_t* p = ink.pixels.data() + i * 4;
+    p[0] = 255, p[1] = 0, p[2] = 0, p[3] = 255;
   }
-  jpeg_finish_compress(&c);
-  const std::vector<uint8_t> file(buf, buf + size);
-  jpeg_destroy_compress(&c);
-  free(buf);
+  const std::vector<uint8_t> file = encode_jpeg(ink, 100);
   const Image rgb = decode_full(file, 3);
   ASSERT_EQ(rgb.channels, 3);
   EXPECT_GE(rgb.pixels[0], 250);

@@ -43,7 +43,8 @@ inline std::vector<uint8_t> encode_jpeg(const Image& img, int quality = 92, bool
   c.image_width = img.width;
   c.image_height = img.height;
   c.input_components = img.channels;
-  c.in_color_space = img.channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
+  // 4 channels: CMYK, for which jpeg_set_defaults writes the Adobe marker.
+  c.in_color_space = img.channels == 4 ? JCS_CMYK : img.channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
   jpeg_set_defaults(&c);
   jpeg_set_quality(&c, quality, TRUE);
   if (progressive) jpeg_simple_progression(&c);

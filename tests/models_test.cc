@@ -1,6 +1,8 @@
 // Every model runs a forward and backward step; the schedule and distributed settings
 // behave. (Torch world: includes the training module's private headers.)
 
+#include <tuple>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -81,15 +83,9 @@ TEST(DistInfo, ComesFromTheLauncherAndTheFlags) {
   env = {.world_size = 4, .rank = 3, .local_rank = 1, .local_world_size = 2, .master_addr = "algo-1",
          .master_port = 29555, .agent_store = true, .restart_count = 2, .gloo_address = "10.0.0.7"};
   d = dist_info(env, o);
-  EXPECT_EQ(d.rank, 3);
-  EXPECT_EQ(d.world, 4);
-  EXPECT_EQ(d.local_rank, 1);
-  EXPECT_EQ(d.local_world, 2);
-  EXPECT_EQ(d.master_addr, "algo-1");
-  EXPECT_EQ(d.master_port, 29555);
-  EXPECT_TRUE(d.agent_store);
-  EXPECT_EQ(d.restart_count, 2);
-  EXPECT_EQ(d.gloo_address, "10.0.0.7");
+  EXPECT_EQ(std::tie(d.rank, d.world, d.local_rank, d.local_world), std::make_tuple(3, 4, 1, 2));
+  EXPECT_EQ(std::tie(d.master_addr, d.master_port, d.gloo_address), std::make_tuple("algo-1", 29555, "10.0.0.7"));
+  EXPECT_EQ(std::tie(d.agent_store, d.restart_count), std::make_tuple(true, 2));
 }
 
 }  // namespace

@@ -13,13 +13,7 @@ namespace tandem::cli {
 Command add_inspect_command(CLI::App& root, Settings& s) {
   CLI::App* app = root.add_subcommand(
       "inspect", "Print the resolved cluster and this host's role as JSON, with where each value came from");
-  add_cluster_options(*app, s.cluster);
-  // Every setting, so that inspect checks a host's whole configuration, not just its cluster.
-  add_security_options(*app, s.security);
-  add_data_options(*app, s.data);
-  add_worker_options(*app, s.worker);
-  add_trainer_options(*app, s.trainer);
-  add_worker_list_options(*app, s.trainer);
+  add_host_options(*app, s);  // the whole configuration, not just the cluster's
   return {app, [&s] {
             const cluster::Cluster c = cluster::discover(s.cluster);
             const cluster::RolePlan plan = cluster::resolve_roles(c, s.cluster);

@@ -11,12 +11,7 @@ Command add_launch_command(CLI::App& root, Settings& s, const std::string& name)
       name == "train" ? "Same as `launch`: SageMaker starts a bring-your-own container as `docker run IMAGE train`"
                       : "Discover the cluster, resolve this host's role (trainer or data worker) and run it";
   CLI::App* app = root.add_subcommand(name, about);
-  add_cluster_options(*app, s.cluster);
-  add_security_options(*app, s.security);
-  add_data_options(*app, s.data);
-  add_worker_options(*app, s.worker);
-  add_trainer_options(*app, s.trainer);
-  add_worker_list_options(*app, s.trainer);
+  add_host_options(*app, s);
   return {app, [app, &s] {
             std::vector<std::string> forwarded;
             auto text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };

@@ -214,6 +214,15 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
       ->group(kTrainerGroup);
 }
 
+void add_host_options(CLI::App& app, Settings& s) {
+  add_cluster_options(app, s.cluster);
+  add_security_options(app, s.security);
+  add_data_options(app, s.data);
+  add_worker_options(app, s.worker);
+  add_trainer_options(app, s.trainer);
+  add_worker_list_options(app, s.trainer);
+}
+
 void add_simulate_options(CLI::App& app, SimulateOptions& o) {
   const char* g = "Simulation";
   app.add_option("--trainer-hosts", o.trainer_hosts, "Hosts in the trainer group")->capture_default_str()->group(g);

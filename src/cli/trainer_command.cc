@@ -1,4 +1,3 @@
-#include <unistd.h>
 
 #include "tandem/cli/commands.h"
 #include "tandem/cli/options.h"
@@ -16,10 +15,8 @@ Command add_trainer_command(CLI::App& root, Settings& s) {
   add_trainer_options(*app, s.trainer);
   add_worker_list_options(*app, s.trainer);
   return {app, [&s] {
-            char name[256] = "trainer";
-            gethostname(name, sizeof name - 1);
             const auto targets = cluster::explicit_worker_targets(s.trainer.workers, s.trainer.worker_service, s.cluster);
-            return launch::run_trainer(s, targets, s.cluster.current_host.empty() ? name : s.cluster.current_host);
+            return launch::run_trainer(s, targets, launch::host_name(s.cluster, "trainer"));
           },
           true};
 }

@@ -1,4 +1,3 @@
-#include <unistd.h>
 
 #include "tandem/cli/commands.h"
 #include "tandem/cli/options.h"
@@ -13,9 +12,7 @@ Command add_worker_command(CLI::App& root, Settings& s) {
   add_data_options(*app, s.data);
   add_worker_options(*app, s.worker);
   return {app, [&s] {
-            char name[256] = "worker";
-            gethostname(name, sizeof name - 1);
-            return launch::run_worker(s, s.cluster.current_host.empty() ? name : s.cluster.current_host);
+            return launch::run_worker(s, launch::host_name(s.cluster, "worker"));
           },
           true};
 }

@@ -113,9 +113,7 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
     spdlog::info("rank {} of {} started by the launcher ({}), rendezvous at {}:{}; {} data workers{}",
                  detail("RANK", "0"), detail("WORLD_SIZE", "1"), c.source, detail("MASTER_ADDR", "127.0.0.1"),
                  detail("MASTER_PORT", std::to_string(settings.trainer.master_port)), named.size(), named.empty() ? " (none named by --workers or --worker-service: local preprocessing only)" : "");
-    char name[256] = "localhost";
-    gethostname(name, sizeof name - 1);
-    return run_trainer(settings, named, co.current_host.empty() ? name : co.current_host);
+    return run_trainer(settings, named, host_name(co, "localhost"));
   }
   const cluster::RolePlan plan = cluster::resolve_roles(c, co);
   spdlog::info("host {} of group {} ({}): role {} (from {})", c.current_host, c.current_group,
@@ -143,6 +141,13 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
   training::check_ranks_fit_gpus(procs);
   if (procs == 1 && plan.trainer_hosts.size() == 1) return run_trainer(settings, targets, c.current_host);
   return run_rank_processes(settings, plan, targets, forwarded, procs);
+}
+
+std::string host_name(const ClusterOptions& opts, const std::string& fallback) {
+  if (!opts.current_host.empty()) return opts.current_host;
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return fallback;
+  return name;
 }
 
 }  // namespace tandem::launch

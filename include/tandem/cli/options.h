@@ -30,6 +30,9 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o);
 void add_worker_list_options(CLI::App& app, TrainerOptions& o);
 void add_security_options(CLI::App& app, SecurityOptions& o);
 void add_simulate_options(CLI::App& app, SimulateOptions& o);
+// Every setting a host's role may use (cluster, security, data, worker, trainer, and the
+// named workers): `launch`, `train` and `inspect`, which checks a host's whole setup.
+void add_host_options(CLI::App& app, Settings& s);
 
 // Fills options of `cmd` that were not given as flags from opts.config_file, then from
 // <sagemaker_root>/input/config/hyperparameters.json (which wins over the config file).

@@ -30,4 +30,8 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
 // variables and `forwarded` (this command's own flags) and supervises them.
 int run_launch(const Settings& settings, const std::vector<std::string>& forwarded = {});
 
+// This host's name in logs and summaries: --current-host, else the system's host name,
+// else `fallback`.
+std::string host_name(const ClusterOptions& opts, const std::string& fallback);
+
 }  // namespace tandem::launch

@@ -31,6 +31,19 @@ struct Job {
   std::function<void(std::exception_ptr)> failed;
 };
 
+template <typename T>
+void make_converted(const Dataset& dataset, const BatchRequest& request, size_t begin, size_t end, DType wire,
+                    void (*convert)(const T*, size_t, DType, std::byte*), Batch& batch) {
+  const size_t values = dataset.info().sample_bytes() / sizeof(T);
+  const size_t wire_bytes = values * dtype_size(wire);
+  thread_local std::vector<T> scratch;
+  scratch.resize(values);
+  for (size_t i = begin; i < end; ++i) {
+    batch.labels[i] = dataset.produce(request.indices[i], request.epoch, std::as_writable_bytes(std::span<T>(scratch)));
+    convert(scratch.data(), values, wire, batch.data.data() + i * wire_bytes);
+  }
+}
+
 }  // namespace
 
 BatchMaker::BatchMaker(std::shared_ptr<const Dataset> dataset, ThreadPool* pool, std::optional<DType> wire)
@@ -66,25 +79,12 @@ void BatchMaker::fill(Batch& batch, const BatchRequest& request, size_t begin, s
     }
     return;
   }
+  // Each sample is made in scratch in the dataset's own type (uint8 for image datasets,
+  // else float32), then converted into place.
   if (info.dtype == DType::kUInt8) {
-    // uint8 samples (image datasets) made in scratch, then scaled by 1/255 into place.
-    const size_t wire_bytes = bytes * dtype_size(wire_);
-    thread_local std::vector<uint8_t> pixels;
-    pixels.resize(bytes);
-    for (size_t i = begin; i < end; ++i) {
-      batch.labels[i] = dataset_->produce(request.indices[i], request.epoch, std::as_writable_bytes(std::span<uint8_t>(pixels)));
-      convert_from_uint8(pixels.data(), bytes, wire_, batch.data.data() + i * wire_bytes);
-    }
-    return;
-  }
-  // Samples are float32; each is made in scratch and converted into place.
-  const size_t values = bytes / sizeof(float);
-  const size_t wire_bytes = values * dtype_size(wire_);
-  thread_local std::vector<float> scratch;
-  scratch.resize(values);
-  for (size_t i = begin; i < end; ++i) {
-    batch.labels[i] = dataset_->produce(request.indices[i], request.epoch, std::as_writable_bytes(std::span<float>(scratch)));
-    convert_from_float(scratch.data(), values, wire_, batch.data.data() + i * wire_bytes);
+    make_converted<uint8_t>(*dataset_, request, begin, end, wire_, convert_from_uint8, batch);
+  } else {
+    make_converted<float>(*dataset_, request, begin, end, wire_, convert_from_float, batch);
   }
 }
 

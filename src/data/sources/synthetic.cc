@@ -18,15 +18,22 @@ void check_index(uint64_t index, const DatasetInfo& info) {
   }
 }
 
-DatasetInfo base_info(const std::string& name, const DataOptions& opts, int size, uint64_t n) {
+// Every generated set: 3 x size x size float samples, 10000 unless --dataset-size, and
+// a fingerprint naming all that fixes their values ("<name>/v1 seed=.. size=.. image=..",
+// and the classes where they change the pixels).
+DatasetInfo base_info(const std::string& name, const DataOptions& opts, int size, bool classes_in_pixels) {
   if (opts.num_classes < 2) {
     throw ConfigError("--num-classes must be at least 2, got " + std::to_string(opts.num_classes));
   }
   DatasetInfo info;
   info.name = name;
-  info.size = opts.dataset_size ? opts.dataset_size : n;
+  info.size = opts.dataset_size ? opts.dataset_size : 10000;
   info.sample_shape = {3, size, size};
   info.num_classes = opts.num_classes;
+  std::string description = name + "/v1 seed=" + std::to_string(opts.seed) + " size=" + std::to_string(info.size) +
+                            " image=" + std::to_string(size);
+  if (classes_in_pixels) description += " classes=" + std::to_string(opts.num_classes);
+  info.fingerprint = fingerprint_of(description);
   return info;
 }
 
@@ -39,10 +46,7 @@ class SyntheticDataset final : public Dataset {
       throw ConfigError("--data synthetic has at most 16 classes (a 4x4 grid), got --num-classes " +
                         std::to_string(opts.num_classes));
     }
-    info_ = base_info("synthetic", opts, size, 10000);
-    info_.fingerprint = fingerprint_of("synthetic/v1 seed=" + std::to_string(seed_) + " size=" +
-                                       std::to_string(info_.size) + " image=" + std::to_string(size) +
-                                       " classes=" + std::to_string(opts.num_classes));
+    info_ = base_info("synthetic", opts, size, true);
   }
 
   const DatasetInfo& info() const override { return info_; }
@@ -81,10 +85,7 @@ class BlurBenchmarkDataset final : public Dataset {
       throw ConfigError("--image-size must exceed " + std::to_string(kBlurKernel / 2) +
                         " for --data blur-benchmark");
     }
-    info_ = base_info("blur-benchmark", opts, size, 10000);
-    info_.fingerprint = fingerprint_of("blur-benchmark/v1 seed=" + std::to_string(seed_) + " size=" +
-                                       std::to_string(info_.size) + " image=" + std::to_string(size) +
-                                       " classes=" + std::to_string(opts.num_classes));
+    info_ = base_info("blur-benchmark", opts, size, true);
   }
 
   const DatasetInfo& info() const override { return info_; }
@@ -115,9 +116,7 @@ class PremadeDataset final : public Dataset {
  public:
   explicit PremadeDataset(const DataOptions& opts) {
     const int size = opts.image_size ? opts.image_size : 224;
-    info_ = base_info("premade", opts, size, 10000);
-    info_.fingerprint = fingerprint_of("premade/v1 seed=" + std::to_string(opts.seed) + " size=" +
-                                       std::to_string(info_.size) + " image=" + std::to_string(size));
+    info_ = base_info("premade", opts, size, false);
     image_.resize(info_.sample_bytes() / sizeof(float));
     Rng content(kContentStream, opts.seed);
     for (float& v : image_) v = static_cast<float>(content.uniform());
