@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "discovery_helpers.h"
+#include "tandem/cli/options.h"
 #include "tandem/cluster/slurm.h"
 
 namespace tandem::cluster {
@@ -300,6 +301,21 @@ TEST(LauncherEnv, BadValuesNameTheVariable) {
             std::string::npos);
   EXPECT_NE(error({{"MASTER_PORT", "70000"}}).find("not a port"), std::string::npos);
   EXPECT_NE(error({{"MASTER_PORT", "-1"}}).find("MASTER_PORT"), std::string::npos);
+}
+
+
+// Only a command that may train as a rank reads torchrun's variables: a stray RANK, or
+// the MASTER_PORT=tcp://... Kubernetes injects for a Service named "master", cannot stop
+// a data worker.
+TEST(LauncherEnv, OnlyRanksReadIt) {
+  const EnvLookup odd = env_of({{"RANK", "x"}, {"MASTER_PORT", "tcp://10.0.0.5:29500"}, {"TANDEM_TOKEN", "t0k"}});
+  Settings worker;
+  EXPECT_NO_THROW(cli::finish_settings(worker, false, odd));
+  EXPECT_EQ(worker.launcher.world_size, 1);
+  EXPECT_EQ(worker.security.token, "t0k");
+  Settings trainer;
+  EXPECT_NE(config_error([&] { cli::finish_settings(trainer, true, odd); }).find("environment variable "),
+            std::string::npos);
 }
 
 }  // namespace

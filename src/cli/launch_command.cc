@@ -25,7 +25,7 @@ Command add_launch_command(CLI::App& root, Settings& s, const std::string& name)
             }
             return launch::run_launch(s, forwarded);
           },
-          true};
+          true, true};
 }
 
 }  // namespace tandem::cli

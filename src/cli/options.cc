@@ -354,9 +354,9 @@ void apply_setting_files(CLI::App& cmd, const ClusterOptions& opts) {
   }
 }
 
-void finish_settings(Settings& s, const cluster::EnvLookup& env) {
+void finish_settings(Settings& s, bool is_rank, const cluster::EnvLookup& env) {
   s.data.sagemaker_root = s.cluster.sagemaker_root;  // channels live under it
-  s.launcher = cluster::read_launcher_env(env);
+  if (is_rank) s.launcher = cluster::read_launcher_env(env);
   const auto set = [&](const char* name) -> std::string {
     const auto v = env(name);
     return v ? *v : "";

@@ -61,7 +61,7 @@ int run_cli(int argc, char** argv) {
     if (!cmd.app->parsed()) continue;
     try {
       apply_setting_files(*cmd.app, settings.cluster);
-      finish_settings(settings);
+      finish_settings(settings, cmd.is_rank);
       return cmd.run();
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());

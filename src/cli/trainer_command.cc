@@ -18,7 +18,7 @@ Command add_trainer_command(CLI::App& root, Settings& s) {
             const auto targets = cluster::explicit_worker_targets(s.trainer.workers, s.trainer.worker_service, s.cluster);
             return launch::run_trainer(s, targets, launch::host_name(s.cluster, "trainer"));
           },
-          true};
+          true, true};
 }
 
 }  // namespace tandem::cli

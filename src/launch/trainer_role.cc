@@ -64,6 +64,29 @@ std::shared_ptr<const data::Dataset> eval_dataset(const Settings& settings, cons
   return eval;
 }
 
+// Lets the signal handler close `feed`'s scheduler (a wait for a batch then ends at
+// once) for as long as this lives; declared after the feed, it goes first.
+class StopHook {
+ public:
+  StopHook(std::mutex& mu, transport::FeedSources*& slot, transport::FeedSources& feed,
+           const std::atomic<bool>& stop)
+      : mu_(mu), slot_(slot) {
+    std::lock_guard lock(mu_);
+    slot_ = &feed;
+    if (stop) feed.scheduler().close();
+  }
+  ~StopHook() {
+    std::lock_guard lock(mu_);
+    slot_ = nullptr;
+  }
+  StopHook(const StopHook&) = delete;
+  StopHook& operator=(const StopHook&) = delete;
+
+ private:
+  std::mutex& mu_;
+  transport::FeedSources*& slot_;
+};
+
 }  // namespace
 
 int run_trainer(const Settings& settings, const std::vector<std::string>& worker_targets, const std::string& host) {
@@ -97,7 +120,6 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   transport::keep_grpc_initialised();
   TrainerOptions opts = settings.trainer;  // --epochs becomes steps once the dataset is known
   const std::string& root = settings.cluster.sagemaker_root;
-  std::unique_ptr<transport::FeedSources> feed;  // the scheduler and every source, ended in order
   // Whatever happens, the workers hear that training is over, so none waits in vain.
   // All at once, so that hung workers cost one deadline, not one each.
   auto release = [&](const std::string& reason) { release_workers(worker_targets, settings.security, reason); };
@@ -152,25 +174,19 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     training::Trainer trainer(opts, info, dist, paths, eval);
     starting = false;  // from here on a stop is handled by the training loop
     data::Sampler sampler(info.size, opts.batch_size, settings.data.seed, dist.rank, dist.world);
-    feed = std::make_unique<transport::FeedSources>(
-        sampler, feed::SchedulerOptions{static_cast<uint64_t>(opts.steps), opts.prefetch, opts.batch_timeout_s,
-                                        static_cast<uint64_t>(trainer.start_step())});
-    feed::Scheduler& scheduler = feed->scheduler();
+    // The scheduler and every source: ended in order when it goes, also by an error, and
+    // before the sampler they ask for requests.
+    transport::FeedSources sources(sampler, feed::SchedulerOptions{static_cast<uint64_t>(opts.steps), opts.prefetch,
+                                                                   opts.batch_timeout_s,
+                                                                   static_cast<uint64_t>(trainer.start_step())});
+    const StopHook hook(feed_mu, closable, sources, stop);
+    feed::Scheduler& scheduler = sources.scheduler();
     spdlog::info("trainer {} rank {}/{} on {}: {} data workers, {} local preprocessing threads, {} torch threads",
                  host, dist.rank, dist.world, trainer.device(), worker_targets.size(), local, torch_threads);
-    feed->connect_workers(worker_targets, settings.security, info,
-                          {.timeout_s = opts.connect_timeout_s, .inflight = opts.inflight, .local = local > 0}, stop);
-    if (local > 0) feed->start_local(dataset, local, data::wire_dtype(settings.data));
+    sources.connect_workers(worker_targets, settings.security, info,
+                            {.timeout_s = opts.connect_timeout_s, .inflight = opts.inflight, .local = local > 0}, stop);
+    if (local > 0) sources.start_local(dataset, local, data::wire_dtype(settings.data));
     training::TrainReport result;
-    {
-      std::lock_guard lock(feed_mu);
-      closable = feed.get();
-      if (stop) scheduler.close();
-    }
-    auto unhook = [&] {
-      std::lock_guard lock(feed_mu);
-      closable = nullptr;
-    };
     std::unique_ptr<feed::SampleAudit> audit;
     if (opts.audit_samples) audit = std::make_unique<feed::SampleAudit>(sampler, info.size);
     // Rank 0 keeps metrics.jsonl next to the summary and, on a terminal, shows a status line.
@@ -208,12 +224,9 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       status.reset();
     } catch (...) {
       status.reset();
-      unhook();
-      feed->close();
-      throw;
+      throw;  // the sources end as they go
     }
-    unhook();
-    feed->close();
+    sources.close();
     // Every rank's audit goes to rank 0, which reports the whole job's coverage.
     std::vector<std::string> audits;
     if (audit) audits = trainer.gather("sample-audit", audit->report().dump());
@@ -231,7 +244,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       } catch (const std::exception& e) {
         spdlog::warn("instance types unknown for the plan: {}", e.what());
       }
-      const auto facts = ask_workers(summary, dataset.get(), feed->workers(), cluster);
+      const auto facts = ask_workers(summary, dataset.get(), sources.workers(), cluster);
       summary["throughput"] = report::throughput(result);
       summary["batch_size"] = opts.batch_size;
       summary["global_batch"] = opts.batch_size * dist.world;
@@ -270,13 +283,11 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     return result.interrupted ? kExitInterrupted : kExitOk;
   } catch (const Interrupted& e) {
     spdlog::warn("trainer {} rank {} stopped before training: {}", host, rank, e.what());
-    if (feed) feed->close();
     if (rank == 0) release("trainer interrupted");
     return kExitInterrupted;
   } catch (const std::exception& e) {
     spdlog::error("trainer {} rank {} failed: {}", host, rank, e.what());
     report::write_failure(root, std::string("trainer failed: ") + e.what());
-    if (feed) feed->close();
     release("trainer failed");
     return kExitFailed;
   }

@@ -62,13 +62,18 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const DistInfo& d) {
   return c10::make_intrusive<c10d::PrefixStore>("tandem", store);
 }
 
+bool is_timeout(const std::exception& e) {
+  const std::string what = e.what();
+  return what.find("imeout") != std::string::npos || what.find("imed out") != std::string::npos;
+}
+
 // Meeting the other ranks failed: at the store (a client finds no server) or while the
 // process group exchanges addresses through it (the server's peers never come). One
 // error for both, naming where and the fix, in place of c10d's "Socket Timeout".
 [[noreturn]] void could_not_meet(const DistInfo& d, const std::exception& e) {
   const std::string where = d.master_addr + ":" + std::to_string(d.master_port);
   const std::string what = e.what();
-  const bool timed_out = what.find("imeout") != std::string::npos || what.find("imed out") != std::string::npos;
+  const bool timed_out = is_timeout(e);
   throw NetworkError("rank " + std::to_string(d.rank) + " could not meet the others at " + where +
                      (timed_out ? " within " + std::to_string(static_cast<int>(d.timeout_s)) + " s" : "") + " (" +
                      what.substr(0, what.find('\n')) + "): check that every trainer host runs and reaches it" +
@@ -81,16 +86,21 @@ Collective::Collective(const DistInfo& dist, torch::Device device)
     : dist_(dist), device_(device), impl_(std::make_unique<Impl>()) {
   if (dist.world <= 1) return;
   try {
-    join_group(dist);
-  } catch (const Error&) {
-    throw;
+    impl_->store = rendezvous(dist);
   } catch (const std::exception& e) {
     could_not_meet(dist, e);
   }
+  try {
+    make_group(dist);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (is_timeout(e)) could_not_meet(dist, e);  // the store's server: its peers never came
+    throw;  // anything else (a bad TANDEM_GLOO_ADDRESS, NCCL) as it is
+  }
 }
 
-void Collective::join_group(const DistInfo& dist) {
-  impl_->store = rendezvous(dist);
+void Collective::make_group(const DistInfo& dist) {
 #if defined(TANDEM_WITH_CUDA)
   if (device_.is_cuda()) {
     auto opts = c10d::ProcessGroupNCCL::Options::create();

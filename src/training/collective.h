@@ -42,8 +42,8 @@ class Collective {
   std::string take(const std::string& key);
 
  private:
-  // The store and the process group; throws what c10d throws.
-  void join_group(const DistInfo& dist);
+  // The process group over impl_->store; throws what c10d throws.
+  void make_group(const DistInfo& dist);
 
   struct Impl;
   DistInfo dist_;

@@ -164,9 +164,14 @@ void Trainer::Impl::observe_formats(const torch::Tensor& input, const torch::Ten
   const auto t = output.scalar_type();
   compute_dtype = t == torch::kBFloat16 ? "bfloat16" : t == torch::kHalf ? "float16" : t == torch::kFloat32 ? "float32"
                                                                                                           : "other";
-  bool channels_last = input.dim() == 4 && input.is_contiguous(torch::MemoryFormat::ChannelsLast);
+  // suggest_memory_format, not is_contiguous(ChannelsLast): with one channel, or 1x1
+  // kernels, a contiguous tensor is both.
+  const auto last = [](const torch::Tensor& t) {
+    return t.dim() == 4 && t.suggest_memory_format() == torch::MemoryFormat::ChannelsLast;
+  };
+  bool channels_last = last(input);
   for (const auto& p : model->parameters()) {
-    if (p.dim() == 4) channels_last = channels_last && p.is_contiguous(torch::MemoryFormat::ChannelsLast);
+    if (p.dim() == 4 && p.size(1) > 1 && p.size(2) * p.size(3) > 1) channels_last = channels_last && last(p);
   }
   memory_layout = channels_last ? "channels_last" : "contiguous";
 }

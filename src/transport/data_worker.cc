@@ -170,9 +170,18 @@ bool BatchStream::request(data::BatchRequest request) {
     }
     ++state_->outstanding;
   }
-  worker_.maker_->make_async(
-      std::move(request), [state = state_, bytes](data::Batch batch) { state->finished(std::move(batch), bytes); },
-      [state = state_, bytes](std::exception_ptr e) { state->fail(std::move(e), bytes); });
+  try {
+    worker_.maker_->make_async(
+        std::move(request), [state = state_, bytes](data::Batch batch) { state->finished(std::move(batch), bytes); },
+        [state = state_, bytes](std::exception_ptr e) { state->fail(std::move(e), bytes); });
+  } catch (...) {  // not started (no memory for the batch): its bytes come back at once
+    {
+      std::lock_guard lock(state_->mu);
+      --state_->outstanding;
+    }
+    state_->fail(std::current_exception(), bytes);
+    return false;
+  }
   return true;
 }
 

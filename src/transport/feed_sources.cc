@@ -42,7 +42,11 @@ void FeedSources::connect_workers(const std::vector<std::string>& targets, const
       } catch (const NetworkError&) {
         continue;
       }
-      workers[i]->check_serves(info, std::min(opts.check_deadline_s, opts.timeout_s));
+      try {
+        workers[i]->check_serves(info, std::min(opts.check_deadline_s, opts.timeout_s));
+      } catch (const NetworkError&) {
+        continue;  // slow to describe itself: asked again until the deadline
+      }
       ready[i] = true;
     }
     if (all() || any() || opts.local) break;

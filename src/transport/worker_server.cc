@@ -72,14 +72,19 @@ struct WorkerServer::Impl final : v1::DataService::Service {
       return refuse(*ctx, "StreamBatches", status_for(e, "opening a stream"));
     }
     std::thread reader([&] { read_requests(rw, *stream); });
-    grpc::Status status = write_batches(ctx, rw, *stream);
-    if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
-        status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-      // Tell the trainer in-band (a cancelled call would lose the message), then give it
-      // a few seconds to end the stream.
-      spdlog::warn("refusing a request: {}", status.error_message());
-      rw->Write(error_batch(status.error_message()));
-      stream->wait_reader_done(std::chrono::seconds(10));
+    grpc::Status status;
+    try {
+      status = write_batches(ctx, rw, *stream);
+      if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+          status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+        // Tell the trainer in-band (a cancelled call would lose the message), then give
+        // it a few seconds to end the stream.
+        spdlog::warn("refusing a request: {}", status.error_message());
+        rw->Write(error_batch(status.error_message()));
+        stream->wait_reader_done(std::chrono::seconds(10));
+      }
+    } catch (const std::exception& e) {  // whatever happens, the reader is joined
+      status = status_for(e, "serving batches");
     }
     if (!status.ok()) ctx->TryCancel();  // unblocks the reader's Read
     stream->close();                     // and its wait for room

@@ -13,6 +13,7 @@ struct Command {
   CLI::App* app = nullptr;
   std::function<int()> run;  // returns the exit code; runs after settings files are applied
   bool reports_failure = false;  // write errors to <root>/output/failure (SageMaker reads it)
+  bool is_rank = false;  // may run as a training rank: reads torchrun's variables (Settings::launcher)
 };
 
 Command add_launch_command(CLI::App& root, Settings& s, const std::string& name);

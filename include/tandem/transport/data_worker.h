@@ -102,8 +102,9 @@ class BatchStream {
 
   // Reader: checks `request` against the worker's limits, waits for room, and starts
   // making it. Returns false when the stream cannot take more: it failed (a request over
-  // a limit: Overloaded; an empty one: PeerError; next() throws it), was closed, or the
-  // worker is stopping.
+  // a limit: Overloaded; an empty one: PeerError; a batch that could not be started;
+  // next() throws it), was closed, or the worker stopped while the request waited for
+  // memory.
   bool request(data::BatchRequest request);
   // Reader: the trainer will ask for nothing more.
   void end_requests();
