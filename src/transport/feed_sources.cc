@@ -42,11 +42,8 @@ void FeedSources::connect_workers(const std::vector<std::string>& targets, const
       } catch (const NetworkError&) {
         continue;
       }
-      try {
-        workers[i]->check_serves(info, std::min(opts.check_deadline_s, opts.timeout_s));
-      } catch (const NetworkError&) {
-        continue;  // slow to describe itself: asked again until the deadline
-      }
+      // Its answer is final: a refusal (token, job) or another dataset ends the connect.
+      workers[i]->check_serves(info, std::min(opts.check_deadline_s, opts.timeout_s));
       ready[i] = true;
     }
     if (all() || any() || opts.local) break;

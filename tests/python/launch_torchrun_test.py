@@ -16,7 +16,9 @@ from workers import Workers, parse_args, require, torchrun
 ARGS = parse_args()
 require("torch")
 
-STEPS = 8
+# Enough steps, and a small window per worker (--inflight 2), that a worker whose stream
+# opens a moment late under load still serves some of rank 0's batches.
+STEPS = 48
 
 
 def main():
@@ -26,7 +28,7 @@ def main():
         env = {**os.environ, "OMP_NUM_THREADS": "1", "TANDEM_SAGEMAKER_ROOT": os.path.join(tmp, "none")}
         out = torchrun(["--nproc_per_node", "2", "--no_python", os.path.abspath(ARGS.tandem), "launch",
                         "--workers", ",".join(w.targets), "--data", "synthetic", "--image-size", "32",
-                        "--steps", str(STEPS), "--batch-size", "8", "--log-every", "2", "--local-workers", "0",
+                        "--steps", str(STEPS), "--batch-size", "8", "--log-every", "8", "--local-workers", "0", "--inflight", "2",
                         "--summary-json", summary], env, 120)
         assert out.count("started by the launcher (torchrun environment") == 2, out
         assert "node-" not in out.replace("node-0 ", ""), f"no invented host name may be dialed:\n{out}"
