@@ -67,6 +67,18 @@ WorkerOptions one_mib() {
 }
 constexpr uint64_t kFillsOneMib = (1 << 20) / (kSampleBytes + sizeof(int64_t)) - 1;
 
+// A stream whose first request holds all of a one_mib() worker's memory.
+std::unique_ptr<BatchStream> holding_the_mib(DataWorker& worker) {
+  auto s = worker.open_stream();
+  EXPECT_TRUE(s->request(asking(0, first(kFillsOneMib))));
+  return s;
+}
+
+// Another request for all of it, on a thread of its own: it may have to wait.
+std::future<bool> ask_for_the_mib(BatchStream& s, uint64_t sequence) {
+  return std::async(std::launch::async, [&s, sequence] { return s.request(asking(sequence, first(kFillsOneMib))); });
+}
+
 // The error a stream's next() throws, within 10 s; "" if none.
 std::string stream_error(BatchStream& s) {
   const auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -176,10 +188,8 @@ TEST(DataWorker, StreamsBeyondMaxStreamsAreRefusedUntilOneCloses) {
 // first batch is handed out and dropped (written, in the server).
 TEST(DataWorker, ARequestWaitsForMemoryUntilABatchIsWritten) {
   Fixture f(one_mib());
-  const uint64_t n = kFillsOneMib;
-  auto s = f.worker.open_stream();
-  ASSERT_TRUE(s->request(asking(0, first(n))));
-  auto second = std::async(std::launch::async, [&] { return s->request(asking(1, first(n))); });
+  auto s = holding_the_mib(f.worker);
+  auto second = ask_for_the_mib(*s, 1);
   bool done = false;
   std::optional<ServedBatch> b = f.next(*s, &done);
   ASSERT_TRUE(b);
@@ -196,13 +206,9 @@ TEST(DataWorker, ARequestWaitsForMemoryUntilABatchIsWritten) {
 // next stream's request for the whole allowance is admitted.
 TEST(DataWorker, AClosedStreamGivesItsMemoryBack) {
   Fixture f(one_mib());
-  const uint64_t n = kFillsOneMib;
-  {
-    auto s = f.worker.open_stream();
-    ASSERT_TRUE(s->request(asking(0, first(n))));  // dropped made or in the making
-  }
+  holding_the_mib(f.worker);  // dropped with its batch made or in the making
   auto s = f.worker.open_stream();
-  auto admitted = std::async(std::launch::async, [&] { return s->request(asking(2, first(n))); });
+  auto admitted = ask_for_the_mib(*s, 2);
   if (admitted.wait_for(10s) != std::future_status::ready) {
     s->close();  // unblocks it, so the test ends
     ADD_FAILURE() << "the closed stream's bytes were never returned";
@@ -212,10 +218,8 @@ TEST(DataWorker, AClosedStreamGivesItsMemoryBack) {
 
 TEST(DataWorker, CloseWakesARequestWaitingForMemory) {
   Fixture f(one_mib());
-  const uint64_t n = kFillsOneMib;
-  auto s = f.worker.open_stream();
-  ASSERT_TRUE(s->request(asking(0, first(n))));
-  auto waiting = std::async(std::launch::async, [&] { return s->request(asking(1, first(n))); });
+  auto s = holding_the_mib(f.worker);
+  auto waiting = ask_for_the_mib(*s, 1);
   EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout);
   s->close();
   ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready);

@@ -26,10 +26,8 @@
 #include "tandem/report/summary.h"
 #include "tandem/training/runtime.h"
 #include "tandem/training/trainer.h"
-#include "tandem/transport/credentials.h"
 #include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/feed_sources.h"
-#include "tandem/transport/remote_worker.h"
 #include "worker_links.h"
 
 namespace tandem::launch {

@@ -119,11 +119,6 @@ void BatchStream::close() {
   state_->cv.notify_all();
 }
 
-bool BatchStream::failed() const {
-  std::lock_guard lock(state_->mu);
-  return state_->error != nullptr;
-}
-
 bool BatchStream::request(data::BatchRequest request) {
   const DataWorker& w = worker_;
   worker_.touch();

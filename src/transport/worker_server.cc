@@ -22,11 +22,8 @@
 #include "tandem/v1/data.grpc.pb.h"
 
 namespace tandem::transport {
-namespace {
 
 using Clock = std::chrono::steady_clock;
-
-}  // namespace
 
 // The gRPC face of a DataWorker: each RPC checks its caller, converts between messages
 // and the worker's values, and turns the worker's errors into statuses (status.h).

@@ -119,8 +119,6 @@ class BatchStream {
   // keep the worker alive).
   std::optional<ServedBatch> next(std::chrono::milliseconds wait, bool* done);
 
-  // Whether the stream has an error; the reader checks it to end early.
-  bool failed() const;
   // Waits up to `wait` for the reader to finish (after an error was reported to the
   // trainer, which then ends its stream).
   void wait_reader_done(std::chrono::milliseconds wait);
