@@ -1,4 +1,4 @@
-// tandem._tandem: tandem's feed (transport::Feeder) for Python training scripts.
+// tandem._tandem: tandem's feed (feed::Feeder, one RankFeed) for Python training scripts.
 // Batches reach Python as numpy arrays over the feed's own memory (no copy): each array's
 // base is a capsule that owns the C++ batch. Every wait releases the GIL and is cut into
 // slices, so Ctrl-C (KeyboardInterrupt) ends it at once and closes the feed.
@@ -12,8 +12,8 @@
 #include "tandem/common/error.h"
 #include "tandem/data/batching/convert.h"
 #include "tandem/data/batching/sampler.h"
-#include "tandem/transport/feeder.h"
-#include "tandem/transport/remote_worker.h"
+#include "tandem/feed/feeder.h"
+#include "tandem/feed/rank_feed.h"
 
 namespace py = pybind11;
 
@@ -125,13 +125,13 @@ class Feed {
   Feed(const py::object& workers, int rank, int world, int local_threads, uint64_t start_step, bool release,
        const py::kwargs& kwargs)
       : release_(release) {
-    transport::FeederOptions opts{to_targets(workers), rank, world, local_threads, start_step};
+    feed::FeederOptions opts{to_targets(workers), rank, world, local_threads, start_step};
     const Settings settings = feed_settings(to_settings(kwargs));
     dtype_ = numpy_dtype(data::wire_dtype(settings.data));
     batch_size_ = settings.trainer.batch_size;
     {
       py::gil_scoped_release nogil;  // a file dataset indexes its files here
-      feeder_ = std::make_unique<transport::Feeder>(settings, std::move(opts));
+      feeder_ = std::make_unique<feed::Feeder>(settings, std::move(opts));
     }
     length_ = feeder_->steps() - feeder_->start_step();
     batches_per_epoch_ = feeder_->sampler().batches_per_epoch();
@@ -154,15 +154,15 @@ class Feed {
     if (!feeder_) throw py::stop_iteration();
     std::optional<data::Batch> batch;
     for (;;) {
-      transport::Feeder::Status status;
+      feed::Feeder::Status status;
       try {
         status = without_gil([&] { return feeder_->next(kSliceS, batch); });
       } catch (...) {
         close();
         throw;
       }
-      if (status == transport::Feeder::Status::kBatch) break;
-      if (status == transport::Feeder::Status::kEnd) {
+      if (status == feed::Feeder::Status::kBatch) break;
+      if (status == feed::Feeder::Status::kEnd) {
         close();
         throw py::stop_iteration();
       }
@@ -235,7 +235,7 @@ class Feed {
     return static_cast<size_t>(source) < names_.size() ? names_[source] : "";
   }
 
-  static py::dict stats_of(const transport::Feeder& f) {
+  static py::dict stats_of(const feed::Feeder& f) {
     py::list sources;
     for (const auto& s : f.stats()) {
       py::dict d;
@@ -254,7 +254,7 @@ class Feed {
     return out;
   }
 
-  std::unique_ptr<transport::Feeder> feeder_;
+  std::unique_ptr<feed::Feeder> feeder_;
   bool release_ = false;
   bool released_ = false;
   int batch_size_ = 0;
@@ -272,13 +272,7 @@ int shutdown_workers(const py::object& workers, const std::string& reason, const
   const Settings settings = feed_settings(to_settings(kwargs));
   const std::vector<std::string> targets = to_targets(workers);
   py::gil_scoped_release nogil;
-  std::vector<std::thread> calls;
-  std::atomic<int> acknowledged{0};
-  for (const std::string& t : targets) {
-    calls.emplace_back([&, t] { acknowledged += transport::RemoteWorker(t, settings.security).shutdown(reason, 3); });
-  }
-  for (auto& c : calls) c.join();
-  return acknowledged;
+  return feed::release_workers(targets, settings.security, reason);
 }
 
 // What a Feed with these arguments would deliver, checked without the network: steps,

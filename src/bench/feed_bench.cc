@@ -5,20 +5,17 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/bench/bench.h"
+#include "tandem/common/clock.h"
 #include "tandem/data/batching/convert.h"
 #include "tandem/data/sources/dataset.h"
-#include "tandem/data/batching/sampler.h"
 #include "tandem/data/batching/thread_pool.h"
-#include "tandem/feed/scheduler.h"
+#include "tandem/feed/rank_feed.h"
 #include "tandem/launch/process.h"
 #include "tandem/launch/simulate.h"
 #include "tandem/transport/grpc_runtime.h"
-#include "tandem/transport/remote_worker.h"
 
 namespace tandem::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 struct WorkerSpec {
   std::vector<int> cpus;
@@ -51,32 +48,32 @@ struct Phase {
 };
 
 // Pulls batches from `targets` for `seconds` (after a warm-up) and counts them.
-Phase measure(const std::vector<std::string>& targets, const BenchOptions& opts, const data::DatasetInfo& info) {
-  data::Sampler sampler(info.size, opts.batch_size, 0);
-  feed::Scheduler scheduler([&](uint64_t s) { return sampler.request(s); }, {1'000'000'000, 16, 120});
-  std::vector<std::unique_ptr<transport::RemoteWorker>> workers;
-  for (const auto& t : targets) {
-    workers.push_back(std::make_unique<transport::RemoteWorker>(t));
-    workers.back()->wait_ready(60);
-    workers.back()->start(scheduler, scheduler.add_source(t, 4));
-  }
+Phase measure(const std::vector<std::string>& targets, const BenchOptions& opts) {
+  feed::FeedOptions fo;
+  fo.data = opts.data;
+  fo.workers = targets;
+  fo.batch_size = opts.batch_size;
+  fo.connect_timeout_s = 60;
+  fo.may_learn = false;
+  const std::atomic<bool> never{false};
+  feed::RankFeed feed(fo, never);
+  feed.start(1'000'000'000, 0, 0);
   const auto warm = Clock::now() + std::chrono::seconds(1);
-  while (Clock::now() < warm) scheduler.next();
-  const auto before = scheduler.stats();
+  while (Clock::now() < warm) feed.next();
+  const auto before = feed.scheduler().stats();
   uint64_t images = 0;
   const auto start = Clock::now();
-  const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.seconds));
-  while (Clock::now() < end) images += static_cast<uint64_t>(scheduler.next()->size());
-  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  const auto after = scheduler.stats();
-  for (const auto& s : after) {
+  const auto end = after(opts.seconds);
+  while (Clock::now() < end) images += static_cast<uint64_t>(feed.next()->size());
+  const double elapsed = seconds_between(start, Clock::now());
+  const auto stats = feed.scheduler().stats();
+  for (const auto& s : stats) {
     if (s.failed) spdlog::warn("bench feed: {} failed: {}", s.name, s.error);
   }
-  scheduler.close();
-  for (auto& w : workers) w->stop();
+  feed.close();
   Phase p;
   p.images_per_sec = images / elapsed;
-  for (size_t i = 0; i < after.size(); ++i) p.batches.push_back(after[i].batches - before[i].batches);
+  for (size_t i = 0; i < stats.size(); ++i) p.batches.push_back(stats[i].batches - before[i].batches);
   return p;
 }
 
@@ -84,7 +81,7 @@ Phase measure(const std::vector<std::string>& targets, const BenchOptions& opts,
 
 nlohmann::json bench_feed(const BenchOptions& opts, const std::string& tandem_exe) {
   transport::keep_grpc_initialised();
-  auto dataset = data::make_dataset(opts.data);
+  const std::string data_name = data::make_dataset(opts.data)->info().name;
   const std::vector<WorkerSpec> specs = plan_workers();
   std::vector<launch::ProcessSpec> children;
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -102,10 +99,10 @@ nlohmann::json bench_feed(const BenchOptions& opts, const std::string& tandem_ex
   sup.out = &std::cerr;  // stdout carries the result
   std::thread supervisor([&] { launch::supervise(children, sup); });
 
-  const Phase a = measure({specs[0].target()}, opts, dataset->info());
-  const Phase b = measure({specs[1].target()}, opts, dataset->info());
-  const Phase both = measure({specs[0].target(), specs[1].target()}, opts, dataset->info());
-  for (const auto& s : specs) transport::RemoteWorker(s.target()).shutdown("bench over", 5);
+  const Phase a = measure({specs[0].target()}, opts);
+  const Phase b = measure({specs[1].target()}, opts);
+  const Phase both = measure({specs[0].target(), specs[1].target()}, opts);
+  feed::release_workers({specs[0].target(), specs[1].target()}, {}, "bench over");
   supervisor.join();
 
   const double solo_sum = a.images_per_sec + b.images_per_sec;
@@ -119,7 +116,7 @@ nlohmann::json bench_feed(const BenchOptions& opts, const std::string& tandem_ex
                        {"expected_share", solo_sum > 0 ? solo[i] / solo_sum : 0.0}});
   }
   return {{"bench", "feed"},
-          {"data", dataset->info().name},
+          {"data", data_name},
           {"images_per_sec", both.images_per_sec},
           {"solo_sum_images_per_sec", solo_sum},
           {"ratio_to_solo_sum", solo_sum > 0 ? both.images_per_sec / solo_sum : 0.0},

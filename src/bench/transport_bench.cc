@@ -3,10 +3,9 @@
 
 #include "tandem/bench/bench.h"
 #include "tandem/data/batching/convert.h"
-#include "tandem/data/batching/sampler.h"
-#include "tandem/feed/scheduler.h"
+#include "tandem/common/clock.h"
+#include "tandem/feed/rank_feed.h"
 #include "tandem/transport/grpc_runtime.h"
-#include "tandem/transport/remote_worker.h"
 #include "tandem/transport/worker_server.h"
 
 namespace tandem::bench {
@@ -15,7 +14,6 @@ namespace tandem::bench {
 // they come, in one process over loopback TCP. Only the transport is measured: the
 // worker's per-batch work is one memcpy of pre-made samples.
 nlohmann::json bench_transport(const BenchOptions& opts, const std::string&) {
-  using Clock = std::chrono::steady_clock;
   transport::keep_grpc_initialised();
   DataOptions data = opts.data;
   data.data = "premade";
@@ -26,27 +24,31 @@ nlohmann::json bench_transport(const BenchOptions& opts, const std::string&) {
   const int port = server.start("127.0.0.1:0");
   auto waiter = std::async(std::launch::async, [&] { return server.wait(); });
 
-  data::Sampler sampler(dataset->info().size, opts.batch_size, 0);
-  const uint64_t enough = 1'000'000'000;  // more batches than any run takes
-  feed::Scheduler scheduler([&](uint64_t s) { return sampler.request(s); }, {enough, 8, 60});
-  transport::RemoteWorker remote("127.0.0.1:" + std::to_string(port));
-  remote.wait_ready(10);
-  remote.start(scheduler, scheduler.add_source(remote.target(), 4));
+  feed::FeedOptions fo;
+  fo.data = data;
+  fo.workers = {"127.0.0.1:" + std::to_string(port)};
+  fo.batch_size = opts.batch_size;
+  fo.prefetch = 8;
+  fo.connect_timeout_s = 10;
+  fo.batch_timeout_s = 60;
+  fo.may_learn = false;
+  const std::atomic<bool> never{false};
+  feed::RankFeed feed(fo, never);
+  feed.start(1'000'000'000, 0, 0);  // more batches than any run takes
 
   uint64_t bytes = 0, images = 0, batches = 0;
   const auto warm = Clock::now() + std::chrono::milliseconds(500);
-  while (Clock::now() < warm) scheduler.next();
+  while (Clock::now() < warm) feed.next();
   const auto start = Clock::now();
-  const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.seconds));
+  const auto end = after(opts.seconds);
   while (Clock::now() < end) {
-    const auto batch = scheduler.next();
+    const auto batch = feed.next();
     bytes += batch->data.size();
     images += static_cast<uint64_t>(batch->size());
     ++batches;
   }
-  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  scheduler.close();
-  remote.stop();
+  const double elapsed = seconds_between(start, Clock::now());
+  feed.close();
   server.stop();
   waiter.wait();
   return {{"bench", "transport"},

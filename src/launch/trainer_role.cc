@@ -1,8 +1,7 @@
 #include <algorithm>
 #include <atomic>
-#include <filesystem>
-#include <future>
 #include <csignal>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -12,48 +11,127 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/signals.h"
-#include "tandem/common/text.h"
-#include "tandem/data/batching/convert.h"
-#include "tandem/data/batching/sampler.h"
 #include "tandem/data/batching/thread_pool.h"
+#include "tandem/feed/rank_feed.h"
 #include "tandem/feed/sample_audit.h"
 #include "tandem/launch/run.h"
-#include "tandem/cluster/cluster.h"
-#include "tandem/report/html_report.h"
-#include "tandem/report/plan_inputs.h"
-#include "tandem/report/run_log.h"
-#include "tandem/common/files.h"
 #include "tandem/report/summary.h"
+#include "tandem/report/run_log.h"
 #include "tandem/training/runtime.h"
 #include "tandem/training/trainer.h"
 #include "tandem/transport/grpc_runtime.h"
-#include "tandem/transport/feed_sources.h"
-#include "worker_links.h"
+#include "trainer_records.h"
 
 namespace tandem::launch {
 namespace {
 
+// SIGTERM and SIGINT: set the stop flag and end a wait in the rank's feed at once (the
+// ranks of a group then agree on the step to stop at through their next gradient sync).
+// Before the first step nothing can be lost, but some waits cannot be interrupted
+// (c10d's rendezvous waits up to --dist-timeout): a stop then ends the process.
+class StopOnSignal {
+ public:
+  StopOnSignal()
+      : watcher_([this](int signo) {
+          spdlog::warn("received {}: stopping training", signo == SIGTERM ? "SIGTERM" : "SIGINT");
+          stop_ = true;
+          {
+            std::lock_guard lock(mu_);
+            if (feed_) feed_->interrupt();
+          }
+          if (starting_) exit_soon();
+        }) {
+    starting_ = true;
+  }
+  const std::atomic<bool>& stop() const { return stop_; }
+  // From here on a stop is handled by the training loop.
+  void training_starts() { starting_ = false; }
+
+  // While the returned guard lives, a stop interrupts `feed`.
+  auto interrupts(feed::RankFeed& feed) {
+    std::lock_guard lock(mu_);
+    feed_ = &feed;
+    if (stop_) feed.interrupt();
+    auto detach = [this](feed::RankFeed*) {
+      std::lock_guard l(mu_);
+      feed_ = nullptr;
+    };
+    return std::unique_ptr<feed::RankFeed, decltype(detach)>(&feed, detach);
+  }
+
+ private:
+  // Process-wide, since the timer thread may outlive this object.
+  static inline std::atomic<bool> starting_{false};
+  static void exit_soon() {
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      if (!starting_) return;
+      spdlog::warn("stopped while starting (before any step): exiting");
+      spdlog::default_logger()->flush();
+      std::_Exit(kExitInterrupted);
+    }).detach();
+  }
+
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  feed::RankFeed* feed_ = nullptr;  // GUARDED_BY(mu_)
+  SignalWatcher watcher_;           // last: its thread goes first
+};
+
+// What one rank runs with, derived once the dataset is known.
+struct RankPlan {
+  int64_t steps = 0;          // the run's last step (from --epochs when set)
+  uint64_t steps_per_epoch = 0;
+  int torch_threads = 1;
+  int local_threads = 0;      // this process's own preprocessing threads
+};
+
 // Threads for LibTorch and for in-process preprocessing, without oversubscribing.
 // On GPU the loop needs few CPU threads and the rest preprocess; on CPU training owns
-// the cores unless nobody else makes data. Ranks on one host share its cores.
-std::pair<int, int> split_cores(const TrainerOptions& opts, bool has_remote, bool cuda, int local_ranks) {
+// the cores unless nobody else makes data. Ranks on one host share its cores. A rank
+// without the data preprocesses nothing.
+void split_cores(const TrainerOptions& opts, const feed::RankFeed& feed, int local_ranks, RankPlan& plan) {
   const int cores = std::max(data::available_cores() / std::max(local_ranks, 1), 1);
+  const bool has_remote = !feed.options().workers.empty();
   int local = opts.local_workers;
   if (local < 0) {
-    if (cuda) local = std::max(cores - 2, 1);
+    if (training::cuda_device_count() > 0) local = std::max(cores - 2, 1);
     else local = has_remote ? 0 : std::max(cores / 2, 1);
   }
-  int torch_threads = opts.train_threads > 0 ? opts.train_threads : std::max(cores - local, 1);
-  return {torch_threads, local};
+  if (!feed.local_dataset()) local = 0;
+  plan.local_threads = local;
+  plan.torch_threads = opts.train_threads > 0 ? opts.train_threads : std::max(cores - local, 1);
+}
+
+// As the sampler cuts epochs: whole global batches; the remainder waits for the next.
+void steps_from_epochs(const TrainerOptions& opts, const data::DatasetInfo& info, const training::DistInfo& dist,
+                       RankPlan& plan) {
+  plan.steps_per_epoch = info.size / (static_cast<uint64_t>(opts.batch_size) * static_cast<uint64_t>(dist.world));
+  plan.steps = opts.steps;
+  if (opts.epochs <= 0) return;
+  if (plan.steps_per_epoch == 0) {
+    throw ConfigError("--epochs needs at least one global batch per epoch, but dataset " + info.name + " has " +
+                      std::to_string(info.size) + " samples for a global batch of " +
+                      std::to_string(opts.batch_size * dist.world) + ": lower --batch-size or use --steps");
+  }
+  plan.steps = opts.epochs * static_cast<int64_t>(plan.steps_per_epoch);
+  if (dist.rank == 0) spdlog::info("{} epochs of {} steps: {} steps", opts.epochs, plan.steps_per_epoch, plan.steps);
+}
+
+RankPlan plan_rank(const TrainerOptions& opts, const feed::RankFeed& feed, const training::DistInfo& dist) {
+  RankPlan plan;
+  steps_from_epochs(opts, feed.info(), dist, plan);
+  split_cores(opts, feed, dist.local_world, plan);
+  return plan;
 }
 
 // The held-out set: same data settings, the test split and its default (eval) pipeline.
 std::shared_ptr<const data::Dataset> eval_dataset(const Settings& settings, const data::DatasetInfo& train) {
+  if (settings.trainer.eval_data.empty()) return nullptr;
   DataOptions e = settings.data;
   e.data = settings.trainer.eval_data;
   e.split = "test";
   e.pipeline.clear();
-  e.sagemaker_root = settings.cluster.sagemaker_root;
   auto eval = data::make_dataset(e);
   if (eval->info().sample_shape != train.sample_shape || eval->info().num_classes != train.num_classes) {
     throw ConfigError("--eval-data " + e.data + " gives samples of another shape or class count than --data " +
@@ -62,231 +140,73 @@ std::shared_ptr<const data::Dataset> eval_dataset(const Settings& settings, cons
   return eval;
 }
 
-// Lets the signal handler close `feed`'s scheduler (a wait for a batch then ends at
-// once) for as long as this lives; declared after the feed, it goes first.
-class StopHook {
- public:
-  StopHook(std::mutex& mu, transport::FeedSources*& slot, transport::FeedSources& feed,
-           const std::atomic<bool>& stop)
-      : mu_(mu), slot_(slot) {
-    std::lock_guard lock(mu_);
-    slot_ = &feed;
-    if (stop) feed.scheduler().close();
-  }
-  ~StopHook() {
-    std::lock_guard lock(mu_);
-    slot_ = nullptr;
-  }
-  StopHook(const StopHook&) = delete;
-  StopHook& operator=(const StopHook&) = delete;
+feed::FeedOptions rank_feed_options(const Settings& settings, const std::vector<std::string>& workers,
+                                    const training::DistInfo& dist) {
+  feed::FeedOptions o = feed::feed_options(settings, workers, dist.rank, dist.world);
+  // A host without a copy of the data (a SageMaker channel sent to the data group only)
+  // learns the dataset from its workers, unless it was asked to preprocess.
+  o.may_learn = settings.trainer.local_workers <= 0;
+  return o;
+}
 
- private:
-  std::mutex& mu_;
-  transport::FeedSources*& slot_;
-};
+// Trains on the feed; every batch is recorded in `audit` when there is one.
+training::TrainReport train(training::Trainer& trainer, feed::RankFeed& feed, feed::SampleAudit* audit,
+                            const std::atomic<bool>& stop, LiveRecords& live) {
+  return trainer.run(
+      [&] {
+        std::optional<data::Batch> b = feed.next();
+        if (b && audit) audit->record(*b);
+        return b;
+      },
+      stop, {}, live.observer(feed.scheduler()));
+}
 
 }  // namespace
 
 int run_trainer(const Settings& settings, const std::vector<std::string>& worker_targets, const std::string& host) {
-  std::atomic<bool> stop{false};
-  // A stop closes the scheduler, which ends a wait for a batch at once; ranks of a group
-  // then agree on the step to stop at through their next gradient sync.
-  std::mutex feed_mu;
-  transport::FeedSources* closable = nullptr;  // GUARDED_BY(feed_mu)
-  // Before the first step nothing can be lost, but some waits cannot be interrupted
-  // (c10d's rendezvous waits up to --dist-timeout): a stop then ends the process.
-  // Process-wide, since the timer thread may outlive this call.
-  static std::atomic<bool> starting;
-  starting = true;
-  SignalWatcher signals([&](int signo) {
-    spdlog::warn("received {}: stopping training", signo == SIGTERM ? "SIGTERM" : "SIGINT");
-    stop = true;
-    {
-      std::lock_guard lock(feed_mu);
-      if (closable) closable->scheduler().close();
-    }
-    if (starting) {
-      std::thread([] {
-        std::this_thread::sleep_for(std::chrono::seconds(3));
-        if (!starting) return;
-        spdlog::warn("stopped while starting (before any step): exiting");
-        spdlog::default_logger()->flush();
-        std::_Exit(kExitInterrupted);
-      }).detach();
-    }
-  });
+  StopOnSignal signals;
   transport::keep_grpc_initialised();
-  TrainerOptions opts = settings.trainer;  // --epochs becomes steps once the dataset is known
-  const std::string& root = settings.cluster.sagemaker_root;
-  // Whatever happens, the workers hear that training is over, so none waits in vain.
-  // All at once, so that hung workers cost one deadline, not one each.
-  auto release = [&](const std::string& reason) { release_workers(worker_targets, settings.security, reason); };
   int rank = 0;
   try {
-    const training::DistInfo dist = training::dist_info(settings.launcher, opts);
+    const training::DistInfo dist = training::dist_info(settings.launcher, settings.trainer);
     rank = dist.rank;
     if (dist.local_rank == 0) spdlog::info("trainer {}: {}", host, training::describe(training::torch_runtime()));
-    // A host without a copy of the data (a SageMaker channel sent to the data group only)
-    // preprocesses nothing and learns the dataset from its workers.
-    const bool learn = !worker_targets.empty() && opts.local_workers <= 0 && !data::dataset_is_here(settings.data);
-    std::shared_ptr<const data::Dataset> dataset;
-    data::DatasetInfo info;
-    if (learn) {
-      spdlog::info("no copy of --data {} on this host: it preprocesses nothing and learns the dataset from its workers",
-                   settings.data.data);
-      opts.local_workers = 0;
-      info = learn_dataset_from_workers(worker_targets, settings, stop);
-    } else {
-      dataset = data::make_dataset(settings.data);
-      info = dataset->info();
-    }
-    // As the sampler cuts epochs: whole global batches; the remainder waits for the next epoch.
-    const uint64_t per_epoch = info.size / (static_cast<uint64_t>(opts.batch_size) * static_cast<uint64_t>(dist.world));
-    if (opts.epochs > 0) {
-      if (per_epoch == 0) {
-        throw ConfigError("--epochs needs at least one global batch per epoch, but dataset " + info.name + " has " +
-                          std::to_string(info.size) + " samples for a global batch of " +
-                          std::to_string(opts.batch_size * dist.world) + ": lower --batch-size or use --steps");
-      }
-      opts.steps = opts.epochs * static_cast<int64_t>(per_epoch);
-      if (dist.rank == 0) {
-        spdlog::info("{} epochs of {} steps: {} steps", opts.epochs, per_epoch, opts.steps);
-      }
-    }
-    const auto [torch_threads, local] =
-        split_cores(opts, !worker_targets.empty(), training::cuda_device_count() > 0, dist.local_world);
-    training::set_torch_threads(torch_threads);
-    if (worker_targets.empty() && local == 0) {
-      throw ConfigError("no data source: there are no data workers and --local-workers is 0; "
-                        "set --local-workers or add a worker group");
-    }
-    std::shared_ptr<const data::Dataset> eval;
-    if (!opts.eval_data.empty()) eval = eval_dataset(settings, info);
-    const bool has_root = std::filesystem::is_directory(root);
-    if (!has_root && dist.rank == 0) {
-      spdlog::warn("no SageMaker root at {}: checkpoints and the final model are not written "
-                   "(point --sagemaker-root at a directory to keep them)", root);
-    }
-    training::RunPaths paths;
-    if (has_root) paths = {root + "/checkpoints", root + "/model"};
-    training::Trainer trainer(opts, info, dist, paths, eval);
-    starting = false;  // from here on a stop is handled by the training loop
-    data::Sampler sampler(info.size, opts.batch_size, settings.data.seed, dist.rank, dist.world);
-    // The scheduler and every source: ended in order when it goes, also by an error, and
-    // before the sampler they ask for requests.
-    transport::FeedSources sources(sampler, feed::SchedulerOptions{static_cast<uint64_t>(opts.steps), opts.prefetch,
-                                                                   opts.batch_timeout_s,
-                                                                   static_cast<uint64_t>(trainer.start_step())});
-    const StopHook hook(feed_mu, closable, sources, stop);
-    feed::Scheduler& scheduler = sources.scheduler();
+    feed::RankFeed feed(rank_feed_options(settings, worker_targets, dist), signals.stop());
+    const RankPlan plan = plan_rank(settings.trainer, feed, dist);
+    training::set_torch_threads(plan.torch_threads);
+    TrainerOptions opts = settings.trainer;
+    opts.steps = plan.steps;
+    const RunFiles files = run_files(settings, dist.rank);
+    training::Trainer trainer(opts, feed.info(), dist, files.paths, eval_dataset(settings, feed.info()));
+    signals.training_starts();
+    const auto interrupts = signals.interrupts(feed);
+    feed.start(static_cast<uint64_t>(plan.steps), static_cast<uint64_t>(trainer.start_step()), plan.local_threads);
     spdlog::info("trainer {} rank {}/{} on {}: {} data workers, {} local preprocessing threads, {} torch threads",
-                 host, dist.rank, dist.world, trainer.device(), worker_targets.size(), local, torch_threads);
-    sources.connect_workers(worker_targets, settings.security, info,
-                            {.timeout_s = opts.connect_timeout_s, .inflight = opts.inflight, .local = local > 0}, stop);
-    if (local > 0) sources.start_local(dataset, local, data::wire_dtype(settings.data));
-    training::TrainReport result;
+                 host, dist.rank, dist.world, trainer.device(), worker_targets.size(), plan.local_threads,
+                 plan.torch_threads);
     std::unique_ptr<feed::SampleAudit> audit;
-    if (opts.audit_samples) audit = std::make_unique<feed::SampleAudit>(sampler, info.size);
-    // Rank 0 keeps metrics.jsonl next to the summary and, on a terminal, shows a status line.
-    const std::string summary_path = opts.summary_json.empty() ? root + "/output/data/summary.json" : opts.summary_json;
-    const bool keep_files = has_root || !opts.summary_json.empty();
-    std::unique_ptr<report::MetricsLog> metrics;
-    std::unique_ptr<report::StatusLine> status;
-    if (dist.rank == 0) {
-      if (keep_files) {
-        const std::filesystem::path dir = std::filesystem::path(summary_path).parent_path();
-        if (!dir.empty()) std::filesystem::create_directories(dir);
-        metrics = std::make_unique<report::MetricsLog>((dir / "metrics.jsonl").string(), trainer.start_step() > 0,
-                                                       per_epoch);
-      }
-      if (report::StatusLine::wanted()) status = std::make_unique<report::StatusLine>();
-    }
-    training::RunObserver observer;
-    observer.log_lines = !status;
-    observer.on_log = [&](const training::LogPoint& p) {
-      if (metrics) metrics->write(p, scheduler.stats());
-      if (status) status->metrics(p);
-    };
-    if (status) {
-      observer.on_progress = [&](int64_t s, int64_t t, const char* phase) { status->progress(s, t, phase); };
-      observer.on_eval_progress = [&](int64_t done, int64_t total) { status->eval_progress(done, total); };
-    }
-    try {
-      result = trainer.run(
-          [&] {
-            std::optional<data::Batch> b = scheduler.next();
-            if (b && audit) audit->record(*b);
-            return b;
-          },
-          stop, {}, observer);
-      status.reset();
-    } catch (...) {
-      status.reset();
-      throw;  // the sources end as they go
-    }
-    sources.close();
+    if (opts.audit_samples) audit = std::make_unique<feed::SampleAudit>(feed.sampler(), feed.info().size);
+    LiveRecords live(files, dist.rank, trainer.start_step() > 0, plan.steps_per_epoch);
+    const training::TrainReport result = train(trainer, feed, audit.get(), signals.stop(), live);
+    feed.close();
     // Every rank's audit goes to rank 0, which reports the whole job's coverage.
     std::vector<std::string> audits;
     if (audit) audits = trainer.gather("sample-audit", audit->report().dump());
     if (dist.rank == 0) {
-      nlohmann::json summary = report::make_summary(result, scheduler.stats());
-      cluster::Cluster cluster;
-      try {
-        // Ranks that `tandem launch` started carry torchrun's variables (and
-        // TANDEM_GLOO_ADDRESS); the cluster they belong to is the one launch found.
-        const bool launched = !settings.launcher.gloo_address.empty();
-        cluster = cluster::discover(settings.cluster, [launched](const std::string& name) -> std::optional<std::string> {
-          if (launched && (name == "WORLD_SIZE" || name == "RANK" || name == "GROUP_RANK")) return std::nullopt;
-          return cluster::process_env(name);
-        });
-      } catch (const std::exception& e) {
-        spdlog::warn("instance types unknown for the plan: {}", e.what());
-      }
-      const auto facts = ask_workers(summary, dataset.get(), sources.workers(), cluster);
-      summary["throughput"] = report::throughput(result);
-      summary["batch_size"] = opts.batch_size;
-      summary["global_batch"] = opts.batch_size * dist.world;
-      summary["plan_inputs"] = report::plan_inputs(result, scheduler.stats(), facts, cluster.current_instance_type,
-                                                   std::max(dist.world / std::max(dist.local_world, 1), 1),
-                                                   local * std::max(dist.local_world, 1));  // per host
-      // Under simulate every "host" shares this machine's CPU: the instance types are labels.
-      summary["plan_inputs"]["simulated"] = settings.launcher.simulated_host;
-      if (audit) {
-        std::vector<nlohmann::json> reports;
-        for (const std::string& a : audits) reports.push_back(nlohmann::json::parse(a));
-        summary["sample_audit"] = feed::SampleAudit::merge(reports);
-      }
-      summary["hedged_requests"] = scheduler.hedged();
-      summary["steps_per_epoch"] = per_epoch;
-      summary["epochs"] = per_epoch ? static_cast<double>(result.start_step + result.steps) / per_epoch : 0.0;
-      std::string path = summary_path;
-      if (metrics) summary["metrics_file"] = metrics->path();
-      if (keep_files) {
-        write_file_atomically(path, summary.dump(2) + "\n");
-        // The report beside it (a plan needs the instance types and a price table: the
-        // page says so when it cannot make one). A report is a convenience: never fatal.
-        try {
-          spdlog::info("report in {}", report::write_run_report(path));
-        } catch (const std::exception& e) {
-          spdlog::warn("no report.html: {} (tandem report {} makes one later)", e.what(), path);
-        }
-      }
-      else path = "(not written: no SageMaker root; use --summary-json)";
-      spdlog::info("training {}: {} steps, loss {:.4f} -> {:.4f}, {:.1f} samples/s; summary in {}",
-                   result.interrupted ? "interrupted" : "finished", result.steps, result.first_loss, result.final_loss,
-                   result.samples_per_sec * dist.world, path);
+      RunFacts facts{settings, feed, dist, plan.local_threads, plan.steps_per_epoch, opts.batch_size};
+      write_run_records(files, live, result, facts, audits);
       // Every rank has finished its last step (run() ends with a barrier): now the workers may go.
-      release(result.interrupted ? "trainer interrupted" : "training finished");
+      feed.release_workers(result.interrupted ? "trainer interrupted" : "training finished");
     }
     return result.interrupted ? kExitInterrupted : kExitOk;
   } catch (const Interrupted& e) {
     spdlog::warn("trainer {} rank {} stopped before training: {}", host, rank, e.what());
-    if (rank == 0) release("trainer interrupted");
+    if (rank == 0) feed::release_workers(worker_targets, settings.security, "trainer interrupted");
     return kExitInterrupted;
   } catch (const std::exception& e) {
     spdlog::error("trainer {} rank {} failed: {}", host, rank, e.what());
-    report::write_failure(root, std::string("trainer failed: ") + e.what());
-    release("trainer failed");
+    report::write_failure(settings.cluster.sagemaker_root, std::string("trainer failed: ") + e.what());
+    feed::release_workers(worker_targets, settings.security, "trainer failed");
     return kExitFailed;
   }
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Includes only point down the layers (docs/architecture.md):
 
-    common -> cluster, data, plan -> feed -> report, transport -> training -> launch
+    common -> cluster, data, plan -> transport -> feed -> report -> training -> launch
            -> bench -> cli -> main.cc
 
 A file under src/<layer>/ or include/tandem/<layer>/ may include tandem headers of its own
@@ -19,13 +19,14 @@ import tempfile
 HEIGHT = {
     "common": 0,
     "cluster": 1, "data": 1, "plan": 1,
-    "feed": 2,
-    "report": 3, "transport": 3,
-    "training": 4,
-    "launch": 5,
-    "bench": 6,
-    "cli": 7,
-    "main.cc": 8,
+    "transport": 2,
+    "feed": 3,
+    "report": 4,
+    "training": 5,
+    "launch": 6,
+    "bench": 7,
+    "cli": 8,
+    "main.cc": 9,
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(?:\.\./)*(?:src/|tandem/)?([a-z_0-9.]+)/', re.M)
 

@@ -1,10 +1,7 @@
-// One data-parallel rank's feed, without a training loop: the sampler's slice of every
-// global batch, made by data workers (RemoteWorker) and by threads of this process
-// (LocalSource), scheduled by feed::Scheduler (load follows speed, late requests are
-// hedged, a lost worker's requests go to the others) and delivered in sequence order.
-// The same pieces `tandem trainer` wires to its loop, for callers that must never block
-// without a way out (the Python module): start() and next() wait in slices the caller
-// chooses, so it can look at its own signals between them.
+// One data-parallel rank's feed (a RankFeed) for callers that must never block without a
+// way out (the Python module): a thread of its own connects and keeps the next batches
+// ready, and wait_started() and next() wait in slices the caller chooses, so it can look
+// at its own signals between them.
 #pragma once
 
 #include <atomic>
@@ -23,11 +20,10 @@
 #include "tandem/data/batching/batch.h"
 #include "tandem/data/sources/dataset.h"
 #include "tandem/data/batching/sampler.h"
+#include "tandem/feed/rank_feed.h"
 #include "tandem/feed/scheduler.h"
 
-namespace tandem::transport {
-
-class FeedSources;
+namespace tandem::feed {
 
 struct FeederOptions {
   std::vector<std::string> workers;  // data workers, "address:port"
@@ -39,10 +35,10 @@ struct FeederOptions {
 
 class Feeder {
  public:
-  // Builds the dataset, the sampler and the scheduler from `settings` (data, security,
-  // and the trainer's batch_size, steps, inflight, prefetch, connect_timeout_s,
-  // batch_timeout_s), then starts a thread that connects to the workers and keeps the
-  // next batches ready. Does not wait for the network. Throws ConfigError for settings
+  // Builds the dataset from `settings` (data, security, and the trainer's batch_size,
+  // steps, inflight, prefetch, connect_timeout_s, batch_timeout_s), then starts a thread
+  // that starts the feed (RankFeed::start) and keeps the next batches ready. Does not
+  // wait for the network. Throws ConfigError for settings
   // that cannot work (no source, a bad rank, a dataset smaller than a global batch).
   Feeder(const Settings& settings, FeederOptions opts);
   ~Feeder();  // close()
@@ -67,28 +63,27 @@ class Feeder {
   // while another waits in next() (it returns kEnd).
   void close();
 
-  // Tells every worker to exit, all at once, each call bounded by 3 s: a hung worker
-  // costs one deadline. Several ranks share workers, so only one should. Returns how
+  // Tells every worker to exit, all at once, each call bounded by kReleaseDeadlineS: a
+  // hung worker costs one deadline. Several ranks share workers, so only one should. Returns how
   // many acknowledged.
   int shutdown_workers(const std::string& reason) const;
 
-  const data::DatasetInfo& info() const { return dataset_->info(); }
-  const data::Sampler& sampler() const { return *sampler_; }
+  const data::DatasetInfo& info() const { return feed_->info(); }
+  // REQUIRES: wait_started() returned true.
+  const data::Sampler& sampler() const { return feed_->sampler(); }
   uint64_t steps() const { return steps_; }             // total steps, including skipped ones
   uint64_t start_step() const { return opts_.start_step; }
-  std::vector<feed::SourceStats> stats() const;
+  // REQUIRES: wait_started() returned true.
+  std::vector<SourceStats> stats() const;
   uint64_t hedged() const;
 
  private:
   void pump();     // the feed's thread: connect, then move batches from the scheduler
 
-  Settings settings_;
   FeederOptions opts_;
   uint64_t steps_ = 0;
-  std::shared_ptr<const data::Dataset> dataset_;
-  std::unique_ptr<data::Sampler> sampler_;
-  std::unique_ptr<FeedSources> sources_;  // its workers and threads are started by pump()
   std::atomic<bool> stop_{false};
+  std::unique_ptr<RankFeed> feed_;  // started by pump()
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -100,4 +95,4 @@ class Feeder {
   std::thread pump_;
 };
 
-}  // namespace tandem::transport
+}  // namespace tandem::feed

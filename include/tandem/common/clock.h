@@ -1,0 +1,25 @@
+// One clock for every deadline and measurement, and the one conversion from a setting in
+// seconds (a double, as flags and settings files give it) to that clock's durations.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+
+namespace tandem {
+
+using Clock = std::chrono::steady_clock;
+
+// `seconds` as a Clock duration; negative values are zero.
+inline Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(s, 0.0)));
+}
+
+// The time point `s` seconds from now.
+inline Clock::time_point after(double s) { return Clock::now() + seconds(s); }
+
+// Seconds between two time points, as a double.
+inline double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+}  // namespace tandem

@@ -1,0 +1,141 @@
+// The one owner of a data-parallel rank's feed (tf.data's DataServiceClient): it finds
+// the dataset (this host's copy, or the description its workers give), builds the
+// sampler's slice of every global batch and the Scheduler, connects to every data
+// worker (feed::WorkerLink over a transport::WorkerClient) and starts this process's own
+// preprocessing threads (LocalSource), and ends them all in the one safe order. The
+// trainer role and the Python module both use it; nothing else assembles a feed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tandem/common/settings.h"
+#include "tandem/data/batching/batch.h"
+#include "tandem/data/batching/sampler.h"
+#include "tandem/data/sources/dataset.h"
+#include "tandem/feed/scheduler.h"
+#include "tandem/feed/worker_link.h"
+#include "tandem/transport/worker_client.h"
+
+namespace tandem::feed {
+
+class LocalSource;
+
+// The deadline of the calls that end a run (Shutdown, the last Info): a healthy worker
+// answers in milliseconds, and all are asked at once, so a hung worker costs one of these.
+inline constexpr double kReleaseDeadlineS = 3;
+
+struct FeedOptions {
+  DataOptions data;                   // what the feed serves (made here when this host has a copy)
+  std::vector<std::string> workers;   // data workers, "address:port"
+  SecurityOptions security;           // the token and job name every call carries
+  int rank = 0;                       // this rank's slice of every global batch
+  int world = 1;                      // ranks sharing each global batch
+  int batch_size = 32;                // samples per rank per step
+  int prefetch = 16;                  // batches requested ahead of the consumer
+  int inflight = 4;                   // requests outstanding per worker
+  double connect_timeout_s = 180;     // no source at all after this long is an error
+  double batch_timeout_s = 120;       // a wait for one batch gives up after this long
+  double check_deadline_s = 9;        // the Info call that checks a worker's dataset
+  // With no copy of the data on this host: learn the dataset from the first worker that
+  // answers (a SageMaker channel given to the data group only) instead of failing.
+  bool may_learn = true;
+  // How the user names the connect timeout, for the error that says to raise it.
+  std::string timeout_setting = "--connect-timeout";
+  // Test-only: how a worker is reached (default: gRPC, transport::make_worker_client).
+  std::function<std::unique_ptr<transport::WorkerClient>(const std::string& target)> connect;
+};
+
+// A feed's options from the settings, filled once: --data and its settings, the token and
+// job name, and the trainer's batch size, prefetch, inflight and timeouts.
+FeedOptions feed_options(const Settings& settings, std::vector<std::string> workers, int rank, int world);
+
+class RankFeed {
+ public:
+  // Finds the dataset: this host's copy of opts.data when it has one, else (opts.may_learn
+  // and workers given) the description of the first worker that answers, waiting up to
+  // opts.connect_timeout_s; then builds this rank's sampler. Throws ConfigError for settings that cannot work (a bad rank,
+  // no data here and nobody to learn from), NetworkError when no worker answered,
+  // PeerError for an unusable description, Interrupted as soon as `stop` is set.
+  // `stop` outlives this.
+  RankFeed(FeedOptions opts, const std::atomic<bool>& stop);
+  ~RankFeed();  // close()
+  RankFeed(const RankFeed&) = delete;
+  RankFeed& operator=(const RankFeed&) = delete;
+
+  const data::DatasetInfo& info() const { return info_; }
+  // This host's copy of the dataset; null when the dataset was learnt from a worker.
+  const data::Dataset* local_dataset() const { return dataset_.get(); }
+  const FeedOptions& options() const { return opts_; }
+
+  // Starts delivering sequences [start_step, steps): builds the scheduler,
+  // connects to every worker and checks each serves info() (returns once one source can
+  // serve: a worker that answered, or at once with local threads; a worker that does not
+  // answer yet joins when it does), and starts `local_threads` threads of this process.
+  // Throws NetworkError when no worker answered within the connect timeout or one
+  // refused this job, ConfigError when one serves another dataset or there is no source,
+  // Interrupted on `stop` or interrupt(). REQUIRES: called once.
+  void start(uint64_t steps, uint64_t start_step, int local_threads);
+
+  // The next batch in sequence order, or nullopt after the last one or once interrupted.
+  // Throws NetworkError when every source failed or --batch-timeout passed.
+  // REQUIRES: start() returned.
+  std::optional<data::Batch> next();
+
+  // Ends a wait in next() or start() at once; safe from any thread (a signal watcher).
+  void interrupt();
+
+  // Stops every source and joins its threads (the scheduler closes first, so nobody
+  // waits on it; the sources, whose threads use it, then stop). Idempotent. Statistics
+  // stay readable.
+  void close();
+
+  const data::Sampler& sampler() const { return *sampler_; }
+  // REQUIRES: start() was called.
+  const Scheduler& scheduler() const { return *scheduler_; }
+  const std::vector<std::unique_ptr<WorkerLink>>& workers() const { return links_; }
+  int local_threads() const { return local_threads_; }
+
+  // Tells every worker of opts.workers that the job is over (Shutdown with `reason`),
+  // all at once, each call bounded by kReleaseDeadlineS. Returns how many acknowledged.
+  int release_workers(const std::string& reason) const;
+
+ private:
+  std::unique_ptr<transport::WorkerClient> client_for(const std::string& target) const;
+  data::DatasetInfo learn_from_workers();
+  // When reach() may stop: after the first worker answered; after one pass over all;
+  // once any answered (after a whole pass, so all that answer at once join at once).
+  enum class Enough { kFirst, kOnePass, kAny };
+  // Health-checks the workers not yet `ready`, pass after pass, calling on_ready(i) for
+  // each that answers (it may throw: a refusal or another dataset ends the wait), until
+  // `enough`. Throws NetworkError after the connect timeout, Interrupted on a stop.
+  void reach(std::vector<std::unique_ptr<transport::WorkerClient>>& clients, std::vector<bool>& ready,
+             const std::function<void(size_t)>& on_ready, Enough enough);
+  void connect_workers();
+  bool stopped() const;
+
+  FeedOptions opts_;
+  const std::atomic<bool>& stop_;
+  std::shared_ptr<const data::Dataset> dataset_;
+  data::DatasetInfo info_;
+  std::unique_ptr<data::Sampler> sampler_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<std::unique_ptr<WorkerLink>> links_;
+  std::unique_ptr<LocalSource> local_;
+  int local_threads_ = 0;
+  mutable std::mutex mu_;        // guards the scheduler's creation against interrupt()
+  bool interrupted_ = false;     // GUARDED_BY(mu_)
+};
+
+// Tells every worker in `targets` that the job is over, all at once, each call bounded by
+// kReleaseDeadlineS. For a run that ends before it has a feed. Returns how many acknowledged.
+int release_workers(const std::vector<std::string>& targets, const SecurityOptions& security,
+                    const std::string& reason);
+
+}  // namespace tandem::feed

@@ -1,0 +1,81 @@
+// The feed's policy for one data worker, above the thin transport::WorkerClient: is it
+// the worker this feed expects (identity), and, as a source of the Scheduler, what to do
+// when its stream breaks (retry with backoff and take it back once it answers serving
+// the same dataset, or drop it for good). Plain logic: tests drive it with a fake client.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "tandem/common/backoff.h"
+#include "tandem/data/sources/dataset.h"
+#include "tandem/feed/scheduler.h"
+#include "tandem/transport/worker_client.h"
+
+namespace tandem::feed {
+
+// What differs between a worker's description and the dataset a feed expects, in words
+// ("serves 'synthetic' of 640 samples, fingerprint ab12..., but this feed expects ...");
+// empty when it serves exactly that dataset (fingerprint and size).
+std::string identity_problem(const transport::WorkerInfo& worker, const data::DatasetInfo& expected);
+
+// A worker's description as a dataset, for a feed with no copy of the data. Throws
+// PeerError naming `target` when a trainer could not build a model on it
+// (data::info_problem).
+data::DatasetInfo dataset_of(const transport::WorkerInfo& worker, const std::string& target);
+
+struct LinkOptions {
+  int inflight = 4;              // requests outstanding on the worker at once (its window)
+  BackoffOptions backoff;        // pauses between tries to take a lost worker back
+  double health_deadline_s = 2;  // each health check while taking it back
+  double info_deadline_s = 5;    // each identity check while taking it back
+};
+
+class WorkerLink {
+ public:
+  // Registers the worker as a source of `scheduler` (which outlives this). Batches that
+  // do not fit `expected` (shape, labels, size) drop the worker for good.
+  WorkerLink(std::unique_ptr<transport::WorkerClient> client, Scheduler& scheduler, data::DatasetInfo expected,
+             LinkOptions opts);
+  ~WorkerLink();  // stop()
+  WorkerLink(const WorkerLink&) = delete;
+  WorkerLink& operator=(const WorkerLink&) = delete;
+
+  transport::WorkerClient& client() { return *client_; }
+  const std::string& target() const { return client_->target(); }
+
+  // Streams for the scheduler on its own threads until the scheduler runs out of work or
+  // stop() is called. A stream that breaks for a transient reason hands its requests to
+  // the other sources (Scheduler::fail with may_return), waits with backoff until the
+  // worker answers serving the same dataset, and streams again (Scheduler::revive); a
+  // final reason, a malformed batch or another dataset drops it (fail / abandon).
+  // `absent`: the worker did not answer at start; it joins once it does.
+  void start(bool absent);
+
+  // Cancels the stream, ends a pause, joins the threads. Idempotent.
+  void stop();
+
+ private:
+  enum class Outcome { kDone, kTransient, kFinal };
+  void run(bool absent);
+  Outcome stream_once(std::string& why);
+  bool take_back();  // false when stopping or the worker serves another dataset
+  bool pause(double seconds);  // false when stopping
+
+  std::unique_ptr<transport::WorkerClient> client_;
+  Scheduler& scheduler_;
+  data::DatasetInfo expected_;
+  LinkOptions opts_;
+  int id_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable wake_;             // ends a pause on stop()
+  bool stopping_ = false;                    // GUARDED_BY(mu_)
+  std::shared_ptr<transport::BatchCall> call_;  // GUARDED_BY(mu_): the stream, to cancel
+};
+
+}  // namespace tandem::feed

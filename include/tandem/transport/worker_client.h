@@ -1,0 +1,69 @@
+// The trainer's calls to one data worker, and nothing else: Health, Info, Shutdown and
+// StreamBatches, the mirror of DataWorker / WorkerServer on the worker side (tf.data's
+// worker_client). What to do when a call fails (retry, rejoin, drop the worker) is the
+// feed's policy (feed::WorkerLink), which takes a WorkerClient so that it can be tested
+// with a fake one.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "tandem/common/settings.h"
+#include "tandem/data/batching/batch.h"
+#include "tandem/transport/worker_info.h"
+
+namespace tandem::transport {
+
+// How a call ended. kTransient: a retry may cure it (the worker restarted, the network
+// glitched, the worker was busy). kFinal: the same call would fail again (a wrong token,
+// another job, a request it cannot serve).
+struct CallStatus {
+  enum class Kind { kOk, kTransient, kFinal };
+  Kind kind = Kind::kOk;
+  std::string message;  // e.g. "gRPC UNAVAILABLE: ...", the peer's words made printable
+  bool ok() const { return kind == Kind::kOk; }
+};
+
+// One StreamBatches call. One thread writes requests while another reads batches;
+// cancel() may come from any thread.
+class BatchCall {
+ public:
+  virtual ~BatchCall() = default;
+  // Sends a request. False once the stream is broken (finish() then says why).
+  virtual bool write(const data::BatchRequest& request) = 0;
+  // No more requests will be written.
+  virtual void writes_done() = 0;
+  // The next batch in completion order, or nullopt once the stream has ended. Throws
+  // PeerError for a malformed message or a request the worker refused in-band.
+  virtual std::optional<data::Batch> read() = 0;
+  // Ends the call at once: a blocked read() or write() returns.
+  virtual void cancel() = 0;
+  // How the call ended. REQUIRES: read() returned nullopt.
+  virtual CallStatus finish() = 0;
+};
+
+class WorkerClient {
+ public:
+  virtual ~WorkerClient() = default;
+  // "address:port", as given.
+  virtual const std::string& target() const = 0;
+  // One health check, bounded by `timeout_s`: true when the worker answers SERVING. When
+  // false, `why` (if given) says what happened instead.
+  virtual bool healthy(double timeout_s, std::string* why = nullptr) = 0;
+  // What the worker serves, bounded by `timeout_s`. Throws NetworkError when the call
+  // fails (a refusal included: the message says which), PeerError for an answer that
+  // cannot be read.
+  virtual WorkerInfo info(double timeout_s) = 0;
+  // Asks the worker to exit, bounded by `timeout_s`.
+  virtual CallStatus shutdown(const std::string& reason, double timeout_s) = 0;
+  // Opens a StreamBatches call.
+  virtual std::unique_ptr<BatchCall> stream() = 0;
+};
+
+// A client over gRPC for `target` ("address:port"), with its own connection. Every call
+// carries `security`'s token and job name, over TLS when it names a CA. Connects lazily:
+// constructing one never waits.
+std::unique_ptr<WorkerClient> make_worker_client(const std::string& target, const SecurityOptions& security);
+
+}  // namespace tandem::transport

@@ -1,0 +1,121 @@
+#include "tandem/feed/feeder.h"
+
+#include <algorithm>
+
+#include "tandem/cluster/endpoint.h"
+#include "tandem/common/clock.h"
+#include "tandem/common/error.h"
+
+namespace tandem::feed {
+namespace {
+
+// Batches the pump keeps ready beyond the scheduler's --prefetch: one to hand over while
+// the next is moved, so the consumer never waits on the pump itself.
+constexpr size_t kAhead = 2;
+
+FeedOptions options_of(const Settings& settings, const FeederOptions& f) {
+  FeedOptions o = feed_options(settings, f.workers, f.rank, f.world);
+  o.may_learn = false;  // the Python module makes its samples from its own copy of --data
+  o.check_deadline_s = 3 * kReleaseDeadlineS;
+  o.timeout_setting = "connect_timeout";
+  return o;
+}
+
+}  // namespace
+
+Feeder::Feeder(const Settings& settings, FeederOptions opts) : opts_(std::move(opts)) {
+  if (opts_.local_threads < 0) {
+    throw ConfigError("local_threads must be 0 or more, got " + std::to_string(opts_.local_threads));
+  }
+  for (auto& w : opts_.workers) w = cluster::with_default_port(w, settings.cluster.worker_port);
+  if (opts_.workers.empty() && opts_.local_threads == 0) {
+    throw ConfigError("no data source: no workers were given and local_threads is 0; "
+                      "pass workers=[\"host:port\", ...] or local_threads=N");
+  }
+  steps_ = static_cast<uint64_t>(settings.trainer.steps);
+  if (opts_.start_step > steps_) {
+    throw ConfigError("start_step " + std::to_string(opts_.start_step) + " is past steps " + std::to_string(steps_) +
+                      ": resume at a step before the last");
+  }
+  feed_ = std::make_unique<RankFeed>(options_of(settings, opts_), stop_);
+  pump_ = std::thread([this] { pump(); });
+}
+
+Feeder::~Feeder() { close(); }
+
+void Feeder::pump() {
+  try {
+    feed_->start(steps_, opts_.start_step, opts_.local_threads);
+    {
+      std::lock_guard lock(mu_);
+      started_ = true;
+    }
+    cv_.notify_all();
+    while (std::optional<data::Batch> batch = feed_->next()) {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return ready_.size() < kAhead || stop_; });
+      if (stop_) break;
+      ready_.push_back(std::move(*batch));
+      lock.unlock();
+      cv_.notify_all();
+    }
+  } catch (const Interrupted&) {
+    // close() during connect: not a failure.
+  } catch (...) {
+    std::lock_guard lock(mu_);
+    error_ = std::current_exception();
+  }
+  {
+    std::lock_guard lock(mu_);
+    ended_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool Feeder::wait_started(double s) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, seconds(s), [&] { return started_ || ended_; });
+  if (error_) std::rethrow_exception(error_);
+  return started_ || ended_;
+}
+
+Feeder::Status Feeder::next(double s, std::optional<data::Batch>& out) {
+  out.reset();
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, seconds(s), [&] { return !ready_.empty() || ended_; });
+  if (!ready_.empty()) {
+    out.emplace(std::move(ready_.front()));
+    ready_.pop_front();
+    lock.unlock();
+    cv_.notify_all();
+    return Status::kBatch;
+  }
+  if (error_) std::rethrow_exception(error_);
+  return ended_ ? Status::kEnd : Status::kPending;
+}
+
+void Feeder::close() {
+  std::lock_guard closing(close_mu_);
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  feed_->interrupt();  // ends a pump waiting to connect or for a batch
+  if (pump_.joinable()) pump_.join();
+  feed_->close();
+}
+
+std::vector<SourceStats> Feeder::stats() const {
+  std::lock_guard lock(mu_);
+  return started_ ? feed_->scheduler().stats() : std::vector<SourceStats>{};
+}
+
+uint64_t Feeder::hedged() const {
+  std::lock_guard lock(mu_);
+  return started_ ? feed_->scheduler().hedged() : 0;
+}
+
+int Feeder::shutdown_workers(const std::string& reason) const { return feed_->release_workers(reason); }
+
+}  // namespace tandem::feed

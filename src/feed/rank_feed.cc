@@ -1,0 +1,220 @@
+#include "tandem/feed/rank_feed.h"
+
+#include <algorithm>
+#include <future>
+
+#include <spdlog/spdlog.h>
+
+#include "tandem/common/clock.h"
+#include "tandem/common/error.h"
+#include "tandem/data/batching/convert.h"
+#include "tandem/feed/local_source.h"
+#include "tandem/transport/credentials.h"
+
+namespace tandem::feed {
+namespace {
+
+// Each health check while waiting for the workers: short, so that every worker is tried
+// often and a stop is seen soon.
+constexpr double kHealthCheckS = 1;
+
+void check_rank(const FeedOptions& o) {
+  if (o.world < 1 || o.rank < 0 || o.rank >= o.world) {
+    throw ConfigError("rank " + std::to_string(o.rank) + " of world " + std::to_string(o.world) +
+                      " is impossible: use 0 <= rank < world (torchrun sets RANK and WORLD_SIZE)");
+  }
+}
+
+void warn_if_open(const FeedOptions& o) {
+  if (!o.security.token.empty()) return;
+  if (std::none_of(o.workers.begin(), o.workers.end(), [](const std::string& t) { return !transport::is_loopback(t); })) {
+    return;
+  }
+  spdlog::warn("THE DATA PLANE IS OPEN: no token is set, so anyone on the network can feed this process batches "
+               "or stop its workers. Set TANDEM_TOKEN (or a token file) on every host of the job (docs/security.md)");
+}
+
+int release_all(std::vector<std::unique_ptr<transport::WorkerClient>> clients, const std::string& reason) {
+  std::vector<std::future<bool>> calls;
+  for (auto& c : clients) {
+    calls.push_back(std::async(std::launch::async, [&client = *c, &reason] {
+      const transport::CallStatus s = client.shutdown(reason, kReleaseDeadlineS);
+      if (!s.ok()) spdlog::warn("could not tell data worker {} to shut down: {}", client.target(), s.message);
+      return s.ok();
+    }));
+  }
+  int acknowledged = 0;
+  for (auto& c : calls) acknowledged += c.get() ? 1 : 0;
+  return acknowledged;
+}
+
+}  // namespace
+
+FeedOptions feed_options(const Settings& settings, std::vector<std::string> workers, int rank, int world) {
+  const TrainerOptions& t = settings.trainer;
+  FeedOptions o;
+  o.data = settings.data;
+  o.workers = std::move(workers);
+  o.security = settings.security;
+  o.rank = rank;
+  o.world = world;
+  o.batch_size = t.batch_size;
+  o.prefetch = t.prefetch;
+  o.inflight = t.inflight;
+  o.connect_timeout_s = t.connect_timeout_s;
+  o.batch_timeout_s = t.batch_timeout_s;
+  return o;
+}
+
+RankFeed::RankFeed(FeedOptions opts, const std::atomic<bool>& stop) : opts_(std::move(opts)), stop_(stop) {
+  check_rank(opts_);
+  if (opts_.may_learn && !opts_.workers.empty() && !data::dataset_is_here(opts_.data)) {
+    spdlog::info("no copy of --data {} on this host: it preprocesses nothing and learns the dataset from its workers",
+                 opts_.data.data);
+    info_ = learn_from_workers();
+  } else {
+    dataset_ = data::make_dataset(opts_.data);
+    info_ = dataset_->info();
+  }
+  sampler_ = std::make_unique<data::Sampler>(info_.size, opts_.batch_size, opts_.data.seed, opts_.rank, opts_.world);
+}
+
+RankFeed::~RankFeed() { close(); }
+
+std::unique_ptr<transport::WorkerClient> RankFeed::client_for(const std::string& target) const {
+  return opts_.connect ? opts_.connect(target) : transport::make_worker_client(target, opts_.security);
+}
+
+bool RankFeed::stopped() const {
+  std::lock_guard lock(mu_);
+  return stop_ || interrupted_;
+}
+
+void RankFeed::reach(std::vector<std::unique_ptr<transport::WorkerClient>>& clients, std::vector<bool>& ready,
+                     const std::function<void(size_t)>& on_ready, Enough enough) {
+  const auto deadline = after(opts_.connect_timeout_s);
+  for (;;) {
+    for (size_t i = 0; i < clients.size(); ++i) {
+      if (stopped()) throw Interrupted("stopped while connecting to the data workers");
+      if (ready[i] || !clients[i]->healthy(kHealthCheckS)) continue;
+      on_ready(i);  // its answer is final: a refusal or another dataset ends the wait
+      ready[i] = true;
+      if (enough == Enough::kFirst) return;
+    }
+    if (enough == Enough::kOnePass || std::any_of(ready.begin(), ready.end(), [](bool r) { return r; })) return;
+    if (stopped()) throw Interrupted("stopped while connecting to the data workers");
+    if (Clock::now() > deadline) {
+      throw NetworkError("no data worker answered within " + opts_.timeout_setting + " " +
+                         std::to_string(static_cast<int>(opts_.connect_timeout_s)) + " s (" +
+                         std::to_string(clients.size()) + " tried, e.g. " + clients.front()->target() +
+                         "): check that they run and listen on that port, or raise " + opts_.timeout_setting);
+    }
+  }
+}
+
+data::DatasetInfo RankFeed::learn_from_workers() {
+  std::vector<std::unique_ptr<transport::WorkerClient>> clients;
+  for (const std::string& t : opts_.workers) clients.push_back(client_for(t));
+  std::vector<bool> ready(clients.size(), false);
+  std::optional<data::DatasetInfo> learnt;
+  reach(
+      clients, ready,
+      [&](size_t i) {
+        const transport::WorkerInfo wi = clients[i]->info(opts_.check_deadline_s);
+        learnt = dataset_of(wi, clients[i]->target());
+        spdlog::info("dataset learnt from data worker {} ({}): '{}' of {} samples, {} classes, fingerprint {}",
+                     clients[i]->target(), wi.host, learnt->name, learnt->size, learnt->num_classes,
+                     learnt->fingerprint);
+      },
+      Enough::kFirst);
+  return *learnt;
+}
+
+void RankFeed::start(uint64_t steps, uint64_t start_step, int local_threads) {
+  if (local_threads < 0) throw ConfigError("local threads must be 0 or more, got " + std::to_string(local_threads));
+  if (local_threads > 0 && !dataset_) {
+    throw ConfigError("local preprocessing threads need this host's copy of --data " + opts_.data.data +
+                      ", which it does not have: give the host the data, or set --local-workers 0");
+  }
+  if (opts_.workers.empty() && local_threads == 0) {
+    throw ConfigError("no data source: there are no data workers and no local preprocessing threads; "
+                      "add data workers, or let this process preprocess (--local-workers, local_threads)");
+  }
+  if (start_step > steps) {
+    throw ConfigError("start step " + std::to_string(start_step) + " is past the last step " + std::to_string(steps) +
+                      ": resume at a step before the last");
+  }
+  {
+    std::lock_guard lock(mu_);
+    scheduler_ = std::make_unique<Scheduler>([s = sampler_.get()](uint64_t seq) { return s->request(seq); },
+                                             SchedulerOptions{steps, opts_.prefetch, opts_.batch_timeout_s, start_step});
+    if (interrupted_) scheduler_->close();
+  }
+  local_threads_ = local_threads;
+  connect_workers();
+  if (local_threads > 0) {
+    local_ = std::make_unique<LocalSource>(*scheduler_, dataset_, local_threads, data::wire_dtype(opts_.data));
+  }
+}
+
+void RankFeed::connect_workers() {
+  if (opts_.workers.empty()) return;
+  warn_if_open(opts_);
+  std::vector<std::unique_ptr<transport::WorkerClient>> clients;
+  for (const std::string& t : opts_.workers) clients.push_back(client_for(t));
+  std::vector<bool> ready(clients.size(), false);
+  reach(
+      clients, ready,
+      [&](size_t i) {
+        const transport::WorkerInfo wi = clients[i]->info(std::min(opts_.check_deadline_s, opts_.connect_timeout_s));
+        if (const std::string problem = identity_problem(wi, info_); !problem.empty()) {
+          throw ConfigError("data worker " + clients[i]->target() + " (" + wi.host + ") " + problem +
+                            ": give every host the same data settings (--data, --seed, --image-size, ...)");
+        }
+        spdlog::info("data worker {} ({}) ready: {} threads", clients[i]->target(), wi.host, wi.threads);
+      },
+      // This process makes batches too: it need not wait for a worker.
+      local_threads_ > 0 ? Enough::kOnePass : Enough::kAny);
+  for (size_t i = 0; i < clients.size(); ++i) {
+    if (!ready[i]) {
+      spdlog::warn("data worker {} does not answer yet: the feed starts without it, it joins when it does",
+                   clients[i]->target());
+    }
+    links_.push_back(std::make_unique<WorkerLink>(std::move(clients[i]), *scheduler_, info_,
+                                                  LinkOptions{.inflight = opts_.inflight}));
+    links_.back()->start(/*absent=*/!ready[i]);
+  }
+}
+
+std::optional<data::Batch> RankFeed::next() { return scheduler_->next(); }
+
+void RankFeed::interrupt() {
+  std::lock_guard lock(mu_);
+  interrupted_ = true;
+  if (scheduler_) scheduler_->close();
+}
+
+void RankFeed::close() {
+  {
+    std::lock_guard lock(mu_);
+    if (scheduler_) scheduler_->close();
+  }
+  // The sources' threads use the scheduler: they stop before it goes.
+  for (auto& link : links_) link->stop();
+  local_.reset();
+}
+
+int RankFeed::release_workers(const std::string& reason) const {
+  std::vector<std::unique_ptr<transport::WorkerClient>> clients;
+  for (const std::string& t : opts_.workers) clients.push_back(client_for(t));
+  return release_all(std::move(clients), reason);
+}
+
+int release_workers(const std::vector<std::string>& targets, const SecurityOptions& security,
+                    const std::string& reason) {
+  std::vector<std::unique_ptr<transport::WorkerClient>> clients;
+  for (const std::string& t : targets) clients.push_back(transport::make_worker_client(t, security));
+  return release_all(std::move(clients), reason);
+}
+
+}  // namespace tandem::feed

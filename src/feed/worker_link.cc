@@ -1,0 +1,172 @@
+#include "tandem/feed/worker_link.h"
+
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+#include "tandem/common/error.h"
+#include "tandem/common/text.h"
+
+namespace tandem::feed {
+
+std::string identity_problem(const transport::WorkerInfo& worker, const data::DatasetInfo& expected) {
+  if (worker.fingerprint == expected.fingerprint && worker.size == expected.size) return "";
+  return "serves dataset '" + printable(worker.dataset, 80) + "' of " + std::to_string(worker.size) +
+         " samples, fingerprint " + printable(worker.fingerprint, 40) + ", but this feed expects '" + expected.name +
+         "' of " + std::to_string(expected.size) + " samples, fingerprint " + expected.fingerprint;
+}
+
+data::DatasetInfo dataset_of(const transport::WorkerInfo& worker, const std::string& target) {
+  data::DatasetInfo d;
+  d.name = printable(worker.dataset, 80);
+  d.size = worker.size;
+  d.fingerprint = printable(worker.fingerprint, 80);
+  d.sample_shape = worker.sample_shape;
+  d.dtype = worker.dtype;
+  d.num_classes = worker.num_classes;
+  d.mean = worker.mean;
+  d.std = worker.std;
+  if (const std::string problem = data::info_problem(d); !problem.empty()) {
+    throw PeerError("data worker " + target + " (" + worker.host + ") describes its dataset with " + problem +
+                    ", which a trainer cannot build a model on: run the same tandem version on every host");
+  }
+  return d;
+}
+
+WorkerLink::WorkerLink(std::unique_ptr<transport::WorkerClient> client, Scheduler& scheduler,
+                       data::DatasetInfo expected, LinkOptions opts)
+    : client_(std::move(client)),
+      scheduler_(scheduler),
+      expected_(std::move(expected)),
+      opts_(opts),
+      id_(scheduler_.add_source(client_->target(), opts_.inflight)) {}
+
+WorkerLink::~WorkerLink() { stop(); }
+
+void WorkerLink::start(bool absent) {
+  thread_ = std::thread([this, absent] { run(absent); });
+}
+
+void WorkerLink::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    if (call_) call_->cancel();
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool WorkerLink::pause(double s) {
+  std::unique_lock lock(mu_);
+  wake_.wait_for(lock, std::chrono::duration<double>(s), [&] { return stopping_; });
+  return !stopping_;
+}
+
+// Streams until the work is done; a worker that drops out for a transient reason is
+// retried with backoff and streams again once it is taken back. Its requests meanwhile
+// go to the other sources.
+void WorkerLink::run(bool absent) {
+  Backoff backoff(opts_.backoff);
+  std::string why = "data worker " + target() + " not answering at start";
+  if (absent) scheduler_.fail(id_, why, /*may_return=*/true);
+  for (;;) {
+    if (!absent) {
+      const Outcome outcome = stream_once(why);
+      if (outcome == Outcome::kDone) return;
+      if (outcome == Outcome::kFinal) {
+        spdlog::warn("{}; its requests go to the other sources", why);
+        scheduler_.fail(id_, why);
+        return;
+      }
+      spdlog::warn("{}; its requests go to the other sources, retrying it", why);
+      scheduler_.fail(id_, why, /*may_return=*/true);
+    }
+    absent = false;
+    for (bool back = false; !back;) {
+      if (!pause(backoff.next())) return;
+      try {
+        back = take_back();
+      } catch (const ConfigError& e) {  // it answers, serving another dataset: never again
+        spdlog::error("data worker {} came back: {}; not using it", target(), e.what());
+        scheduler_.abandon(id_, e.what());
+        return;
+      }
+    }
+    spdlog::info("data worker {} rejoined", target());
+    scheduler_.revive(id_);
+    backoff.reset();
+  }
+}
+
+// One try: true once the worker answers its health check and serves the expected
+// dataset; false when it does not answer (yet). Throws ConfigError when it answers with
+// another dataset.
+bool WorkerLink::take_back() {
+  if (!client_->healthy(opts_.health_deadline_s)) return false;
+  transport::WorkerInfo info;
+  try {
+    info = client_->info(opts_.info_deadline_s);
+  } catch (const Error&) {
+    return false;
+  }
+  if (const std::string problem = identity_problem(info, expected_); !problem.empty()) throw ConfigError(problem);
+  return true;
+}
+
+WorkerLink::Outcome WorkerLink::stream_once(std::string& why) {
+  std::shared_ptr<transport::BatchCall> call;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return Outcome::kDone;
+    call_ = client_->stream();
+    call = call_;
+  }
+  std::atomic<bool> writer_finished{false};
+  std::thread writer([&] {
+    while (auto request = scheduler_.acquire(id_)) {
+      if (!call->write(*request)) break;
+    }
+    writer_finished = true;
+    call->writes_done();
+  });
+  std::string bad_batch;
+  for (;;) {
+    try {
+      std::optional<data::Batch> batch = call->read();
+      if (!batch) break;
+      if (const std::string problem = data::batch_problem(*batch, expected_); !problem.empty()) {
+        throw PeerError("sent a malformed batch: " + problem + "; dropping this worker");
+      }
+      scheduler_.complete(id_, std::move(*batch));
+    } catch (const Error& e) {  // a malformed batch, or a request it refused
+      bad_batch = with_context("data worker " + target(), e);
+      call->cancel();
+    }
+  }
+  const bool writer_was_done = writer_finished;
+  // The writer may be parked in acquire(); retiring the source wakes it.
+  scheduler_.retire(id_);
+  writer.join();
+  const transport::CallStatus status = call->finish();
+  bool stopping = false;
+  {
+    std::lock_guard lock(mu_);
+    call_.reset();
+    stopping = stopping_;
+  }
+  if (stopping) return Outcome::kDone;
+  if (!bad_batch.empty()) {
+    why = bad_batch;
+    return Outcome::kFinal;
+  }
+  if (status.ok()) {
+    if (writer_was_done) return Outcome::kDone;
+    why = "data worker " + target() + " ended its stream early";
+    return Outcome::kTransient;
+  }
+  why = "data worker " + target() + ": " + status.message;
+  return status.kind == transport::CallStatus::Kind::kTransient ? Outcome::kTransient : Outcome::kFinal;
+}
+
+}  // namespace tandem::feed
