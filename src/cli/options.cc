@@ -362,6 +362,8 @@ void finish_settings(Settings& s, bool is_rank, const cluster::EnvLookup& env) {
     return v ? *v : "";
   };
   if (s.security.token.empty() && s.security.token_file.empty()) s.security.token = set("TANDEM_TOKEN");
+  const std::string quiet = set("TANDEM_QUIET");
+  if (!quiet.empty() && quiet != "0") s.quiet = true;
   for (const char* var : {"TRAINING_JOB_NAME", "SLURM_JOB_ID"}) {
     if (s.security.job.empty()) s.security.job = set(var);
   }

@@ -49,11 +49,12 @@ int run_cli(int argc, char** argv) {
   static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
   if (!kLevels.count(log_level)) {
     spdlog::error("TANDEM_LOG_LEVEL is '{}': use trace, debug, info, warn or error", printable(log_level, 40));
-    return launch::kExitFailed;
+    return kExitFailed;
   }
   if (quiet) {
     log_level = "warn";
-    ::setenv("TANDEM_QUIET", "1", 1);
+    settings.quiet = true;
+    ::setenv("TANDEM_QUIET", "1", 1);  // for the processes this one starts
   }
   ::setenv("TANDEM_LOG_LEVEL", log_level.c_str(), 1);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -69,7 +70,7 @@ int run_cli(int argc, char** argv) {
       return exit_code(e);
     }
   }
-  return launch::kExitFailed;
+  return kExitFailed;
 }
 
 }  // namespace tandem::cli

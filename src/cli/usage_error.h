@@ -6,9 +6,9 @@
 
 #include <CLI/CLI.hpp>
 
-namespace tandem::cli {
+#include "tandem/common/exit_codes.h"
 
-inline constexpr int kExitUsage = 2;
+namespace tandem::cli {
 
 // The candidate nearest to `word` if it is a likely typo of it (at most a third of its
 // length in edits, at least one); else "".

@@ -1,5 +1,7 @@
 #include "tandem/common/error.h"
 
+#include "tandem/common/exit_codes.h"
+
 namespace tandem {
 
 std::string with_context(const std::string& context, const std::exception& e) {
@@ -8,6 +10,6 @@ std::string with_context(const std::string& context, const std::exception& e) {
   return out;
 }
 
-int exit_code(const std::exception& e) noexcept { return dynamic_cast<const Interrupted*>(&e) ? 2 : 1; }
+int exit_code(const std::exception& e) noexcept { return dynamic_cast<const Interrupted*>(&e) ? kExitInterrupted : kExitFailed; }
 
 }  // namespace tandem

@@ -123,14 +123,14 @@ RunFiles run_files(const Settings& settings, int rank) {
   return f;
 }
 
-LiveRecords::LiveRecords(const RunFiles& files, int rank, bool resumed, uint64_t steps_per_epoch) {
+LiveRecords::LiveRecords(const RunFiles& files, int rank, bool resumed, uint64_t steps_per_epoch, bool quiet) {
   if (rank != 0) return;
   if (files.keep) {
     const std::filesystem::path dir = std::filesystem::path(files.summary).parent_path();
     if (!dir.empty()) std::filesystem::create_directories(dir);
     metrics_ = std::make_unique<report::MetricsLog>((dir / "metrics.jsonl").string(), resumed, steps_per_epoch);
   }
-  if (report::StatusLine::wanted()) status_ = std::make_unique<report::StatusLine>();
+  if (report::StatusLine::wanted(quiet)) status_ = std::make_unique<report::StatusLine>();
 }
 
 training::RunObserver LiveRecords::observer(const feed::Scheduler& scheduler) {

@@ -29,7 +29,8 @@ RunFiles run_files(const Settings& settings, int rank);
 // terminal, a status line. Other ranks keep none.
 class LiveRecords {
  public:
-  LiveRecords(const RunFiles& files, int rank, bool resumed, uint64_t steps_per_epoch);
+  // `quiet`: no status line (--quiet).
+  LiveRecords(const RunFiles& files, int rank, bool resumed, uint64_t steps_per_epoch, bool quiet);
   // What the training loop reports to, reading each source's numbers from `scheduler`
   // (which outlives the run).
   training::RunObserver observer(const feed::Scheduler& scheduler);

@@ -186,7 +186,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
                  plan.torch_threads);
     std::unique_ptr<feed::SampleAudit> audit;
     if (opts.audit_samples) audit = std::make_unique<feed::SampleAudit>(feed.sampler(), feed.info().size);
-    LiveRecords live(files, dist.rank, trainer.start_step() > 0, plan.steps_per_epoch);
+    LiveRecords live(files, dist.rank, trainer.start_step() > 0, plan.steps_per_epoch, settings.quiet);
     const training::TrainReport result = train(trainer, feed, audit.get(), signals.stop(), live);
     feed.close();
     // Every rank's audit goes to rank 0, which reports the whole job's coverage.

@@ -92,10 +92,9 @@ class StatusSink final : public spdlog::sinks::base_sink<std::mutex> {
   std::vector<spdlog::sink_ptr> inner_;
 };
 
-bool StatusLine::wanted() {
+bool StatusLine::wanted(bool quiet) {
   const char* term = std::getenv("TERM");
-  const char* quiet = std::getenv("TANDEM_QUIET");
-  return ::isatty(STDERR_FILENO) == 1 && !(term && std::string(term) == "dumb") && !(quiet && *quiet && *quiet != '0');
+  return !quiet && ::isatty(STDERR_FILENO) == 1 && !(term && std::string(term) == "dumb");
 }
 
 StatusLine::StatusLine() : start_(std::chrono::steady_clock::now()) {

@@ -122,22 +122,6 @@ class BuiltinModel final : public Model {
 
 }  // namespace
 
-torch::Tensor Model::loss(const torch::Tensor& outputs, const torch::Tensor& labels) {
-  return torch::nn::functional::cross_entropy(outputs.to(torch::kFloat32), labels);
-}
-
-std::vector<torch::Tensor> Model::parameters() {
-  std::vector<torch::Tensor> out;
-  for (auto& [name, t] : named_parameters()) out.push_back(t);
-  return out;
-}
-
-std::vector<torch::Tensor> Model::buffers() {
-  std::vector<torch::Tensor> out;
-  for (auto& [name, t] : named_buffers()) out.push_back(t);
-  return out;
-}
-
 NamedTensors python_state_dict(const std::string& name, torch::nn::Module& model, bool* torchvision) {
   const bool resnet = name == "resnet18" || name == "resnet50", vit = name == "vit_b16" || name == "vit_tiny";
   if (torchvision) *torchvision = resnet || vit;
@@ -159,16 +143,8 @@ NamedTensors python_state_dict(const std::string& name, torch::nn::Module& model
   return out;
 }
 
-bool is_model_file(const std::string& spec) {
-  const std::string ext = std::filesystem::path(spec).extension().string();
-  return ext == ".pt" || ext == ".pth" || spec.find('/') != std::string::npos ||
-         (std::filesystem::is_regular_file(spec) &&
-          std::find(model_names().begin(), model_names().end(), spec) == model_names().end());
-}
-
-std::unique_ptr<Model> build_model(const std::string& spec, const data::DatasetInfo& info) {
-  if (is_model_file(spec)) return load_script_model(spec, info);
-  return std::make_unique<BuiltinModel>(spec, info);
+std::unique_ptr<Model> make_builtin_model(const std::string& name, const data::DatasetInfo& info) {
+  return std::make_unique<BuiltinModel>(name, info);
 }
 
 }  // namespace tandem::training

@@ -12,7 +12,7 @@ namespace c10d {
 class Work;
 }
 
-#include "tandem/training/trainer.h"
+#include "tandem/training/run_types.h"
 
 namespace tandem::training {
 

@@ -19,7 +19,7 @@
 #include <torch/types.h>
 
 #include "tandem/data/sources/dataset.h"
-#include "tandem/training/trainer.h"
+#include "tandem/training/run_types.h"
 
 namespace tandem::training {
 

@@ -69,4 +69,8 @@ NamedTensors python_state_dict(const std::string& name, torch::nn::Module& model
 // Loads a TorchScript file as a Model (script_model.cc: the only TU that parses the JIT).
 std::unique_ptr<Model> load_script_model(const std::string& path, const data::DatasetInfo& info);
 
+// A built-in model by name (one of model_names()), shaped for `info`'s samples and
+// classes. Throws ConfigError for an unknown name.
+std::unique_ptr<Model> make_builtin_model(const std::string& name, const data::DatasetInfo& info);
+
 }  // namespace tandem::training

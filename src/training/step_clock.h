@@ -46,7 +46,7 @@ class StepClock {
 
 }  // namespace tandem::training
 
-#include "tandem/training/trainer.h"
+#include "tandem/training/run_types.h"
 
 namespace tandem::training {
 

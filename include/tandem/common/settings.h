@@ -178,6 +178,9 @@ struct Settings {
   TrainerOptions trainer;
   SimulateOptions simulate;
   LauncherEnv launcher;
+  // --quiet, or TANDEM_QUIET=1 from the tandem that started this process: warnings and
+  // errors only, and no status line.
+  bool quiet = false;
 };
 
 }  // namespace tandem

@@ -2,6 +2,8 @@
 // 2 interrupted (SIGTERM/SIGINT before training finished).
 #pragma once
 
+#include "tandem/common/exit_codes.h"
+
 #include <string>
 #include <vector>
 
@@ -9,9 +11,6 @@
 
 namespace tandem::launch {
 
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailed = 1;
-inline constexpr int kExitInterrupted = 2;
 
 // Serves batches on settings.worker.port (or cluster.worker_port) until a trainer
 // says Shutdown (exit 0), SIGTERM (exit 0), or no trainer speaks for --idle-timeout

@@ -42,9 +42,9 @@ class MetricsLog {
 // it is shown, log messages clear it first and it is redrawn after them.
 class StatusLine {
  public:
-  // Whether a status line makes sense: stderr is a terminal, TERM is not "dumb" and
-  // TANDEM_QUIET (--quiet) is not set.
-  static bool wanted();
+  // Whether a status line makes sense: stderr is a terminal, TERM is not "dumb" and the
+  // user did not ask for `quiet` (--quiet).
+  static bool wanted(bool quiet);
 
   StatusLine();
   ~StatusLine();  // ends the line and restores the plain log output

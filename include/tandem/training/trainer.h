@@ -14,42 +14,9 @@
 #include "tandem/data/batching/batch.h"
 #include "tandem/data/sources/dataset.h"
 #include "tandem/report/run_records.h"
+#include "tandem/training/run_types.h"
 
 namespace tandem::training {
-
-// This process's place in data-parallel training, torchrun style.
-struct DistInfo {
-  int rank = 0;
-  int world = 1;
-  int local_rank = 0;
-  int local_world = 1;
-  std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
-  double timeout_s = 300;
-  std::string gloo_address;  // the address Gloo binds to; empty = this host's name
-  // Under torchrun the agent already serves the TCP store at MASTER_ADDR:MASTER_PORT
-  // (TORCHELASTIC_USE_AGENT_STORE=True): every rank is its client, under the prefix
-  // "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>", as torch.distributed does.
-  bool agent_store = false;
-  int restart_count = 0;
-};
-
-// This process's place from what its launcher said (read and checked by
-// cluster::read_launcher_env), with --master-port and --dist-timeout.
-DistInfo dist_info(const LauncherEnv& env, const TrainerOptions& opts);
-
-struct RunPaths {
-  std::string checkpoint_dir;  // <root>/checkpoints; empty = no checkpoints
-  std::string model_dir;       // <root>/model; empty = the final model is not saved
-};
-
-// What a run reports (plain records of the report layer, below this one).
-using report::LogPoint;
-using report::StepTimes;
-using report::TrainReport;
-
-// Pulls the next batch; nullopt ends training.
-using NextBatch = std::function<std::optional<data::Batch>()>;
 
 // What a run reports as it goes (rank 0 only). Every member may be empty.
 struct RunObserver {

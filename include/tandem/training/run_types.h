@@ -1,0 +1,50 @@
+// The small values the training layer's pieces share (a rank's place in the job, where
+// a run's files go, how it pulls batches, what it reports), apart from the Trainer, so its
+// internal headers need not include trainer.h. Torch-free.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "tandem/common/settings.h"
+#include "tandem/data/batching/batch.h"
+#include "tandem/report/run_records.h"
+
+namespace tandem::training {
+
+// This process's place in data-parallel training, torchrun style.
+struct DistInfo {
+  int rank = 0;
+  int world = 1;
+  int local_rank = 0;
+  int local_world = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  double timeout_s = 300;
+  std::string gloo_address;  // the address Gloo binds to; empty = this host's name
+  // Under torchrun the agent already serves the TCP store at MASTER_ADDR:MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE=True): every rank is its client, under the prefix
+  // "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>", as torch.distributed does.
+  bool agent_store = false;
+  int restart_count = 0;
+};
+
+// This process's place from what its launcher said (read and checked by
+// cluster::read_launcher_env), with --master-port and --dist-timeout.
+DistInfo dist_info(const LauncherEnv& env, const TrainerOptions& opts);
+
+struct RunPaths {
+  std::string checkpoint_dir;  // <root>/checkpoints; empty = no checkpoints
+  std::string model_dir;       // <root>/model; empty = the final model is not saved
+};
+
+// What a run reports (plain records of the report layer, below this one).
+using report::LogPoint;
+using report::StepTimes;
+using report::TrainReport;
+
+// Pulls the next batch; nullopt ends training.
+using NextBatch = std::function<std::optional<data::Batch>()>;
+
+}  // namespace tandem::training

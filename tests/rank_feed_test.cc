@@ -1,0 +1,178 @@
+// The owner of a rank's feed (feed::RankFeed) with fake workers: learning the dataset,
+// checking every worker, starting without a late one, interrupting, releasing.
+#include "tandem/feed/rank_feed.h"
+
+#include <chrono>
+#include <future>
+#include <map>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "fake_worker_client.h"
+#include "tandem/common/error.h"
+#include "worker_fixture.h"
+
+namespace tandem::feed {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeWorkerClient;
+using testing::FakeWorkerState;
+using Kind = transport::CallStatus::Kind;
+
+// Fake workers by name, all serving the small synthetic set.
+struct Workers {
+  Workers() : dataset(data::make_dataset(testing::small_data())) {}
+  std::shared_ptr<FakeWorkerState> add(const std::string& name, bool healthy = true) {
+    auto s = std::make_shared<FakeWorkerState>();
+    s->info = testing::describe(*dataset, name + "-host");
+    s->healthy = healthy;
+    states[name] = s;
+    return s;
+  }
+  FeedOptions options() {
+    FeedOptions o;
+    o.data = testing::small_data();
+    for (const auto& [name, _] : states) o.workers.push_back(name);
+    o.batch_size = 8;
+    o.connect_timeout_s = 10;
+    o.batch_timeout_s = 10;
+    o.connect = [this](const std::string& target) {
+      return std::make_unique<FakeWorkerClient>(target, states.at(target), dataset);
+    };
+    return o;
+  }
+  std::shared_ptr<const data::Dataset> dataset;
+  std::map<std::string, std::shared_ptr<FakeWorkerState>> states;
+};
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RankFeed, LearnsTheDatasetFromTheFirstWorkerThatAnswers) {
+  Workers w;
+  w.add("a", /*healthy=*/false);
+  w.add("b");
+  FeedOptions o = w.options();
+  o.data.data = "imagefolder:/nonexistent/tandem-test-data";  // no copy on this host
+  const std::atomic<bool> stop{false};
+  RankFeed feed(o, stop);
+  EXPECT_EQ(feed.local_dataset(), nullptr);
+  EXPECT_EQ(feed.info().fingerprint, w.dataset->info().fingerprint);
+  EXPECT_EQ(feed.info().size, w.dataset->info().size);
+  feed.start(10, 0, 0);
+  for (uint64_t i = 0; i < 10; ++i) ASSERT_EQ(feed.next()->sequence, i);
+  EXPECT_FALSE(feed.next());
+  feed.close();
+  EXPECT_EQ(feed.scheduler().stats()[1].batches, 10u) << "b served every batch";
+}
+
+TEST(RankFeed, RefusesAWorkerServingAnotherDatasetByName) {
+  Workers w;
+  w.add("odd")->info.fingerprint = "0ther";
+  const std::atomic<bool> stop{false};
+  RankFeed feed(w.options(), stop);
+  const std::string e = error_of([&] { feed.start(10, 0, 0); });
+  EXPECT_NE(e.find("data worker odd (odd-host)"), std::string::npos) << e;
+  EXPECT_NE(e.find("0ther"), std::string::npos) << e;
+  EXPECT_NE(e.find("same data settings"), std::string::npos) << e;
+}
+
+TEST(RankFeed, StartsWithoutAWorkerThatDoesNotAnswerYetAndTakesItWhenItDoes) {
+  Workers w;
+  w.add("a");
+  auto late = w.add("late", /*healthy=*/false);
+  const std::atomic<bool> stop{false};
+  RankFeed feed(w.options(), stop);
+  feed.start(1000, 0, 0);
+  ASSERT_TRUE(feed.next());
+  {
+    std::lock_guard lock(late->mu);
+    late->healthy = true;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (feed.scheduler().stats()[1].rejoins == 0 && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(feed.next());
+  }
+  EXPECT_EQ(feed.scheduler().stats()[1].rejoins, 1) << "the late worker never joined";
+  feed.close();
+}
+
+TEST(RankFeed, InterruptEndsAWaitForABatchAtOnce) {
+  Workers w;
+  auto flaky = w.add("flaky");
+  flaky->plans.push_back({0, {Kind::kTransient, "gRPC UNAVAILABLE: gone"}});
+  const std::atomic<bool> stop{false};
+  RankFeed feed(w.options(), stop);
+  feed.start(10, 0, 0);
+  {
+    std::lock_guard lock(flaky->mu);
+    flaky->healthy = false;  // and it does not come back
+  }
+  auto waiting = std::async(std::launch::async, [&] { return feed.next(); });
+  EXPECT_EQ(waiting.wait_for(200ms), std::future_status::timeout);
+  feed.interrupt();
+  ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready);
+  EXPECT_FALSE(waiting.get());
+}
+
+TEST(RankFeed, NoWorkerAnsweringIsAnErrorNamingTheSetting) {
+  Workers w;
+  w.add("a", false);
+  FeedOptions o = w.options();
+  o.connect_timeout_s = 0.2;
+  const std::atomic<bool> stop{false};
+  RankFeed feed(o, stop);
+  const std::string e = error_of([&] { feed.start(10, 0, 0); });
+  EXPECT_NE(e.find("no data worker answered within --connect-timeout"), std::string::npos) << e;
+  EXPECT_NE(e.find("e.g. a"), std::string::npos) << e;
+  o.data.data = "imagefolder:/nonexistent/tandem-test-data";  // and when learning the dataset
+  EXPECT_NE(error_of([&] { RankFeed learning(o, stop); }).find("--connect-timeout"), std::string::npos);
+}
+
+TEST(RankFeed, AStopEndsTheWaitForWorkers) {
+  Workers w;
+  w.add("a", false);
+  std::atomic<bool> stop{false};
+  RankFeed feed(w.options(), stop);
+  auto starting = std::async(std::launch::async, [&] { feed.start(10, 0, 0); });
+  EXPECT_EQ(starting.wait_for(200ms), std::future_status::timeout);
+  stop = true;
+  ASSERT_EQ(starting.wait_for(5s), std::future_status::ready);
+  EXPECT_THROW(starting.get(), Interrupted);
+}
+
+TEST(RankFeed, ReleaseTellsEveryWorkerOnce) {
+  Workers w;
+  auto a = w.add("a"), b = w.add("b", false);
+  const std::atomic<bool> stop{false};
+  RankFeed feed(w.options(), stop);
+  EXPECT_EQ(feed.release_workers("training finished"), 2);
+  EXPECT_EQ(a->shutdowns, 1);
+  EXPECT_EQ(b->shutdowns, 1);
+}
+
+TEST(RankFeed, SettingsThatCannotWorkAreConfigErrors) {
+  Workers w;
+  w.add("a");
+  const std::atomic<bool> stop{false};
+  FeedOptions bad_rank = w.options();
+  bad_rank.rank = 2;
+  bad_rank.world = 2;
+  EXPECT_NE(error_of([&] { RankFeed f(bad_rank, stop); }).find("0 <= rank < world"), std::string::npos);
+  FeedOptions none = w.options();
+  none.workers.clear();
+  RankFeed feed(none, stop);
+  EXPECT_NE(error_of([&] { feed.start(10, 0, 0); }).find("no data source"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::feed
