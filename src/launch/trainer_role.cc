@@ -28,6 +28,7 @@
 #include "tandem/training/trainer.h"
 #include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/feed_sources.h"
+#include "output_root.h"
 #include "worker_links.h"
 
 namespace tandem::launch {
@@ -122,6 +123,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   // All at once, so that hung workers cost one deadline, not one each.
   auto release = [&](const std::string& reason) { release_workers(worker_targets, settings.security, reason); };
   int rank = 0;
+  std::string out;  // where this trainer writes (output_root.h); "" until known, or nowhere
   try {
     const training::DistInfo dist = training::dist_info(settings.launcher, opts);
     rank = dist.rank;
@@ -150,7 +152,8 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       }
       opts.steps = opts.epochs * static_cast<int64_t>(per_epoch);
       if (dist.rank == 0) {
-        spdlog::info("{} epochs of {} steps: {} steps", opts.epochs, per_epoch, opts.steps);
+        spdlog::info("{} of {}: {}", counted(opts.epochs, "epoch"), counted(per_epoch, "step"),
+                     counted(opts.steps, "step"));
       }
     }
     const auto [torch_threads, local] =
@@ -162,13 +165,9 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     }
     std::shared_ptr<const data::Dataset> eval;
     if (!opts.eval_data.empty()) eval = eval_dataset(settings, info);
-    const bool has_root = std::filesystem::is_directory(root);
-    if (!has_root && dist.rank == 0) {
-      spdlog::warn("no SageMaker root at {}: checkpoints and the final model are not written "
-                   "(point --sagemaker-root at a directory to keep them)", root);
-    }
+    out = output_root(settings, dist.rank);
     training::RunPaths paths;
-    if (has_root) paths = {root + "/checkpoints", root + "/model"};
+    if (!out.empty()) paths = {out + "/checkpoints", out + "/model"};
     training::Trainer trainer(opts, info, dist, paths, eval);
     starting = false;  // from here on a stop is handled by the training loop
     data::Sampler sampler(info.size, opts.batch_size, settings.data.seed, dist.rank, dist.world);
@@ -179,8 +178,9 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
                                                                    static_cast<uint64_t>(trainer.start_step())});
     const StopHook hook(feed_mu, closable, sources, stop);
     feed::Scheduler& scheduler = sources.scheduler();
-    spdlog::info("trainer {} rank {}/{} on {}: {} data workers, {} local preprocessing threads, {} torch threads",
-                 host, dist.rank, dist.world, trainer.device(), worker_targets.size(), local, torch_threads);
+    spdlog::info("trainer {} rank {}/{} on {}: {}, {}, {}", host, dist.rank, dist.world, trainer.device(),
+                 counted(worker_targets.size(), "data worker"), counted(local, "local preprocessing thread"),
+                 counted(torch_threads, "torch thread"));
     sources.connect_workers(worker_targets, settings.security, info,
                             {.timeout_s = opts.connect_timeout_s, .inflight = opts.inflight, .local = local > 0}, stop);
     if (local > 0) sources.start_local(dataset, local, data::wire_dtype(settings.data));
@@ -188,8 +188,8 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     std::unique_ptr<feed::SampleAudit> audit;
     if (opts.audit_samples) audit = std::make_unique<feed::SampleAudit>(sampler, info.size);
     // Rank 0 keeps metrics.jsonl next to the summary and, on a terminal, shows a status line.
-    const std::string summary_path = opts.summary_json.empty() ? root + "/output/data/summary.json" : opts.summary_json;
-    const bool keep_files = has_root || !opts.summary_json.empty();
+    const std::string summary_path = opts.summary_json.empty() ? out + "/output/data/summary.json" : opts.summary_json;
+    const bool keep_files = !out.empty() || !opts.summary_json.empty();
     std::unique_ptr<report::MetricsLog> metrics;
     std::unique_ptr<report::StatusLine> status;
     if (dist.rank == 0) {
@@ -271,10 +271,11 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
           spdlog::warn("no report.html: {} (tandem report {} makes one later)", e.what(), path);
         }
       }
-      else path = "(not written: no SageMaker root; use --summary-json)";
-      spdlog::info("training {}: {} steps, loss {:.4f} -> {:.4f}, {:.1f} samples/s; summary in {}",
-                   result.interrupted ? "interrupted" : "finished", result.steps, result.first_loss, result.final_loss,
+      else path = "(not written: no output folder; use --summary-json or --sagemaker-root)";
+      spdlog::info("training {}: {}, loss {:.4f} -> {:.4f}, {:.1f} samples/s; summary in {}",
+                   result.interrupted ? "interrupted" : "finished", counted(result.steps, "step"), result.first_loss, result.final_loss,
                    result.samples_per_sec * dist.world, path);
+      if (!result.model_file.empty()) spdlog::info("trained model in {}", result.model_file);
       // Every rank has finished its last step (run() ends with a barrier): now the workers may go.
       release(result.interrupted ? "trainer interrupted" : "training finished");
     }
@@ -285,7 +286,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     return kExitInterrupted;
   } catch (const std::exception& e) {
     spdlog::error("trainer {} rank {} failed: {}", host, rank, e.what());
-    report::write_failure(root, std::string("trainer failed: ") + e.what());
+    report::write_failure(out.empty() ? root : out, std::string("trainer failed: ") + e.what());
     release("trainer failed");
     return kExitFailed;
   }

@@ -302,7 +302,7 @@ WorkerInfo RemoteWorker::check_serves(const data::DatasetInfo& expected, double 
                       std::to_string(expected.size) + " samples, fingerprint " + expected.fingerprint +
                       ": give every host the same data settings (--data, --seed, --image-size, ...)");
   }
-  spdlog::info("data worker {} ({}) ready: {} threads", target_, wi.host, wi.threads);
+  spdlog::info("data worker {} ({}) ready: {}", target_, wi.host, counted(wi.threads, "thread"));
   return wi;
 }
 
