@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "process_helpers.h"
+#include "tandem/common/text.h"
 
 namespace {
 
@@ -47,6 +48,16 @@ std::vector<fs::path> files_named(const fs::path& dir, const std::string& extens
     if (e.path().extension() == extension) out.push_back(e.path());
   }
   return out;
+}
+
+// "1 threads" was in the logs; every count in a message goes through counted().
+TEST(Text, CountedNounsAgreeWithTheirNumber) {
+  EXPECT_EQ(tandem::counted(0, "thread"), "0 threads");
+  EXPECT_EQ(tandem::counted(1, "thread"), "1 thread");
+  EXPECT_EQ(tandem::counted(4, "thread"), "4 threads");
+  EXPECT_EQ(tandem::counted(1, "trainer process", "trainer processes"), "1 trainer process");
+  EXPECT_EQ(tandem::counted(2, "trainer process", "trainer processes"), "2 trainer processes");
+  EXPECT_EQ(tandem::counted(1, "GPU"), "1 GPU");
 }
 
 // Issue 21, item 5: both workers exit at once on a typo in --data; the trainer used to
@@ -111,6 +122,8 @@ TEST(RunResults, ATrainerRunByHandKeepsItsSummaryAndModelInTheWorkingDirectory) 
   EXPECT_NE(log.find("summary in " + it->string()), std::string::npos) << log;
   EXPECT_NE(log.find("trained model in " + (run / "model/model.pt").string()), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(dir / "absent")) << "the SageMaker root is not made up";
+  EXPECT_NE(log.find("0 data workers, 1 local preprocessing thread, 1 torch thread\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("training finished: 6 steps, "), std::string::npos) << log;
 
   // A named job keeps one folder, so that its restart resumes there.
   ASSERT_EQ(run_in(dir, args + " --job-name nightly/7 --steps 3", dir / "named.log", 120), 0) << slurp(dir / "named.log");
