@@ -16,6 +16,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
 #include "tandem/launch/process.h"
@@ -77,6 +79,24 @@ Run run(const std::vector<ProcessSpec>& children, double timeout_s = 20, double 
   r.output = out.str();
   return r;
 }
+
+// What spdlog logs while it lives (the supervisor reports through spdlog, its children's
+// lines through SuperviseOptions::out).
+class LogCapture {
+ public:
+  LogCapture() : previous_(spdlog::default_logger()) {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text_);
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", std::move(sink)));
+  }
+  ~LogCapture() { spdlog::set_default_logger(previous_); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  std::string text() const { return text_.str(); }
+
+ private:
+  std::shared_ptr<spdlog::logger> previous_;
+  std::ostringstream text_;
+};
 
 // ---- ExitStatus ----------------------------------------------------------------------------
 
@@ -190,6 +210,57 @@ TEST(Supervise, NonCriticalFailureLetsTheOthersFinish) {
   EXPECT_EQ(r.statuses[0].describe(), "exited 2");
   EXPECT_EQ(r.statuses[1].describe(), "exited 0");
   EXPECT_NE(r.output.find("[trainer] done\n"), std::string::npos);
+}
+
+// simulate's case: every worker host exited (a typo in --data) while the trainer waits
+// for them; it must not wait out its own deadline.
+TEST(Supervise, WhenEveryNonCriticalChildFailsTheCriticalOnesAreStopped) {
+  LogCapture log;
+  std::ostringstream out;
+  SuperviseOptions opts;
+  opts.timeout_s = 120;
+  opts.grace_s = 1;
+  opts.stop_when_helpers_fail = true;
+  opts.out = &out;
+  const auto statuses = supervise({sh("w1", "exit 3", /*critical=*/false), sh("trainer", "exec sleep 100"),
+                                   sh("w2", "sleep 0.3; exit 4", /*critical=*/false)},
+                                  opts);
+  EXPECT_EQ(statuses[0].describe(), "exited 3");
+  EXPECT_EQ(statuses[1].describe(), "killed by SIGTERM");
+  EXPECT_EQ(statuses[2].describe(), "exited 4");
+  EXPECT_NE(log.text().find("every non-critical child (w1, w2) failed: sending SIGTERM to trainer"), std::string::npos)
+      << log.text();
+  EXPECT_EQ(log.text().find("timeout"), std::string::npos) << log.text();
+}
+
+TEST(Supervise, OneNonCriticalChildFailingOfTwoLetsTheOthersCarryOn) {
+  LogCapture log;
+  std::ostringstream out;
+  SuperviseOptions opts;
+  opts.timeout_s = 120;
+  opts.grace_s = 1;
+  opts.linger_s = 0.2;
+  opts.stop_when_helpers_fail = true;
+  opts.out = &out;
+  const auto statuses = supervise({sh("w1", "exit 3", /*critical=*/false), sh("trainer", "sleep 0.5; echo done"),
+                                   sh("w2", "exec sleep 100", /*critical=*/false)},
+                                  opts);
+  EXPECT_EQ(statuses[1].describe(), "exited 0");
+  EXPECT_NE(out.str().find("[trainer] done\n"), std::string::npos);
+  EXPECT_EQ(statuses[2].describe(), "killed by SIGTERM") << "stopped by the linger, after the trainer";
+}
+
+// "giving algo-3 30 s to exit on its own", "giving algo-1, algo-3 30 s to exit on their own".
+TEST(Supervise, TheLingerMessageFitsOneChildOrSeveral) {
+  for (const int helpers : {1, 2}) {
+    LogCapture log;
+    std::vector<ProcessSpec> children{sh("trainer", "true")};
+    for (int i = 1; i <= helpers; ++i) children.push_back(sh("w" + std::to_string(i), "exec sleep 100", false));
+    run(children, /*timeout_s=*/20, /*grace_s=*/1, /*linger_s=*/0.2);
+    const std::string expected = helpers == 1 ? "trainer exited ok; giving w1 0.2 s to exit on its own"
+                                              : "trainer exited ok; giving w1, w2 0.2 s to exit on their own";
+    EXPECT_NE(log.text().find(expected), std::string::npos) << log.text();
+  }
 }
 
 TEST(Supervise, LingerStopsNonCriticalChildrenAfterTheCriticalOnesFinish) {

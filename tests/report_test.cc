@@ -56,6 +56,18 @@ TEST(ReportHtml, PeerSuppliedNamesAreEscapedEverywhere) {
   EXPECT_NE(html.find("&lt;img src=x onerror=alert(2)&gt;"), std::string::npos);
 }
 
+// A source's error says what failed; the state column used to add its own "failed: ".
+TEST(ReportHtml, AFailedSourceSaysFailedOnce) {
+  nlohmann::json s = read_json_file(kRuns + "/two-workers/algo-2/output/data/summary.json");
+  s["workers"][1]["failed"] = true;
+  s["workers"][1]["error"] = "data worker 10.0.0.3:6000 failed: UNAVAILABLE: gone";
+  RunFiles run = load_run(kRuns + "/two-workers");
+  const std::string html = render_html_report({s, run.metrics, nullptr, "no plan for this test", "run", ""});
+  EXPECT_NE(html.find("<td class=\"l\">data worker 10.0.0.3:6000 failed: UNAVAILABLE: gone"), std::string::npos)
+      << html;
+  EXPECT_EQ(html.find("failed: data worker"), std::string::npos) << html;
+}
+
 TEST(ReportHtml, FullRunHasEveryChartAndThePlan) {
   const fs::path dir = fresh_dir("report-full");
   plan::PriceTable prices = plan::load_price_table(kPriceFile);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <random>
+#include <regex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -113,8 +114,17 @@ TEST(Signals, ATrainerWhoseLastSourceDiesWritesACheckpointBeforeFailing) {
   kill(worker.child.pid, SIGKILL);
   wait_exit(worker.child, 10s);
   EXPECT_EQ(wait_exit(trainer, 60s), 1) << slurp(dir / "trainer.log");
-  EXPECT_NE(slurp(dir / "trainer.log").find("checkpoint of step"), std::string::npos) << slurp(dir / "trainer.log");
-  EXPECT_EQ(checkpoints(dir / "root").size(), 1u);
+  const std::string log = slurp(dir / "trainer.log");
+  // The line names the step whose checkpoint it wrote, the last completed one (it used
+  // to say "failed at step 623; checkpoint of step 624").
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("training failed after completing step (\\d+); checkpoint of step (\\d+)")))
+      << log;
+  EXPECT_EQ(m[1], m[2]) << log;
+  ASSERT_EQ(checkpoints(dir / "root").size(), 1u);
+  char name[32];
+  std::snprintf(name, sizeof name, "ckpt-%09lld.pt", std::stoll(m[1]));
+  EXPECT_EQ(checkpoints(dir / "root")[0].filename().string(), name) << log;
   EXPECT_TRUE(fs::exists(dir / "root/output/failure"));
 }
 

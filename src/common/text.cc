@@ -58,4 +58,10 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
   return best;
 }
 
+std::string counted(uint64_t n, std::string_view one, std::string_view many) {
+  std::string out = std::to_string(n) + " ";
+  if (n == 1) return out.append(one);
+  return many.empty() ? out.append(one).append("s") : out.append(many);
+}
+
 }  // namespace tandem

@@ -7,6 +7,7 @@
 
 #include "tandem/common/clock.h"
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
 #include "tandem/data/batching/convert.h"
 #include "tandem/feed/local_source.h"
 #include "tandem/transport/credentials.h"
@@ -171,7 +172,7 @@ void RankFeed::connect_workers() {
           throw ConfigError("data worker " + clients[i]->target() + " (" + wi.host + ") " + problem +
                             ": give every host the same data settings (--data, --seed, --image-size, ...)");
         }
-        spdlog::info("data worker {} ({}) ready: {} threads", clients[i]->target(), wi.host, wi.threads);
+        spdlog::info("data worker {} ({}) ready: {}", clients[i]->target(), wi.host, counted(wi.threads, "thread"));
       },
       // This process makes batches too: it need not wait for a worker.
       local_threads_ > 0 ? Enough::kOnePass : Enough::kAny);

@@ -9,6 +9,7 @@
 #include "tandem/cluster/roles.h"
 #include "tandem/common/error.h"
 #include "tandem/common/signals.h"
+#include "tandem/common/text.h"
 #include "tandem/launch/process.h"
 #include "tandem/launch/run.h"
 #include "tandem/training/runtime.h"
@@ -54,7 +55,7 @@ int run_rank_processes(const Settings& settings, const cluster::RolePlan& plan, 
     if (!settings.security.token.empty()) p.env["TANDEM_TOKEN"] = settings.security.token;
     children.push_back(std::move(p));
   }
-  spdlog::info("starting {} trainer processes (ranks {}..{} of {}), rendezvous at {}:{}", procs,
+  spdlog::info("starting {} (ranks {}..{} of {}), rendezvous at {}:{}", counted(procs, "trainer process", "trainer processes"),
                plan.host_index * procs, plan.host_index * procs + procs - 1, world, master_addr,
                settings.trainer.master_port);
   unblock_stop_signals();  // supervise() forwards them to the ranks from a handler
@@ -110,9 +111,9 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
       auto it = c.details.find(key);
       return it == c.details.end() ? unset : it->second;
     };
-    spdlog::info("rank {} of {} started by the launcher ({}), rendezvous at {}:{}; {} data workers{}",
+    spdlog::info("rank {} of {} started by the launcher ({}), rendezvous at {}:{}; {}{}",
                  detail("RANK", "0"), detail("WORLD_SIZE", "1"), c.source, detail("MASTER_ADDR", "127.0.0.1"),
-                 detail("MASTER_PORT", std::to_string(settings.trainer.master_port)), named.size(), named.empty() ? " (none named by --workers or --worker-service: local preprocessing only)" : "");
+                 detail("MASTER_PORT", std::to_string(settings.trainer.master_port)), counted(named.size(), "data worker"), named.empty() ? " (none named by --workers or --worker-service: local preprocessing only)" : "");
     return run_trainer(settings, named, host_name(co, "localhost"));
   }
   const cluster::RolePlan plan = cluster::resolve_roles(c, co);

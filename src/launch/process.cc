@@ -17,6 +17,8 @@
 #include <cstring>
 #include <iostream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -34,6 +36,12 @@ constexpr auto kPollInterval = std::chrono::milliseconds(100);
 // How long we keep waiting for children after SIGKILL. A process stuck in
 // uninterruptible sleep can outlive SIGKILL; we give up on it rather than hang.
 constexpr auto kKillWait = std::chrono::seconds(5);
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
 
 Clock::duration seconds(double s) {
   // Clamp so an "infinite" timeout does not overflow the clock's representation.
@@ -109,6 +117,7 @@ class Supervisor {
   void check_clock();
   void stop(const std::string& why, spdlog::level::level_enum level = spdlog::level::warn);
   void maybe_start_linger();
+  void stop_if_helpers_failed();
   void signal_live(int sig);
   void abandon_stuck();
   bool pump(Child& c, int max_reads);
@@ -218,6 +227,7 @@ void Supervisor::on_exit(Child& c, int wstatus) {
   }
   if (!c.spec->critical) {
     spdlog::warn("{} {} (not critical; the others carry on)", c.spec->name, c.status.describe());
+    stop_if_helpers_failed();
     return;
   }
   spdlog::error("{} {} and is critical", c.spec->name, c.status.describe());
@@ -232,8 +242,23 @@ void Supervisor::maybe_start_linger() {
   }
   lingering_ = true;
   linger_end_ = Clock::now() + seconds(opts_.linger_s);
-  spdlog::info("every critical child ({}) exited ok; giving {} {} s to exit on their own",
-               critical_names(), live_names(), opts_.linger_s);
+  spdlog::info("{} exited ok; giving {} {} s to exit on {} own", critical_names(), live_names(), opts_.linger_s,
+               live() == 1 ? "its" : "their");
+}
+
+// With stop_when_helpers_fail: once every non-critical child has failed, the critical
+// ones still running are stopped rather than left to wait for them.
+void Supervisor::stop_if_helpers_failed() {
+  if (!opts_.stop_when_helpers_fail || stopping_ || live() == 0) return;
+  std::vector<std::string> helpers;
+  for (const auto& c : children_) {
+    if (c.spec->critical) continue;
+    if (c.running || c.status.ok()) return;
+    helpers.push_back(c.spec->name);
+  }
+  if (helpers.empty()) return;
+  stop(fmt::format("{} failed", helpers.size() == 1 ? helpers[0] : "every non-critical child (" + joined(helpers) + ")"),
+       spdlog::level::err);
 }
 
 void Supervisor::check_clock() {
@@ -243,8 +268,7 @@ void Supervisor::check_clock() {
     stop("timeout");
   }
   if (!stopping_ && lingering_ && now >= linger_end_ && live() > 0) {
-    stop(fmt::format("every critical child ({}) exited ok; still running {} s later",
-                     critical_names(), opts_.linger_s),
+    stop(fmt::format("{} exited ok; still running {} s later", critical_names(), opts_.linger_s),
          spdlog::level::info);
   }
   if (stopping_ && !killed_ && now >= term_sent_ + seconds(opts_.grace_s) && live() > 0) {
@@ -330,23 +354,20 @@ int Supervisor::live() const {
 }
 
 std::string Supervisor::live_names() const {
-  std::string names;
+  std::vector<std::string> names;
   for (const auto& c : children_) {
-    if (!c.running) continue;
-    if (!names.empty()) names += ", ";
-    names += c.spec->name;
+    if (c.running) names.push_back(c.spec->name);
   }
-  return names;
+  return joined(names);
 }
 
+// "algo-2", or "every critical child (algo-2, algo-4)".
 std::string Supervisor::critical_names() const {
-  std::string names;
+  std::vector<std::string> names;
   for (const auto& c : children_) {
-    if (!c.spec->critical) continue;
-    if (!names.empty()) names += ", ";
-    names += c.spec->name;
+    if (c.spec->critical) names.push_back(c.spec->name);
   }
-  return names;
+  return names.size() == 1 ? names[0] : "every critical child (" + joined(names) + ")";
 }
 
 }  // namespace

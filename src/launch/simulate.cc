@@ -224,9 +224,9 @@ std::string fixed(const nlohmann::json& v, int digits) {
 std::string summary_table(const nlohmann::json& s, const fs::path& dir) {
   std::string out;
   const nlohmann::json t = s.value("throughput", nlohmann::json::object());
-  out += fmt::format("training    {} steps, {} epochs, loss {} -> {}, {} rank(s){}\n", s.value("steps", 0),
+  out += fmt::format("training    {}, {} epochs, loss {} -> {}, {}{}\n", counted(s.value("steps", 0), "step"),
                      fixed(s.value("epochs", nlohmann::json()), 2), fixed(s.value("first_loss", nlohmann::json()), 4),
-                     fixed(s.value("final_loss", nlohmann::json()), 4), s.value("world_size", 1),
+                     fixed(s.value("final_loss", nlohmann::json()), 4), counted(s.value("world_size", 1), "rank"),
                      s.value("interrupted", false) ? ", interrupted" : "");
   out += fmt::format("throughput  {} samples/s global ({} per rank), data wait {}%, loop ceiling {} samples/s global\n",
                      fixed(t.value("global_samples_per_sec", nlohmann::json()), 1),
@@ -240,12 +240,14 @@ std::string summary_table(const nlohmann::json& s, const fs::path& dir) {
                        fixed(w.value("share", 0.0) * 100, 1), fixed(w.value("images_per_sec", 0.0), 1),
                        !w.value("failed", false)   ? ""
                        : w.value("batches", 0) == 0 ? "  never joined (not answering yet when training ended)"
-                                                    : "  failed: " + printable(w.value("error", ""), 120));
+                                                    : "  " + printable(w.value("error", "failed"), 120));
   }
   out += "files       " + (dir / "summary.json").string() + "\n";
   for (const char* f : {"metrics.jsonl", "report.html"}) {
     if (fs::exists(dir / f)) out += "            " + (dir / f).string() + "\n";
   }
+  const std::string model = s.value("model_file", "");
+  if (!model.empty() && fs::exists(model)) out += "model       " + model + "\n";
   return out;
 }
 
@@ -273,21 +275,57 @@ void print_summary(const std::string& run, const std::vector<SimHost>& hosts, co
   }
 }
 
-// A run directory simulate made itself keeps, after a good run, only what a person reads:
-// models and checkpoints (tens of MB for a ResNet) go.
+// A run directory simulate made itself keeps, after a good run, what a person reads and
+// the trained model: checkpoints (tens of MB for a ResNet, and only good for resuming a
+// run that has finished) go, and so do the empty model folders of the worker hosts.
 void tidy_run_dir(const std::string& run, const std::vector<SimHost>& hosts) {
   uintmax_t freed = 0;
   for (const auto& host : hosts) {
-    for (const char* dir : {"model", "checkpoints"}) {
-      const fs::path p = fs::path(run) / host.name / dir;
-      std::error_code ec;
-      for (const auto& e : fs::recursive_directory_iterator(p, ec)) {
-        if (e.is_regular_file()) freed += e.file_size();
-      }
-      fs::remove_all(p, ec);
+    const fs::path p = fs::path(run) / host.name / "checkpoints";
+    std::error_code ec;
+    for (const auto& e : fs::recursive_directory_iterator(p, ec)) {
+      if (e.is_regular_file()) freed += e.file_size();
     }
+    fs::remove_all(p, ec);
+    if (fs::is_empty(fs::path(run) / host.name / "model", ec)) fs::remove(fs::path(run) / host.name / "model", ec);
   }
-  spdlog::info("removed models and checkpoints ({} MB) from {}: --keep or --run-dir keeps them", freed >> 20, run);
+  spdlog::info("removed the checkpoints ({} MB) from {}: --keep or --run-dir keeps them", freed >> 20, run);
+}
+
+// The first trainer's model_file, when its summary names one that exists.
+std::string trained_model(const std::string& run, const std::vector<SimHost>& hosts) {
+  const auto trainer = std::find_if(hosts.begin(), hosts.end(), [](const SimHost& h) { return h.trainer; });
+  const fs::path path = fs::path(run) / trainer->name / "output/data/summary.json";
+  const auto summary = nlohmann::json::parse(read_file(path), nullptr, /*allow_exceptions=*/false);
+  if (!summary.is_object() || !summary.contains("model_file") || !summary["model_file"].is_string()) return "";
+  const std::string model = summary["model_file"].get<std::string>();
+  return fs::exists(model) ? model : "";
+}
+
+// One line when every worker host failed, grouping the hosts that failed for the same
+// reason (their output/failure, else how they ended): "" otherwise.
+std::string workers_failed(const std::string& run, const std::vector<SimHost>& hosts,
+                           const std::vector<ExitStatus>& statuses) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> reasons;  // reason -> hosts, in order
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (hosts[i].trainer) continue;
+    if (i >= statuses.size() || statuses[i].ok()) return "";
+    std::string why = read_file(fs::path(run) / hosts[i].name / "output/failure");
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    if (why.empty()) why = statuses[i].describe();
+    auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& r) { return r.first == why; });
+    if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});
+    it->second.push_back(hosts[i].name);
+  }
+  if (reasons.empty()) return "";
+  const bool one = reasons.size() == 1 && reasons[0].second.size() == 1;
+  std::string out = std::string(one ? "the only worker host" : "every worker host") + " failed, so the cluster was stopped: ";
+  for (size_t r = 0; r < reasons.size(); ++r) {
+    std::string names;
+    for (const auto& n : reasons[r].second) names += (names.empty() ? "" : ", ") + n;
+    out += (r ? "; " : "") + names + ": " + printable(reasons[r].first, 500);
+  }
+  return out;
 }
 
 void print_failures(const std::string& run, const std::vector<SimHost>& hosts) {
@@ -341,8 +379,8 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
   if (!hp.contains("master-port")) hp["master-port"] = std::to_string(ports.back());
   ports.pop_back();
   const std::string run = make_run_dir(settings.simulate.run_dir);
-  spdlog::info("simulating {} trainer host(s) and {} worker host(s) in {}",
-               settings.simulate.trainer_hosts, settings.simulate.worker_hosts, run);
+  spdlog::info("simulating {} and {} in {}", counted(settings.simulate.trainer_hosts, "trainer host"),
+               counted(settings.simulate.worker_hosts, "worker host"), run);
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     write_host_root(run + "/" + hosts[i].name, hosts, i, hp);
   }
@@ -352,16 +390,30 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
   // catches a worker that never got it, so the run does not sit until timeout_s.
   opts.linger_s = 30;
   opts.grace_s = 60;  // workers serve a stopping trainer up to --term-grace (30 s)
+  // Here a worker host that exits is gone for good (nothing restarts it), and a trainer
+  // without workers only waits for them: once all have failed, the run is over.
+  opts.stop_when_helpers_fail = true;
   const auto statuses = supervise(host_specs(settings, hosts, ports, run, tandem_exe), opts);
 
   std::cout << status_table(hosts, statuses);
-  print_summary(run, hosts, settings.trainer.summary_json);
-  print_failures(run, hosts);
+  const std::string lost = workers_failed(run, hosts, statuses);
+  const auto trainer = std::find_if(hosts.begin(), hosts.end(), [](const SimHost& h) { return h.trainer; });
+  if (lost.empty() || fs::exists(fs::path(run) / trainer->name / "output/data/summary.json")) {
+    print_summary(run, hosts, settings.trainer.summary_json);
+  }
+  if (lost.empty()) print_failures(run, hosts);
   std::cout << std::flush;
   const bool all_ok = std::all_of(statuses.begin(), statuses.end(),
                                   [](const ExitStatus& s) { return s.ok(); });
   if (all_ok && settings.simulate.run_dir.empty() && !settings.simulate.keep) tidy_run_dir(run, hosts);
   spdlog::info("run directory: {}", run);
+  if (const std::string model = trained_model(run, hosts); !model.empty()) {
+    spdlog::info("trained model: {} (model.json beside it says how to load it)", model);
+  }
+  if (!lost.empty()) {
+    spdlog::error("{}", lost);
+    return kExitFailed;
+  }
   if (all_ok) return kExitOk;
   // Interrupted (the trainers stopped on a signal and checkpointed) is not failed.
   bool trainers_interrupted = true, others_ok = true;

@@ -9,10 +9,12 @@
 
 #include "tandem/cluster/cluster.h"
 #include "tandem/common/files.h"
+#include "tandem/common/text.h"
 #include "tandem/feed/sample_audit.h"
 #include "tandem/report/html_report.h"
 #include "tandem/report/plan_inputs.h"
 #include "tandem/report/summary.h"
+#include "output_root.h"
 
 namespace tandem::launch {
 namespace {
@@ -110,16 +112,11 @@ void write_summary_and_report(const std::string& path, const nlohmann::json& sum
 
 RunFiles run_files(const Settings& settings, int rank) {
   RunFiles f;
-  f.root = settings.cluster.sagemaker_root;
-  const bool has_root = std::filesystem::is_directory(f.root);
-  if (!has_root && rank == 0) {
-    spdlog::warn("no SageMaker root at {}: checkpoints and the final model are not written "
-                 "(point --sagemaker-root at a directory to keep them)", f.root);
-  }
-  if (has_root) f.paths = {f.root + "/checkpoints", f.root + "/model"};
+  f.root = output_root(settings, rank);
+  if (!f.root.empty()) f.paths = {f.root + "/checkpoints", f.root + "/model"};
   const std::string& explicit_summary = settings.trainer.summary_json;
   f.summary = explicit_summary.empty() ? f.root + "/output/data/summary.json" : explicit_summary;
-  f.keep = has_root || !explicit_summary.empty();
+  f.keep = !f.root.empty() || !explicit_summary.empty();
   return f;
 }
 
@@ -151,15 +148,16 @@ void write_run_records(const RunFiles& files, LiveRecords& live, const training:
                        const RunFacts& facts, const std::vector<std::string>& audits) {
   live.end_status();
   nlohmann::json summary = make_run_summary(result, facts, audits);
-  std::string where = "(not written: no SageMaker root; use --summary-json)";
+  std::string where = "(not written: no output folder; use --summary-json or --sagemaker-root)";
   if (live.metrics()) summary["metrics_file"] = live.metrics()->path();
   if (files.keep) {
     write_summary_and_report(files.summary, summary);
     where = files.summary;
   }
-  spdlog::info("training {}: {} steps, loss {:.4f} -> {:.4f}, {:.1f} samples/s; summary in {}",
-               result.interrupted ? "interrupted" : "finished", result.steps, result.first_loss, result.final_loss,
-               result.samples_per_sec * facts.dist.world, where);
+  spdlog::info("training {}: {}, loss {:.4f} -> {:.4f}, {:.1f} samples/s; summary in {}",
+               result.interrupted ? "interrupted" : "finished", counted(result.steps, "step"), result.first_loss,
+               result.final_loss, result.samples_per_sec * facts.dist.world, where);
+  if (!result.model_file.empty()) spdlog::info("trained model in {}", result.model_file);
 }
 
 }  // namespace tandem::launch

@@ -16,13 +16,14 @@ namespace tandem::launch {
 
 // Where a run's files go.
 struct RunFiles {
-  std::string root;          // the SageMaker root (output/failure goes under it)
+  std::string root;          // the output folder (output_root.h); "" when this rank writes none
   bool keep = false;         // the summary, metrics and report are written
   std::string summary;       // the summary's path (metrics.jsonl and report.html beside it)
   training::RunPaths paths;  // checkpoints and the final model; empty = not written
 };
 
-// From --sagemaker-root and --summary-json; rank 0 warns when nothing will be kept.
+// From the output folder (output_root.h: the SageMaker root, else ./tandem-output/...)
+// and --summary-json.
 RunFiles run_files(const Settings& settings, int rank);
 
 // Rank 0's records while it trains: metrics.jsonl beside the summary and, on a

@@ -11,6 +11,7 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/signals.h"
+#include "tandem/common/text.h"
 #include "tandem/data/batching/thread_pool.h"
 #include "tandem/feed/rank_feed.h"
 #include "tandem/feed/sample_audit.h"
@@ -115,7 +116,10 @@ void steps_from_epochs(const TrainerOptions& opts, const data::DatasetInfo& info
                       std::to_string(opts.batch_size * dist.world) + ": lower --batch-size or use --steps");
   }
   plan.steps = opts.epochs * static_cast<int64_t>(plan.steps_per_epoch);
-  if (dist.rank == 0) spdlog::info("{} epochs of {} steps: {} steps", opts.epochs, plan.steps_per_epoch, plan.steps);
+  if (dist.rank == 0) {
+    spdlog::info("{} of {}: {}", counted(opts.epochs, "epoch"), counted(plan.steps_per_epoch, "step"),
+                 counted(plan.steps, "step"));
+  }
 }
 
 RankPlan plan_rank(const TrainerOptions& opts, const feed::RankFeed& feed, const training::DistInfo& dist) {
@@ -167,6 +171,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   StopOnSignal signals;
   transport::keep_grpc_initialised();
   int rank = 0;
+  std::string out;  // where this trainer writes (output_root.h); "" until known, or nowhere
   try {
     const training::DistInfo dist = training::dist_info(settings.launcher, settings.trainer);
     rank = dist.rank;
@@ -177,13 +182,14 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     TrainerOptions opts = settings.trainer;
     opts.steps = plan.steps;
     const RunFiles files = run_files(settings, dist.rank);
+    out = files.root;
     training::Trainer trainer(opts, feed.info(), dist, files.paths, eval_dataset(settings, feed.info()));
     signals.training_starts();
     const auto interrupts = signals.interrupts(feed);
     feed.start(static_cast<uint64_t>(plan.steps), static_cast<uint64_t>(trainer.start_step()), plan.local_threads);
-    spdlog::info("trainer {} rank {}/{} on {}: {} data workers, {} local preprocessing threads, {} torch threads",
-                 host, dist.rank, dist.world, trainer.device(), worker_targets.size(), plan.local_threads,
-                 plan.torch_threads);
+    spdlog::info("trainer {} rank {}/{} on {}: {}, {}, {}", host, dist.rank, dist.world, trainer.device(),
+                 counted(worker_targets.size(), "data worker"), counted(plan.local_threads, "local preprocessing thread"),
+                 counted(plan.torch_threads, "torch thread"));
     std::unique_ptr<feed::SampleAudit> audit;
     if (opts.audit_samples) audit = std::make_unique<feed::SampleAudit>(feed.sampler(), feed.info().size);
     LiveRecords live(files, dist.rank, trainer.start_step() > 0, plan.steps_per_epoch, settings.quiet);
@@ -205,7 +211,8 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     return kExitInterrupted;
   } catch (const std::exception& e) {
     spdlog::error("trainer {} rank {} failed: {}", host, rank, e.what());
-    report::write_failure(settings.cluster.sagemaker_root, std::string("trainer failed: ") + e.what());
+    report::write_failure(out.empty() ? settings.cluster.sagemaker_root : out,
+                          std::string("trainer failed: ") + e.what());
     feed::release_workers(worker_targets, settings.security, "trainer failed");
     return kExitFailed;
   }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/signals.h"
+#include "tandem/common/text.h"
 #include "tandem/data/batching/convert.h"
 #include "tandem/data/sources/dataset.h"
 #include "tandem/launch/run.h"
@@ -37,8 +38,9 @@ int run_worker(const Settings& settings, const std::string& host) {
   const int bound = server.start(settings.worker.bind + ":" + std::to_string(port));
   live = &server;
   if (signalled) server.stop_when_idle(settings.worker.term_grace_s);
-  spdlog::info("data worker {} serving '{}' ({} samples, fingerprint {}) on port {} with {} threads", host,
-               dataset->info().name, dataset->info().size, dataset->info().fingerprint, bound, server.threads());
+  spdlog::info("data worker {} serving '{}' ({}, fingerprint {}) on port {} with {}", host, dataset->info().name,
+               counted(dataset->info().size, "sample"), dataset->info().fingerprint, bound,
+               counted(server.threads(), "thread"));
   const transport::StopReason why = server.wait();
   live = nullptr;
   if (why == transport::StopReason::kIdle) {

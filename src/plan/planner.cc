@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
 #include "tandem/plan/model.h"
 
 namespace tandem::plan {
@@ -22,16 +23,12 @@ nlohmann::json row_json(const PlanRow& r, const PlanRow& none) {
           {"at_ceiling", r.at_ceiling}};
 }
 
-std::string plural(int n, const std::string& one, const std::string& many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 std::string where_measured(const RunMeasurements& m, const PriceTable& prices) {
   if (!m.rate_from_workers) {
-    return "the trainer host's " + plural(m.local_threads, "local thread", "local threads") +
+    return "the trainer host's " + counted(m.local_threads, "local thread", "local threads") +
            (m.cpu_model.empty() ? std::string() : " (" + m.cpu_model + ")");
   }
-  std::string s = plural(m.rate_threads, "worker thread", "worker threads") + " on " + m.rate_hosts;
+  std::string s = counted(m.rate_threads, "worker thread", "worker threads") + " on " + m.rate_hosts;
   if (m.simulated) {
     // The instance types were labels: every simulated host ran on this machine.
     return s + " (simulated hosts, all on this machine's " + (m.cpu_model.empty() ? "CPU" : m.cpu_model) + ")";
@@ -91,7 +88,7 @@ std::string explanation(const nlohmann::json& p, const RunMeasurements& m, const
        " samples/s (" + group_thousands(m.images_per_cpu_second, 1) + " samples per CPU-second x " +
        std::to_string(worker.vcpus) + " vCPUs) for $" + group_thousands(worker.usd_per_hour, 3) + "/hour.";
   const int n = best["workers"].get<int>();
-  s += " The cheapest per sample is " + (n == 0 ? std::string("none") : plural(n, "worker", "workers")) + ": $" +
+  s += " The cheapest per sample is " + (n == 0 ? std::string("none") : counted(n, "worker", "workers")) + ": $" +
        group_thousands(best["usd_per_1000_steps"].get<double>(), 3) + " per 1,000 steps at " +
        group_thousands(best["step_ms"].get<double>(), 1) + " ms/step";
   if (n > 0 && !none["saving_vs_none"].is_null() && best["saving_vs_none"].get<double>() > 0) {
@@ -108,7 +105,7 @@ std::string explanation(const nlohmann::json& p, const RunMeasurements& m, const
   const nlohmann::json& fast = p["fastest_within"];
   if (fast["workers"] != best["workers"]) {
     s += " For at most " + group_thousands(fast["within_pct"].get<double>(), 0) + "% more per sample, " +
-         plural(fast["workers"].get<int>(), "worker makes", "workers make") + " it " +
+         counted(fast["workers"].get<int>(), "worker makes", "workers make") + " it " +
          group_thousands(best["step_ms"].get<double>() / fast["step_ms"].get<double>(), 2) + " times as fast.";
   }
   return s;

@@ -92,7 +92,8 @@ std::string sources_table(const nlohmann::json& s) {
                     "<th>share</th><th>compute (s)</th><th class=\"l\">state</th></tr>";
   for (const nlohmann::json& src : *w) {
     const bool failed = src.is_object() && src.value("failed", false);
-    std::string state = failed ? "failed: " + text(src, "error", "") : "ok";
+    // The error says what failed ("data worker X failed: ...", "local preprocessing failed: ...").
+    std::string state = failed ? text(src, "error", "failed") : "ok";
     if (number_or_nan(src, "rejoins") > 0) state += ", rejoined " + number(src, "rejoins", 0) + "x";
     out += "<tr><td class=\"l\">" + text(src, "address") + "</td><td>" + number(src, "batches", 0) + "</td><td>" +
            number(src, "samples", 0) + "</td><td>" + number(src, "images_per_sec", 0) + "</td><td>" +

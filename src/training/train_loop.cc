@@ -157,10 +157,19 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, c
   } catch (const Diverged&) {
     throw;  // the model is no good: keep the last checkpoint
   } catch (const std::exception& e) {
-    // Whatever failed (a source, the network), the steps done so far are not lost.
+    // Whatever failed (a source, the network), the steps done so far are not lost. Before
+    // this run's first step there is nothing to keep: a checkpoint of the step it started
+    // from would only stand in the way of the next run (another model, other settings).
+    if (completed == r.start_step) {
+      if (m.dist.rank == 0) spdlog::warn("training failed before its first step: no checkpoint written");
+      throw;
+    }
     try {
       const std::string dir = m.save_checkpoint(completed);
-      if (!dir.empty()) spdlog::warn("training failed at step {}; checkpoint of step {} written", step, completed);
+      if (!dir.empty()) {
+        spdlog::warn("training failed after completing step {}; checkpoint of step {} written in {}", completed,
+                     completed, dir);
+      }
     } catch (const std::exception& c) {
       spdlog::error("could not write a checkpoint after the failure: {}", c.what());
     }
@@ -169,7 +178,8 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, c
   step = completed;
   add_times(r.step_times, clock.drain(), feed.drain_times(), m.device.is_cuda());
   m.next_step = step;
-  if (r.interrupted) r.last_checkpoint = m.save_checkpoint(step);
+  // Stopped before this run's first step: the newest checkpoint (if any) already holds it.
+  if (r.interrupted && step > r.start_step) r.last_checkpoint = m.save_checkpoint(step);
   else if (limits.max_steps < 0 || step == m.opts.steps) r.model_file = m.save_model();
   r.compute_dtype = m.compute_dtype;
   r.memory_layout = m.memory_layout;

@@ -13,6 +13,7 @@
 #include "optim.h"
 #include "tandem/common/error.h"
 #include "tandem/common/files.h"
+#include "tandem/common/text.h"
 #include "trainer_impl.h"
 
 #if defined(TANDEM_WITH_CUDA)
@@ -223,8 +224,8 @@ int cuda_device_count() { return torch::cuda::is_available() ? static_cast<int>(
 void check_ranks_fit_gpus(int procs) {
   const int gpus = cuda_device_count();
   if (gpus > 0 && procs > gpus) {
-    throw ConfigError(std::to_string(procs) + " trainer processes on this host but it has " + std::to_string(gpus) +
-                      " GPU(s): give each process its own GPU with --procs-per-host " + std::to_string(gpus) +
+    throw ConfigError(counted(procs, "trainer process", "trainer processes") + " on this host but it has " +
+                      counted(gpus, "GPU") + ": give each process its own GPU with --procs-per-host " + std::to_string(gpus) +
                       " or less (0 = one per GPU)");
   }
 }

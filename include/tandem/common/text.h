@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,5 +18,9 @@ std::string printable(std::string_view s, size_t max_chars = 200);
 // The candidate nearest to `word` by edit distance when it is within `max_distance` edits
 // (and not `word` itself), else "": for "did you mean ...?" after a typo.
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates, size_t max_distance);
+
+// "1 thread", "4 threads": `n` and the noun in the number it needs. `many` defaults to
+// `one` + "s" ("process" needs "processes", "GPU" "GPUs").
+std::string counted(uint64_t n, std::string_view one, std::string_view many = {});
 
 }  // namespace tandem

@@ -29,6 +29,12 @@ struct SuperviseOptions {
   // is critical. A child stopped this way that exits 0 on SIGTERM is ok; one the signal
   // kills is reported "killed by SIGTERM".
   double linger_s = -1;
+  // When every non-critical child has exited with a failure while a critical one still
+  // runs, stop the rest (SIGTERM, then SIGKILL after grace_s). `simulate` sets it: its
+  // trainers have no data left to train on once every worker host is gone, and a worker
+  // that exits on its own is never coming back there. Has no effect when every child is
+  // critical.
+  bool stop_when_helpers_fail = false;
   // Where the "[name] line" output goes; nullptr = std::cout. A test knob: tests point
   // it at a std::ostringstream to check what the children printed.
   std::ostream* out = nullptr;

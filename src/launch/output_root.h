@@ -1,0 +1,27 @@
+// Internal to the trainer role: where a trainer keeps what it writes (checkpoints, the
+// model, the summary and metrics, output/failure).
+#pragma once
+
+#include <string>
+
+#include "tandem/common/settings.h"
+
+namespace tandem::launch {
+
+// The folder under which a trainer writes, laid out as a SageMaker root (checkpoints/,
+// model/, output/data/summary.json, output/failure):
+// - the SageMaker root (--sagemaker-root) when it exists: SageMaker, or a root `simulate`
+//   made;
+// - outside SageMaker (no such directory), rank 0 keeps its files in the working
+//   directory instead, in ./tandem-output/<job name> when the job has a name (--job-name,
+//   TRAINING_JOB_NAME, SLURM_JOB_ID: a restart of the job resumes there), else in a
+//   fresh ./tandem-output/run-YYYYMMDD-HHMMSS. It is created here and its absolute path
+//   logged. Other ranks write nothing there: "" for them, and "" (with a warning) when
+//   the folder cannot be made.
+std::string output_root(const Settings& settings, int rank);
+
+// The folder's name for a job: `job` with every character outside [A-Za-z0-9._-]
+// replaced by '-', or "" when nothing usable is left ("", ".", "..").
+std::string output_folder_name(const std::string& job);
+
+}  // namespace tandem::launch
