@@ -284,6 +284,7 @@ data::DatasetInfo RemoteWorker::learn_dataset(double timeout_s) {
   d.num_classes = wi.num_classes;
   d.mean = wi.mean;
   d.std = wi.std;
+  d.class_names = wi.class_names;
   if (const std::string problem = data::info_problem(d); !problem.empty()) {
     throw PeerError("data worker " + target_ + " (" + wi.host + ") describes its dataset with " + problem +
                        ", which a trainer cannot build a model on: run the same tandem version on every host");
