@@ -58,6 +58,26 @@ TEST(DataPlacement, ATrainerWithoutTheDataLearnsItFromItsWorkers) {
   ASSERT_EQ(summary["workers"].size(), 1u) << "no local source: nothing to preprocess with";
   EXPECT_EQ(summary["workers"][0]["batches"], 3);
   EXPECT_EQ(wait_exit(worker.child, 20s), 0) << "released at the end";
+  // The class names came with the dataset's description: the saved model says which
+  // output is which folder.
+  const auto model = nlohmann::json::parse(slurp(dir / "trainer-root/model/model.json"));
+  EXPECT_EQ(model["classes"], nlohmann::json({"cats", "dogs"})) << model.dump(2);
+}
+
+TEST(DataPlacement, TheSavedModelNamesTheClassFoldersInLabelOrder) {
+  // Folders made out of order; labels follow the byte-wise sort ('B' < 'a').
+  const fs::path dir = fresh_dir("class-names");
+  for (const char* name : {"zebra", "ant", "Bee"}) {
+    write_bytes(dir / "data" / name / "1.jpg", encode_jpeg(gradient_image(40, 48, 3, name[0])));
+  }
+  const int code = run_tandem("trainer --data imagefolder:" + (dir / "data").string() +
+                                  " --image-size 32 --local-workers 1 --steps 2 --batch-size 2 --sagemaker-root " +
+                                  dir.string(),
+                              dir / "trainer.log", 120);
+  ASSERT_EQ(code, 0) << slurp(dir / "trainer.log");
+  const auto model = nlohmann::json::parse(slurp(dir / "model/model.json"));
+  EXPECT_EQ(model["classes"], nlohmann::json({"Bee", "ant", "zebra"})) << model.dump(2);
+  EXPECT_EQ(model["num_classes"], 3);
 }
 
 TEST(DataPlacement, WorkersThatDisagreeWithEachOtherAreRefused) {
@@ -111,6 +131,11 @@ TEST(DataPlacement, APeersDescriptionIsChecked) {
   EXPECT_NE(problem([](auto& d) { d.std = {0.2f, 0.f, 0.2f}; }).find("std"), std::string::npos);
   EXPECT_NE(problem([](auto& d) { d.mean = {0.5f}; }).find("channels"), std::string::npos);
   EXPECT_NE(problem([](auto& d) { d.fingerprint.clear(); }).find("fingerprint"), std::string::npos);
+  EXPECT_EQ(problem([](auto& d) { d.class_names = {"cats", "dogs"}; }), "");
+  EXPECT_NE(problem([](auto& d) { d.class_names = {"cats"}; }).find("1 class names for 2 classes"),
+            std::string::npos);
+  EXPECT_NE(problem([](auto& d) { d.class_names = {"cats", std::string(300, 'x')}; }).find("class name of 300 bytes"),
+            std::string::npos);
 }
 
 TEST(DataPlacement, GeneratedDataIsEverywhereFilesOnlyWhereTheyAre) {

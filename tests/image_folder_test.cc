@@ -22,6 +22,8 @@ using testing::TempDir;
 using testing::encode_jpeg;
 using testing::encode_png;
 using testing::gradient_image;
+using testing::jpeg_declaring;
+using testing::png_declaring;
 using testing::write_bytes;
 
 // cats: 3 JPEGs (one in a subfolder), dogs: 2 PNGs and a JPEG, plus files to ignore.
@@ -90,6 +92,7 @@ TEST(ImageFolder, MakesUint8SamplesFromJpegAndPngWithLabels) {
   EXPECT_EQ(info.name, "imagefolder");
   EXPECT_EQ(info.size, 6u);
   EXPECT_EQ(info.num_classes, 2);
+  EXPECT_EQ(info.class_names, (std::vector<std::string>{"cats", "dogs"}));  // label order, for model.json
   EXPECT_EQ(info.dtype, DType::kUInt8);
   EXPECT_EQ(info.sample_shape, (std::vector<int64_t>{3, 32, 32}));
   EXPECT_EQ(info.sample_bytes(), 3u * 32 * 32);
@@ -267,6 +270,65 @@ TEST(ImageFolderBadData, SkipSubstitutesTheNextGoodSampleAndRecordsIt) {
   EXPECT_NE(skipped[0].find("cats/b.jpg: not a decodable image: corrupt JPEG"), std::string::npos) << skipped[0];
   EXPECT_NE(skipped[1].find("cats/sub/c.jpg: not a decodable image"), std::string::npos) << skipped[1];
   EXPECT_EQ(d->skipped_count(), 3u);  // b, c (from index 1), then c again (index 2)
+}
+
+TEST(ImageFolderBadData, ImagesOverTheMaxPixelsFailNamingTheFileAndTheFlag) {
+  // Headers that declare 100000 x 100000 (in under 100 bytes) and 40000 x 40000 pixels, and a
+  // JPEG that declares 60000 x 60000: before the limit, std::bad_alloc (no file named) or
+  // a 4.8 GB allocation first.
+  TempDir dir;
+  make_folder(dir.path());
+  write_bytes(dir.path() / "cats" / "b.jpg", jpeg_declaring(60000, 60000));
+  write_bytes(dir.path() / "dogs" / "x.png", png_declaring(100000, 100000));
+  write_bytes(dir.path() / "dogs" / "y.png", png_declaring(40000, 40000));
+  for (const char* pipeline : {"decode,random_resized_crop(32),hflip", "decode,center_crop(32)"}) {
+    const DataOptions opts = folder_options(dir.path(), pipeline);
+    for (const auto& [index, name, size] : {std::tuple{1, "cats/b.jpg", "60000 x 60000"},
+                                            std::tuple{3, "dogs/x.png", "100000 x 100000"},
+                                            std::tuple{4, "dogs/y.png", "40000 x 40000"}}) {
+      const std::string error = config_error(opts, index);
+      EXPECT_NE(error.find(dir.str() + "/" + name + ": the header declares a " + size + " image"), std::string::npos)
+          << error;
+      EXPECT_NE(error.find("more than --max-image-pixels 89478485"), std::string::npos) << error;
+      EXPECT_NE(error.find("--on-bad-sample skip"), std::string::npos) << error;
+    }
+  }
+  // Under skip: substituted by the next good file and listed; a raised limit lets the
+  // 40000 x 40000 header through to the decoder, which finds its data missing.
+  DataOptions opts = folder_options(dir.path(), "decode,resize(16,16)");  // no random draw: the substitute shows
+  opts.on_bad_sample = "skip";
+  auto d = make_dataset(opts);
+  int64_t label = -1;
+  EXPECT_EQ(sample(*d, 3, 0, &label), sample(*d, 5, 0));  // x.png and y.png -> z.jpeg
+  EXPECT_EQ(label, 1);
+  const std::vector<std::string> skipped = d->skipped();
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_NE(skipped[0].find("dogs/x.png: the header declares a 100000 x 100000 image (10000000000 pixels)"),
+            std::string::npos)
+      << skipped[0];
+  opts.max_image_pixels = 1600000000;
+  EXPECT_NE(make_dataset(opts)->info().fingerprint, d->info().fingerprint)
+      << "under skip the limit decides which files serve";
+  opts.on_bad_sample = "fail";
+  const std::string error = config_error(opts, 4);
+  EXPECT_NE(error.find("dogs/y.png: not a decodable image: corrupt PNG"), std::string::npos) << error;
+}
+
+TEST(ImageFolderBadData, SymlinkLoopsAreNamedAsSuch) {
+  TempDir dir;
+  make_folder(dir.path());
+  fs::create_directory_symlink("..", dir.path() / "cats" / "up");  // cats/up/cats/up/... for ever
+  std::string error = config_error(folder_options(dir.path()));
+  EXPECT_NE(error.find("a symbolic link loop at " + dir.str() + "/cats/up "), std::string::npos) << error;
+  EXPECT_NE(error.find("ELOOP"), std::string::npos) << error;
+  EXPECT_EQ(error.find("permissions"), std::string::npos) << error;
+  fs::remove(dir.path() / "cats" / "up");
+  fs::create_symlink("self.jpg", dir.path() / "dogs" / "self.jpg");  // a link to itself
+  error = config_error(folder_options(dir.path()));
+  EXPECT_NE(error.find("a symbolic link loop at " + dir.str() + "/dogs/self.jpg "), std::string::npos) << error;
+  fs::remove(dir.path() / "dogs" / "self.jpg");
+  fs::create_directory_symlink("cats", dir.path() / "felines");  // a second name is no loop
+  EXPECT_EQ(make_dataset(folder_options(dir.path()))->info().num_classes, 3);
 }
 
 TEST(ImageFolderBadData, SkipGivesUpWhenNothingDecodes) {

@@ -1,5 +1,6 @@
 // The compiled pipeline: shapes, where steps may go, the fused JPEG decode (cropped and
-// scaled) against decode-then-transform, the folded final flip, and uint8 conversion.
+// scaled) and the row-wise PNG decode against decode-then-transform, the pixel limit on
+// headers, the folded final flip, and uint8 conversion.
 #include <cstring>
 #include <set>
 
@@ -9,6 +10,8 @@
 #include "tandem/common/error.h"
 #include "tandem/data/batching/convert.h"
 #include "tandem/data/codecs/jpeg.h"
+#include "tandem/data/codecs/pixel_limit.h"
+#include "tandem/data/codecs/png.h"
 #include "tandem/data/augment/pipeline.h"
 #include "tandem/data/augment/resample.h"
 
@@ -18,6 +21,8 @@ namespace {
 using testing::encode_jpeg;
 using testing::encode_png;
 using testing::gradient_image;
+using testing::jpeg_declaring;
+using testing::png_declaring;
 
 const PipelineSource kFiles{true, 3, 0, 0};
 
@@ -88,6 +93,86 @@ TEST(Pipeline, FusedUnscaledJpegDecodeEqualsDecodeThenCrop) {
                            "decode(scaled=0),resize(37,29),rotation(30)"}) {
     const Pipeline p(parse_pipeline(spec), kFiles);
     for (uint64_t key = 0; key < 20; ++key) ASSERT_EQ(run(p, jpeg, key), run(p, png, key)) << spec << " key " << key;
+  }
+}
+
+// What the pipeline made of `file` when decoded whole first: decode_png, then the same
+// steps on the raw image (the path every PNG took before the row-wise decode).
+std::vector<uint8_t> run_decoded(const std::string& spec, const std::vector<uint8_t>& file, int channels,
+                                 uint64_t key) {
+  Image image;
+  decode_png(file, channels, image);
+  const Pipeline p(parse_pipeline(spec), {false, channels, image.height, image.width});
+  std::vector<uint8_t> out(p.sample_bytes());
+  Rng rng(kAugmentStream, 1, 0, key);
+  p.run_image(image, rng, out.data());
+  return out;
+}
+
+TEST(Pipeline, RowWisePngDecodeEqualsDecodeThenTransform) {
+  // The same resampling fed row by row: exactly the bytes of the whole-image path, for
+  // crops, resizes, a gray file, a downscale of more than 30x (the two-stage resample)
+  // and an interlaced file (decoded whole).
+  testing::TempDir dir;
+  testing::write_pattern_png(dir.path() / "big.png", 2400, 1300);
+  testing::write_pattern_png(dir.path() / "interlaced.png", 300, 200, true);
+  const std::vector<uint8_t> rgb = encode_png(gradient_image(150, 200, 3, 2), PNG_FORMAT_RGB);
+  const std::vector<uint8_t> gray = encode_png(gradient_image(90, 70, 1, 3), PNG_FORMAT_GRAY);
+  const std::vector<uint8_t> big = testing::read_bytes(dir.path() / "big.png");
+  const std::vector<uint8_t> interlaced = testing::read_bytes(dir.path() / "interlaced.png");
+  const struct {
+    const char* spec;
+    const std::vector<uint8_t>& file;
+    int channels;
+  } cases[] = {
+      {"decode,random_resized_crop(64),hflip", rgb, 3},
+      {"decode,resize(50),center_crop(48)", rgb, 3},
+      {"decode,resize(37,29),rotation(30)", rgb, 3},
+      {"decode,resize(300,400)", rgb, 3},  // upscaling
+      {"decode(channels=1),random_resized_crop(24)", gray, 1},
+      {"decode(channels=3),resize(20,16)", gray, 3},
+      {"decode,resize(20,32)", big, 3},  // 65x down in height: two stages
+      {"decode,random_resized_crop(16)", big, 3},
+      {"decode,random_resized_crop(32)", interlaced, 3},
+  };
+  for (const auto& c : cases) {
+    const Pipeline p(parse_pipeline(c.spec), kFiles);
+    for (uint64_t key = 0; key < 6; ++key) {
+      ASSERT_EQ(run(p, c.file, key), run_decoded(c.spec, c.file, c.channels, key)) << c.spec << " key " << key;
+    }
+  }
+}
+
+TEST(Pipeline, HeadersOverThePixelLimitAreRefusedBeforeDecoding) {
+  const Pipeline p(parse_pipeline("decode,random_resized_crop(32)"), kFiles);
+  const Pipeline whole(parse_pipeline("decode,center_crop(32)"), kFiles);
+  const std::vector<uint8_t> png_bomb = png_declaring(100000, 100000);
+  EXPECT_LT(png_bomb.size(), 100u);
+  for (const std::vector<uint8_t>& file : {png_bomb, png_declaring(40000, 40000), jpeg_declaring(60000, 60000)}) {
+    for (const Pipeline* pipeline : {&p, &whole}) {
+      try {
+        run(*pipeline, file, 0);  // without the limit: a 4.8 to 30 GB allocation, or std::bad_alloc
+        ADD_FAILURE() << "accepted";
+      } catch (const ImageTooLarge& e) {
+        EXPECT_NE(std::string(e.what()).find("pixels), more than --max-image-pixels 89478485"), std::string::npos)
+            << e.what();
+      }
+    }
+  }
+  // The limit is inclusive, and applies to JPEG and PNG alike.
+  const Image img = gradient_image(40, 50, 3, 1);
+  for (const std::vector<uint8_t>& file : {encode_png(img, PNG_FORMAT_RGB), encode_jpeg(img)}) {
+    const Pipeline fits(parse_pipeline("decode,resize(8,8)"), {true, 3, 0, 0, 2000});
+    const Pipeline over(parse_pipeline("decode,resize(8,8)"), {true, 3, 0, 0, 1999});
+    EXPECT_NO_THROW(run(fits, file, 0));
+    try {
+      run(over, file, 0);
+      ADD_FAILURE() << "a 50 x 40 image accepted under a limit of 1999 pixels";
+    } catch (const ImageTooLarge& e) {
+      EXPECT_NE(std::string(e.what()).find("a 50 x 40 image (2000 pixels), more than --max-image-pixels 1999"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 

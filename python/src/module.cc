@@ -79,6 +79,12 @@ py::dict dataset_dict(const data::DatasetInfo& i, const py::dtype& dtype) {
   d["size"] = i.size;
   d["sample_shape"] = i.sample_shape;
   d["num_classes"] = i.num_classes;
+  py::list names;  // folder names as os.listdir gives them (bytes that are not UTF-8: surrogateescape)
+  for (const std::string& n : i.class_names) {
+    names.append(py::reinterpret_steal<py::str>(
+        PyUnicode_DecodeUTF8(n.data(), static_cast<Py_ssize_t>(n.size()), "surrogateescape")));
+  }
+  d["class_names"] = names;
   d["dtype"] = dtype;
   d["mean"] = i.mean;
   d["std"] = i.std;

@@ -12,9 +12,10 @@ Feed(workers=None, *, rank=0, world=1, local_threads=0, start_step=0,
     batch, made by the data workers (`tandem worker`) and by `local_threads` threads of
     this process, in step order. The settings are tandem's own (`tandem trainer --help`),
     written with '_': data, seed, image_size, dataset_size, num_classes, wire_dtype,
-    pipeline, split, channel, on_bad_sample, sagemaker_root, batch_size, steps,
-    inflight, prefetch, connect_timeout, batch_timeout, token, token_file, job_name,
-    tls_ca, tls_cert, tls_key, tls_server_name. The token defaults to $TANDEM_TOKEN.
+    pipeline, split, channel, on_bad_sample, max_image_pixels, sagemaker_root,
+    batch_size, steps, inflight, prefetch, connect_timeout, batch_timeout, token,
+    token_file, job_name, tls_ca, tls_cert, tls_key, tls_server_name. The token
+    defaults to $TANDEM_TOKEN.
     A bad setting raises ValueError with tandem's message; a feed that cannot go on
     (no worker answers, every source failed, --batch-timeout passed) raises RuntimeError.
 

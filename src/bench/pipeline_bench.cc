@@ -1,6 +1,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 
 #include "tandem/bench/bench.h"
@@ -22,6 +23,7 @@ nlohmann::json bench_pipeline(const BenchOptions& opts) {
   std::condition_variable cv;
   uint64_t next_seq = 0, finished = 0, measured_images = 0;
   int in_flight = 0;
+  std::exception_ptr failure;  // the first batch that could not be made
   const auto start = Clock::now();
   const auto warm = start + std::chrono::milliseconds(500);
   const auto end = warm + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.seconds));
@@ -34,10 +36,15 @@ nlohmann::json bench_pipeline(const BenchOptions& opts) {
           const auto now = Clock::now();
           if (now >= warm && now < end) measured_images += static_cast<uint64_t>(b.size());
           cv.notify_all();
-        }, [&](std::exception_ptr) { std::lock_guard lock(mu); --in_flight; cv.notify_all(); });
+        }, [&](std::exception_ptr e) {
+          std::lock_guard lock(mu);
+          --in_flight;
+          if (!failure) failure = e;
+          cv.notify_all();
+        });
   };
   std::unique_lock lock(mu);
-  while (Clock::now() < end) {
+  while (Clock::now() < end && !failure) {
     while (in_flight < 2) {
       ++in_flight;
       submit();
@@ -45,6 +52,7 @@ nlohmann::json bench_pipeline(const BenchOptions& opts) {
     cv.wait_until(lock, end, [&] { return in_flight < 2; });
   }
   cv.wait(lock, [&] { return in_flight == 0; });
+  if (failure) std::rethrow_exception(failure);  // a bad sample (--on-bad-sample fail) ends the bench, named
   const double images_per_sec = measured_images / opts.seconds;
   const data::DatasetInfo& info = dataset->info();
   return {{"bench", "pipeline"},

@@ -120,6 +120,10 @@ void add_data_options(CLI::App& app, DataOptions& o) {
   app.add_option("--on-bad-sample", o.on_bad_sample,
                  "fail | skip: on an undecodable file, stop, or use the next good sample and list the file")
       ->capture_default_str()->check(CLI::IsMember({"fail", "skip"}))->group(kDataGroup);
+  app.add_option("--max-image-pixels", o.max_image_pixels,
+                 "An image file whose header declares more pixels is a bad sample, refused before decoding "
+                 "(a decompression bomb); default Pillow's")
+      ->capture_default_str()->check(in_range(1, 1e12))->group(kDataGroup);
 }
 
 void add_worker_options(CLI::App& app, WorkerOptions& o) {

@@ -26,6 +26,7 @@ data::DatasetInfo dataset_of(const transport::WorkerInfo& worker, const std::str
   d.num_classes = worker.num_classes;
   d.mean = worker.mean;
   d.std = worker.std;
+  d.class_names = worker.class_names;
   if (const std::string problem = data::info_problem(d); !problem.empty()) {
     throw PeerError("data worker " + target + " (" + worker.host + ") describes its dataset with " + problem +
                     ", which a trainer cannot build a model on: run the same tandem version on every host");

@@ -199,6 +199,7 @@ std::string Trainer::Impl::save_model() {
   nlohmann::json meta = model->save_for_python(paths.model_dir);
   meta["model"] = opts.model;
   meta["num_classes"] = info.num_classes;
+  meta["classes"] = info.class_names;  // label -> name; empty when the labels have none
   meta["dataset"] = info.name;
   meta["file"] = "model.pt";
   meta["input"] = {{"shape", info.sample_shape},
@@ -206,7 +207,9 @@ std::string Trainer::Impl::save_model() {
                    {"scaling", info.dtype == data::DType::kUInt8 ? "uint8 pixels / 255" : "as the pipeline makes them"},
                    {"mean", info.mean},
                    {"std", info.std}};
-  write_file_atomically(paths.model_dir + "/model.json", meta.dump(2) + "\n");
+  // Folder names need not be UTF-8: such bytes become U+FFFD rather than failing the save.
+  write_file_atomically(paths.model_dir + "/model.json",
+                        meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   return paths.model_dir + "/model.pt";
 }
 

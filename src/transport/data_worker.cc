@@ -47,6 +47,7 @@ WorkerInfo DataWorker::describe() const {
   info.num_classes = d.num_classes;
   info.mean = d.mean;
   info.std = d.std;
+  info.class_names = d.class_names;
   info.threads = pool_->size();
   info.host = host_;
   info.skipped = dataset_->skipped();

@@ -34,6 +34,7 @@ v1::InfoReply to_proto(const WorkerInfo& info) {
   reply.set_num_classes(static_cast<uint32_t>(info.num_classes));
   reply.mutable_mean()->Add(info.mean.begin(), info.mean.end());
   reply.mutable_std()->Add(info.std.begin(), info.std.end());
+  for (const std::string& name : info.class_names) reply.add_class_names(name);
   reply.set_threads(static_cast<uint32_t>(info.threads));
   reply.set_host(info.host);
   for (const std::string& s : info.skipped) reply.add_skipped(s);
@@ -51,6 +52,7 @@ WorkerInfo from_proto(const v1::InfoReply& reply) {
   info.num_classes = static_cast<int>(std::min<uint32_t>(reply.num_classes(), 1u << 30));
   info.mean.assign(reply.mean().begin(), reply.mean().end());
   info.std.assign(reply.std().begin(), reply.std().end());
+  info.class_names.assign(reply.class_names().begin(), reply.class_names().end());  // checked by info_problem
   info.threads = static_cast<int>(reply.threads());
   info.host = printable(reply.host(), 80);
   for (const auto& s : reply.skipped()) info.skipped.push_back(printable(s));

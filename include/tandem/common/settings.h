@@ -41,6 +41,9 @@ struct SecurityOptions {
   std::string tls_server_name;  // --tls-server-name: the name workers' certificates carry, if not their address
 };
 
+// Pillow's MAX_IMAGE_PIXELS: images up to about 9459 x 9459 pass.
+inline constexpr uint64_t kDefaultMaxImagePixels = 89478485;
+
 // What every sample is and how it is augmented. Trainer and workers must agree.
 struct DataOptions {
   // --data: synthetic | blur-benchmark | premade | imagefolder[:PATH] | mnist[:PATH]
@@ -61,6 +64,9 @@ struct DataOptions {
   std::string channel = "train";        // --channel: SageMaker channel read when --data has no PATH
   std::string split = "train";          // --split: train | test (mnist's files; imagefolder's default pipeline)
   std::string on_bad_sample = "fail";   // --on-bad-sample: fail | skip (use the next good sample, list the bad one)
+  // --max-image-pixels: an image file whose header declares more pixels is a bad sample
+  // (a decompression bomb), refused before anything of it is decoded.
+  uint64_t max_image_pixels = kDefaultMaxImagePixels;
   // Not a flag: the command line copies ClusterOptions::sagemaker_root here.
   std::string sagemaker_root = "/opt/ml";
 };

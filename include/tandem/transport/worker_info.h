@@ -17,6 +17,7 @@ struct WorkerInfo {
   data::DType dtype = data::DType::kFloat32;
   int num_classes = 0;
   std::vector<float> mean, std;
+  std::vector<std::string> class_names;  // label -> name; empty when the labels have none
   int threads = 0;
   std::string host;
   std::vector<std::string> skipped;  // files it could not use (--on-bad-sample skip)

@@ -10,6 +10,7 @@
 
 #include "tandem/common/error.h"
 #include "tandem/data/codecs/jpeg.h"
+#include "tandem/data/codecs/pixel_limit.h"
 #include "tandem/data/codecs/png.h"
 #include "tandem/data/augment/color.h"
 #include "tandem/data/augment/gaussian_blur.h"
@@ -41,7 +42,8 @@ void expand_gray(const Image& gray, Image& rgb) {
 
 }  // namespace
 
-Pipeline::Pipeline(const PipelineSpec& spec, const PipelineSource& source) : channels_(source.channels) {
+Pipeline::Pipeline(const PipelineSpec& spec, const PipelineSource& source)
+    : channels_(source.channels), max_pixels_(source.max_pixels) {
   size_t first = 0;
   if (!spec.steps.empty() && spec.steps[0].op == "decode") {
     const int c = static_cast<int>(spec.steps[0].param("channels"));
@@ -206,15 +208,18 @@ void Pipeline::run_steps(size_t first, Image*& image, Image*& spare, Rng& rng, u
   write_chw(*image, out, flip);
 }
 
+Pipeline::FirstCrop Pipeline::first_crop(ImageSize size, Rng& rng) const {
+  const Step& step = steps_[0];
+  FirstCrop c{{0, 0, size.height, size.width}, step.height, step.width};
+  if (step.kind == Kind::kRandomResizedCrop) c.box = random_resized_crop_box(size.height, size.width, step.crop, rng);
+  else if (step.width == 0) std::tie(c.out_h, c.out_w) = resize_smaller_edge(size.height, size.width, step.height);
+  return c;
+}
+
 // Decode + the first step (random_resized_crop or resize) of a JPEG: draw the box on the
 // header's size, decode only the box at the smallest sufficient scale, resample it.
-void Pipeline::decode_fused(std::span<const uint8_t> file, Image& dst, Rng& rng) const {
-  const Step& step = steps_[0];
-  const ImageSize size = jpeg_size(file);
-  CropBox box{0, 0, size.height, size.width};
-  int out_h = step.height, out_w = step.width;
-  if (step.kind == Kind::kRandomResizedCrop) box = random_resized_crop_box(size.height, size.width, step.crop, rng);
-  else if (step.width == 0) std::tie(out_h, out_w) = resize_smaller_edge(size.height, size.width, step.height);
+void Pipeline::decode_fused(std::span<const uint8_t> file, ImageSize size, Image& dst, Rng& rng) const {
+  const auto [box, out_h, out_w] = first_crop(size, rng);
   int denom = 1;
   for (int d = 8; scaled_decode_ && d > 1 && denom == 1; d /= 2) {
     const double sx = double(jpeg_scaled(size.width, d)) / size.width, sy = double(jpeg_scaled(size.height, d)) / size.height;
@@ -232,20 +237,62 @@ void Pipeline::decode_fused(std::span<const uint8_t> file, Image& dst, Rng& rng)
   resample(src, out_h, out_w, dst);
 }
 
+namespace {
+
+// A PNG's rows as the resampler asks for them: each decoded once, in order, into one of
+// two row buffers; the rows below the last one asked for are never decoded.
+class PngRows final : public RowSource {
+ public:
+  PngRows(PngReader& png, int width, int channels) : png_(png), stride_(static_cast<size_t>(width) * channels) {
+    for (auto& b : buffers_) b.resize(stride_ + Image::kPadding);
+  }
+  const uint8_t* row(int y) override {
+    for (; decoded_ < y; ++decoded_) png_.read_row(buffers_[(decoded_ + 1) % 2].data());
+    return buffers_[y % 2].data();
+  }
+
+ private:
+  PngReader& png_;
+  size_t stride_;
+  std::vector<uint8_t> buffers_[2];
+  int decoded_ = -1;  // the last row decoded
+};
+
+}  // namespace
+
+// Decode + the first step of a non-interlaced PNG: the same box and resampling as decoding
+// it whole then applying the step, fed row by row.
+void Pipeline::decode_png_fused(PngReader& png, Image& dst, Rng& rng) const {
+  const ImageSize size = png.size();
+  const auto [box, out_h, out_w] = first_crop(size, rng);
+  PngRows rows(png, size.width, channels_);
+  const ResampleSource src{nullptr, 0, channels_, double(box.left), double(box.top), double(box.left + box.width),
+                           double(box.top + box.height), box.left, box.top, box.left + box.width,
+                           box.top + box.height, &rows};
+  resample(src, out_h, out_w, dst);
+}
+
 void Pipeline::run_file(std::span<const uint8_t> file, Rng& rng, uint8_t* out) const {
   thread_local Image a, b;
   Image *image = &a, *spare = &b;
   if (is_jpeg(file)) {
+    const ImageSize size = jpeg_size(file);
+    check_image_pixels(size, max_pixels_);
     if (fuse_first_) {
-      decode_fused(file, *image, rng);
+      decode_fused(file, size, *image, rng);
       return run_steps(1, image, spare, rng, out);
     }
     thread_local JpegRegion region;
-    const ImageSize size = jpeg_size(file);
     decode_jpeg(file, channels_, {0, 0, size.height, size.width}, 1, region);
     std::swap(region.image, *image);
   } else if (is_png(file)) {
-    decode_png(file, channels_, *image);
+    PngReader png(file, channels_);
+    check_image_pixels(png.size(), max_pixels_);
+    if (fuse_first_ && !png.interlaced()) {
+      decode_png_fused(png, *image, rng);
+      return run_steps(1, image, spare, rng, out);
+    }
+    png.read_image(*image);
   } else {
     throw DecodeError("not a JPEG or PNG file (" + hex_prefix(file) + ")");
   }

@@ -194,13 +194,15 @@ void resample_rows(const ResampleSource& src, const Taps& tx, const Taps& ty, in
   ring.resize(static_cast<size_t>(ring_rows) * out_width);
   auto slot = [&](int row) { return ring.data() + static_cast<size_t>(row % ring_rows) * out_width; };
   const float* rows[64];
+  auto source_row = [&](int y) { return src.rows ? src.rows->row(y) : src.pixels + y * src.stride; };
   int next = ty.first.front();  // the next source row to filter
   for (int i = 0; i < out_height; ++i) {
     const int first = ty.first[i], n = ty.count[i];
     for (; next < first + n; next += 2) {
       const int second = std::min(next + 1, row_end - 1);  // past the end: filter the last row twice
-      horizontal_any<C>(src.pixels + next * src.stride, src.pixels + second * src.stride, tx, col0, col1,
-                        reinterpret_cast<v8u*>(lanes.data()), slot(next), slot(next + 1), out_width);
+      const uint8_t* a = source_row(next);
+      horizontal_any<C>(a, source_row(second), tx, col0, col1, reinterpret_cast<v8u*>(lanes.data()), slot(next),
+                        slot(next + 1), out_width);
     }
     for (int j = 0; j < ty.stride; ++j) rows[j] = reinterpret_cast<const float*>(slot(first + std::min(j, n - 1)));
     vertical_any<C>(rows, ty, i, out_width, dst.row(i));

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -12,31 +13,38 @@
 namespace tandem::data {
 namespace {
 
-struct PngState {
+void read_fn(png_structp png, png_bytep out, size_t n);
+void error_fn(png_structp png, png_const_charp message);
+void warning_fn(png_structp, png_const_charp) {}  // ancillary-chunk trouble: the pixels are fine
+
+}  // namespace
+
+struct PngReader::State {
   png_structp png = nullptr;
   png_infop info = nullptr;
   const uint8_t* data = nullptr;
   size_t size = 0, pos = 0;
+  int rows_read = 0;
   char message[256] = "";
 };
 
+namespace {
+
 void read_fn(png_structp png, png_bytep out, size_t n) {
-  auto* s = static_cast<PngState*>(png_get_io_ptr(png));
+  auto* s = static_cast<PngReader::State*>(png_get_io_ptr(png));
   if (s->size - s->pos < n) png_error(png, "the file ends early (truncated)");
   std::memcpy(out, s->data + s->pos, n);
   s->pos += n;
 }
 
 void error_fn(png_structp png, png_const_charp message) {
-  auto* s = static_cast<PngState*>(png_get_error_ptr(png));
+  auto* s = static_cast<PngReader::State*>(png_get_error_ptr(png));
   std::snprintf(s->message, sizeof s->message, "%s", message);
   png_longjmp(png, 1);
 }
 
-void warning_fn(png_structp, png_const_charp) {}  // ancillary-chunk trouble: the pixels are fine
-
 // Reads the header and sets up the conversion to 8-bit gray or RGB without alpha.
-bool read_info(PngState& s, int channels) {
+bool read_info(PngReader::State& s, int channels) {
   if (setjmp(png_jmpbuf(s.png))) return false;
   png_set_read_fn(s.png, &s, read_fn);
   png_read_info(s.png, s.info);
@@ -51,11 +59,19 @@ bool read_info(PngState& s, int channels) {
   return true;
 }
 
-bool read_pixels(PngState& s, png_bytepp rows) {
+bool read_pixels(PngReader::State& s, png_bytepp rows) {
   if (setjmp(png_jmpbuf(s.png))) return false;
   png_read_image(s.png, rows);
   return true;
 }
+
+bool read_one_row(PngReader::State& s, png_bytep row) {
+  if (setjmp(png_jmpbuf(s.png))) return false;
+  png_read_row(s.png, row, nullptr);
+  return true;
+}
+
+[[noreturn]] void corrupt(const PngReader::State& s) { throw DecodeError(std::string("corrupt PNG: ") + s.message); }
 
 }  // namespace
 
@@ -64,25 +80,53 @@ bool is_png(std::span<const uint8_t> file) {
   return file.size() >= 8 && std::memcmp(file.data(), signature, 8) == 0;
 }
 
-void decode_png(std::span<const uint8_t> file, int channels, Image& out) {
-  PngState s;
+PngReader::PngReader(std::span<const uint8_t> file, int channels) : s_(std::make_unique<State>()) {
+  State& s = *s_;
   s.data = file.data();
   s.size = file.size();
   s.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &s, error_fn, warning_fn);
   if (!s.png) throw DecodeError("libpng could not start (out of memory?)");
   s.info = png_create_info_struct(s.png);
-  struct Cleanup {
-    PngState& s;
-    ~Cleanup() { png_destroy_read_struct(&s.png, &s.info, nullptr); }
-  } cleanup{s};
-  if (!s.info || !read_info(s, channels)) throw DecodeError(std::string("corrupt PNG: ") + s.message);
+  if (!s.info || !read_info(s, channels)) {
+    const std::string message = std::string("corrupt PNG: ") + s.message;
+    png_destroy_read_struct(&s.png, &s.info, nullptr);  // the destructor does not run
+    throw DecodeError(message);
+  }
   const int got = png_get_channels(s.png, s.info);
-  if (got != channels) throw DecodeError("PNG converts to " + std::to_string(got) + " channels, not " + std::to_string(channels));
-  out.reshape(static_cast<int>(png_get_image_height(s.png, s.info)), static_cast<int>(png_get_image_width(s.png, s.info)), channels);
+  if (got != channels) {
+    png_destroy_read_struct(&s.png, &s.info, nullptr);
+    throw DecodeError("PNG converts to " + std::to_string(got) + " channels, not " + std::to_string(channels));
+  }
+}
+
+PngReader::~PngReader() { png_destroy_read_struct(&s_->png, &s_->info, nullptr); }
+
+ImageSize PngReader::size() const {
+  return {static_cast<int>(png_get_image_height(s_->png, s_->info)),
+          static_cast<int>(png_get_image_width(s_->png, s_->info))};
+}
+
+bool PngReader::interlaced() const { return png_get_interlace_type(s_->png, s_->info) != PNG_INTERLACE_NONE; }
+
+void PngReader::read_image(Image& out) {
+  const ImageSize size = this->size();
+  out.reshape(size.height, size.width, static_cast<int>(png_get_channels(s_->png, s_->info)));
   thread_local std::vector<png_bytep> rows;
   rows.resize(out.height);
   for (int y = 0; y < out.height; ++y) rows[y] = out.row(y);
-  if (!read_pixels(s, rows.data())) throw DecodeError(std::string("corrupt PNG: ") + s.message);
+  if (!read_pixels(*s_, rows.data())) corrupt(*s_);
+  s_->rows_read = out.height;
+}
+
+void PngReader::read_row(uint8_t* row) {
+  if (s_->rows_read >= size().height) throw std::logic_error("PngReader::read_row past the last row");
+  if (!read_one_row(*s_, row)) corrupt(*s_);
+  ++s_->rows_read;
+}
+
+void decode_png(std::span<const uint8_t> file, int channels, Image& out) {
+  PngReader reader(file, channels);
+  reader.read_image(out);
 }
 
 }  // namespace tandem::data

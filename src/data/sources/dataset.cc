@@ -61,6 +61,15 @@ std::string info_problem(const DatasetInfo& info) {
       return "a normalisation with mean " + std::to_string(info.mean[c]) + ", std " + std::to_string(info.std[c]);
     }
   }
+  if (!info.class_names.empty() && info.class_names.size() != static_cast<size_t>(info.num_classes)) {
+    return std::to_string(info.class_names.size()) + " class names for " + std::to_string(info.num_classes) +
+           " classes";
+  }
+  for (const std::string& name : info.class_names) {
+    if (name.empty() || name.size() > 255) {  // NAME_MAX: no folder has a longer name
+      return "a class name of " + std::to_string(name.size()) + " bytes";
+    }
+  }
   return "";
 }
 

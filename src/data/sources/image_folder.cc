@@ -17,7 +17,7 @@
 #include "tandem/common/error.h"
 #include "tandem/data/sources/bad_samples.h"
 #include "tandem/data/sources/file_dataset.h"
-#include "tandem/data/codecs/jpeg.h"
+#include "tandem/data/codecs/pixel_limit.h"
 #include "tandem/data/augment/pipeline.h"
 #include "tandem/data/augment/rng.h"
 
@@ -65,6 +65,35 @@ void index_class(const fs::path& root, const std::string& name, int label, Folde
   for (const auto& [folder, file, bytes] : found) index.files.push_back({folder + "/" + file, bytes, label});
 }
 
+// The first symbolic link on `path` that leads back to itself (ELOOP) or to a folder that
+// contains it, or "" when there is none.
+std::string loop_link(const fs::path& path) {
+  fs::path prefix;
+  for (const fs::path& part : path) {
+    prefix /= part;
+    std::error_code ec;
+    if (!fs::is_symlink(prefix, ec)) continue;
+    const fs::path target = fs::canonical(prefix, ec);
+    if (ec) return ec == std::errc::too_many_symbolic_link_levels ? prefix.string() : "";
+    const fs::path parent = fs::canonical(prefix.parent_path(), ec);
+    if (ec) return "";
+    const auto [t, p] = std::mismatch(target.begin(), target.end(), parent.begin(), parent.end());
+    if (t == target.end()) return prefix.string();  // the link's target holds the link
+  }
+  return "";
+}
+
+// What index_folder says when listing fails: a link loop as such, anything else (EACCES,
+// EIO, ...) with the system's words.
+std::string listing_problem(const fs::filesystem_error& e) {
+  const std::string link = loop_link(e.path1());
+  if (!link.empty() || e.code() == std::errc::too_many_symbolic_link_levels) {
+    return "a symbolic link loop at " + (link.empty() ? e.path1().string() : link) +
+           " (ELOOP: it leads back to itself or to a folder that holds it): remove the link or point it elsewhere";
+  }
+  return "cannot list " + e.path1().string() + ": " + e.code().message() + ": check its permissions";
+}
+
 // Reads a whole file into `out`. Returns an empty string, or the problem.
 std::string read_whole(const std::string& path, uint64_t expected, std::vector<uint8_t>& out) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -107,7 +136,7 @@ FolderIndex index_folder(const std::string& root) {
     index.classes = class_folders(root);
     for (size_t c = 0; c < index.classes.size(); ++c) index_class(root, index.classes[c], static_cast<int>(c), index);
   } catch (const fs::filesystem_error& e) {
-    throw ConfigError("cannot list " + e.path1().string() + ": " + e.code().message() + ": check its permissions");
+    throw ConfigError(listing_problem(e));
   }
   if (index.classes.empty()) {
     throw ConfigError(root + " has no class folders: put images in " + root + "/<class>/<image>.jpg|.png");
@@ -122,16 +151,18 @@ class ImageFolderDataset final : public Dataset {
   ImageFolderDataset(const DataOptions& opts, const std::string& root)
       : root_(root),
         seed_(opts.seed),
+        max_pixels_(opts.max_image_pixels),
         policy_(parse_bad_sample_policy(opts.on_bad_sample)),
         index_(index_folder(root)),
         spec_(parse_pipeline(opts.pipeline.empty() ? default_pipeline(opts) : opts.pipeline)),
-        pipeline_(spec_, {true, 3, 0, 0}) {
+        pipeline_(spec_, {true, 3, 0, 0, opts.max_image_pixels}) {
     report_index_problems();
     info_.name = "imagefolder";
     info_.size = samples_per_epoch(opts, index_.files.size(), root);
     info_.sample_shape = pipeline_.sample_shape();
     info_.dtype = DType::kUInt8;
     info_.num_classes = static_cast<int>(index_.classes.size());
+    info_.class_names = index_.classes;
     set_normalisation();
     info_.fingerprint = fingerprint();
     spdlog::info("imagefolder {}: {} images in {} classes, {} samples per epoch, pipeline {}", root, index_.files.size(),
@@ -171,6 +202,8 @@ class ImageFolderDataset final : public Dataset {
     Rng rng(kAugmentStream, seed_, epoch, index);
     try {
       pipeline_.run_file(bytes, rng, reinterpret_cast<uint8_t*>(out.data()));
+    } catch (const ImageTooLarge& e) {
+      return e.what();
     } catch (const DecodeError& e) {
       return std::string("not a decodable image: ") + e.what();
     }
@@ -213,11 +246,12 @@ class ImageFolderDataset final : public Dataset {
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(files));
     return fingerprint_of("imagefolder/v1 files=" + std::string(hex) + " n=" + std::to_string(index_.files.size()) +
                           " size=" + std::to_string(info_.size) + " seed=" + std::to_string(seed_) +
-                          " pipeline=" + spec_.canonical());
+                          " pipeline=" + spec_.canonical() + " max_pixels=" + std::to_string(max_pixels_));
   }
 
   std::string root_;
   uint64_t seed_;
+  uint64_t max_pixels_;  // under skip, which files are substituted
   BadSamplePolicy policy_;
   FolderIndex index_;
   PipelineSpec spec_;

@@ -7,6 +7,11 @@
 // still has at least the output's resolution across the box (decode(scaled=0) turns the
 // scaling off; the other libjpeg-turbo scales have no SIMD code and decode slower than
 // full size). Without scaling the result equals decode-everything-then-crop exactly.
+// A PNG (not interlaced) is decoded row by row into that first step instead, so only a few
+// of its rows are held; the result is the same as decoding it whole.
+//
+// Every file's header is checked against PipelineSource::max_pixels before anything of
+// the image is allocated.
 #pragma once
 
 #include <cstdint>
@@ -14,18 +19,23 @@
 #include <string>
 #include <vector>
 
+#include "tandem/common/settings.h"
 #include "tandem/data/codecs/image.h"
+#include "tandem/data/codecs/jpeg.h"  // ImageSize
 #include "tandem/data/augment/pipeline_spec.h"
 #include "tandem/data/augment/rng.h"
 #include "tandem/data/augment/geometry.h"
 
 namespace tandem::data {
 
+class PngReader;
+
 // What the pipeline is fed.
 struct PipelineSource {
   bool encoded = true;        // JPEG / PNG files (imagefolder); false: raw images (mnist)
   int channels = 3;           // the source's own channels
   int height = 0, width = 0;  // raw images' size; 0 for files (their size varies)
+  uint64_t max_pixels = kDefaultMaxImagePixels;  // files: the most pixels a header may declare
 };
 
 class Pipeline {
@@ -43,7 +53,8 @@ class Pipeline {
   int channels() const { return channels_; }
 
   // Decodes a JPEG or PNG file and augments it into `out` (sample_bytes()). Thread-safe.
-  // Throws DecodeError when the bytes are not a decodable JPEG or PNG.
+  // Throws DecodeError when the bytes are not a decodable JPEG or PNG, ImageTooLarge (a
+  // DecodeError) when the header declares more than max_pixels pixels.
   void run_file(std::span<const uint8_t> file, Rng& rng, uint8_t* out) const;
 
   // Augments a raw image of the source's size and channels into `out`. Thread-safe.
@@ -65,7 +76,15 @@ class Pipeline {
   void add_step(const StepSpec& spec, int& height, int& width);
   void apply(const Step& step, Image*& image, Image*& spare, Rng& rng) const;
   void run_steps(size_t first, Image*& image, Image*& spare, Rng& rng, uint8_t* out) const;
-  void decode_fused(std::span<const uint8_t> file, Image& dst, Rng& rng) const;
+  // The first step's crop box on an image of `size` (drawn from rng for
+  // random_resized_crop) and its output size.
+  struct FirstCrop {
+    CropBox box;
+    int out_h = 0, out_w = 0;
+  };
+  FirstCrop first_crop(ImageSize size, Rng& rng) const;
+  void decode_fused(std::span<const uint8_t> file, ImageSize size, Image& dst, Rng& rng) const;
+  void decode_png_fused(PngReader& png, Image& dst, Rng& rng) const;
   void color_jitter(const Step& step, Image& image, Rng& rng) const;
 
   std::vector<Step> steps_;
@@ -73,6 +92,7 @@ class Pipeline {
   int height_ = 0, width_ = 0;
   bool scaled_decode_ = true;
   bool fuse_first_ = false;
+  uint64_t max_pixels_ = kDefaultMaxImagePixels;
   std::vector<float> mean_, std_;
 };
 

@@ -10,6 +10,16 @@
 
 namespace tandem::data {
 
+// Source rows handed out top to bottom, for resampling an image that is never whole in
+// memory (a PNG decoded row by row): only the rows the filter is on are held.
+class RowSource {
+ public:
+  virtual ~RowSource() = default;
+  // Row y (HWC, readable 1 byte past its last pixel). y never decreases from one call to
+  // the next; the rows of the last two calls stay valid.
+  virtual const uint8_t* row(int y) = 0;
+};
+
 // A source for resampling: `box` (fractional, in pixels of `pixels`) is scaled to the
 // output; filter taps are clamped to columns [clamp_x0, clamp_x1) and rows [clamp_y0,
 // clamp_y1). torchvision crops before it resizes, so there the clamp is the crop box.
@@ -19,6 +29,7 @@ struct ResampleSource {
   int channels = 3;
   double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
   int clamp_x0 = 0, clamp_y0 = 0, clamp_x1 = 0, clamp_y1 = 0;
+  RowSource* rows = nullptr;  // when set, rows come from here rather than pixels and stride
 };
 
 // Antialiased bilinear resampling (torch's interpolate(mode="bilinear", antialias=True),

@@ -27,6 +27,9 @@ struct DatasetInfo {
   // [0, 1] (uint8 / 255): x = (x - mean[c]) / std[c]. Empty: none. Set for image datasets
   // (ImageNet's for imagefolder, MNIST's / Fashion-MNIST's for mnist, or normalize(...)).
   std::vector<float> mean, std;
+  // The name of each label, in label order, where the dataset's labels have names
+  // (imagefolder: its class folders); else empty. Written into the saved model.json.
+  std::vector<std::string> class_names;
 
   size_t sample_bytes() const;
 };
