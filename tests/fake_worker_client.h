@@ -149,6 +149,8 @@ inline transport::WorkerInfo describe(const data::Dataset& dataset, const std::s
   w.num_classes = d.num_classes;
   w.mean = d.mean;
   w.std = d.std;
+  w.class_names = d.class_names;
+  w.fingerprint_description = d.description;
   w.threads = 1;
   w.host = host;
   return w;

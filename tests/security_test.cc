@@ -14,8 +14,9 @@
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
 #include "tandem/data/batching/sampler.h"
+#include "tandem/feed/worker_link.h"
 #include "tandem/transport/credentials.h"
-#include "tandem/transport/remote_worker.h"
+#include "tandem/transport/worker_client.h"
 #include "tandem/transport/worker_server.h"
 
 namespace tandem::transport {
@@ -56,37 +57,37 @@ std::string error_of(const std::function<void()>& f) {
 TEST(Security, WithoutTheTokenNothingButTheHealthCheckAnswers) {
   Worker w(with_token("s3cret-token"));
   for (const SecurityOptions& client : {SecurityOptions{}, with_token("wrong-token"), with_token("s3cret-tokeX")}) {
-    RemoteWorker rogue(w.target(), client);
-    rogue.wait_ready(5);  // the standard health check stays open
-    const std::string info = error_of([&] { rogue.info(5); });
+    auto rogue = ready_client(w.target(), client);  // the standard health check stays open
+    const std::string info = error_of([&] { rogue->info(5); });
     EXPECT_NE(info.find("UNAUTHENTICATED"), std::string::npos) << info;  // gRPC code 16
     EXPECT_NE(info.find(client.token.empty() ? "needs the job's token" : "wrong token"), std::string::npos) << info;
-    EXPECT_FALSE(rogue.shutdown("rogue says stop", 5)) << "a stranger stopped the worker";
+    EXPECT_FALSE(rogue->shutdown("rogue says stop", 5).ok()) << "a stranger stopped the worker";
     // Streaming is refused too: the source fails with the reason, no batch arrives.
     data::Sampler sampler(400, 8, 0);
     feed::Scheduler sched([&](uint64_t s) { return sampler.request(s); }, {4, 4, 10});
-    rogue.start(sched, sched.add_source("rogue", 2));
+    feed::WorkerLink link(std::move(rogue), sched, data::make_dataset(small_data())->info(), {.inflight = 2});
+    link.start(false);
     const std::string stream = error_of([&] { sched.next(); });
     EXPECT_NE(stream.find("token"), std::string::npos) << stream;
-    rogue.stop();
+    link.stop();
   }
   EXPECT_FALSE(w.stopped());
-  RemoteWorker trainer(w.target(), with_token("s3cret-token"));
-  EXPECT_EQ(trainer.info(5).size, 400u);
-  EXPECT_TRUE(trainer.shutdown("training finished", 5));
+  auto trainer = make_worker_client(w.target(), with_token("s3cret-token"));
+  EXPECT_EQ(trainer->info(5).size, 400u);
+  EXPECT_TRUE(trainer->shutdown("training finished", 5).ok());
   ASSERT_EQ(w.waiter.wait_for(10s), std::future_status::ready);
 }
 
 TEST(Security, AWorkerRefusesATrainerOfAnotherJob) {
   Worker w(with_token("t", "job-a"));
-  RemoteWorker other(w.target(), with_token("t", "job-b"));
-  const std::string e = error_of([&] { other.info(5); });
+  auto other = make_worker_client(w.target(), with_token("t", "job-b"));
+  const std::string e = error_of([&] { other->info(5); });
   EXPECT_NE(e.find("belongs to job 'job-a', not to job 'job-b'"), std::string::npos) << e;
-  EXPECT_FALSE(other.shutdown("the other job finished", 5));
-  RemoteWorker unnamed(w.target(), with_token("t"));
-  EXPECT_NE(error_of([&] { unnamed.info(5); }).find("without a job name"), std::string::npos);
-  RemoteWorker mine(w.target(), with_token("t", "job-a"));
-  EXPECT_EQ(mine.info(5).size, 400u);
+  EXPECT_FALSE(other->shutdown("the other job finished", 5).ok());
+  auto unnamed = make_worker_client(w.target(), with_token("t"));
+  EXPECT_NE(error_of([&] { unnamed->info(5); }).find("without a job name"), std::string::npos);
+  auto mine = make_worker_client(w.target(), with_token("t", "job-a"));
+  EXPECT_EQ(mine->info(5).size, 400u);
 }
 
 TEST(Security, PeerTextIsEscapedAndShortened) {
@@ -143,14 +144,14 @@ TEST(Security, TlsWorkersServeTrainersThatTrustTheirCertificate) {
   SecurityOptions client = with_token("tls-token");
   client.tls_ca = (dir / "cert.pem").string();
   client.tls_server_name = "localhost";
-  RemoteWorker trusted(w.target(), client);
-  trusted.wait_ready(10);
-  EXPECT_EQ(trusted.info(5).size, 400u);
-  RemoteWorker plaintext(w.target(), with_token("tls-token"));  // speaks plaintext to a TLS port
-  EXPECT_NE(error_of([&] { plaintext.info(3); }), "");
+  auto trusted = ready_client(w.target(), client, 10);
+  EXPECT_EQ(trusted->info(5).size, 400u);
+  auto plaintext = make_worker_client(w.target(), with_token("tls-token"));  // speaks plaintext to a TLS port
+  EXPECT_NE(error_of([&] { plaintext->info(3); }), "");
   SecurityOptions bad = client;
   bad.tls_ca = (dir / "missing.pem").string();
-  EXPECT_NE(error_of([&] { RemoteWorker r(w.target(), bad); }).find("cannot read the TLS CA file"), std::string::npos);
+  EXPECT_NE(error_of([&] { make_worker_client(w.target(), bad); }).find("cannot read the TLS CA file"),
+            std::string::npos);
 }
 
 // End to end: a worker process with a token, a forged metric line in a Shutdown reason,
@@ -168,8 +169,8 @@ TEST(Security, EndToEndATrainerWithoutTheTokenFailsClearlyAndForgedLogLinesStayE
   EXPECT_EQ(code, 1) << slurp(dir / "trainer.log");
   EXPECT_NE(slurp(dir / "trainer.log").find("needs the job's token"), std::string::npos) << slurp(dir / "trainer.log");
 
-  RemoteWorker owner(target, with_token("e2e-token"));
-  EXPECT_TRUE(owner.shutdown("done\n2026-11-22T00:00:00.000 info step=999 loss=0.0001", 5));
+  auto owner = make_worker_client(target, with_token("e2e-token"));
+  EXPECT_TRUE(owner->shutdown("done\n2026-11-22T00:00:00.000 info step=999 loss=0.0001", 5).ok());
   EXPECT_EQ(wait_exit(worker.child, 10s), 0);
   const std::string after = slurp(dir / "worker.log");
   EXPECT_EQ(after.find("\n2026-11-22T00:00:00.000 info step=999"), std::string::npos) << after;

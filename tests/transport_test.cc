@@ -1,4 +1,5 @@
 // Real workers on loopback port 0, real gRPC streams.
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -10,8 +11,10 @@
 #include "tandem/common/error.h"
 #include "tandem/data/batching/batch_maker.h"
 #include "tandem/data/batching/sampler.h"
+#include "tandem/feed/rank_feed.h"
+#include "tandem/feed/worker_link.h"
 #include "tandem/transport/batch_codec.h"
-#include "tandem/transport/remote_worker.h"
+#include "tandem/transport/worker_client.h"
 #include "tandem/transport/worker_server.h"
 #include "worker_fixture.h"
 
@@ -20,6 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
+using tandem::testing::ready_client;
 using tandem::testing::small_data;
 using Worker = tandem::testing::InProcessWorker;
 
@@ -34,9 +38,8 @@ TEST(Transport, WorkerAnswersHealthChecksAndInfo) {
   ASSERT_TRUE(health->Check(&ctx, req, &resp).ok());
   EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 
-  RemoteWorker remote(w.target());
-  remote.wait_ready(5);
-  const WorkerInfo info = remote.info(5);
+  auto remote = ready_client(w.target());
+  const WorkerInfo info = remote->info(5);
   EXPECT_EQ(info.dataset, "synthetic");
   EXPECT_EQ(info.size, 400u);
   EXPECT_EQ(info.fingerprint, data::make_dataset(small_data())->info().fingerprint);
@@ -49,9 +52,8 @@ TEST(Transport, StreamedBatchesEqualLocallyMadeOnes) {
   auto ds = data::make_dataset(small_data());
   data::Sampler sampler(ds->info().size, 8, 0);
   feed::Scheduler sched([&](uint64_t s) { return sampler.request(s); }, {30, 8, 20});
-  RemoteWorker remote(w.target());
-  remote.wait_ready(5);
-  remote.start(sched, sched.add_source(remote.target(), 3));
+  feed::WorkerLink remote(ready_client(w.target()), sched, ds->info(), {.inflight = 3});
+  remote.start(false);
   data::BatchMaker local(ds, nullptr);
   for (uint64_t i = 0; i < 30; ++i) {
     auto b = sched.next();
@@ -74,11 +76,10 @@ TEST(Transport, ALostWorkersRequestsAreServedByTheOther) {
   auto ds = data::make_dataset(small_data());
   data::Sampler sampler(ds->info().size, 8, 0);
   feed::Scheduler sched([&](uint64_t s) { return sampler.request(s); }, {60, 8, 20});
-  RemoteWorker a(doomed->target()), b(survivor.target());
-  a.wait_ready(5);
-  b.wait_ready(5);
-  a.start(sched, sched.add_source("doomed", 4));
-  b.start(sched, sched.add_source("survivor", 4));
+  feed::WorkerLink a(ready_client(doomed->target()), sched, ds->info(), {.inflight = 4});
+  feed::WorkerLink b(ready_client(survivor.target()), sched, ds->info(), {.inflight = 4});
+  a.start(false);
+  b.start(false);
   for (uint64_t i = 0; i < 10; ++i) ASSERT_EQ(sched.next()->sequence, i);
   doomed.reset();  // the worker process goes away mid-stream
   data::BatchMaker local(ds, nullptr);
@@ -100,9 +101,8 @@ TEST(Transport, ALostWorkersRequestsAreServedByTheOther) {
 TEST(Transport, ABadRequestFailsTheSourceWithTheReason) {
   Worker w;
   feed::Scheduler sched([](uint64_t s) { return data::BatchRequest{s, 0, {100000}}; }, {1, 1, 10});
-  RemoteWorker remote(w.target());
-  remote.wait_ready(5);
-  remote.start(sched, sched.add_source(remote.target(), 1));
+  feed::WorkerLink remote(ready_client(w.target()), sched, data::make_dataset(small_data())->info(), {.inflight = 1});
+  remote.start(false);
   try {
     sched.next();
     FAIL() << "expected an error";
@@ -117,9 +117,8 @@ TEST(Transport, ShutdownRpcStopsTheWorker) {
   WorkerServer server(data::make_dataset(data), WorkerOptions{}, "w");
   const int port = server.start("127.0.0.1:0");
   auto waiter = std::async(std::launch::async, [&] { return server.wait(); });
-  RemoteWorker remote("127.0.0.1:" + std::to_string(port));
-  remote.wait_ready(5);
-  EXPECT_TRUE(remote.shutdown("test over", 5));
+  auto remote = ready_client("127.0.0.1:" + std::to_string(port));
+  EXPECT_TRUE(remote->shutdown("test over", 5).ok());
   ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(waiter.get(), StopReason::kShutdownRpc);
 }
@@ -135,10 +134,15 @@ TEST(Transport, AWorkerNobodyTalksToGivesUp) {
 }
 
 TEST(Transport, WaitingForAnAbsentWorkerHasADeadline) {
-  RemoteWorker remote("127.0.0.1:1");  // nothing listens on port 1
+  feed::FeedOptions opts;
+  opts.data = small_data();
+  opts.workers = {"127.0.0.1:1"};  // nothing listens on port 1
+  opts.connect_timeout_s = 1.0;
+  const std::atomic<bool> stop{false};
+  feed::RankFeed feed(opts, stop);
   const auto start = std::chrono::steady_clock::now();
   try {
-    remote.wait_ready(1.0);
+    feed.start(10, 0, 0);
     FAIL();
   } catch (const NetworkError& e) {
     EXPECT_NE(std::string(e.what()).find("127.0.0.1:1"), std::string::npos);
@@ -167,9 +171,8 @@ TEST(Transport, AWorkerServesANewStreamAfterTheLastOneWasCancelled) {
   data::Sampler sampler(ds->info().size, 8, 0);
   for (int round = 0; round < 3; ++round) {
     feed::Scheduler sched([&](uint64_t s) { return sampler.request(s); }, {1000, 8, 10});
-    RemoteWorker remote(w.target());
-    remote.wait_ready(5);
-    remote.start(sched, sched.add_source(remote.target(), 4));
+    feed::WorkerLink remote(ready_client(w.target()), sched, ds->info(), {.inflight = 4});
+    remote.start(false);
     for (uint64_t i = 0; i < 5; ++i) ASSERT_TRUE(sched.next()) << "round " << round;
     sched.close();
     remote.stop();
@@ -186,11 +189,11 @@ uint64_t pull(const std::vector<std::string>& targets, int batches, std::vector<
   auto ds = data::make_dataset(small_data());
   data::Sampler sampler(ds->info().size, 8, 0);
   feed::Scheduler sched([&](uint64_t s) { return sampler.request(s); }, {100000, 16, 20});
-  std::vector<std::unique_ptr<RemoteWorker>> remotes;
+  std::vector<std::unique_ptr<feed::WorkerLink>> remotes;
   for (const auto& t : targets) {
-    remotes.push_back(std::make_unique<RemoteWorker>(t));
-    remotes.back()->wait_ready(5);
-    remotes.back()->start(sched, sched.add_source(t, 4));
+    remotes.push_back(
+        std::make_unique<feed::WorkerLink>(ready_client(t), sched, ds->info(), feed::LinkOptions{.inflight = 4}));
+    remotes.back()->start(false);
   }
   uint64_t n = 0;
   for (int i = 0; i < batches; ++i) n += sched.next() ? 1 : 0;
@@ -230,12 +233,10 @@ TEST(Transport, AWorkerSendingMalformedBatchesIsDroppedAndTheOthersServe) {
     if (bad_labels) expect.num_classes = 1;  // the bad worker's labels now fall outside
     data::Sampler sampler(ds->info().size, 8, 0);
     feed::Scheduler sched([&](uint64_t s) { return sampler.request(s); }, {40, 8, 20});
-    RemoteWorker a(bad.target()), b(good.target());
-    a.wait_ready(5);
-    b.wait_ready(5);
-    a.start(sched, sched.add_source("bad", 4), &expect);
-    data::DatasetInfo good_expect = ds->info();
-    b.start(sched, sched.add_source("good", 4), bad_labels ? nullptr : &good_expect);
+    feed::WorkerLink a(ready_client(bad.target()), sched, expect, {.inflight = 4});
+    feed::WorkerLink b(ready_client(good.target()), sched, ds->info(), {.inflight = 4});
+    a.start(false);
+    b.start(false);
     for (uint64_t i = 0; i < 40; ++i) {
       auto batch = sched.next();
       ASSERT_TRUE(batch);

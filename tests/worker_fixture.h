@@ -1,14 +1,20 @@
 // An in-process data worker on a free loopback port, for tests of the data plane
 // (transport_test.cc, security_test.cc): started in the constructor, stopped and joined in
-// the destructor.
+// the destructor. And a gRPC client of a worker that answers its health check.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <future>
+#include <memory>
+#include <stdexcept>
 #include <string>
+#include <thread>
 
+#include "tandem/common/clock.h"
 #include "tandem/common/settings.h"
 #include "tandem/data/sources/dataset.h"
+#include "tandem/transport/worker_client.h"
 #include "tandem/transport/worker_server.h"
 
 namespace tandem::testing {
@@ -44,5 +50,24 @@ struct InProcessWorker {
   int port = 0;
   std::future<transport::StopReason> waiter;
 };
+
+// A gRPC client of the worker at `target` once its health check answers SERVING (the
+// health check needs no token). Throws std::runtime_error naming the target and why after
+// `seconds`: the test then fails with that message.
+inline std::unique_ptr<transport::WorkerClient> ready_client(const std::string& target,
+                                                             const SecurityOptions& security = {},
+                                                             double seconds = 5) {
+  auto client = transport::make_worker_client(target, security);
+  const auto deadline = after(seconds);
+  std::string why;
+  while (!client->healthy(std::max(0.1, seconds_between(Clock::now(), deadline)), &why)) {
+    if (Clock::now() >= deadline) {
+      throw std::runtime_error("data worker " + target + " not healthy within " + std::to_string(seconds) +
+                               " s: " + why);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return client;
+}
 
 }  // namespace tandem::testing

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "process_helpers.h"
-#include "tandem/transport/remote_worker.h"
+#include "tandem/transport/worker_client.h"
 #include "tandem/v1/data.grpc.pb.h"
 
 namespace tandem {
@@ -97,8 +97,8 @@ TEST_F(WorkerLimits, ARequestForTooManySamplesIsRefusedAndTheWorkerServesOn) {
   while (big.rw->Read(&reply)) {
   }
   EXPECT_FALSE(big.rw->Finish().ok());
-  transport::RemoteWorker check(target());
-  EXPECT_EQ(check.info(5).dataset, "premade");
+  auto check = transport::make_worker_client(target(), {});
+  EXPECT_EQ(check->info(5).dataset, "premade");
   EXPECT_EQ(waitpid(worker_.pid, nullptr, WNOHANG), 0) << "the worker died:\n" << slurp(dir_ / "worker.log");
 }
 
@@ -134,8 +134,8 @@ TEST_F(WorkerLimits, StreamsThatAskAndNeverReadCannotGrowTheWorker) {
   EXPECT_GT(refused, 0) << "streams beyond --max-streams 16 are refused";
   // 64 MiB of batches in flight, plus gRPC's buffers: far below the 48 GB asked for.
   EXPECT_LT(during - before, 600) << "worker grew from " << before << " to " << during << " MiB";
-  transport::RemoteWorker check(target());
-  EXPECT_EQ(check.info(5).dataset, "premade");
+  auto check = transport::make_worker_client(target(), {});
+  EXPECT_EQ(check->info(5).dataset, "premade");
 }
 
 
@@ -180,7 +180,7 @@ TEST(WorkerLiveness, InfoCallsDoNotKeepAnIdleWorkerAlive) {
   Worker w = idle_worker(dir, 2);
   const int port = w.port;
   Child& worker = w.child;
-  transport::RemoteWorker poller("127.0.0.1:" + std::to_string(port));
+  auto poller = transport::make_worker_client("127.0.0.1:" + std::to_string(port), {});
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
     if (waitpid(worker.pid, nullptr, WNOHANG) != 0) {
@@ -189,7 +189,7 @@ TEST(WorkerLiveness, InfoCallsDoNotKeepAnIdleWorkerAlive) {
     }
     if (std::chrono::steady_clock::now() - start > 20s) break;
     try {
-      poller.info(1);
+      poller->info(1);
     } catch (const std::exception&) {
     }
     std::this_thread::sleep_for(300ms);

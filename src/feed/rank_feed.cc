@@ -169,8 +169,8 @@ void RankFeed::connect_workers() {
       [&](size_t i) {
         const transport::WorkerInfo wi = clients[i]->info(std::min(opts_.check_deadline_s, opts_.connect_timeout_s));
         if (const std::string problem = identity_problem(wi, info_); !problem.empty()) {
-          throw ConfigError("data worker " + clients[i]->target() + " (" + wi.host + ") " + problem +
-                            ": give every host the same data settings (--data, --seed, --image-size, ...)");
+          throw ConfigError("data worker " + clients[i]->target() + " (" + wi.host + ") serves " + problem +
+                            ": give every host the same data settings");
         }
         spdlog::info("data worker {} ({}) ready: {}", clients[i]->target(), wi.host, counted(wi.threads, "thread"));
       },
@@ -181,8 +181,9 @@ void RankFeed::connect_workers() {
       spdlog::warn("data worker {} does not answer yet: the feed starts without it, it joins when it does",
                    clients[i]->target());
     }
-    links_.push_back(std::make_unique<WorkerLink>(std::move(clients[i]), *scheduler_, info_,
-                                                  LinkOptions{.inflight = opts_.inflight}));
+    LinkOptions link;
+    link.inflight = opts_.inflight;
+    links_.push_back(std::make_unique<WorkerLink>(std::move(clients[i]), *scheduler_, info_, link));
     links_.back()->start(/*absent=*/!ready[i]);
   }
 }

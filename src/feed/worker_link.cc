@@ -11,9 +11,14 @@ namespace tandem::feed {
 
 std::string identity_problem(const transport::WorkerInfo& worker, const data::DatasetInfo& expected) {
   if (worker.fingerprint == expected.fingerprint && worker.size == expected.size) return "";
-  return "serves dataset '" + printable(worker.dataset, 80) + "' of " + std::to_string(worker.size) +
-         " samples, fingerprint " + printable(worker.fingerprint, 40) + ", but this feed expects '" + expected.name +
-         "' of " + std::to_string(expected.size) + " samples, fingerprint " + expected.fingerprint;
+  if (std::string named = data::describe_difference(worker.fingerprint_description, expected.description);
+      !named.empty()) {
+    return named;
+  }
+  return "dataset '" + printable(worker.dataset, 80) + "' of " + std::to_string(worker.size) + " samples, fingerprint " +
+         printable(worker.fingerprint, 40) + ", but this trainer expects '" + expected.name + "' of " +
+         std::to_string(expected.size) + " samples, fingerprint " + expected.fingerprint +
+         " (--data, --seed, --image-size, ...)";
 }
 
 data::DatasetInfo dataset_of(const transport::WorkerInfo& worker, const std::string& target) {
@@ -27,6 +32,7 @@ data::DatasetInfo dataset_of(const transport::WorkerInfo& worker, const std::str
   d.mean = worker.mean;
   d.std = worker.std;
   d.class_names = worker.class_names;
+  d.description = worker.fingerprint_description;
   if (const std::string problem = data::info_problem(d); !problem.empty()) {
     throw PeerError("data worker " + target + " (" + worker.host + ") describes its dataset with " + problem +
                     ", which a trainer cannot build a model on: run the same tandem version on every host");
@@ -111,7 +117,9 @@ bool WorkerLink::take_back() {
   } catch (const Error&) {
     return false;
   }
-  if (const std::string problem = identity_problem(info, expected_); !problem.empty()) throw ConfigError(problem);
+  if (const std::string problem = identity_problem(info, expected_); !problem.empty()) {
+    throw ConfigError("it serves other data (" + problem + ")");
+  }
   return true;
 }
 

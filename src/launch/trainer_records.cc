@@ -89,6 +89,7 @@ nlohmann::json make_run_summary(const training::TrainReport& result, const RunFa
     for (const std::string& a : audits) reports.push_back(nlohmann::json::parse(a));
     summary["sample_audit"] = feed::SampleAudit::merge(reports);
   }
+  summary["settings"] = report::run_settings(f.settings, f.feed.info());
   summary["hedged_requests"] = scheduler.hedged();
   summary["steps_per_epoch"] = f.steps_per_epoch;
   summary["epochs"] =

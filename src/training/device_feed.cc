@@ -1,5 +1,7 @@
 #include "device_feed.h"
 
+#include "tandem/common/clock.h"
+
 #include <atomic>
 #include <chrono>
 
@@ -19,7 +21,6 @@
 namespace tandem::training {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 torch::ScalarType scalar_type(data::DType dtype) {
   switch (dtype) {
@@ -119,7 +120,7 @@ void DeviceFeed::check(const data::Batch& batch) const {
 bool DeviceFeed::prefetch() {
   const auto t0 = Clock::now();
   std::optional<data::Batch> batch = next_();
-  wait_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  wait_s_ += seconds_since(t0);
   if (!batch) return false;
   check(*batch);
   auto slot = std::make_unique<Slot>();
@@ -143,7 +144,7 @@ DeviceBatch DeviceFeed::upload(data::Batch& batch, Slot& slot) {
     slot.labels = torch::from_blob(batch.labels.data(), {n}, torch::kInt64);
     d.x = to_input(x, scale, bias, format_.dtype, format_.channels_last);
     d.y = slot.labels;
-    convert_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+    convert_s_ += seconds_since(t0);
     return d;
   }
 #if defined(TANDEM_WITH_CUDA)

@@ -10,6 +10,9 @@
 
 #include <torch/types.h>
 
+#include "tandem/common/clock.h"
+#include "tandem/training/run_types.h"
+
 namespace tandem::training {
 
 // Seconds per phase, summed over the steps since the last drain.
@@ -38,17 +41,11 @@ class StepClock {
  private:
   struct Cuda;
   std::unique_ptr<Cuda> cuda_;
-  using Clock = std::chrono::steady_clock;
   Clock::time_point last_;
   bool started_ = false;
   StepBreakdown sum_;
 };
 
-}  // namespace tandem::training
-
-#include "tandem/training/run_types.h"
-
-namespace tandem::training {
 
 // Adds one interval's breakdown and the feed's (host wait, copy+convert) seconds to
 // `total`; returns the interval's data wait: the GPU's idle time on CUDA, the host's wait

@@ -1,4 +1,6 @@
-// Trainer::run: the training loop (trainer_impl.h has the state it works on).
+// Trainer::run: the training loop (trainer_impl.h has the state it works on), in three
+// parts: the steps (RunLoop::train), what is due after a step (the schedule of logs,
+// evaluations and checkpoints), and the end-of-run record (RunLoop::finish).
 #include <cmath>
 #include <optional>
 
@@ -29,10 +31,6 @@ void flush_losses(std::vector<torch::Tensor>& pending, std::vector<double>& out)
   }
 }
 
-}  // namespace
-
-namespace {
-
 StepTimes per_step_ms(const StepTimes& now, const StepTimes& before, int64_t steps) {
   const double k = steps > 0 ? 1000.0 / static_cast<double>(steps) : 0;
   return {(now.data_wait - before.data_wait) * k, (now.host_to_device - before.host_to_device) * k,
@@ -40,172 +38,257 @@ StepTimes per_step_ms(const StepTimes& now, const StepTimes& before, int64_t ste
           (now.optimizer - before.optimizer) * k};
 }
 
+// What is due once step `done` (1-based) has completed.
+struct Due {
+  bool log = false;
+  bool eval = false;
+  bool checkpoint = false;
+};
+
+Due due_after(const TrainerOptions& o, int64_t done, int64_t end, bool has_eval) {
+  const bool last = done == o.steps;
+  return {done % o.log_every == 0 || done == end,
+          has_eval && (last || (o.eval_every > 0 && done % o.eval_every == 0)),
+          o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done < o.steps};
+}
+
+// The log window: samples, steps and phase times since the last log point, over training
+// time only (evaluations and checkpoints are paused time).
+struct LogWindow {
+  Clock::time_point start = Clock::now();
+  double paused = 0;
+  int64_t samples = 0, steps = 0;
+  StepTimes times_before;
+
+  void reset(const StepTimes& now) {
+    start = Clock::now();
+    paused = 0;
+    samples = steps = 0;
+    times_before = now;
+  }
+};
+
 }  // namespace
 
-TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits,
-                         const RunObserver& observer) {
-  Impl& m = *impl_;
-  TrainReport r;
-  r.device = m.device.str();
-  r.model = m.opts.model;
-  r.torch_threads = torch::get_num_threads();
-  r.rank = m.dist.rank;
-  r.world = m.dist.world;
-  r.start_step = m.next_step;
-  const int64_t end = limits.max_steps < 0 ? m.opts.steps : std::min(m.opts.steps, m.next_step + limits.max_steps);
-  const bool reporter = m.dist.rank == 0;
-  m.eval_progress = reporter ? observer.on_eval_progress : nullptr;
-  auto progress = [&](int64_t step, const char* phase) {
-    if (reporter && observer.on_progress) observer.on_progress(step, m.opts.steps, phase);
-  };
-  DeviceFeed feed(next, m.info, m.device, m.format);
-  std::optional<DeviceBatch> resident;
-  StepClock clock(m.device);
-  std::vector<torch::Tensor> pending;
-  const auto start = Clock::now();
-  // The log window: training time only (evaluations and checkpoints are paused time).
-  auto window_start = start;
-  double window_paused = 0;
-  int64_t window_samples = 0, window_steps = 0;
-  StepTimes window_times;
-  int64_t step = m.next_step;
-  int64_t completed = step;  // steps whose update the model holds
-  // Times `work` (an evaluation, a checkpoint) as paused, not training, time.
-  auto paused = [&](const char* phase, const std::function<void()>& work) {
-    progress(completed, phase);
-    const auto t0 = Clock::now();
-    work();
-    progress(completed, "train");
-    const double s = seconds_since(t0);
-    r.paused_seconds += s;
-    window_paused += s;
-    clock.interrupt();
-  };
-  try {
-    if (step < end) feed.prefetch();
-    if (limits.resident) resident = feed.take();
-    const bool alone = m.dist.world <= 1;
-    for (; step < end; ++step) {
-      if (alone && stop.load()) {
-        r.interrupted = true;
-        break;
-      }
-      std::optional<DeviceBatch> batch = limits.resident ? resident : feed.take();
-      if (!batch && alone) {
-        r.interrupted = stop.load();  // a stop closes the feed
-        break;
-      }
-      clock.start_step();
-      // Ranks of a group agree on stopping at every step, through the gradient sync.
-      if (!m.train_step(batch ? &*batch : nullptr, stop.load(), step, clock, pending)) {
-        r.interrupted = true;
-        break;
-      }
-      completed = step + 1;
-      r.samples += batch->size;
-      window_samples += batch->size;
-      ++window_steps;
-      const int64_t done = step + 1;
-      progress(done, "train");
-      // The next batch travels while the device computes this step.
-      if (done < end && !limits.resident) feed.prefetch();
-      std::optional<LogPoint> point;
-      if (done % m.opts.log_every == 0 || done == end) {
-        flush_losses(pending, r.losses);
-        const double window_wait = add_times(r.step_times, clock.drain(), feed.drain_times(), m.device.is_cuda());
-        const double train_s = std::max(seconds_since(window_start) - window_paused, 1e-9);
-        point = LogPoint{};
-        point->step = done;
-        point->total_steps = m.opts.steps;
-        point->elapsed_s = seconds_since(start);
-        point->window_s = train_s;
-        point->samples_per_sec_per_rank = static_cast<double>(window_samples) / train_s;
-        point->samples_per_sec = point->samples_per_sec_per_rank * m.dist.world;
-        point->data_wait_pct = 100.0 * window_wait / train_s;
-        point->loss = r.losses.back();
-        point->lr = learning_rate(m.opts, step);
-        point->step_ms = per_step_ms(r.step_times, window_times, window_steps);
-        if (observer.log_lines) m.log_line(*point);
-        window_start = Clock::now();
-        window_paused = 0;
-        window_samples = window_steps = 0;
-        window_times = r.step_times;
-        clock.interrupt();  // the log step's own work is not waiting for data
-      }
-      const bool last = done == m.opts.steps;
-      if (m.eval && (last || (m.opts.eval_every > 0 && done % m.opts.eval_every == 0))) {
-        double accuracy = 0;
-        paused("eval", [&] { accuracy = evaluate(); });
-        r.eval_accuracy = accuracy;
-        r.eval_history.emplace_back(done, accuracy);
-        if (m.dist.rank == 0) spdlog::info("step={} eval_accuracy={:.4f}", done, accuracy);
-        if (!point) {
-          point = LogPoint{};
-          point->training = false;
-          point->step = done;
-          point->total_steps = m.opts.steps;
-          point->elapsed_s = seconds_since(start);
-        }
-        point->eval_accuracy = accuracy;
-      }
-      if (point && reporter && observer.on_log) observer.on_log(*point);
-      if (m.opts.checkpoint_every > 0 && done % m.opts.checkpoint_every == 0 && done < m.opts.steps) {
-        paused("checkpoint", [&] { r.last_checkpoint = m.save_checkpoint(done); });
-      }
+// One call of Trainer::run.
+class RunLoop {
+ public:
+  RunLoop(Trainer& trainer, Trainer::Impl& m, const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits,
+          const RunObserver& observer)
+      : trainer_(trainer), m_(m), stop_(stop), limits_(limits), observer_(observer), feed_(next, m.info, m.device, m.format),
+        clock_(m.device), step_(m.next_step), completed_(m.next_step) {
+    r_.device = m.device.str();
+    r_.model = m.opts.model;
+    r_.torch_threads = torch::get_num_threads();
+    r_.rank = m.dist.rank;
+    r_.world = m.dist.world;
+    r_.start_step = m.next_step;
+    end_ = limits.max_steps < 0 ? m.opts.steps : std::min(m.opts.steps, m.next_step + limits.max_steps);
+    m.eval_progress = reporter() ? observer.on_eval_progress : nullptr;
+  }
+
+  // Steps until the end, a stop, or the end of the batches. Throws what a step threw.
+  void train() {
+    if (step_ < end_) feed_.prefetch();
+    if (limits_.resident) resident_ = feed_.take();
+    for (; step_ < end_; ++step_) {
+      if (!step_once()) break;
+      after_step(step_ + 1);
     }
-    flush_losses(pending, r.losses);
-  } catch (const Diverged&) {
-    throw;  // the model is no good: keep the last checkpoint
-  } catch (const std::exception& e) {
-    // Whatever failed (a source, the network), the steps done so far are not lost. Before
-    // this run's first step there is nothing to keep: a checkpoint of the step it started
-    // from would only stand in the way of the next run (another model, other settings).
-    if (completed == r.start_step) {
-      if (m.dist.rank == 0) spdlog::warn("training failed before its first step: no checkpoint written");
-      throw;
+    flush_losses(pending_, r_.losses);
+  }
+
+  // After a failure (a source, the network): the steps done so far are not lost. Before
+  // this run's first step there is nothing to keep: a checkpoint of the step it started
+  // from would only stand in the way of the next run (another model, other settings).
+  void keep_progress() {
+    if (completed_ == r_.start_step) {
+      if (m_.dist.rank == 0) spdlog::warn("training failed before its first step: no checkpoint written");
+      return;
     }
     try {
-      const std::string dir = m.save_checkpoint(completed);
+      const std::string dir = m_.save_checkpoint(completed_);
       if (!dir.empty()) {
-        spdlog::warn("training failed after completing step {}; checkpoint of step {} written in {}", completed,
-                     completed, dir);
+        spdlog::warn("training failed after completing step {}; checkpoint of step {} written in {}", completed_,
+                     completed_, dir);
       }
     } catch (const std::exception& c) {
       spdlog::error("could not write a checkpoint after the failure: {}", c.what());
     }
+  }
+
+  TrainReport finish();
+
+ private:
+  bool reporter() const { return m_.dist.rank == 0; }
+  bool alone() const { return m_.dist.world <= 1; }
+  void progress(int64_t step, const char* phase) {
+    if (reporter() && observer_.on_progress) observer_.on_progress(step, m_.opts.steps, phase);
+  }
+
+  // One step; false when training stops here (a stop, the end of the batches).
+  bool step_once() {
+    if (alone() && stop_.load()) {
+      r_.interrupted = true;
+      return false;
+    }
+    std::optional<DeviceBatch> batch = limits_.resident ? resident_ : feed_.take();
+    if (!batch && alone()) {
+      r_.interrupted = stop_.load();  // a stop closes the feed
+      return false;
+    }
+    clock_.start_step();
+    // Ranks of a group agree on stopping at every step, through the gradient sync.
+    if (!m_.train_step(batch ? &*batch : nullptr, stop_.load(), step_, clock_, pending_)) {
+      r_.interrupted = true;
+      return false;
+    }
+    completed_ = step_ + 1;
+    r_.samples += batch->size;
+    window_.samples += batch->size;
+    ++window_.steps;
+    progress(completed_, "train");
+    // The next batch travels while the device computes this step.
+    if (completed_ < end_ && !limits_.resident) feed_.prefetch();
+    return true;
+  }
+
+  void after_step(int64_t done) {
+    const Due due = due_after(m_.opts, done, end_, m_.eval != nullptr);
+    std::optional<LogPoint> point;
+    if (due.log) point = log_point(done);
+    if (due.eval) evaluate_at(done, point);
+    if (point && reporter() && observer_.on_log) observer_.on_log(*point);
+    if (due.checkpoint) paused("checkpoint", [&] { r_.last_checkpoint = m_.save_checkpoint(done); });
+  }
+
+  // Closes the log window at step `done`.
+  LogPoint log_point(int64_t done) {
+    flush_losses(pending_, r_.losses);
+    const double window_wait = add_times(r_.step_times, clock_.drain(), feed_.drain_times(), m_.device.is_cuda());
+    const double train_s = std::max(seconds_since(window_.start) - window_.paused, 1e-9);
+    LogPoint point;
+    point.step = done;
+    point.total_steps = m_.opts.steps;
+    point.elapsed_s = seconds_since(start_);
+    point.window_s = train_s;
+    point.samples_per_sec_per_rank = static_cast<double>(window_.samples) / train_s;
+    point.samples_per_sec = point.samples_per_sec_per_rank * m_.dist.world;
+    point.data_wait_pct = 100.0 * window_wait / train_s;
+    point.loss = r_.losses.back();
+    point.lr = learning_rate(m_.opts, done - 1);
+    point.step_ms = per_step_ms(r_.step_times, window_.times_before, window_.steps);
+    if (observer_.log_lines) m_.log_line(point);
+    window_.reset(r_.step_times);
+    clock_.interrupt();  // the log step's own work is not waiting for data
+    return point;
+  }
+
+  void evaluate_at(int64_t done, std::optional<LogPoint>& point) {
+    double accuracy = 0;
+    paused("eval", [&] { accuracy = trainer_.evaluate(); });
+    r_.eval_accuracy = accuracy;
+    r_.eval_history.emplace_back(done, accuracy);
+    if (reporter()) spdlog::info("step={} eval_accuracy={:.4f}", done, accuracy);
+    if (!point) {
+      point = LogPoint{};
+      point->training = false;
+      point->step = done;
+      point->total_steps = m_.opts.steps;
+      point->elapsed_s = seconds_since(start_);
+    }
+    point->eval_accuracy = accuracy;
+  }
+
+  // Times `work` (an evaluation, a checkpoint) as paused, not training, time.
+  void paused(const char* phase, const std::function<void()>& work) {
+    progress(completed_, phase);
+    const auto t0 = Clock::now();
+    work();
+    progress(completed_, "train");
+    const double s = seconds_since(t0);
+    r_.paused_seconds += s;
+    window_.paused += s;
+    clock_.interrupt();
+  }
+
+  void record_totals();
+  void agree_on_parameters();
+
+  Trainer& trainer_;
+  Trainer::Impl& m_;
+  const std::atomic<bool>& stop_;
+  const RunLimits& limits_;
+  const RunObserver& observer_;
+  TrainReport r_;
+  DeviceFeed feed_;
+  std::optional<DeviceBatch> resident_;
+  StepClock clock_;
+  std::vector<torch::Tensor> pending_;
+  const Clock::time_point start_ = Clock::now();
+  LogWindow window_;
+  int64_t end_ = 0;
+  int64_t step_;       // the step being trained
+  int64_t completed_;  // steps whose update the model holds
+};
+
+// The run's totals: losses, times, throughput, buckets.
+void RunLoop::record_totals() {
+  add_times(r_.step_times, clock_.drain(), feed_.drain_times(), m_.device.is_cuda());
+  r_.compute_dtype = m_.compute_dtype;
+  r_.memory_layout = m_.memory_layout;
+  r_.steps = static_cast<int64_t>(r_.losses.size());
+  if (!r_.losses.empty()) {
+    r_.first_loss = r_.losses.front();
+    r_.final_loss = r_.losses.back();
+  }
+  r_.wall_seconds = seconds_since(start_);
+  const double training_s = r_.wall_seconds - r_.paused_seconds;
+  r_.samples_per_sec = training_s > 0 ? r_.samples / training_s : 0;
+  r_.data_wait_seconds = r_.step_times.data_wait;
+  r_.data_wait_fraction = training_s > 0 ? r_.data_wait_seconds / training_s : 0;
+  if (m_.dist.world > 1) {
+    r_.grad_buckets = m_.reducer->bucket_count();
+    r_.grad_buckets_overlapped = m_.reducer->launched_in_backward();
+  }
+}
+
+// Every rank holds rank 0's buffers, and rank 0 gathers every rank's parameter checksum.
+void RunLoop::agree_on_parameters() {
+  m_.sync_buffers();
+  const std::string mine = checksum(*m_.model);
+  m_.collective->put("checksum/" + std::to_string(m_.dist.rank), mine);
+  m_.collective->barrier();
+  if (m_.dist.world <= 1) r_.param_checksums = {mine};
+  else if (m_.dist.rank == 0) {
+    for (int i = 0; i < m_.dist.world; ++i) {
+      r_.param_checksums.push_back(m_.collective->take("checksum/" + std::to_string(i)));
+    }
+  }
+}
+
+TrainReport RunLoop::finish() {
+  m_.next_step = completed_;
+  // Stopped before this run's first step: the newest checkpoint (if any) already holds it.
+  if (r_.interrupted && completed_ > r_.start_step) r_.last_checkpoint = m_.save_checkpoint(completed_);
+  else if (limits_.max_steps < 0 || completed_ == m_.opts.steps) r_.model_file = m_.save_model();
+  record_totals();
+  agree_on_parameters();
+  return std::move(r_);
+}
+
+TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits,
+                         const RunObserver& observer) {
+  RunLoop loop(*this, *impl_, next, stop, limits, observer);
+  try {
+    loop.train();
+  } catch (const Diverged&) {
+    throw;  // the model is no good: keep the last checkpoint
+  } catch (const std::exception&) {
+    loop.keep_progress();
     throw;
   }
-  step = completed;
-  add_times(r.step_times, clock.drain(), feed.drain_times(), m.device.is_cuda());
-  m.next_step = step;
-  // Stopped before this run's first step: the newest checkpoint (if any) already holds it.
-  if (r.interrupted && step > r.start_step) r.last_checkpoint = m.save_checkpoint(step);
-  else if (limits.max_steps < 0 || step == m.opts.steps) r.model_file = m.save_model();
-  r.compute_dtype = m.compute_dtype;
-  r.memory_layout = m.memory_layout;
-  r.steps = static_cast<int64_t>(r.losses.size());
-  if (!r.losses.empty()) {
-    r.first_loss = r.losses.front();
-    r.final_loss = r.losses.back();
-  }
-  r.wall_seconds = seconds_since(start);
-  const double training_s = r.wall_seconds - r.paused_seconds;
-  r.samples_per_sec = training_s > 0 ? r.samples / training_s : 0;
-  r.data_wait_seconds = r.step_times.data_wait;
-  if (m.dist.world > 1) {
-    r.grad_buckets = m.reducer->bucket_count();
-    r.grad_buckets_overlapped = m.reducer->launched_in_backward();
-  }
-  r.data_wait_fraction = training_s > 0 ? r.data_wait_seconds / training_s : 0;
-  m.sync_buffers();
-  const std::string mine = checksum(*m.model);
-  m.collective->put("checksum/" + std::to_string(m.dist.rank), mine);
-  m.collective->barrier();
-  if (m.dist.world <= 1) r.param_checksums = {mine};
-  else if (m.dist.rank == 0) {
-    for (int i = 0; i < m.dist.world; ++i) r.param_checksums.push_back(m.collective->take("checksum/" + std::to_string(i)));
-  }
-  return r;
+  return loop.finish();
 }
 
 }  // namespace tandem::training

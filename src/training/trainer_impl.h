@@ -15,13 +15,10 @@
 #include "model.h"
 #include "reducer.h"
 #include "step_clock.h"
+#include "tandem/common/clock.h"
 #include "tandem/training/trainer.h"
 
 namespace tandem::training {
-
-using Clock = std::chrono::steady_clock;
-
-inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Hex FNV-1a over every parameter's and buffer's bytes: equal on every rank, or the
 // ranks diverged.

@@ -22,4 +22,7 @@ inline double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
+// Seconds from `t` until now.
+inline double seconds_since(Clock::time_point t) { return seconds_between(t, Clock::now()); }
+
 }  // namespace tandem

@@ -18,9 +18,10 @@
 
 namespace tandem::feed {
 
-// What differs between a worker's description and the dataset a feed expects, in words
-// ("serves 'synthetic' of 640 samples, fingerprint ab12..., but this feed expects ...");
-// empty when it serves exactly that dataset (fingerprint and size).
+// What differs between a worker's description and the dataset a feed expects, in words:
+// the settings that differ ("image size 64, this trainer expects 32 (--image-size)"), or
+// both fingerprints when the worker does not say what its fingerprint is made of (an
+// older tandem); empty when it serves exactly that dataset (fingerprint and size).
 std::string identity_problem(const transport::WorkerInfo& worker, const data::DatasetInfo& expected);
 
 // A worker's description as a dataset, for a feed with no copy of the data. Throws

@@ -74,6 +74,7 @@ class Trainer {
   double evaluate();
 
  private:
+  friend class RunLoop;  // train_loop.cc: the loop run() drives
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
