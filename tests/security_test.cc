@@ -211,8 +211,9 @@ TEST(Security, AnEmptyTokenIsTheSameErrorEverywhere) {
     std::string source;
   };
   const std::vector<Way> ways = {
-      {"worker --port 0 --bind 127.0.0.1 --token ''", false, "--token"},
-      {"worker --port 0 --bind 127.0.0.1 --config " + (dir / "settings.json").string(), false, "--token"},
+      {"worker --port 0 --bind 127.0.0.1 --idle-timeout 2 --token ''", false, "--token"},
+      {"worker --port 0 --bind 127.0.0.1 --idle-timeout 2 --config " + (dir / "settings.json").string(), false,
+       "--token"},
       {"worker --port 0 --bind 127.0.0.1 --idle-timeout 2 --sagemaker-root " + (dir / "root").string(), false,
        "--token"},
       {"worker --port 0 --bind 127.0.0.1 --idle-timeout 2", true, "TANDEM_TOKEN"},

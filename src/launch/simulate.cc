@@ -199,8 +199,10 @@ std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<
   // Like a real job, the simulated one has a token its hosts share (through the
   // environment), so nothing else on this machine can speak to its workers.
   const std::string token = settings.security.token.empty() ? random_token() : settings.security.token;
-  // And a job name (SageMaker's variable, as on a real job): its workers serve no other job.
-  const std::string job = settings.security.job.empty() ? fs::path(run).filename().string() : settings.security.job;
+  // And a job name (SageMaker's variable, as on a real job), the run directory's: its
+  // workers serve no other job.
+  const fs::path run_dir = fs::path(run).filename().empty() ? fs::path(run).parent_path() : fs::path(run);
+  const std::string job = settings.security.job.empty() ? run_dir.filename().string() : settings.security.job;
   spdlog::info("TANDEM_HOST_MAP={}", map);
   const unsigned ncpus = std::thread::hardware_concurrency();
   std::vector<ProcessSpec> specs;

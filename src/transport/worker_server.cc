@@ -85,8 +85,10 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     } catch (const std::exception& e) {  // whatever happens, the reader is joined
       status = status_for(e, "serving batches");
     }
-    if (!status.ok() && !reader_done) ctx->TryCancel();  // unblocks the reader's Read (the peer sees CANCELLED)
-    stream->close();                     // and its wait for room
+    // Cancelling unblocks the reader's Read (the peer then sees CANCELLED); closing, its
+    // wait for room.
+    if (!status.ok() && !reader_done) ctx->TryCancel();
+    stream->close();
     reader.join();
     return status;
   }
