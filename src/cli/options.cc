@@ -80,9 +80,19 @@ void add_worker_list_options(CLI::App& app, TrainerOptions& o) {
 }
 
 void add_security_options(CLI::App& app, SecurityOptions& o) {
+  // An empty token would turn authentication off: refused wherever it is given (flags,
+  // settings files, tandem.Feed's keywords; TANDEM_TOKEN in finish_settings).
+  const CLI::Validator not_empty(
+      [](std::string& v) { return v.empty() ? transport::empty_token_error("--token") : std::string(); }, "");
+  const CLI::Validator names_a_file(
+      [](std::string& v) { return v.empty() ? std::string("an empty path: name the file that holds the token") : ""; },
+      "");
   app.add_option("--token", o.token, "The job's token every RPC carries (prefer --token-file or env TANDEM_TOKEN)")
-      ->group(kSecurityGroup);
-  app.add_option("--token-file", o.token_file, "File holding the job's token")->group(kSecurityGroup);
+      ->check(not_empty)->group(kSecurityGroup);
+  app.add_option("--token-file", o.token_file,
+                 "File holding the job's token, or a directory holding one (default: the SageMaker channel "
+                 "tandem-token, if there is one)")
+      ->check(names_a_file)->group(kSecurityGroup);
   app.add_option("--job-name", o.job, "The job workers belong to; default TRAINING_JOB_NAME or SLURM_JOB_ID")
       ->group(kSecurityGroup);
   app.add_option("--tls-cert", o.tls_cert, "PEM certificate: a worker's server certificate, a trainer's client one")
@@ -365,7 +375,14 @@ void finish_settings(Settings& s, bool is_rank, const cluster::EnvLookup& env) {
     const auto v = env(name);
     return v ? *v : "";
   };
-  if (s.security.token.empty() && s.security.token_file.empty()) s.security.token = set("TANDEM_TOKEN");
+  if (s.security.token.empty() && s.security.token_file.empty()) {
+    if (const auto env_token = env("TANDEM_TOKEN")) {
+      if (env_token->empty()) throw ConfigError(transport::empty_token_error("TANDEM_TOKEN"));
+      s.security.token = *env_token;
+    } else {
+      s.security.token_file = transport::token_channel(s.cluster.sagemaker_root);
+    }
+  }
   for (const char* var : {"TRAINING_JOB_NAME", "SLURM_JOB_ID"}) {
     if (s.security.job.empty()) s.security.job = set(var);
   }

@@ -199,6 +199,10 @@ std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<
   // Like a real job, the simulated one has a token its hosts share (through the
   // environment), so nothing else on this machine can speak to its workers.
   const std::string token = settings.security.token.empty() ? random_token() : settings.security.token;
+  // And a job name (SageMaker's variable, as on a real job), the run directory's: its
+  // workers serve no other job.
+  const fs::path run_dir = fs::path(run).filename().empty() ? fs::path(run).parent_path() : fs::path(run);
+  const std::string job = settings.security.job.empty() ? run_dir.filename().string() : settings.security.job;
   spdlog::info("TANDEM_HOST_MAP={}", map);
   const unsigned ncpus = std::thread::hardware_concurrency();
   std::vector<ProcessSpec> specs;
@@ -206,7 +210,8 @@ std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<
     ProcessSpec spec;
     spec.name = hosts[i].name;
     spec.argv = {tandem_exe, "launch", "--sagemaker-root", run + "/" + hosts[i].name};
-    spec.env = {{"TANDEM_HOST_MAP", map}, {"TANDEM_SIMULATED_HOST", hosts[i].name}, {"TANDEM_TOKEN", token}};
+    spec.env = {{"TANDEM_HOST_MAP", map}, {"TANDEM_SIMULATED_HOST", hosts[i].name}, {"TANDEM_TOKEN", token},
+                {"TRAINING_JOB_NAME", job}};
     spec.cpus = host_cpus(static_cast<int>(i), settings.simulate.cpus_per_host, ncpus);
     // A trainer copes with a lost worker; nothing copes with a lost trainer.
     spec.critical = hosts[i].trainer;

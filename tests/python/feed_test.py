@@ -161,6 +161,15 @@ class WorkerLifecycleTest(unittest.TestCase):
                 tandem.Feed(w.targets, batch_size=4, steps=2, token="wrong", **DATA)
             with self.assertRaisesRegex(RuntimeError, "needs the job's token"):
                 tandem.Feed(w.targets, batch_size=4, steps=2, **DATA)
+            # An empty token would turn authentication off: the error every command gives.
+            with self.assertRaisesRegex(ValueError, "token from --token is empty, and an empty token would"):
+                tandem.Feed(w.targets, batch_size=4, steps=2, token="", **DATA)
+            os.environ["TANDEM_TOKEN"] = ""
+            try:
+                with self.assertRaisesRegex(ValueError, "token from TANDEM_TOKEN is empty, and an empty token would"):
+                    tandem.Feed(w.targets, batch_size=4, steps=2, **DATA)
+            finally:
+                del os.environ["TANDEM_TOKEN"]
             with tempfile.NamedTemporaryFile("w") as f:
                 f.write("s3cret\n")
                 f.flush()
