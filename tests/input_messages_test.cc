@@ -199,8 +199,9 @@ TEST(InputMessages, PinningMoreCoresThanTheMachineHasIsNamed) {
   EXPECT_EQ(oversubscription(1, 2, 2), "");
   EXPECT_EQ(oversubscription(4, 3, 2),
             "--cpus-per-host 4 x 3 hosts asks for 12 cores, but this machine has 2: hosts share cores, so the rates "
-            "measured here are lower than separate hosts would reach; give at most --cpus-per-host 1 (or 0: no "
-            "pinning)");
+            "measured here are lower than separate hosts would reach; give --cpus-per-host 0 (no pinning): there are "
+            "fewer cores than hosts");
+  EXPECT_NE(oversubscription(2, 2, 2).find("give at most --cpus-per-host 1 (or 0: no pinning)"), std::string::npos);
   EXPECT_NE(oversubscription(8, 3, 16).find("give at most --cpus-per-host 5"), std::string::npos);
 }
 

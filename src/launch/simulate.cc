@@ -155,10 +155,11 @@ std::vector<int> host_cpus(int index, int per_host, unsigned ncpus) {
 std::string oversubscription(int per_host, std::size_t hosts, unsigned ncpus) {
   const auto wanted = static_cast<unsigned long long>(std::max(per_host, 0)) * hosts;
   if (per_host <= 0 || ncpus == 0 || wanted <= ncpus) return "";
+  const std::string fix = ncpus >= hosts ? fmt::format("give at most --cpus-per-host {} (or 0: no pinning)", ncpus / hosts)
+                                         : std::string("give --cpus-per-host 0 (no pinning): there are fewer cores than hosts");
   return fmt::format("--cpus-per-host {} x {} hosts asks for {} cores, but this machine has {}: hosts share cores, "
-                     "so the rates measured here are lower than separate hosts would reach; give at most "
-                     "--cpus-per-host {} (or 0: no pinning)",
-                     per_host, hosts, wanted, ncpus, std::max<unsigned long long>(1, ncpus / hosts));
+                     "so the rates measured here are lower than separate hosts would reach; {}",
+                     per_host, hosts, wanted, ncpus, fix);
 }
 
 namespace {
