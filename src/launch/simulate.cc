@@ -152,6 +152,16 @@ std::vector<int> host_cpus(int index, int per_host, unsigned ncpus) {
   return cpus;
 }
 
+std::string oversubscription(int per_host, std::size_t hosts, unsigned ncpus) {
+  const auto wanted = static_cast<unsigned long long>(std::max(per_host, 0)) * hosts;
+  if (per_host <= 0 || ncpus == 0 || wanted <= ncpus) return "";
+  const std::string fix = ncpus >= hosts ? fmt::format("give at most --cpus-per-host {} (or 0: no pinning)", ncpus / hosts)
+                                         : std::string("give --cpus-per-host 0 (no pinning): there are fewer cores than hosts");
+  return fmt::format("--cpus-per-host {} x {} hosts asks for {} cores, but this machine has {}: hosts share cores, "
+                     "so the rates measured here are lower than separate hosts would reach; {}",
+                     per_host, hosts, wanted, ncpus, fix);
+}
+
 namespace {
 
 void write_file(const fs::path& path, const std::string& text) {
@@ -377,6 +387,9 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
     throw ConfigError(fmt::format("--cpus-per-host must be 0 (no pinning) or more (got {})",
                                   settings.simulate.cpus_per_host));
   }
+  const std::string shared = oversubscription(settings.simulate.cpus_per_host, hosts.size(),
+                                              std::thread::hardware_concurrency());
+  if (!shared.empty()) spdlog::warn("{}", shared);
   nlohmann::json hp = sagemaker_hyperparameters(hyperparameters);
   // Every host's worker port and the trainers' rendezvous port, chosen in one go so that
   // none can be handed out twice.

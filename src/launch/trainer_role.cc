@@ -246,6 +246,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       summary["throughput"] = report::throughput(result);
       summary["batch_size"] = opts.batch_size;
       summary["global_batch"] = opts.batch_size * dist.world;
+      summary["settings"] = report::run_settings(settings, info);
       summary["plan_inputs"] = report::plan_inputs(result, scheduler.stats(), facts, cluster.current_instance_type,
                                                    std::max(dist.world / std::max(dist.local_world, 1), 1),
                                                    local * std::max(dist.local_world, 1));  // per host

@@ -42,6 +42,7 @@ WorkerInfo DataWorker::describe() const {
   info.dataset = d.name;
   info.size = d.size;
   info.fingerprint = d.fingerprint;
+  info.fingerprint_description = d.description;
   info.sample_shape = d.sample_shape;
   info.dtype = d.dtype;
   info.num_classes = d.num_classes;

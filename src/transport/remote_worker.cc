@@ -57,6 +57,18 @@ std::string describe(const grpc::Status& status) {
   return std::string("gRPC ") + code_name(status.error_code()) + ": " + printable(status.error_message(), 300);
 }
 
+// "image size 64, this trainer expects 32 (--image-size)": the settings in which what a
+// worker serves differs from `expected`; both hashes when it does not say (an older tandem).
+std::string dataset_difference(const WorkerInfo& wi, const data::DatasetInfo& expected) {
+  if (std::string named = data::describe_difference(wi.fingerprint_description, expected.description); !named.empty()) {
+    return named;
+  }
+  return "dataset '" + printable(wi.dataset, 80) + "' of " + std::to_string(wi.size) + " samples, fingerprint " +
+         printable(wi.fingerprint, 40) + ", but this trainer expects '" + expected.name + "' of " +
+         std::to_string(expected.size) + " samples, fingerprint " + expected.fingerprint +
+         " (--data, --seed, --image-size, ...)";
+}
+
 }  // namespace
 
 struct RemoteWorker::Impl {
@@ -211,9 +223,8 @@ bool RemoteWorker::Impl::rejoin(const std::string& target, double& backoff) {
     v1::InfoReply reply;
     if (!stub->Info(&ictx, ireq, &reply).ok()) continue;
     if (expect && (reply.fingerprint() != expect->fingerprint || reply.size() != expect->size)) {
-      spdlog::error("data worker {} came back serving dataset '{}' (fingerprint {}), not '{}' ({}): not using it",
-                    target, printable(reply.dataset(), 80), printable(reply.fingerprint(), 40), expect->name,
-                    expect->fingerprint);
+      spdlog::error("data worker {} came back serving other data ({}): not using it", target,
+                    dataset_difference(from_proto(reply), *expect));
       return false;
     }
     return true;
@@ -279,6 +290,7 @@ data::DatasetInfo RemoteWorker::learn_dataset(double timeout_s) {
   d.name = printable(wi.dataset, 80);
   d.size = wi.size;
   d.fingerprint = printable(wi.fingerprint, 80);
+  d.description = wi.fingerprint_description;
   d.sample_shape = wi.sample_shape;
   d.dtype = wi.dtype;
   d.num_classes = wi.num_classes;
@@ -297,11 +309,8 @@ data::DatasetInfo RemoteWorker::learn_dataset(double timeout_s) {
 WorkerInfo RemoteWorker::check_serves(const data::DatasetInfo& expected, double timeout_s) {
   const WorkerInfo wi = info(timeout_s);
   if (wi.fingerprint != expected.fingerprint || wi.size != expected.size) {
-    throw ConfigError("data worker " + target_ + " (" + wi.host + ") serves dataset '" +
-                      printable(wi.dataset, 80) + "' of " + std::to_string(wi.size) + " samples, fingerprint " +
-                      printable(wi.fingerprint, 40) + ", but this feed expects '" + expected.name + "' of " +
-                      std::to_string(expected.size) + " samples, fingerprint " + expected.fingerprint +
-                      ": give every host the same data settings (--data, --seed, --image-size, ...)");
+    throw ConfigError("data worker " + target_ + " (" + wi.host + ") serves " + dataset_difference(wi, expected) +
+                      ": give every host the same data settings");
   }
   spdlog::info("data worker {} ({}) ready: {}", target_, wi.host, counted(wi.threads, "thread"));
   return wi;
