@@ -109,10 +109,6 @@ class EndlessSampler(torch.utils.data.Sampler):
 
 
 def torch_loader(args, rank, world, total_steps, cuda):
-    try:
-        import torchvision  # noqa: F401
-    except ImportError:
-        raise SystemExit("ddp_train.py: --loader torch needs torchvision (decode_jpeg and its transforms)")
     ds = JpegFolder(args.data_dir, args.image_size)
     sampler = EndlessSampler(len(ds), total_steps * args.batch_size, rank, world)
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch_size, sampler=sampler, drop_last=True,
@@ -176,7 +172,8 @@ def to_input(images, mean, std, device, channels_last, dtype):
     x = images.to(device, non_blocking=True)
     x = x.float().div_(255) if x.dtype == torch.uint8 else x.float()
     if mean:
-        x = (x - torch.tensor(mean, device=device).view(1, -1, 1, 1)) / torch.tensor(std, device=device).view(1, -1, 1, 1)
+        m = torch.tensor(mean, device=device).view(1, -1, 1, 1)
+        x = (x - m) / torch.tensor(std, device=device).view(1, -1, 1, 1)
     x = x.to(dtype)
     return x.contiguous(memory_format=torch.channels_last) if channels_last else x
 
@@ -190,7 +187,8 @@ def main():
     try:
         import torchvision
     except ImportError:
-        raise SystemExit("ddp_train.py: needs torchvision for the model (torchvision.models)")
+        raise SystemExit("ddp_train.py: needs torchvision: the model (torchvision.models) and, for --loader torch, "
+                         "decode_jpeg and the transforms")
     cuda = torch.cuda.is_available()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if cuda:

@@ -10,7 +10,8 @@
 #   --build-dir DIR   default build-gpu
 #   --target T        build only these targets (repeatable; default: everything)
 #
-# Unpacks the libraries to $TANDEM_DEPS (default /tmp/tandem-deps), finds LibTorch through
+# Unpacks the libraries to $TANDEM_DEPS (default DIR/deps: it stays with the build, which
+# the GPU machine keeps between calls while it is warm), finds LibTorch through
 # torch.utils.cmake_prefix_path and nccl.h in the pip NVIDIA packages torch loads NCCL from,
 # configures and builds. Writes DIR/device-env.sh, to source before running what it built
 # (PATH and LD_LIBRARY_PATH for the packed libraries).
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
     --build-dir) build=$2; shift 2 ;;
     --target) targets+=(--target "$2"); shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) break ;;  # the rest goes to cmake
   esac
 done
@@ -47,7 +48,9 @@ if [ -f "$stdcxx" ] && ! grep -qa GLIBCXX_3.4.30 "$stdcxx"; then
   echo "build-on-device.sh: warning: $stdcxx lacks GLIBCXX_3.4.30 (GCC 12's), which the packed libraries use" >&2
 fi
 
-deps=${TANDEM_DEPS:-/tmp/tandem-deps}
+mkdir -p "$build"
+build=$(cd "$build" && pwd)
+deps=${TANDEM_DEPS:-$build/deps}
 if [ ! -f "$deps/.unpacked" ] || [ .device/deps.tgz -nt "$deps/.unpacked" ]; then
   rm -rf "$deps" && mkdir -p "$deps" && tar xzf .device/deps.tgz -C "$deps" && touch "$deps/.unpacked"
 fi
