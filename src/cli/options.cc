@@ -266,6 +266,9 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
       ->capture_default_str()->check(in_range(1, 65535))->group(kTrainerGroup);
   app.add_option("--dist-timeout", o.dist_timeout_s, "Seconds allowed for rendezvous and each collective")
       ->capture_default_str()->check(positive())->group(kTrainerGroup);
+  app.add_flag("--single-rank-group", o.single_rank_group,
+               "Form the process group and allreduce gradients even with one rank (checks NCCL on one GPU)")
+      ->group(kTrainerGroup);
   app.add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints; 0 = only on SIGTERM")
       ->capture_default_str()->check(non_negative())->group(kTrainerGroup);
   app.add_option("--eval-data", o.eval_data, "Held-out set for top-1 accuracy (like --data; read with --split test)")

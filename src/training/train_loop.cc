@@ -192,7 +192,7 @@ TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, c
   const double training_s = r.wall_seconds - r.paused_seconds;
   r.samples_per_sec = training_s > 0 ? r.samples / training_s : 0;
   r.data_wait_seconds = r.step_times.data_wait;
-  if (m.dist.world > 1) {
+  if (m.collective->grouped()) {
     r.grad_buckets = m.reducer->bucket_count();
     r.grad_buckets_overlapped = m.reducer->launched_in_backward();
   }
