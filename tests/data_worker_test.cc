@@ -1,9 +1,11 @@
 // The data worker's logic without a network (transport/data_worker.h): what it serves,
 // its limits, backpressure and the end of a stream; and the one seam into gRPC's
 // internals (batch_method.h), against the generated stub.
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <thread>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -236,6 +238,41 @@ TEST(DataWorker, AStreamThatAsksNothingIsClosedAfterTheIdleTimeout) {
   EXPECT_NE(e.find("--idle-timeout"), std::string::npos) << e;
 }
 
+// A client that asks and never reads: the batch handed to the writer is never taken.
+// After --idle-timeout the stream is closed, its hook cancels the call, its memory comes
+// back, and its end does not count as activity.
+TEST(DataWorker, AStreamWhosePeerTakesNoBatchIsClosedAfterTheIdleTimeout) {
+  WorkerOptions o = one_mib();
+  o.idle_timeout_s = 0.3;
+  Fixture f(o);
+  std::atomic<int> cancelled{0};
+  auto stalled = f.worker.open_stream([&] { ++cancelled; });
+  auto taking = f.worker.open_stream([] { ADD_FAILURE() << "a stream whose batches are taken was closed"; });
+  ASSERT_TRUE(stalled->request(asking(0, first(kFillsOneMib / 2))));
+  ASSERT_TRUE(taking->request(asking(1, {1})));
+  bool done = false;
+  std::optional<ServedBatch> never_written = f.next(*stalled, &done);
+  ASSERT_TRUE(never_written);
+  ASSERT_TRUE(f.next(*taking, &done));
+  taking->written();
+  EXPECT_EQ(f.worker.close_stalled_streams(), 0) << "closed before --idle-timeout";
+  const auto active = f.worker.last_activity();
+  std::this_thread::sleep_for(600ms);
+  EXPECT_EQ(f.worker.close_stalled_streams(), 1);
+  EXPECT_EQ(cancelled.load(), 1);
+  const std::string e = stream_error(*stalled);
+  EXPECT_NE(e.find("took no batch"), std::string::npos) << e;
+  EXPECT_EQ(f.worker.close_stalled_streams(), 0) << "closed twice";
+  never_written.reset();  // the write the cancelled call was blocked in returns
+  stalled.reset();
+  EXPECT_EQ(f.worker.last_activity(), active) << "a stalled client's end counted as activity";
+  // Its memory is back: a request for most of the MiB is admitted at once.
+  auto next = f.worker.open_stream();
+  auto admitted = ask_for_the_mib(*next, 2);
+  ASSERT_EQ(admitted.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(admitted.get());
+}
+
 TEST(BatchMethod, IsDataProtosStreamBatches) {
   EXPECT_EQ(stream_batches_method().path, "/tandem.v1.DataService/StreamBatches");
   const auto* service = v1::BatchRequest::descriptor()->file()->FindServiceByName("DataService");
@@ -262,6 +299,38 @@ TEST(BatchMethod, AGeneratedStubReadsTheCopyFreeStream) {
   EXPECT_EQ(reply.header().sequence(), 7u);
   ASSERT_EQ(reply.data().size(), expected.data.size());
   EXPECT_EQ(0, std::memcmp(reply.data().data(), expected.data.data(), expected.data.size()));
+}
+
+// Bytes that are not a BatchRequest end the stream with INVALID_ARGUMENT and the reason,
+// in-band and as the status: gRPC's Read says false alike for them and for the end of
+// the stream, which used to end the call with OK.
+TEST(BatchMethod, GarbageOnTheStreamEndsItWithInvalidArgument) {
+  testing::InProcessWorker w;
+  auto channel = grpc::CreateChannel(w.target(), grpc::InsecureChannelCredentials());
+  for (const std::string garbage : {std::string("\x0a\x05" "ab"), std::string(11, '\xff')}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+    const grpc::internal::RpcMethod method(stream_batches_method().path.c_str(),
+                                           grpc::internal::RpcMethod::BIDI_STREAMING, channel);
+    std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> rw(
+        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(channel.get(), method,
+                                                                                               &ctx));
+    grpc::Slice slice(garbage);
+    ASSERT_TRUE(rw->Write(grpc::ByteBuffer(&slice, 1)));
+    rw->WritesDone();
+    grpc::ByteBuffer raw;
+    std::string in_band;
+    while (rw->Read(&raw)) {
+      v1::Batch reply;
+      ASSERT_TRUE(grpc::SerializationTraits<v1::Batch>::Deserialize(&raw, &reply).ok());
+      in_band += reply.header().error();
+    }
+    const grpc::Status status = rw->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_NE(status.error_message().find("not a tandem.v1.BatchRequest"), std::string::npos) << status.error_message();
+    EXPECT_NE(in_band.find("not a tandem.v1.BatchRequest"), std::string::npos) << in_band;
+  }
+  EXPECT_FALSE(w.stopped());
 }
 
 }  // namespace

@@ -157,6 +157,24 @@ TEST(Training, Bf16AutocastAndChannelsLastTrain) {
   EXPECT_EQ(plain["memory_layout"], "contiguous");
 }
 
+// One rank with --single-rank-group forms a real (Gloo) process group and allreduces each
+// step's gradient buckets during backward, the path NCCL takes on a one-GPU machine
+// (scripts/gpu-experiment's step 6); divided by a world of 1, nothing changes.
+TEST(DataParallel, ASingleRankGroupAllreducesEveryStepAndChangesNothing) {
+  const fs::path root = fresh_dir("single-rank-group");
+  const std::string group_flags = " --single-rank-group --dist-timeout 60 --master-port " + std::to_string(free_port());
+  ASSERT_EQ(run(trainer_args(root / "group", 4, group_flags), root / "group.log"), 0) << slurp(root / "group.log");
+  ASSERT_EQ(run(trainer_args(root / "alone", 4), root / "alone.log"), 0) << slurp(root / "alone.log");
+  const auto group = summary(root / "group" / "s.json"), alone = summary(root / "alone" / "s.json");
+  EXPECT_EQ(group["world_size"], 1);
+  const int64_t buckets = group["grad_buckets"].get<int64_t>();
+  EXPECT_GE(buckets, 1) << "no gradient buckets: no allreduce ran";
+  EXPECT_EQ(group["grad_buckets_overlapped"].get<int64_t>(), 4 * buckets) << "every bucket of every step, in backward";
+  EXPECT_EQ(alone["grad_buckets"], 0);
+  EXPECT_EQ(group["losses"], alone["losses"]);
+  EXPECT_EQ(group["param_checksums"], alone["param_checksums"]);
+}
+
 }  // namespace
 
 namespace {

@@ -7,6 +7,7 @@
 
 #include "process_helpers.h"
 #include "tandem/common/error.h"
+#include "tandem/plan/planner.h"
 #include "tandem/report/html_report.h"
 #include "tandem/report/run_files.h"
 #include "tandem/report/svg_chart.h"
@@ -200,6 +201,68 @@ TEST(ReportChromium, RendersTheChartsHeadless) {
   ASSERT_GT(image.size(), 8u);
   EXPECT_EQ(image.substr(1, 3), "PNG");
   EXPECT_GT(image.size(), 50'000u);  // a blank 1200 x 2400 page compresses to a few kB
+  fs::remove_all(dir);
+}
+
+// What a report of the fixture run says in words: sources by host name, no "-%", the
+// settings section (or why there is none), compute seconds that are not rounded to 0.
+TEST(ReportWords, HostNamesDashesAndSettings) {
+  nlohmann::json s = read_json_file(kRuns + "/two-workers/algo-2/output/data/summary.json");
+  s["plan_inputs"]["local"] = nullptr;  // nothing feeds the loop at N = 0: no saving to show
+  s["plan_inputs"]["workers"][0]["images_per_sec"] = 3195.0;
+  s["workers"][2]["compute_seconds"] = 0.042;
+  s["data_wait_fraction"] = nullptr;
+  s["settings"] = {{"data", "imagefolder"}, {"pipeline", "decode(channels=0,scaled=1),to_uint8()"},
+                   {"optimizer", "adamw"}, {"lr", 0.001}, {"seed", 7}};
+  plan::PriceTable prices = plan::load_price_table(kPriceFile);
+  const nlohmann::json p = plan::make_plan(s, prices, {});
+  ASSERT_TRUE(p["rows"][1]["saving_vs_none"].is_null()) << p.dump();
+  const std::string html = render_html_report(ReportInputs{s, {}, p, "", "", ""});
+  EXPECT_EQ(html.find("-%"), std::string::npos) << "a missing percentage is \"-\", as in the text";
+  EXPECT_NE(html.find("<td class=\"l\">algo-1 (10.0.0.5:6000)</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"l\">algo-3 (10.0.0.6:6000)</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"l\">local</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>0.042</td>"), std::string::npos) << "compute seconds of a short run";
+  EXPECT_NE(html.find("<h2>Settings</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<th class=\"l\">optimizer</th><td class=\"l\">adamw</td>"), std::string::npos);
+  EXPECT_NE(html.find("<th class=\"l\">pipeline</th><td class=\"l\">decode(channels=0,scaled=1),to_uint8()</td>"),
+            std::string::npos);
+  s.erase("settings");
+  EXPECT_NE(render_html_report(ReportInputs{s, {}, p, "", "", ""}).find("no settings in the summary"),
+            std::string::npos);
+}
+
+// A run made by hand (no SageMaker): its summary records the settings, and planning it
+// for a worker type asks for the trainer's type instead of a price for 'local'.
+TEST(ReportWords, ARunMadeByHandIsReportedAndPlannedWithTheRightQuestion) {
+  const fs::path dir = fresh_dir("report-by-hand");
+  const fs::path summary = dir / "run/summary.json";
+  ASSERT_EQ(run_tandem("trainer --local-workers 1 --steps 3 --batch-size 8 --dataset-size 64 --optimizer adamw "
+                       "--sagemaker-root " + (dir / "none").string() + " --summary-json " + summary.string(),
+                       dir / "train.log", 120),
+            0)
+      << slurp(dir / "train.log");
+  const nlohmann::json s = read_json_file(summary.string());
+  EXPECT_EQ(s["plan_inputs"]["trainer_instance_type"], "local");
+  EXPECT_EQ(s["settings"]["optimizer"], "adamw");
+  EXPECT_EQ(s["settings"]["dataset"], "synthetic");
+  EXPECT_EQ(s["settings"]["dataset_size"], 64);
+  EXPECT_EQ(run_tandem("plan " + summary.string() + " --worker-type ml.c5.18xlarge", dir / "plan.log", 60), 1);
+  const std::string plan = slurp(dir / "plan.log");
+  EXPECT_NE(plan.find("the trainer's instance type is unknown (the run recorded 'local'"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("made by hand, outside SageMaker): give the type to plan for, e.g. --trainer-type "
+                      "ml.p4d.24xlarge"),
+            std::string::npos)
+      << plan;
+  EXPECT_EQ(plan.find("--price local"), std::string::npos) << plan;
+  EXPECT_EQ(run_tandem("plan " + summary.string() + " --worker-type ml.c5.18xlarge --trainer-type ml.g5.xlarge",
+                       dir / "plan2.log", 60),
+            0)
+      << slurp(dir / "plan2.log");
+  ASSERT_EQ(run_tandem("report " + summary.string(), dir / "report.log", 60), 0) << slurp(dir / "report.log");
+  const std::string html = slurp(dir / "run/report.html");
+  EXPECT_NE(html.find("<th class=\"l\">optimizer</th><td class=\"l\">adamw</td>"), std::string::npos);
+  EXPECT_EQ(html.find("<td>0.0</td>"), std::string::npos) << "compute seconds rounded away";
   fs::remove_all(dir);
 }
 

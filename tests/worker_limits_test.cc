@@ -157,6 +157,33 @@ TEST(WorkerLiveness, ASilentStreamIsClosedAndTheWorkerGoesIdle) {
   EXPECT_NE(slurp(dir / "worker.log").find("no trainer contacted"), std::string::npos) << slurp(dir / "worker.log");
 }
 
+// Issue 21's item 4: three streams, one 4096-sample request each, never read, used to
+// keep a worker alive (holding 315 MB) for as long as they stayed open. The batches it
+// cannot write are dropped with their streams after --idle-timeout, and the worker goes
+// idle.
+TEST(WorkerLiveness, StreamsThatAskAndNeverReadAreClosedAndTheWorkerGoesIdle) {
+  const fs::path dir = fresh_dir("never-read");
+  Worker w = idle_worker(dir, 2);
+  std::vector<std::unique_ptr<RawStream>> streams;
+  for (int i = 0; i < 3; ++i) {
+    auto s = std::make_unique<RawStream>();
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    s->stub = v1::DataService::NewStub(grpc::CreateCustomChannel(w.target(), grpc::InsecureChannelCredentials(), args));
+    s->rw = s->stub->StreamBatches(&s->ctx);
+    ASSERT_TRUE(s->rw->Write(request(static_cast<uint64_t>(i), 4096)));
+    streams.push_back(std::move(s));
+  }
+  EXPECT_EQ(wait_exit(w.child, 120s), 1) << slurp(dir / "worker.log");
+  const std::string log = slurp(dir / "worker.log");
+  EXPECT_NE(log.find("took no batch for 2 s (--idle-timeout)"), std::string::npos) << log;
+  EXPECT_NE(log.find("no trainer contacted"), std::string::npos) << log;
+  for (auto& s : streams) {  // a client that never read waits for its status past the end of the call: end it
+    s->ctx.TryCancel();
+    s->rw->Finish();
+  }
+}
+
 TEST(WorkerLiveness, AStoppedTrainerDoesNotKeepItsWorkerAlive) {
   const fs::path dir = fresh_dir("sigstop-trainer");
   Worker w = idle_worker(dir, 3);

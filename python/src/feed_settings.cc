@@ -94,7 +94,7 @@ Settings feed_settings(const std::vector<Setting>& given) {
     CLI::Option* opt = r.app.get_option_no_throw("--" + dashed(s.key));
     if (!opt || opt->get_lnames().empty() || !accepted(*opt)) throw ConfigError(refusal(s.key, opt));
     if (s.values.size() != 1 && opt->get_expected_max() <= 1) {
-      throw ConfigError("'" + s.key + "' takes one value, not a list of " + std::to_string(s.values.size()) +
+      throw ConfigError("'" + printable(s.key, 80) + "' takes one value, not a list of " + std::to_string(s.values.size()) +
                         ": pass a single value");
     }
     opt->clear();
@@ -102,8 +102,8 @@ Settings feed_settings(const std::vector<Setting>& given) {
     try {
       opt->run_callback();
     } catch (const CLI::Error& e) {
-      throw ConfigError("bad value for " + s.key + "=" + printable(joined(s.values), 80) + ": " +
-                        printable(e.what(), 300));
+      throw ConfigError("bad value for " + printable(s.key, 80) + "=" + printable(joined(s.values), 80) + ": " +
+                        one_line(e.what()));
     }
   }
   cli::finish_settings(r.settings);

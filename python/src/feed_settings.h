@@ -18,7 +18,8 @@ struct Setting {
 
 // Starts from the command line's defaults (and its environment: TANDEM_SAGEMAKER_ROOT),
 // applies `given` in order, then resolves the token and job as every tandem command does
-// (token_file, else token, else env TANDEM_TOKEN; job_name, else TRAINING_JOB_NAME or
+// (token_file, else token, else env TANDEM_TOKEN, else the tandem-token channel; an
+// empty token is refused; job_name, else TRAINING_JOB_NAME or
 // SLURM_JOB_ID). Accepts the data and security settings, sagemaker_root, and of the
 // trainer's the feed's own: batch_size, steps, inflight, prefetch, connect_timeout,
 // batch_timeout. Throws ConfigError naming the key and the fix for anything else or a

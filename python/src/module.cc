@@ -321,6 +321,32 @@ void set_log_level(const std::string& level) {
 }  // namespace
 }  // namespace tandem::python
 
+namespace {
+
+const char* const kFeedDoc = R"(Streams batches from tandem data workers, and from threads of this process, in step order.
+
+Feed(workers=None, *, rank=0, world=1, local_threads=0, start_step=0, release_workers=False, **settings)
+
+workers: the data workers, a list of "host:port" (or one "a:1,b:2" string, like --workers);
+    None: local_threads only.
+rank, world: this process's slice of every global batch of world x batch_size samples
+    (torchrun's RANK and WORLD_SIZE).
+local_threads: threads of this process that make batches too (0: workers only).
+start_step: the first step delivered, to resume (batches are a pure function of seed and step).
+release_workers: when the feed ends or is closed, tell every worker to exit.
+**settings: tandem's own settings with '_' for '-' (tandem.setting_names() lists them):
+    data, seed, image_size, dataset_size, num_classes, wire_dtype, pipeline, split, channel,
+    on_bad_sample, sagemaker_root, batch_size, steps, inflight, prefetch, connect_timeout,
+    batch_timeout, token, token_file, job_name, tls_ca, tls_cert, tls_key, tls_server_name.
+
+Iterating gives (images, labels) numpy arrays over tandem's own buffers (no copy): images
+(N, C, H, W) in the wire dtype, labels (N,) int64. A bad setting, or a worker serving other
+data, raises ValueError with tandem's message; a feed that cannot go on (no worker answers
+within connect_timeout, every source failed, no batch within batch_timeout) raises
+RuntimeError. Every wait can be interrupted with Ctrl-C. See docs/python.md.)";
+
+}  // namespace
+
 PYBIND11_MODULE(_tandem, m) {
   using namespace tandem::python;
   m.doc() = "tandem's data plane for Python training scripts (docs/python.md)";
@@ -341,29 +367,44 @@ PYBIND11_MODULE(_tandem, m) {
       .def_readonly("sequence", &PyBatch::sequence)
       .def_readonly("epoch", &PyBatch::epoch)
       .def_readonly("source", &PyBatch::source);
-  py::class_<Feed>(m, "Feed")
+  py::class_<Feed>(m, "Feed", kFeedDoc)
       .def(py::init<const py::object&, int, int, int, uint64_t, bool, const py::kwargs&>(),
            py::arg("workers") = py::none(), py::kw_only(), py::arg("rank") = 0, py::arg("world") = 1,
-           py::arg("local_threads") = 0, py::arg("start_step") = 0, py::arg("release_workers") = false)
-      .def("__iter__", [](py::object self) { return self; })
-      .def("__next__", &Feed::next)
-      .def("next_batch", &Feed::next_batch, "The next Batch, with its indices, sequence, epoch and source")
-      .def("__len__", &Feed::len)
-      .def("close", &Feed::close)
+           py::arg("local_threads") = 0, py::arg("start_step") = 0, py::arg("release_workers") = false,
+           "Connects to the workers (waiting up to connect_timeout for one to answer), checks that they serve "
+           "this dataset, and starts streaming: workers, rank, world, local_threads, start_step, "
+           "release_workers and **settings as in help(tandem.Feed)")
+      .def("__iter__", [](py::object self) { return self; }, "The feed itself: it is its own iterator")
+      .def("__next__", &Feed::next, "The next (images, labels); StopIteration after the last step")
+      .def("next_batch", &Feed::next_batch,
+           "The next Batch (images, labels, indices, sequence, epoch, source); StopIteration after the last step")
+      .def("__len__", &Feed::len, "Steps this feed delivers in all: steps - start_step")
+      .def("close", &Feed::close,
+           "Stops streaming at once (a wait in another thread ends); batches already taken stay valid. With "
+           "release_workers, tells the workers to exit")
       .def("shutdown", &Feed::shutdown, "Tell every worker to exit now; returns how many acknowledged")
-      .def("stats", &Feed::stats)
-      .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](Feed& f, py::args) { f.close(); })
-      .def_property_readonly("closed", &Feed::closed)
-      .def_property_readonly("batch_size", &Feed::batch_size)
-      .def_property_readonly("batches_per_epoch", &Feed::batches_per_epoch)
-      .def_property_readonly("dataset", &Feed::dataset);
+      .def("stats", &Feed::stats,
+           "Per source (sources: name, batches, samples, compute_seconds, failed, error, rejoins) and "
+           "hedged_requests")
+      .def("__enter__", [](py::object self) { return self; }, "The feed; leaving the with block closes it")
+      .def("__exit__", [](Feed& f, py::args) { f.close(); }, "Closes the feed")
+      .def_property_readonly("closed", &Feed::closed, "True once close() was called or the last step was taken")
+      .def_property_readonly("batch_size", &Feed::batch_size, "Samples per batch (per rank and step)")
+      .def_property_readonly("batches_per_epoch", &Feed::batches_per_epoch,
+                             "Global batches in one pass over the dataset: dataset size // (world x batch_size)")
+      .def_property_readonly("dataset", &Feed::dataset,
+                             "The dataset (name, size, sample_shape, num_classes, dtype, mean, std, fingerprint), as "
+                             "tandem.plan() and TandemDataset.dataset_info give it");
   m.def("shutdown_workers", &shutdown_workers, py::arg("workers"), py::kw_only(),
-        py::arg("reason") = "training script finished");
+        py::arg("reason") = "training script finished",
+        "Tells each of workers (a list of \"host:port\", or one \"a:1,b:2\" string) to exit, with reason in its "
+        "log; takes the security settings (token, token_file, job_name, tls_*) as keyword arguments. Returns how "
+        "many acknowledged");
   m.def("plan", &plan, py::kw_only(), py::arg("rank") = 0, py::arg("world") = 1, py::arg("start_step") = 0,
         "What a Feed with these settings would deliver (steps, batch_size, batches_per_epoch, dataset), "
         "checked without the network");
   m.def("setting_names", &feed_setting_names, "The data settings tandem.Feed accepts as keyword arguments");
-  m.def("set_log_level", &set_log_level, py::arg("level"));
+  m.def("set_log_level", &set_log_level, py::arg("level"),
+        "tandem's log level on stderr: level is debug, info, warning, error or off");
   m.attr("__version__") = "0.1.0";
 }

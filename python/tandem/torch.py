@@ -34,7 +34,15 @@ class TandemDataset(torch.utils.data.IterableDataset):
     Every iteration opens a new tandem.Feed over steps [start_step, steps); the settings
     are tandem.Feed's. release_workers=True tells the workers to exit when an iteration
     ends: with several ranks, let one rank call shutdown_workers() after a barrier
-    instead."""
+    instead.
+
+    Known when it is made (the settings are checked then, without the network):
+    len(ds): steps this rank's iterations deliver (steps - start_step);
+    ds.batches_per_epoch: global batches in one pass over the dataset;
+    ds.dataset_info: the dataset as a dict, the same as tandem.Feed's .dataset: name,
+        size (samples per epoch), sample_shape [C, H, W], num_classes, dtype (numpy),
+        mean and std (per channel, for values scaled to [0, 1]; empty: none) and
+        fingerprint. Build the model from it, e.g. num_classes=ds.dataset_info["num_classes"]."""
 
     def __init__(self, workers=None, *, rank=None, world=None, local_threads=0, start_step=0,
                  release_workers=False, **settings):

@@ -60,6 +60,12 @@ nlohmann::json bench_train(const TrainBenchOptions& o) {
   // Once the scheduler's window is full the source's threads sleep, so they do not
   // compete with the ceiling run, which uploads one real host batch and reuses it.
   feed::LocalSource source(scheduler, dataset, threads, data::wire_dtype(data));
+  // Leaving by an exception (a diverged loss, out of GPU memory), the source's threads
+  // must find the scheduler closed, or joining them waits for ever. Goes before `source`.
+  struct CloseScheduler {
+    feed::Scheduler& s;
+    ~CloseScheduler() { s.close(); }
+  } close_on_exit{scheduler};
   const training::TrainReport ceiling = measure(trainer, [&] { return scheduler.next(); }, o, true);
   const training::TrainReport fed = measure(trainer, [&] { return scheduler.next(); }, o, false);
   scheduler.close();

@@ -2,9 +2,12 @@
 
 #include "tandem/transport/credentials.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -48,6 +51,65 @@ CLI::Validator number_in(double lo, double hi, bool open_low) {
 
 constexpr double kMaxNumber = 1e9;
 
+// A whole number in [lo, hi] written in decimal. CLI11 reads unsigned options with
+// strtoull, which takes "-5" as 18446744073709551611, a number past the type's end as its
+// largest value, and "010" as octal; this refuses the first two with the range and
+// rewrites the text to the plain decimal the conversion then reads.
+CLI::Validator whole_number(uint64_t lo, uint64_t hi) {
+  const std::string desc = "[" + std::to_string(lo) + " - " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        const std::string range = "use " + std::to_string(lo) + " to " + std::to_string(hi);
+        const std::string_view digits = std::string_view(text).substr(text.rfind('+', 0) == 0 ? 1 : 0);
+        const bool negative = !text.empty() && text[0] == '-';
+        const std::string_view magnitude = negative ? std::string_view(text).substr(1) : digits;
+        if (magnitude.empty() || magnitude.find_first_not_of("0123456789") != std::string_view::npos) {
+          return "'" + printable(text, 40) + "' is not a whole number: " + range;
+        }
+        const bool zero = magnitude.find_first_not_of('0') == std::string_view::npos;
+        if (negative && !zero) return printable(text, 40) + " is out of range: " + range;
+        uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(magnitude.data(), magnitude.data() + magnitude.size(), v);
+        if (ec != std::errc() || end != magnitude.data() + magnitude.size() || v < lo || v > hi) {
+          return printable(text, 40) + " is out of range: " + range;
+        }
+        text = std::to_string(v);
+        return "";
+      },
+      desc);
+}
+
+// Free text settings (paths, names, specs) are at most this long and plain UTF-8
+// without control characters (a JSON --pipeline may span lines), so that every message
+// that quotes one stays short and one line.
+constexpr size_t kMaxTextBytes = 16384;
+
+CLI::Validator plain_text() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text.size() > kMaxTextBytes) {
+          return "'" + printable(text, 40) + "' is longer than " + std::to_string(kMaxTextBytes) + " bytes";
+        }
+        const bool control = std::any_of(text.begin(), text.end(), [](char ch) {
+          const auto c = static_cast<unsigned char>(ch);
+          return (c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f;
+        });
+        if (control || !valid_utf8(text)) {
+          return "'" + printable(text, 40) + "' holds a control character or a byte that is not UTF-8";
+        }
+        return "";
+      },
+      "");
+}
+
+// Every text option added to `app` after the first `before` takes only plain_text().
+void limit_text(CLI::App& app, size_t before) {
+  const std::vector<CLI::Option*> all = app.get_options([](const CLI::Option*) { return true; });
+  for (size_t i = before; i < all.size(); ++i) {
+    if (all[i]->get_type_name().rfind("TEXT", 0) == 0) all[i]->check(plain_text());
+  }
+}
+
 }  // namespace
 
 CLI::Validator positive() { return number_in(0, kMaxNumber, true); }
@@ -55,6 +117,7 @@ CLI::Validator non_negative() { return number_in(0, kMaxNumber, false); }
 CLI::Validator in_range(double lo, double hi) { return number_in(lo, hi, false); }
 
 void add_cluster_options(CLI::App& app, ClusterOptions& o) {
+  const size_t before = app.get_options().size();
   app.add_option("--sagemaker-root", o.sagemaker_root,
                  "Root of input/config/*.json, input/data/<channel>, model, checkpoints, output/failure")
       ->envname("TANDEM_SAGEMAKER_ROOT")->capture_default_str()->group(kClusterGroup);
@@ -69,20 +132,34 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
       ->capture_default_str()->check(in_range(1, 65535))->group(kClusterGroup);
   app.add_option("--resolve-timeout", o.resolve_timeout_s, "Seconds to wait for host names to resolve")
       ->capture_default_str()->check(non_negative())->group(kClusterGroup);
+  limit_text(app, before);
 }
 
 void add_worker_list_options(CLI::App& app, TrainerOptions& o) {
+  const size_t before = app.get_options().size();
   app.add_option("--workers", o.workers, "Data workers to pull from: host[:port],... (the port defaults to --worker-port)")
       ->delimiter(',')->group(kTrainerGroup);
   app.add_option("--worker-service", o.worker_service,
                  "A DNS name with one address per data worker (a Kubernetes headless Service): NAME[:PORT]")
       ->group(kTrainerGroup);
+  limit_text(app, before);
 }
 
 void add_security_options(CLI::App& app, SecurityOptions& o) {
+  // An empty token would turn authentication off: refused wherever it is given (flags,
+  // settings files, tandem.Feed's keywords; TANDEM_TOKEN in finish_settings).
+  const CLI::Validator not_empty(
+      [](std::string& v) { return v.empty() ? transport::empty_token_error("--token") : std::string(); }, "");
+  const CLI::Validator names_a_file(
+      [](std::string& v) { return v.empty() ? std::string("an empty path: name the file that holds the token") : ""; },
+      "");
+  const size_t before = app.get_options().size();
   app.add_option("--token", o.token, "The job's token every RPC carries (prefer --token-file or env TANDEM_TOKEN)")
-      ->group(kSecurityGroup);
-  app.add_option("--token-file", o.token_file, "File holding the job's token")->group(kSecurityGroup);
+      ->check(not_empty)->group(kSecurityGroup);
+  app.add_option("--token-file", o.token_file,
+                 "File holding the job's token, or a directory holding one (default: the SageMaker channel "
+                 "tandem-token, if there is one)")
+      ->check(names_a_file)->group(kSecurityGroup);
   app.add_option("--job-name", o.job, "The job workers belong to; default TRAINING_JOB_NAME or SLURM_JOB_ID")
       ->group(kSecurityGroup);
   app.add_option("--tls-cert", o.tls_cert, "PEM certificate: a worker's server certificate, a trainer's client one")
@@ -92,19 +169,22 @@ void add_security_options(CLI::App& app, SecurityOptions& o) {
       ->group(kSecurityGroup);
   app.add_option("--tls-server-name", o.tls_server_name, "Name in the workers' certificates, if not their address")
       ->group(kSecurityGroup);
+  limit_text(app, before);
 }
 
 void add_data_options(CLI::App& app, DataOptions& o) {
+  const size_t before = app.get_options().size();
   app.add_option("--data", o.data,
                  "Dataset: synthetic (learnable) | blur-benchmark | premade (no augmentation) | imagefolder[:PATH] "
                  "(one folder per class) | mnist[:PATH] (idx files); no PATH = the SageMaker channel --channel")
       ->capture_default_str()->group(kDataGroup);
-  app.add_option("--seed", o.seed, "Seed of every random choice")->capture_default_str()->group(kDataGroup);
+  app.add_option("--seed", o.seed, "Seed of every random choice")->capture_default_str()
+      ->transform(whole_number(0, UINT64_MAX))->group(kDataGroup);
   app.add_option("--num-classes", o.num_classes, "Classes")->capture_default_str()->group(kDataGroup);
   app.add_option("--image-size", o.image_size, "Image side in pixels; 0 = the dataset's default")
       ->capture_default_str()->check(non_negative())->group(kDataGroup);
   app.add_option("--dataset-size", o.dataset_size, "Samples per epoch; 0 = the dataset's default")
-      ->capture_default_str()->group(kDataGroup);
+      ->capture_default_str()->transform(whole_number(0, UINT64_MAX))->group(kDataGroup);
   app.add_option("--wire-dtype", o.wire_dtype,
                  "Batches travel as float32 | bfloat16 | float16 | uint8 (values in [0,1] x 255); default the "
                  "dataset's own (uint8 for imagefolder and mnist, else float32)")
@@ -124,9 +204,11 @@ void add_data_options(CLI::App& app, DataOptions& o) {
                  "An image file whose header declares more pixels is a bad sample, refused before decoding "
                  "(a decompression bomb); default Pillow's")
       ->capture_default_str()->check(in_range(1, 1e12))->group(kDataGroup);
+  limit_text(app, before);
 }
 
 void add_worker_options(CLI::App& app, WorkerOptions& o) {
+  const size_t before = app.get_options().size();
   app.add_option("--port", o.port, "Port to serve on (default --worker-port); 0 = a free port, named in the log")
       ->check(in_range(0, 65535))->group(kWorkerGroup);
   app.add_option("--bind", o.bind, "Address to listen on")->capture_default_str()->group(kWorkerGroup);
@@ -146,9 +228,11 @@ void add_worker_options(CLI::App& app, WorkerOptions& o) {
       ->capture_default_str()->check(in_range(1.0, 1000.0))->group(kWorkerGroup);
   app.add_option("--idle-timeout", o.idle_timeout_s, "Exit when no trainer speaks for this many seconds")
       ->capture_default_str()->check(positive())->group(kWorkerGroup);
+  limit_text(app, before);
 }
 
 void add_trainer_options(CLI::App& app, TrainerOptions& o) {
+  const size_t before = app.get_options().size();
   app.add_option("--model", o.model,
                  "Model: small_cnn | mnist_cnn | resnet18 | resnet50 | vit_tiny | vit_b16, or a TorchScript file "
                  "(docs/models.md)")
@@ -172,7 +256,8 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
                "Let a GPU-family host train on its CPU when it has no usable GPU (otherwise an error)")
       ->group(kTrainerGroup);
   app.add_flag("--fused-optimizer,!--no-fused-optimizer", o.fused_optimizer,
-               "Fused optimizer kernels where LibTorch has them (2.6+)")
+               "Fused optimizer kernels where LibTorch has them (2.6+); on by default, --no-fused-optimizer turns "
+               "them off")
       ->group(kTrainerGroup);
   app.add_option("--grad-sync", o.grad_sync,
                  "overlap (allreduce gradient buckets during backward) | after-backward")
@@ -181,6 +266,9 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
       ->capture_default_str()->check(in_range(1, 65535))->group(kTrainerGroup);
   app.add_option("--dist-timeout", o.dist_timeout_s, "Seconds allowed for rendezvous and each collective")
       ->capture_default_str()->check(positive())->group(kTrainerGroup);
+  app.add_flag("--single-rank-group", o.single_rank_group,
+               "Form the process group and allreduce gradients even with one rank (checks NCCL on one GPU)")
+      ->group(kTrainerGroup);
   app.add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints; 0 = only on SIGTERM")
       ->capture_default_str()->check(non_negative())->group(kTrainerGroup);
   app.add_option("--eval-data", o.eval_data, "Held-out set for top-1 accuracy (like --data; read with --split test)")
@@ -216,6 +304,7 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
       ->group(kTrainerGroup);
   app.add_option("--summary-json", o.summary_json, "Where to write the summary; default <root>/output/data/summary.json")
       ->group(kTrainerGroup);
+  limit_text(app, before);
 }
 
 void add_host_options(CLI::App& app, Settings& s) {
@@ -228,6 +317,7 @@ void add_host_options(CLI::App& app, Settings& s) {
 }
 
 void add_simulate_options(CLI::App& app, SimulateOptions& o) {
+  const size_t before = app.get_options().size();
   const char* g = "Simulation";
   app.add_option("--trainer-hosts", o.trainer_hosts, "Hosts in the trainer group")->capture_default_str()->group(g);
   app.add_option("--worker-hosts", o.worker_hosts, "Hosts in the data worker group")->capture_default_str()->group(g);
@@ -245,6 +335,7 @@ void add_simulate_options(CLI::App& app, SimulateOptions& o) {
       ->group(g);
   app.add_option("--timeout", o.timeout_s, "Stop the whole cluster after this many seconds")
       ->capture_default_str()->check(positive())->group(g);
+  limit_text(app, before);
 }
 
 namespace {
@@ -286,7 +377,7 @@ nlohmann::json read_json_object(const std::string& path) {
   try {
     j = nlohmann::json::parse(text.str());
   } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(path + " is not valid JSON (" + e.what() + "): fix the file's syntax");
+    throw ConfigError(path + " is not valid JSON (" + printable(e.what(), 300) + "): fix the file's syntax");
   }
   if (!j.is_object()) throw ConfigError(path + " must hold a JSON object of settings, like {\"batch-size\": 64}");
   return j;
@@ -312,18 +403,28 @@ std::vector<std::string> values_of(const nlohmann::json& v, bool from_sagemaker)
   return {v.dump()};
 }
 
-void apply_file(CLI::App& cmd, const std::string& path, bool from_sagemaker, std::set<std::string>& set_by_file) {
+// "unknown setting 'batch_sise' in FILE: did you mean 'batch_size'?", spelled as the file spells keys.
+std::string unknown_setting(const std::string& key, const std::string& path) {
+  std::vector<std::string> names(known_settings().begin(), known_settings().end());
+  const bool underscores = key.find('_') != std::string::npos;
+  std::string guess = nearest(normalize(key), names, std::max<size_t>(1, key.size() / 3));
+  if (underscores) std::replace(guess.begin(), guess.end(), '-', '_');
+  return "unknown setting '" + printable(key, 80) + "' in " + path +
+         (guess.empty() ? "" : ": did you mean '" + guess + "'?") + " (`tandem launch --help` lists the settings)";
+}
+
+// Which settings files set which setting: name -> "'key' in FILE", for messages.
+using FileOrigins = std::map<std::string, std::string>;
+
+void apply_file(CLI::App& cmd, const std::string& path, bool from_sagemaker, FileOrigins& set_by_file) {
   const nlohmann::json settings = read_json_object(path);
   for (const auto& [key, value] : settings.items()) {
     if (from_sagemaker && key.rfind("sagemaker_", 0) == 0) continue;  // the toolkit's own keys
     const std::string name = normalize(key);
     if (name == "config" || name == "sagemaker-root") {
-      throw ConfigError("'" + key + "' in " + path + " cannot be set from a file: pass --" + name + " as a flag");
+      throw ConfigError("'" + printable(key, 80) + "' in " + path + " cannot be set from a file: pass --" + name + " as a flag");
     }
-    if (!known_settings().count(name)) {
-      throw ConfigError("unknown setting '" + printable(key, 80) + "' in " + path +
-                        ": see `tandem launch --help` for the settings");
-    }
+    if (!known_settings().count(name)) throw ConfigError(unknown_setting(key, path));
     CLI::Option* opt = cmd.get_option_no_throw("--" + name);
     if (!opt) continue;  // a setting for another role
     if (opt->count() > 0 && !set_by_file.count(name)) continue;  // a flag wins
@@ -338,23 +439,30 @@ void apply_file(CLI::App& cmd, const std::string& path, bool from_sagemaker, std
     try {
       opt->run_callback();
     } catch (const CLI::Error& e) {
-      throw ConfigError("bad value for '" + key + "' in " + path + ": " + printable(e.what(), 300));
+      throw ConfigError("bad value for '" + printable(key, 80) + "' in " + path + ": " + one_line(e.what()));
     }
-    set_by_file.insert(name);
+    set_by_file[name] = "'" + printable(key, 80) + "' in " + path;
   }
+}
+
+// "--steps" or "'steps' in FILE": where a setting's value came from.
+std::string origin_of(const CLI::Option& opt, const FileOrigins& set_by_file) {
+  const auto it = set_by_file.find(opt.get_lnames().front());
+  return it != set_by_file.end() ? it->second : "--" + opt.get_lnames().front();
 }
 
 }  // namespace
 
 void apply_setting_files(CLI::App& cmd, const ClusterOptions& opts) {
-  std::set<std::string> set_by_file;
+  FileOrigins set_by_file;
   if (!opts.config_file.empty()) apply_file(cmd, opts.config_file, false, set_by_file);
   const std::string hp = opts.sagemaker_root + "/input/config/hyperparameters.json";
   if (std::filesystem::exists(hp)) apply_file(cmd, hp, true, set_by_file);
   const CLI::Option* steps = cmd.get_option_no_throw("--steps");
   const CLI::Option* epochs = cmd.get_option_no_throw("--epochs");
   if (steps && epochs && steps->count() > 0 && epochs->count() > 0) {
-    throw ConfigError("both steps and epochs are set (by flags or a settings file): give one of them");
+    throw ConfigError("both steps and epochs are set (" + origin_of(*steps, set_by_file) + ", " +
+                      origin_of(*epochs, set_by_file) + "): give one of them");
   }
 }
 
@@ -365,7 +473,14 @@ void finish_settings(Settings& s, bool is_rank, const cluster::EnvLookup& env) {
     const auto v = env(name);
     return v ? *v : "";
   };
-  if (s.security.token.empty() && s.security.token_file.empty()) s.security.token = set("TANDEM_TOKEN");
+  if (s.security.token.empty() && s.security.token_file.empty()) {
+    if (const auto env_token = env("TANDEM_TOKEN")) {
+      if (env_token->empty()) throw ConfigError(transport::empty_token_error("TANDEM_TOKEN"));
+      s.security.token = *env_token;
+    } else {
+      s.security.token_file = transport::token_channel(s.cluster.sagemaker_root);
+    }
+  }
   const std::string quiet = set("TANDEM_QUIET");
   if (!quiet.empty() && quiet != "0") s.quiet = true;
   for (const char* var : {"TRAINING_JOB_NAME", "SLURM_JOB_ID"}) {

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/cli/commands.h"
+#include "help_format.h"
 #include "usage_error.h"
 #include "tandem/cli/options.h"
 #include "tandem/common/error.h"
@@ -20,6 +21,7 @@ int run_cli(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   CLI::App app{"tandem: one binary for every host of a heterogeneous training job.\n"
                "CPU hosts serve augmented batches over gRPC; GPU hosts train on them."};
+  app.formatter(help_formatter());
   app.require_subcommand(1);
   app.set_version_flag("--version", [] { return "tandem 0.1.0; " + training::describe(training::torch_runtime()); });
   // Output settings, given before or after the command; they reach the processes tandem

@@ -61,7 +61,7 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& error, int
     command = app.get_subcommand(arg);
     break;
   }
-  if (command == nullptr) return std::string(error.what()) + ": name one (tandem --help lists them)";
+  if (command == nullptr) return one_line(error.what()) + ": name one (tandem --help lists them)";
   const std::vector<std::string> flags = flag_names(*command);
   for (int i = first + 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -72,7 +72,7 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& error, int
            (guess.empty() ? "" : ", did you mean '" + guess + "'?") + " (tandem " + command->get_name() +
            " --help lists its flags)";
   }
-  return std::string(error.what()) + " (tandem " + command->get_name() + " --help)";
+  return one_line(error.what()) + " (tandem " + command->get_name() + " --help)";
 }
 
 }  // namespace tandem::cli

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "draft.h"
+#include "tandem/common/text.h"
 
 namespace tandem::cluster {
 namespace {
@@ -43,7 +44,7 @@ void apply_current_host(Cluster& c, const std::string& host) {
     }
     return;
   }
-  fail("--current-host " + host, "is not a host of this job (hosts: " + join(c.hosts) + "; from " + c.source + ")",
+  fail("--current-host " + printable(host, 80), "is not a host of this job (hosts: " + join(c.hosts) + "; from " + c.source + ")",
        "pass one of those hosts, or drop --current-host");
 }
 

@@ -33,15 +33,22 @@ std::vector<std::string> group_names(const std::vector<InstanceGroup>& groups) {
 }
 
 // Names end up in messages, logs and host lookups: a control character (a NUL cuts a
-// message short, an escape sequence rewrites a terminal) is refused.
+// message short, an escape sequence rewrites a terminal), bytes that are not UTF-8, and a
+// name longer than a DNS name may be are refused, so every later message quotes it whole.
 std::string printable_name(std::string s, const std::string& where) {
+  const std::string fix = "use plain names, like SageMaker's algo-1 or ml.c5.18xlarge";
+  if (s.size() > kMaxNameBytes) {
+    fail(where, "is " + std::to_string(s.size()) + " bytes long ('" + printable(s, 60) + "'), more than the " +
+                    std::to_string(kMaxNameBytes) + " a name may have",
+         fix);
+  }
   for (size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x20 || c == 0x7f) {
-      fail(where, "holds a control character ('" + printable(s, 60) + "', position " + std::to_string(i) + ")",
-           "use plain names, like SageMaker's algo-1 or ml.c5.18xlarge");
+      fail(where, "holds a control character ('" + printable(s, 60) + "', position " + std::to_string(i) + ")", fix);
     }
   }
+  if (!valid_utf8(s)) fail(where, "holds a byte that is not UTF-8 ('" + printable(s, 60) + "')", fix);
   return s;
 }
 
@@ -66,6 +73,20 @@ int env_int(const std::string& name, const std::string& text, int min, const std
 namespace {
 
 // ---- Checks shared by every source --------------------------------------------------
+
+// Every name any source gave, whichever way it read it, before a message quotes one.
+void check_names(const Draft& d, const Labels& labels) {
+  printable_name(d.current_host, labels.current_host);
+  if (d.current_group) printable_name(*d.current_group, labels.current_group);
+  if (d.current_instance_type) printable_name(*d.current_instance_type, labels.instance_type);
+  for (const auto& host : d.hosts) printable_name(host, labels.hosts);
+  for (size_t i = 0; i < d.groups.size(); ++i) {
+    const std::string& where = i < labels.group.size() ? labels.group[i] : labels.groups;
+    printable_name(d.groups[i].name, where);
+    printable_name(d.groups[i].instance_type, where);
+    for (const auto& host : d.groups[i].hosts) printable_name(host, where);
+  }
+}
 
 void check_host_list(const std::vector<std::string>& hosts, const std::string& where) {
   if (hosts.empty()) fail(where, "lists no hosts", "list every host of the job");
@@ -169,6 +190,7 @@ void check_coverage(const Draft& d, const Labels& labels) {
 // Checks a draft and turns it into a sorted Cluster. A draft without groups is a
 // homogeneous job: one group holding every host.
 Cluster assemble(Draft d, Labels labels) {
+  check_names(d, labels);
   check_host_list(d.hosts, labels.hosts);
   if (d.groups.empty()) {
     d.groups.push_back({d.current_group.value_or(kHomogeneousGroup),

@@ -37,7 +37,9 @@ std::string join(const std::vector<std::string>& items);  // "(none)" when empty
 bool contains(const std::vector<std::string>& items, const std::string& item);
 std::vector<std::string> group_names(const std::vector<InstanceGroup>& groups);
 
-// Names end up in messages, logs and host lookups: a control character is refused.
+// Names end up in messages, logs and host lookups: a control character, a byte that is
+// not UTF-8 and a name longer than kMaxNameBytes are refused (ConfigError naming `where`).
+inline constexpr size_t kMaxNameBytes = 255;
 std::string printable_name(std::string s, const std::string& where);
 
 // An environment variable; an empty one is treated as unset (`export X=` is easy).

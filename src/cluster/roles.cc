@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
 
 namespace tandem::cluster {
 namespace {
@@ -50,7 +51,7 @@ std::set<std::string> named_groups(const Cluster& cluster, const std::vector<std
   std::set<std::string> out;
   for (const auto& name : names) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
-      fail(flag + " " + name,
+      fail(flag + " " + printable(name, 80),
            "is not an instance group of this job (" + cluster.source + " has " + join(known) + ")",
            "pass one of: " + join(known));
     }

@@ -10,6 +10,7 @@
 #include "draft.h"
 #include "tandem/common/error.h"
 #include "tandem/common/json_limits.h"
+#include "tandem/common/text.h"
 
 namespace tandem::cluster {
 namespace detail {
@@ -28,7 +29,7 @@ json parse_json(const std::string& text, const std::string& where) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    fail(where, std::string("is not valid JSON (") + e.what() + ")",
+    fail(where, "is not valid JSON (" + printable(e.what(), 300) + ")",
          "correct the JSON syntax at that position");
   }
 }

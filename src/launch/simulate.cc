@@ -152,6 +152,16 @@ std::vector<int> host_cpus(int index, int per_host, unsigned ncpus) {
   return cpus;
 }
 
+std::string oversubscription(int per_host, std::size_t hosts, unsigned ncpus) {
+  const auto wanted = static_cast<unsigned long long>(std::max(per_host, 0)) * hosts;
+  if (per_host <= 0 || ncpus == 0 || wanted <= ncpus) return "";
+  const std::string fix = ncpus >= hosts ? fmt::format("give at most --cpus-per-host {} (or 0: no pinning)", ncpus / hosts)
+                                         : std::string("give --cpus-per-host 0 (no pinning): there are fewer cores than hosts");
+  return fmt::format("--cpus-per-host {} x {} hosts asks for {} cores, but this machine has {}: hosts share cores, "
+                     "so the rates measured here are lower than separate hosts would reach; {}",
+                     per_host, hosts, wanted, ncpus, fix);
+}
+
 namespace {
 
 void write_file(const fs::path& path, const std::string& text) {
@@ -199,6 +209,10 @@ std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<
   // Like a real job, the simulated one has a token its hosts share (through the
   // environment), so nothing else on this machine can speak to its workers.
   const std::string token = settings.security.token.empty() ? random_token() : settings.security.token;
+  // And a job name (SageMaker's variable, as on a real job), the run directory's: its
+  // workers serve no other job.
+  const fs::path run_dir = fs::path(run).filename().empty() ? fs::path(run).parent_path() : fs::path(run);
+  const std::string job = settings.security.job.empty() ? run_dir.filename().string() : settings.security.job;
   spdlog::info("TANDEM_HOST_MAP={}", map);
   const unsigned ncpus = std::thread::hardware_concurrency();
   std::vector<ProcessSpec> specs;
@@ -206,7 +220,8 @@ std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<
     ProcessSpec spec;
     spec.name = hosts[i].name;
     spec.argv = {tandem_exe, "launch", "--sagemaker-root", run + "/" + hosts[i].name};
-    spec.env = {{"TANDEM_HOST_MAP", map}, {"TANDEM_SIMULATED_HOST", hosts[i].name}, {"TANDEM_TOKEN", token}};
+    spec.env = {{"TANDEM_HOST_MAP", map}, {"TANDEM_SIMULATED_HOST", hosts[i].name}, {"TANDEM_TOKEN", token},
+                {"TRAINING_JOB_NAME", job}};
     spec.cpus = host_cpus(static_cast<int>(i), settings.simulate.cpus_per_host, ncpus);
     // A trainer copes with a lost worker; nothing copes with a lost trainer.
     spec.critical = hosts[i].trainer;
@@ -372,6 +387,9 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
     throw ConfigError(fmt::format("--cpus-per-host must be 0 (no pinning) or more (got {})",
                                   settings.simulate.cpus_per_host));
   }
+  const std::string shared = oversubscription(settings.simulate.cpus_per_host, hosts.size(),
+                                              std::thread::hardware_concurrency());
+  if (!shared.empty()) spdlog::warn("{}", shared);
   nlohmann::json hp = sagemaker_hyperparameters(hyperparameters);
   // Every host's worker port and the trainers' rendezvous port, chosen in one go so that
   // none can be handed out twice.

@@ -55,6 +55,21 @@ double ceiling(const nlohmann::json& s, const PlanOptions& o) {
   return *c;
 }
 
+// The types a run outside SageMaker records: the one local host's group ("local", a run
+// made by hand) and what discovery says when a source names no type ("unknown").
+bool is_placeholder_type(const std::string& type) { return type == "local" || type == "unknown"; }
+
+// Why an instance type the plan needs is not known, and the flag that gives it.
+std::string unknown_type_message(const std::string& whose, const std::string& field, const std::string& recorded,
+                                 const std::string& example) {
+  const std::string why = recorded.empty()
+                              ? "plan_inputs." + field + " is null: the run was outside SageMaker" +
+                                    (field == "worker_instance_type" ? " or had no workers" : "")
+                              : "the run recorded '" + printable(recorded, 60) + "' (plan_inputs." + field +
+                                    "), which is no instance type: it was made by hand, outside SageMaker";
+  return "the " + whose + " instance type is unknown (" + why + "): give the type to plan for, e.g. " + example;
+}
+
 // The per-thread rate from the workers' measurements, weighted by their threads.
 void worker_rate(const nlohmann::json& workers, RunMeasurements& m) {
   double weighted = 0.0;
@@ -127,15 +142,16 @@ RunMeasurements read_measurements(const nlohmann::json& s, const PlanOptions& o)
                       "batches, or their images_per_cpu_second is 0): run the job for more steps, with local threads "
                       "(--local-workers) or data workers");
   }
-  m.trainer_type = o.trainer_type.empty() ? string_at(pi, "trainer_instance_type") : o.trainer_type;
+  const std::string run_trainer_type = string_at(pi, "trainer_instance_type");
+  m.trainer_type = o.trainer_type.empty() ? run_trainer_type : o.trainer_type;
   m.worker_type = o.worker_type.empty() ? m.run_worker_type : o.worker_type;
-  if (m.trainer_type.empty()) {
-    throw ConfigError("the trainer's instance type is unknown (plan_inputs.trainer_instance_type is null: the run was "
-                      "outside SageMaker): give it, e.g. --trainer-type ml.p4d.24xlarge");
+  if (m.trainer_type.empty() || (o.trainer_type.empty() && is_placeholder_type(m.trainer_type))) {
+    throw ConfigError(unknown_type_message("trainer's", "trainer_instance_type", run_trainer_type,
+                                           "--trainer-type ml.p4d.24xlarge"));
   }
-  if (m.worker_type.empty()) {
-    throw ConfigError("the data workers' instance type is unknown (plan_inputs.worker_instance_type is null: the run "
-                      "was outside SageMaker or had no workers): give the type to plan for, e.g. --worker-type ml.c5.18xlarge");
+  if (m.worker_type.empty() || (o.worker_type.empty() && is_placeholder_type(m.worker_type))) {
+    throw ConfigError(unknown_type_message("data workers'", "worker_instance_type", m.run_worker_type,
+                                           "--worker-type ml.c5.18xlarge"));
   }
   if (auto g = number_at(s, "/throughput/global_samples_per_sec")) {
     m.run_samples_per_sec = *g;

@@ -101,7 +101,7 @@ PriceTable load_price_table(const std::string& path) {
   try {
     j = nlohmann::json::parse(text.str());
   } catch (const nlohmann::json::exception& e) {
-    throw ConfigError("price file " + path + " is not valid JSON (" + e.what() + "): fix its syntax");
+    throw ConfigError("price file " + path + " is not valid JSON (" + printable(e.what(), 300) + "): fix its syntax");
   }
   return parse_price_table(j, path);
 }

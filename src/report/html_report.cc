@@ -50,6 +50,18 @@ std::string number(const nlohmann::json& j, const char* key, int decimals, doubl
   return std::isfinite(v) ? plan::group_thousands(v * scale, decimals) : "-";
 }
 
+// A fraction as a percentage, or "-" (never "-%") when it is absent.
+std::string percent(const nlohmann::json& j, const char* key, int decimals) {
+  return std::isfinite(number_or_nan(j, key)) ? number(j, key, decimals, 100) + "%" : "-";
+}
+
+// Seconds as they are worth reading: 0.03, 1.2, 1,234.
+std::string seconds(const nlohmann::json& j, const char* key) {
+  const double v = number_or_nan(j, key);
+  if (!std::isfinite(v)) return "-";
+  return plan::group_thousands(v, v == 0 ? 0 : v < 1 ? 3 : v < 100 ? 2 : 1);
+}
+
 std::string card(const std::string& value, const std::string& label) {
   return "<div class=\"card\"><b>" + value + "</b><span>" + html_escape(label) + "</span></div>";
 }
@@ -63,11 +75,10 @@ std::string cards(const nlohmann::json& s) {
   out += card(number(s, "steps", 0), "steps");
   out += card(std::isfinite(global) ? plan::group_thousands(global, 0) : "-", "samples/s, all ranks");
   out += card(number(tp, "ceiling_samples_per_sec", 0), "samples/s ceiling (no data wait)");
-  out += card(number(s, "data_wait_fraction", 1, 100) + "%", "of step time waiting for data");
+  out += card(percent(s, "data_wait_fraction", 1), "of step time waiting for data");
   out += card(number(s, "wall_seconds", 1) + " s", "wall time");
   out += card(number(s, "final_loss", 4), "final loss");
-  out += card(std::isfinite(number_or_nan(s, "eval_accuracy")) ? number(s, "eval_accuracy", 1, 100) + "%" : "-",
-              "evaluation accuracy");
+  out += card(percent(s, "eval_accuracy", 1), "evaluation accuracy");
   return out + "</div>";
 }
 
@@ -85,6 +96,40 @@ std::string run_table(const nlohmann::json& s) {
   return out + "</table>";
 }
 
+// The settings that made the samples and trained on them (summary "settings"; runs
+// before it have none).
+std::string settings_table(const nlohmann::json& s) {
+  const auto st = s.find("settings");
+  if (st == s.end() || !st->is_object() || st->empty()) {
+    return "<p class=\"nodata\">no settings in the summary (a run before tandem recorded them)</p>";
+  }
+  static const std::pair<const char*, const char*> kRows[] = {
+      {"data", "data"}, {"dataset", "dataset"}, {"dataset_size", "samples per epoch"}, {"image_size", "image size"},
+      {"num_classes", "classes"}, {"seed", "seed"}, {"pipeline", "pipeline"}, {"wire_dtype", "wire dtype"},
+      {"optimizer", "optimizer"}, {"lr", "learning rate"}, {"lr_schedule", "schedule"}, {"warmup_steps", "warmup steps"},
+      {"momentum", "momentum"}, {"weight_decay", "weight decay"}, {"clip_grad_norm", "gradient clipping"},
+      {"amp", "mixed precision"}, {"fused_optimizer", "fused optimizer"}};
+  std::string out = "<table>";
+  for (const auto& [key, name] : kRows) {
+    if (!st->contains(key)) continue;
+    out += std::string("<tr><th class=\"l\">") + name + "</th><td class=\"l\">" + text(*st, key) + "</td></tr>";
+  }
+  return out + "</table>";
+}
+
+// "algo-1 (10.0.0.5:6000)": a source by the host name its worker gave (plan_inputs), with
+// the address the trainer reached it at; "local" and unknown workers by their address.
+std::string source_name(const nlohmann::json& s, const nlohmann::json& src) {
+  const std::string address = text(src, "address");
+  const nlohmann::json pi = s.value("plan_inputs", nlohmann::json::object());
+  const auto workers = pi.find("workers");
+  if (workers == pi.end() || !workers->is_array()) return address;
+  for (const nlohmann::json& w : *workers) {
+    if (text(w, "address") == address && text(w, "host", "") != "") return text(w, "host") + " (" + address + ")";
+  }
+  return address;
+}
+
 std::string sources_table(const nlohmann::json& s) {
   const auto w = s.find("workers");
   if (w == s.end() || !w->is_array() || w->empty()) return "<p class=\"nodata\">no sources recorded</p>";
@@ -95,9 +140,9 @@ std::string sources_table(const nlohmann::json& s) {
     // The error says what failed ("data worker X failed: ...", "local preprocessing failed: ...").
     std::string state = failed ? text(src, "error", "failed") : "ok";
     if (number_or_nan(src, "rejoins") > 0) state += ", rejoined " + number(src, "rejoins", 0) + "x";
-    out += "<tr><td class=\"l\">" + text(src, "address") + "</td><td>" + number(src, "batches", 0) + "</td><td>" +
+    out += "<tr><td class=\"l\">" + source_name(s, src) + "</td><td>" + number(src, "batches", 0) + "</td><td>" +
            number(src, "samples", 0) + "</td><td>" + number(src, "images_per_sec", 0) + "</td><td>" +
-           number(src, "share", 1, 100) + "%</td><td>" + number(src, "compute_seconds", 1) + "</td><td class=\"l\">" +
+           percent(src, "share", 1) + "</td><td>" + seconds(src, "compute_seconds") + "</td><td class=\"l\">" +
            state + "</td></tr>";
   }
   return out + "</table>";
@@ -133,7 +178,7 @@ std::string plan_table(const nlohmann::json& p) {
     out += std::string("<tr") + (n == best ? " class=\"best\"" : "") + "><td>" + std::to_string(n) + "</td><td>" +
            number(r, "samples_per_sec", 0) + "</td><td>" + number(r, "step_ms", 1) + "</td><td>" +
            number(r, "usd_per_hour", 2) + "</td><td>" + number(r, "usd_per_1000_steps", 3) + "</td><td>" +
-           number(r, "usd_per_million_samples", 3) + "</td><td>" + (n == 0 ? "-" : number(r, "saving_vs_none", 0, 100) + "%") +
+           number(r, "usd_per_million_samples", 3) + "</td><td>" + (n == 0 ? "-" : percent(r, "saving_vs_none", 0)) +
            "</td><td class=\"l\">" + mark + "</td></tr>";
   }
   return out + "</table>";
@@ -184,6 +229,7 @@ std::string render_html_report(const ReportInputs& in) {
          number(s, "steps", 0) + " steps</p>";
   out += cards(s);
   out += "<h2>Run</h2>" + run_table(s);
+  out += "<h2>Settings</h2>" + settings_table(s);
   out += "<h2>Data sources</h2>" + sources_table(s);
   out += "<h2>Where step time went</h2>" + step_time_table(s);
   std::string note = in.metrics_note;

@@ -7,6 +7,7 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/json_limits.h"
+#include "tandem/common/text.h"
 
 namespace tandem::report {
 
@@ -53,7 +54,7 @@ nlohmann::json read_json_file(const std::string& path) {
   try {
     j = nlohmann::json::parse(text.str());
   } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(path + " is not valid JSON (" + e.what() + "): give a summary.json tandem wrote");
+    throw ConfigError(path + " is not valid JSON (" + printable(e.what(), 300) + "): give a summary.json tandem wrote");
   }
   if (!j.is_object()) throw ConfigError(path + " does not hold a JSON object: give a summary.json tandem wrote");
   return j;

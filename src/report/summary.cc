@@ -61,6 +61,39 @@ nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::So
   return out;
 }
 
+namespace {
+
+// The pipeline as the dataset ran it (its description's "pipeline=..."), or what was asked.
+std::string pipeline_run(const DataOptions& d, const data::DatasetInfo& info) {
+  const size_t at = info.description.find(" pipeline=");
+  if (at != std::string::npos) return info.description.substr(at + 10);
+  return d.pipeline.empty() ? "none (generated samples)" : d.pipeline;
+}
+
+}  // namespace
+
+nlohmann::json run_settings(const Settings& settings, const data::DatasetInfo& info) {
+  const DataOptions& d = settings.data;
+  const TrainerOptions& t = settings.trainer;
+  return {{"data", d.data},
+          {"dataset", info.name},
+          {"dataset_size", info.size},
+          {"image_size", info.sample_shape.size() == 3 ? info.sample_shape[2] : d.image_size},
+          {"num_classes", info.num_classes},
+          {"seed", d.seed},
+          {"pipeline", pipeline_run(d, info)},
+          {"wire_dtype", d.wire_dtype.empty() ? "the dataset's own" : d.wire_dtype},
+          {"optimizer", t.optimizer},
+          {"lr", t.lr},
+          {"lr_schedule", t.schedule},
+          {"warmup_steps", t.warmup_steps},
+          {"momentum", t.momentum},
+          {"weight_decay", t.weight_decay},
+          {"clip_grad_norm", t.clip_grad_norm},
+          {"amp", t.amp},
+          {"fused_optimizer", t.fused_optimizer}};
+}
+
 void write_failure(const std::string& sagemaker_root, const std::string& reason) {
   // Outside SageMaker (a developer's shell, CI) the root usually does not exist: don't create it.
   if (!std::filesystem::is_directory(sagemaker_root)) return;

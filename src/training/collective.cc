@@ -84,7 +84,7 @@ bool is_timeout(const std::exception& e) {
 
 Collective::Collective(const DistInfo& dist, torch::Device device)
     : dist_(dist), device_(device), impl_(std::make_unique<Impl>()) {
-  if (dist.world <= 1) return;
+  if (dist.world <= 1 && !dist.single_rank_group) return;
   try {
     impl_->store = rendezvous(dist);
   } catch (const std::exception& e) {
@@ -122,6 +122,8 @@ void Collective::make_group(const DistInfo& dist) {
   impl_->pg = gloo;
 }
 
+bool Collective::grouped() const { return impl_->pg != nullptr; }
+
 Collective::~Collective() {
   if (!impl_->shutdown) return;
   try {
@@ -132,7 +134,7 @@ Collective::~Collective() {
 }
 
 void Collective::broadcast(std::vector<torch::Tensor> tensors, int root) {
-  if (world() <= 1 || tensors.empty()) return;
+  if (!grouped() || tensors.empty()) return;
   c10d::BroadcastOptions o;
   o.rootRank = root;
   for (auto& t : tensors) {
@@ -148,7 +150,7 @@ c10::intrusive_ptr<c10d::Work> Collective::allreduce_async(torch::Tensor& t) {
 
 // NCCL takes only device tensors: the flag lives on this rank's device.
 bool Collective::any(bool flag) {
-  if (world() <= 1) return flag;
+  if (!grouped()) return flag;
   std::vector<torch::Tensor> t = {torch::full({1}, flag ? 1.0f : 0.0f, torch::TensorOptions(device_))};
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::MAX;
@@ -157,14 +159,14 @@ bool Collective::any(bool flag) {
 }
 
 std::vector<int64_t> Collective::sum(const std::vector<int64_t>& values) {
-  if (world() <= 1 || values.empty()) return values;
+  if (!grouped() || values.empty()) return values;
   std::vector<torch::Tensor> t = {torch::tensor(values, torch::kInt64).to(device_)};
   impl_->allreduce(t, c10d::AllreduceOptions())->wait();
   const torch::Tensor host = t[0].cpu();
   return std::vector<int64_t>(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());
 }
 void Collective::barrier() {
-  if (world() <= 1) return;
+  if (!grouped()) return;
   c10d::BarrierOptions o;
   // NCCL would otherwise guess this rank's GPU from its rank number.
   if (device_.is_cuda()) o.device_ids = {device_.index()};
@@ -172,11 +174,11 @@ void Collective::barrier() {
 }
 
 void Collective::put(const std::string& key, const std::string& value) {
-  if (world() > 1) impl_->store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+  if (grouped()) impl_->store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
 }
 
 std::string Collective::take(const std::string& key) {
-  if (world() <= 1) return {};
+  if (!grouped()) return {};
   const std::vector<uint8_t> v = impl_->store->get(key);
   return std::string(v.begin(), v.end());
 }

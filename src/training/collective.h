@@ -19,13 +19,16 @@ namespace tandem::training {
 class Collective {
  public:
   // Joins the process group: NCCL when `device` is a GPU, else Gloo. A world of 1 needs
-  // no rendezvous and does nothing. Throws NetworkError naming the master and the fix
-  // when rendezvous fails.
+  // no rendezvous and does nothing, unless dist.single_rank_group asks for a group of
+  // one (to check the collective path on a one-GPU machine). Throws NetworkError naming
+  // the master and the fix when rendezvous fails.
   Collective(const DistInfo& dist, torch::Device device);
   ~Collective();
 
   int rank() const { return dist_.rank; }
   int world() const { return dist_.world; }
+  // Whether there is a process group: every call below is a no-op without one.
+  bool grouped() const;
 
   // Rank `root`'s values into every rank's tensors, in place.
   void broadcast(std::vector<torch::Tensor> tensors, int root = 0);

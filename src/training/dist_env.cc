@@ -14,6 +14,7 @@ DistInfo dist_info(const LauncherEnv& env, const TrainerOptions& opts) {
   d.agent_store = env.agent_store;
   d.restart_count = env.restart_count;
   d.timeout_s = opts.dist_timeout_s;
+  d.single_rank_group = opts.single_rank_group;
   return d;
 }
 

@@ -17,7 +17,7 @@ Reducer::Reducer(std::vector<torch::Tensor> params, Collective& collective, bool
     if (p.requires_grad()) params_.push_back(p);
   }
   build_buckets(first_bucket_bytes, bucket_bytes);
-  if (!overlap_ || collective_.world() <= 1) return;
+  if (!overlap_ || !collective_.grouped()) return;
   for (size_t i = 0; i < params_.size(); ++i) {
     AccumulatorRef acc = torch::autograd::impl::grad_accumulator(params_[i]);
     hook_keys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
@@ -141,7 +141,7 @@ bool Reducer::finish() {
                              "Reducer::zero_grad, not the optimizer's zero_grad");
     }
   }
-  if (collective_.world() <= 1) return stop_;
+  if (!collective_.grouped()) return stop_;
   if (buckets_.empty()) return collective_.any(stop_);
   std::lock_guard<std::mutex> lock(mu_);
   // Parameters that took no part in this backward leave their bucket incomplete: send it

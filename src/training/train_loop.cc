@@ -247,7 +247,7 @@ void RunLoop::record_totals() {
   r_.samples_per_sec = training_s > 0 ? r_.samples / training_s : 0;
   r_.data_wait_seconds = r_.step_times.data_wait;
   r_.data_wait_fraction = training_s > 0 ? r_.data_wait_seconds / training_s : 0;
-  if (m_.dist.world > 1) {
+  if (m_.collective->grouped()) {
     r_.grad_buckets = m_.reducer->bucket_count();
     r_.grad_buckets_overlapped = m_.reducer->launched_in_backward();
   }

@@ -1,8 +1,11 @@
 #include "batch_method.h"
 
 #include <stdexcept>
+#include <string>
 
 #include <google/protobuf/descriptor.h>
+
+#include "tandem/common/error.h"
 
 namespace tandem::transport {
 namespace {
@@ -32,11 +35,22 @@ const StreamBatchesMethod& stream_batches_method() {
 
 grpc::internal::MethodHandler* copy_free_handler(
     grpc::Service* service, std::function<grpc::Status(grpc::ServerContext*, ServerBatchStream*)> serve) {
-  return new grpc::internal::BidiStreamingHandler<grpc::Service, v1::BatchRequest, OutgoingBatch>(
+  return new grpc::internal::BidiStreamingHandler<grpc::Service, grpc::ByteBuffer, OutgoingBatch>(
       [serve = std::move(serve)](grpc::Service*, grpc::ServerContext* ctx, ServerBatchStream* stream) {
         return serve(ctx, stream);
       },
       service);
+}
+
+v1::BatchRequest parse_request(grpc::ByteBuffer& raw) {
+  const size_t bytes = raw.Length();
+  v1::BatchRequest request;
+  if (!grpc::SerializationTraits<v1::BatchRequest>::Deserialize(&raw, &request).ok()) {
+    throw PeerError("a malformed request (" + std::to_string(bytes) +
+                    " bytes that are not a tandem.v1.BatchRequest): only a tandem trainer of this version may stream "
+                    "from a data worker");
+  }
+  return request;
 }
 
 std::unique_ptr<ClientBatchStream> open_copy_free(grpc::Channel& channel, grpc::ClientContext& ctx) {

@@ -1,7 +1,9 @@
 // The one seam where tandem reaches into grpc::internal: StreamBatches served and called
 // with the copy-free message types of batch_codec.h in place of the generated ones. The
 // bytes on the wire are those of the generated types, so either side may be a generated
-// stub (tests use one). Internal to the transport.
+// stub (tests use one). The server reads requests as raw bytes and parses them itself
+// (parse_request), since gRPC's Read answers false alike for the end of the stream and
+// for a message that does not parse. Internal to the transport.
 #pragma once
 
 #include <functional>
@@ -16,7 +18,7 @@
 
 namespace tandem::transport {
 
-using ServerBatchStream = grpc::ServerReaderWriter<OutgoingBatch, v1::BatchRequest>;
+using ServerBatchStream = grpc::ServerReaderWriter<OutgoingBatch, grpc::ByteBuffer>;
 using ClientBatchStream = grpc::ClientReaderWriter<v1::BatchRequest, IncomingBatch>;
 
 // StreamBatches as data.proto declares it: the path a client calls and its index among
@@ -34,6 +36,10 @@ const StreamBatchesMethod& stream_batches_method();
 // writes OutgoingBatch messages. `service` owns the handler once marked.
 grpc::internal::MethodHandler* copy_free_handler(
     grpc::Service* service, std::function<grpc::Status(grpc::ServerContext*, ServerBatchStream*)> serve);
+
+// A request read by a ServerBatchStream. Throws PeerError when `raw` is not a
+// BatchRequest.
+v1::BatchRequest parse_request(grpc::ByteBuffer& raw);
 
 // Calls StreamBatches on `channel`, reading IncomingBatch messages.
 std::unique_ptr<ClientBatchStream> open_copy_free(grpc::Channel& channel, grpc::ClientContext& ctx);

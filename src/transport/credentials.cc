@@ -1,11 +1,14 @@
 #include "tandem/transport/credentials.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
+#include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
@@ -45,6 +48,10 @@ std::string metadata(const grpc::ServerContext& ctx, const char* key) {
   return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
 }
 
+std::string job_phrase(const std::string& job) {
+  return job.empty() ? std::string("a trainer without a job name") : "job '" + printable(job, 80) + "'";
+}
+
 }  // namespace
 
 std::shared_ptr<grpc::ServerCredentials> server_credentials(const SecurityOptions& s) {
@@ -79,7 +86,27 @@ void authorise(grpc::ClientContext& ctx, const SecurityOptions& s) {
   if (!s.job.empty()) ctx.AddMetadata(kJobKey, s.job);
 }
 
-grpc::Status check_caller(const grpc::ServerContext& ctx, const SecurityOptions& s) {
+WorkerJob::WorkerJob(std::string named) : named_(!named.empty()) {
+  if (named_) job_ = std::move(named);
+}
+
+grpc::Status WorkerJob::admit(const std::string& caller, bool claim) {
+  std::lock_guard lock(mu_);
+  if (!job_) {
+    if (!claim) return grpc::Status::OK;
+    job_ = caller;
+    spdlog::info("this data worker now belongs to {}, the first to open a stream to it: it refuses other jobs",
+                 job_phrase(caller));
+    return grpc::Status::OK;
+  }
+  if (caller == *job_) return grpc::Status::OK;
+  std::string why = "this data worker belongs to " + job_phrase(*job_) + ", not to " + job_phrase(caller);
+  if (!named_) why += " (it was started without a job name and took the job of the first trainer that streamed from it)";
+  return {grpc::StatusCode::PERMISSION_DENIED,
+          why + ": point the trainer at its own job's workers, or give both the same --job-name"};
+}
+
+grpc::Status check_caller(const grpc::ServerContext& ctx, const SecurityOptions& s, WorkerJob& job, bool claim) {
   if (!s.token.empty()) {
     const std::string given = metadata(ctx, "authorization");
     if (given.empty()) {
@@ -93,16 +120,7 @@ grpc::Status check_caller(const grpc::ServerContext& ctx, const SecurityOptions&
               "setting as the workers"};
     }
   }
-  if (!s.job.empty()) {
-    const std::string job = metadata(ctx, kJobKey);
-    if (job != s.job) {
-      return {grpc::StatusCode::PERMISSION_DENIED,
-              "this data worker belongs to job '" + printable(s.job, 80) + "', not to " +
-                  (job.empty() ? std::string("a trainer without a job name") : "job '" + printable(job, 80) + "'") +
-                  ": point the trainer at its own job's workers, or give both the same --job-name"};
-    }
-  }
-  return grpc::Status::OK;
+  return job.admit(metadata(ctx, kJobKey), claim);
 }
 
 bool is_loopback(const std::string& address) {
@@ -114,19 +132,54 @@ bool is_loopback(const std::string& address) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
-void resolve_security(SecurityOptions& s) {
-  if (!s.token_file.empty()) {
-    std::ifstream in(s.token_file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string token = ss.str();
-    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-    if (!in && token.empty()) {
-      throw ConfigError("cannot read --token-file " + s.token_file + ": check the path and its permissions");
-    }
-    if (token.empty()) throw ConfigError("--token-file " + s.token_file + " is empty: write the job's token into it");
-    s.token = token;
+std::string empty_token_error(const std::string& source) {
+  return "the job's token from " + source + " is empty, and an empty token would let anyone speak to the data "
+         "workers: give every host of the job the same non-empty token (e.g. `openssl rand -hex 32`), or unset it "
+         "to run without one on a private network (docs/security.md)";
+}
+
+std::string token_channel(const std::string& sagemaker_root) {
+  const std::filesystem::path dir = std::filesystem::path(sagemaker_root) / "input" / "data" / "tandem-token";
+  std::error_code ec;
+  return std::filesystem::is_directory(dir, ec) ? dir.string() : std::string();
+}
+
+namespace {
+
+// A token file, or a directory holding exactly one (a SageMaker channel of one object).
+std::string token_file_in(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return path;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(path, ec)) {
+    if (e.is_regular_file(ec)) files.push_back(e.path().string());
   }
+  if (files.size() != 1) {
+    throw ConfigError("the token directory " + printable(path, 200) + " holds " + std::to_string(files.size()) +
+                      " files, not one: give the token channel a single S3 object, or name the file with --token-file");
+  }
+  return files.front();
+}
+
+std::string read_token_file(const std::string& named) {
+  const std::string path = token_file_in(named);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token = ss.str();
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (!in && token.empty()) {
+    throw ConfigError("cannot read --token-file " + printable(path, 200) + ": check the path and its permissions");
+  }
+  if (token.empty()) throw ConfigError(empty_token_error("--token-file " + printable(path, 200)));
+  return token;
+}
+
+}  // namespace
+
+void resolve_security(SecurityOptions& s) {
+  if (!s.token_file.empty()) s.token = read_token_file(s.token_file);
   for (char c : s.token) {
     if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7e) {
       throw ConfigError("the token may hold only printable ASCII without spaces (it travels as a gRPC header): "

@@ -42,6 +42,7 @@ WorkerInfo DataWorker::describe() const {
   info.dataset = d.name;
   info.size = d.size;
   info.fingerprint = d.fingerprint;
+  info.fingerprint_description = d.description;
   info.sample_shape = d.sample_shape;
   info.dtype = d.dtype;
   info.num_classes = d.num_classes;
@@ -55,14 +56,23 @@ WorkerInfo DataWorker::describe() const {
   return info;
 }
 
-std::unique_ptr<BatchStream> DataWorker::open_stream() {
+std::unique_ptr<BatchStream> DataWorker::open_stream(std::function<void()> on_stall) {
   if (++open_streams_ > opts_.max_streams) {
     --open_streams_;
     throw Overloaded("this data worker already serves " + std::to_string(opts_.max_streams) +
                      " streams (--max-streams): close some, or raise the limit");
   }
   touch();
-  return std::unique_ptr<BatchStream>(new BatchStream(*this));
+  return std::unique_ptr<BatchStream>(new BatchStream(*this, std::move(on_stall)));
+}
+
+int DataWorker::close_stalled_streams() {
+  const Clock::time_point since =
+      Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts_.idle_timeout_s));
+  std::lock_guard lock(streams_mu_);
+  int closed = 0;
+  for (BatchStream* stream : streams_) closed += stream->close_if_stalled(since) ? 1 : 0;
+  return closed;
 }
 
 void DataWorker::stop() { stopping_ = true; }
@@ -82,6 +92,9 @@ struct BatchStream::State {
   bool closed = false;                   // GUARDED_BY(mu)
   std::exception_ptr error;              // GUARDED_BY(mu): the first failure
   DataWorker::Clock::time_point last_request = DataWorker::Clock::now();  // GUARDED_BY(mu)
+  // GUARDED_BY(mu): when the batch being written was handed out; none between writes.
+  std::optional<DataWorker::Clock::time_point> writing_since;
+  bool stalled = false;  // GUARDED_BY(mu): closed because the peer took no batch
 
   void finished(data::Batch batch, uint64_t bytes) {
     ServedBatch served(std::move(batch), budget, bytes);  // gives its bytes back if unused
@@ -101,13 +114,42 @@ struct BatchStream::State {
   }
 };
 
-BatchStream::BatchStream(DataWorker& worker)
-    : worker_(worker), state_(std::make_shared<State>(*worker.budget_)) {}
+BatchStream::BatchStream(DataWorker& worker, std::function<void()> on_stall)
+    : worker_(worker), on_stall_(std::move(on_stall)), state_(std::make_shared<State>(*worker.budget_)) {
+  std::lock_guard lock(worker_.streams_mu_);
+  worker_.streams_.push_back(this);
+}
 
 BatchStream::~BatchStream() {
+  {
+    std::lock_guard lock(worker_.streams_mu_);
+    std::erase(worker_.streams_, this);
+  }
   close();
   --worker_.open_streams_;
-  worker_.touch();
+  bool stalled = false;
+  {
+    std::lock_guard lock(state_->mu);
+    stalled = state_->stalled;
+  }
+  // A trainer that leaves gives the worker a fresh idle period; a stalled client
+  // does not: it was idle all along.
+  if (!stalled) worker_.touch();
+}
+
+bool BatchStream::close_if_stalled(DataWorker::Clock::time_point since) {
+  std::deque<ServedBatch> unwritten;  // released outside the lock
+  {
+    std::lock_guard lock(state_->mu);
+    State& s = *state_;
+    if (s.closed || !s.writing_since || *s.writing_since > since) return false;
+    s.stalled = true;
+    s.closed = true;
+    unwritten.swap(s.done);
+  }
+  state_->cv.notify_all();
+  if (on_stall_) on_stall_();
+  return true;
 }
 
 void BatchStream::close() {
@@ -196,9 +238,14 @@ std::optional<ServedBatch> BatchStream::next(std::chrono::milliseconds wait, boo
   std::unique_lock lock(state_->mu);
   State& s = *state_;
   s.cv.wait_for(lock, wait, [&] {
-    return !s.done.empty() || s.error || (s.reading_done && s.outstanding == 0);
+    return !s.done.empty() || s.error || s.stalled || (s.reading_done && s.outstanding == 0);
   });
   if (s.error) std::rethrow_exception(s.error);
+  if (s.stalled) {
+    throw NetworkError("the trainer took no batch for " +
+                       std::to_string(static_cast<int>(worker_.opts_.idle_timeout_s)) +
+                       " s (--idle-timeout): closing its stream");
+  }
   if (s.done.empty()) {
     if (s.reading_done && s.outstanding == 0) {
       *done = true;
@@ -214,15 +261,21 @@ std::optional<ServedBatch> BatchStream::next(std::chrono::milliseconds wait, boo
   ServedBatch served = std::move(s.done.front());
   s.done.pop_front();
   --s.outstanding;
+  s.writing_since = DataWorker::Clock::now();
   lock.unlock();
   s.cv.notify_all();  // the reader may wait for room
   worker_.touch();
   return served;
 }
 
-void BatchStream::wait_reader_done(std::chrono::milliseconds wait) {
+void BatchStream::written() {
+  std::lock_guard lock(state_->mu);
+  state_->writing_since.reset();
+}
+
+bool BatchStream::wait_reader_done(std::chrono::milliseconds wait) {
   std::unique_lock lock(state_->mu);
-  state_->cv.wait_for(lock, wait, [&] { return state_->reading_done; });
+  return state_->cv.wait_for(lock, wait, [&] { return state_->reading_done; });
 }
 
 }  // namespace tandem::transport

@@ -29,6 +29,7 @@ v1::InfoReply to_proto(const WorkerInfo& info) {
   reply.set_dataset(info.dataset);
   reply.set_size(info.size);
   reply.set_fingerprint(info.fingerprint);
+  reply.set_fingerprint_description(info.fingerprint_description);
   reply.mutable_sample_shape()->Add(info.sample_shape.begin(), info.sample_shape.end());
   reply.set_dtype(to_proto(info.dtype));
   reply.set_num_classes(static_cast<uint32_t>(info.num_classes));
@@ -47,6 +48,8 @@ WorkerInfo from_proto(const v1::InfoReply& reply) {
   info.dataset = reply.dataset();
   info.size = reply.size();
   info.fingerprint = reply.fingerprint();
+  // Only ever quoted through describe_difference, which shortens and escapes each value.
+  if (reply.fingerprint_description().size() <= 64 * 1024) info.fingerprint_description = reply.fingerprint_description();
   info.sample_shape.assign(reply.sample_shape().begin(), reply.sample_shape().end());
   info.dtype = from_proto(reply.dtype());
   info.num_classes = static_cast<int>(std::min<uint32_t>(reply.num_classes(), 1u << 30));

@@ -30,7 +30,7 @@ using Clock = std::chrono::steady_clock;
 struct WorkerServer::Impl final : v1::DataService::Service {
   Impl(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts, std::string host, data::DType wire,
        SecurityOptions sec)
-      : worker(std::move(dataset), opts, std::move(host), wire), security(std::move(sec)) {
+      : worker(std::move(dataset), opts, std::move(host), wire), security(std::move(sec)), job(security.job) {
     MarkMethodStreamed(stream_batches_method().index,
                        copy_free_handler(this, [this](grpc::ServerContext* ctx, ServerBatchStream* stream) {
                          return stream_batches(ctx, stream);
@@ -43,7 +43,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   }
 
   grpc::Status Info(grpc::ServerContext* ctx, const v1::InfoRequest*, v1::InfoReply* reply) override {
-    if (grpc::Status s = check_caller(*ctx, security); !s.ok()) return refuse(*ctx, "Info", s);
+    if (grpc::Status s = check_caller(*ctx, security, job, false); !s.ok()) return refuse(*ctx, "Info", s);
     try {
       *reply = to_proto(worker.describe());
     } catch (const std::exception& e) {
@@ -53,7 +53,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   }
 
   grpc::Status Shutdown(grpc::ServerContext* ctx, const v1::ShutdownRequest* req, v1::ShutdownReply*) override {
-    if (grpc::Status s = check_caller(*ctx, security); !s.ok()) return refuse(*ctx, "Shutdown", s);
+    if (grpc::Status s = check_caller(*ctx, security, job, false); !s.ok()) return refuse(*ctx, "Shutdown", s);
     spdlog::info("shutdown requested by the trainer at {}: {}", printable(ctx->peer(), 80),
                  req->reason().empty() ? "no reason given" : printable(req->reason()));
     finish(StopReason::kShutdownRpc);
@@ -61,39 +61,50 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   }
 
   grpc::Status stream_batches(grpc::ServerContext* ctx, ServerBatchStream* rw) {
-    if (grpc::Status s = check_caller(*ctx, security); !s.ok()) return refuse(*ctx, "StreamBatches", s);
+    // The first stream of a worker without a job name makes it that stream's job's.
+    if (grpc::Status s = check_caller(*ctx, security, job, true); !s.ok()) return refuse(*ctx, "StreamBatches", s);
     std::unique_ptr<BatchStream> stream;
     try {
-      stream = worker.open_stream();
+      stream = worker.open_stream([this, ctx] { close_stalled(*ctx); });
     } catch (const std::exception& e) {
       return refuse(*ctx, "StreamBatches", status_for(e, "opening a stream"));
     }
     std::thread reader([&] { read_requests(rw, *stream); });
     grpc::Status status;
+    bool reader_done = false;
     try {
       status = write_batches(ctx, rw, *stream);
       if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
           status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
         // Tell the trainer in-band (a cancelled call would lose the message), then give
-        // it a few seconds to end the stream.
+        // it a few seconds to end the stream; once it has, the status reaches it too.
         spdlog::warn("refusing a request: {}", status.error_message());
         rw->Write(error_batch(status.error_message()));
-        stream->wait_reader_done(std::chrono::seconds(10));
+        reader_done = stream->wait_reader_done(std::chrono::seconds(10));
       }
     } catch (const std::exception& e) {  // whatever happens, the reader is joined
       status = status_for(e, "serving batches");
     }
-    if (!status.ok()) ctx->TryCancel();  // unblocks the reader's Read
-    stream->close();                     // and its wait for room
+    // Cancelling unblocks the reader's Read (the peer then sees CANCELLED); closing, its
+    // wait for room.
+    if (!status.ok() && !reader_done) ctx->TryCancel();
+    stream->close();
     reader.join();
     return status;
   }
 
+  // A client that asks and never reads: its stream is closed (DataWorker::close_stalled_streams).
+  void close_stalled(grpc::ServerContext& ctx) {
+    spdlog::warn("closing the stream of {}: it took no batch for {} s (--idle-timeout)", printable(ctx.peer(), 80),
+                 static_cast<int>(worker.options().idle_timeout_s));
+    ctx.TryCancel();  // a Write the peer never takes returns
+  }
+
   static void read_requests(ServerBatchStream* rw, BatchStream& stream) {
     try {
-      v1::BatchRequest msg;
-      while (rw->Read(&msg)) {
-        if (!stream.request(from_proto(msg))) break;
+      grpc::ByteBuffer raw;
+      while (rw->Read(&raw)) {
+        if (!stream.request(from_proto(parse_request(raw)))) break;
       }
     } catch (...) {
       stream.fail(std::current_exception());
@@ -114,6 +125,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
         }
         // The batch's bytes stay reserved until it is written: `served` ends after Write.
         if (!rw->Write(to_wire(std::move(served->batch())))) return {grpc::StatusCode::CANCELLED, "trainer went away"};
+        stream.written();
       }
     } catch (const std::exception& e) {
       return status_for(e, "serving batches");
@@ -141,6 +153,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
 
   DataWorker worker;
   SecurityOptions security;
+  WorkerJob job;  // security.job, or the first streaming trainer's
   std::unique_ptr<grpc::Server> server;
   std::atomic<Clock::rep> last_refusal_log{0};
   std::atomic<Clock::rep> stop_deadline{0};  // set by stop_when_idle; 0 = none
@@ -183,11 +196,16 @@ int WorkerServer::start(const std::string& address) {
     throw NetworkError("cannot listen on " + address +
                        ": is another process using the port? Choose another with --port");
   }
+  const std::string bound = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
   if (impl_->security.token.empty() && !is_loopback(address)) {
     spdlog::warn("THE DATA PLANE IS OPEN: no token is set, so anyone who reaches {} can read batches, send its "
                  "own or stop this worker. Set TANDEM_TOKEN (or --token-file) on every host of the job, or keep "
                  "the network private (docs/security.md)",
-                 address);
+                 bound);
+  }
+  if (impl_->security.job.empty()) {
+    spdlog::warn("this data worker has no job name (--job-name, TRAINING_JOB_NAME or SLURM_JOB_ID): it will belong "
+                 "to the first job that opens a stream to it, and refuse the others");
   }
   return port;
 }
@@ -201,6 +219,7 @@ StopReason WorkerServer::wait() {
     std::unique_lock lock(impl_->mu);
     for (;;) {
       if (impl_->cv.wait_for(lock, std::chrono::milliseconds(500), [&] { return impl_->reason.has_value(); })) break;
+      impl_->worker.close_stalled_streams();
       if (worker.open_streams() == 0 && Clock::now() - worker.last_activity() > idle) {
         impl_->reason = StopReason::kIdle;
         break;

@@ -124,8 +124,9 @@ class FeedTest(unittest.TestCase):
                 self.assertIn(message, str(e.exception))
         with self.assertRaisesRegex(ValueError, "no data source"):
             tandem.Feed(batch_size=4, steps=3, **DATA)
-        # A worker serving other data is refused with the fix.
-        with self.assertRaisesRegex(ValueError, "same data settings"):
+        # A worker serving other data is refused, naming the setting that differs and the fix.
+        with self.assertRaisesRegex(ValueError, r"serves image size 16, this trainer expects 24 \(--image-size\): "
+                                                "give every host the same data settings"):
             tandem.Feed(SHARED.targets, batch_size=4, steps=3, **dict(DATA, image_size=24))
 
     def test_a_worker_that_never_answers_ends_at_connect_timeout(self):
@@ -161,6 +162,15 @@ class WorkerLifecycleTest(unittest.TestCase):
                 tandem.Feed(w.targets, batch_size=4, steps=2, token="wrong", **DATA)
             with self.assertRaisesRegex(RuntimeError, "needs the job's token"):
                 tandem.Feed(w.targets, batch_size=4, steps=2, **DATA)
+            # An empty token would turn authentication off: the error every command gives.
+            with self.assertRaisesRegex(ValueError, "token from --token is empty, and an empty token would"):
+                tandem.Feed(w.targets, batch_size=4, steps=2, token="", **DATA)
+            os.environ["TANDEM_TOKEN"] = ""
+            try:
+                with self.assertRaisesRegex(ValueError, "token from TANDEM_TOKEN is empty, and an empty token would"):
+                    tandem.Feed(w.targets, batch_size=4, steps=2, **DATA)
+            finally:
+                del os.environ["TANDEM_TOKEN"]
             with tempfile.NamedTemporaryFile("w") as f:
                 f.write("s3cret\n")
                 f.flush()

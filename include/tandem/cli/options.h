@@ -42,13 +42,15 @@ void add_host_options(CLI::App& app, Settings& s);
 void apply_setting_files(CLI::App& cmd, const ClusterOptions& opts);
 
 // The last step of filling `s`, after flags and files: what only the environment says
-// (TANDEM_TOKEN when neither --token nor --token-file is given, the job name from
+// (TANDEM_TOKEN when neither --token nor --token-file is given, else the token file in
+// the SageMaker channel tandem-token when there is one; the job name from
 // TRAINING_JOB_NAME or SLURM_JOB_ID, and for a command that may run as a training rank,
 // `is_rank`, torchrun's variables into s.launcher), and the settings derived from
 // others. The one place settings are read from the environment, besides the flags that
 // name a variable (--sagemaker-root, --host-map). Throws ConfigError naming a bad
-// variable or token file. A command that trains no rank ignores torchrun's variables,
-// so a stray RANK or a Kubernetes MASTER_PORT=tcp://... cannot stop a data worker.
+// variable (an empty TANDEM_TOKEN) or token file. A command that trains no rank ignores
+// torchrun's variables, so a stray RANK or a Kubernetes MASTER_PORT=tcp://... cannot
+// stop a data worker.
 void finish_settings(Settings& s, bool is_rank = false, const cluster::EnvLookup& env = cluster::process_env);
 
 // The Data/Data worker/Training settings that `cmd` received from flags or files, as

@@ -123,6 +123,9 @@ struct TrainerOptions {
   bool fused_optimizer = true;
   int master_port = 29500;           // --master-port: c10d TCPStore on the first trainer host
   double dist_timeout_s = 300;       // --dist-timeout: rendezvous and collective deadline
+  // --single-rank-group: form the process group and allreduce gradients with one rank
+  // too (NCCL on a one-GPU machine; a world of 1 otherwise skips both)
+  bool single_rank_group = false;
   int64_t checkpoint_every = 0;      // --checkpoint-every: steps between checkpoints; 0 = only on SIGTERM
   int keep_checkpoints = 3;          // --keep-checkpoints: the newest K are kept
   // --eval-data: a held-out set (same forms as --data, read with --split test); the

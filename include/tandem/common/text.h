@@ -11,9 +11,19 @@
 
 namespace tandem {
 
-// `s` with bytes below 0x20, 0x7f and backslash escaped (\n, \t, \\, \xNN), cut to about
-// `max_chars` with "... (N bytes)" appended when longer.
+// `s` as one safe line: bytes below 0x20, 0x7f, backslash, C1 controls (U+0080 to U+009F)
+// and every byte that is not part of well-formed UTF-8 escaped (\n, \t, \\, \xNN); other
+// UTF-8 kept. Cut to about `max_chars` (never inside a character) with "... (N bytes)"
+// appended when longer. Every message that quotes a value from outside goes through it.
 std::string printable(std::string_view s, size_t max_chars = 200);
+
+// A whole message that may quote printable() values already: printable() but for
+// backslashes, which stay single (so an escaped value is not escaped twice). For
+// messages from libraries (CLI11, a JSON parser) that quote input as it came.
+std::string one_line(std::string_view message, size_t max_chars = 600);
+
+// True when `s` is well-formed UTF-8 (ASCII included).
+bool valid_utf8(std::string_view s);
 
 // The candidate nearest to `word` by edit distance when it is within `max_distance` edits
 // (and not `word` itself), else "": for "did you mean ...?" after a typo.

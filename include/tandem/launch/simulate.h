@@ -59,6 +59,11 @@ std::vector<int> free_loopback_ports(std::size_t n);
 // sorted and without duplicates. Empty when per_host <= 0 (no pinning).
 std::vector<int> host_cpus(int index, int per_host, unsigned ncpus);
 
+// The warning for --cpus-per-host `per_host` x `hosts` hosts on a machine of `ncpus`
+// cores when that is more cores than there are (hosts then share cores, and the rates a
+// simulation measures are not a real cluster's), else "".
+std::string oversubscription(int per_host, std::size_t hosts, unsigned ncpus);
+
 // Creates <root>/input/config/{resourceconfig,hyperparameters}.json and the output, model
 // and checkpoints directories for hosts[index]; clears a previous run's summary and
 // failure files so they cannot be mistaken for this run's. `hyperparameters` is already

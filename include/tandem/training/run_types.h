@@ -28,6 +28,7 @@ struct DistInfo {
   // "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>", as torch.distributed does.
   bool agent_store = false;
   int restart_count = 0;
+  bool single_rank_group = false;  // a process group even for a world of 1 (--single-rank-group)
 };
 
 // This process's place from what its launcher said (read and checked by

@@ -7,9 +7,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tandem/common/settings.h"
 #include "tandem/data/batching/batch.h"
@@ -61,7 +64,15 @@ class DataWorker {
   WorkerInfo describe() const;
 
   // Opens one trainer's stream. Throws Overloaded past opts.max_streams open streams.
-  std::unique_ptr<BatchStream> open_stream();
+  // `on_stall` is called if close_stalled_streams() closes it (the adapter cancels its
+  // call there, which unblocks a write the peer never takes); it must not block.
+  std::unique_ptr<BatchStream> open_stream(std::function<void()> on_stall = {});
+
+  // Closes every stream whose trainer has not taken the batch being written to it for
+  // opts.idle_timeout_s (a client that asks and never reads): its finished batches give
+  // their bytes back, its on_stall hook runs, and its end does not count as activity, so
+  // the worker's idle clock runs on. Returns how many it closed. Called periodically.
+  int close_stalled_streams();
 
   // Streams ask nothing more of a stopping worker: requests waiting for memory give up
   // and writers stop waiting. Thread-safe.
@@ -86,6 +97,8 @@ class DataWorker {
   std::unique_ptr<ByteBudget> budget_;
   uint64_t bytes_per_sample_ = 0;  // one sample as sent, with its label
   std::atomic<int> open_streams_{0};
+  std::mutex streams_mu_;
+  std::vector<BatchStream*> streams_;  // GUARDED_BY(streams_mu_): the open ones
   std::atomic<bool> stopping_{false};
   std::atomic<Clock::rep> last_activity_{Clock::now().time_since_epoch().count()};
 };
@@ -111,7 +124,8 @@ class BatchStream {
   // Reader: reading failed; next() throws `error`.
   void fail(std::exception_ptr error);
 
-  // Writer: waits up to `wait` for the next finished batch. Returns it; or nullopt with
+  // Writer: waits up to `wait` for the next finished batch. Returns it (call written()
+  // once it is written: until then the stream counts as stalled from now); or nullopt with
   // `*done` set once every request was answered after end_requests(); or nullopt when
   // nothing finished in time (the writer checks its own reasons to stop and calls
   // again). Throws the stream's first error, or NetworkError once the stream has had no
@@ -119,9 +133,12 @@ class BatchStream {
   // keep the worker alive).
   std::optional<ServedBatch> next(std::chrono::milliseconds wait, bool* done);
 
+  // Writer: the batch next() returned was written; the trainer is taking its batches.
+  void written();
+
   // Waits up to `wait` for the reader to finish (after an error was reported to the
-  // trainer, which then ends its stream).
-  void wait_reader_done(std::chrono::milliseconds wait);
+  // trainer, which then ends its stream). Returns whether it did.
+  bool wait_reader_done(std::chrono::milliseconds wait);
   // Unwritten batches give their bytes back, and waiting requests give up.
   void close();
 
@@ -130,10 +147,14 @@ class BatchStream {
 
  private:
   friend class DataWorker;
-  explicit BatchStream(DataWorker& worker);  // DataWorker::open_stream() makes them
+  BatchStream(DataWorker& worker, std::function<void()> on_stall);  // DataWorker::open_stream() makes them
+  // Closes the stream and runs on_stall if a batch handed out before `since` is still
+  // being written. Returns whether it did. REQUIRES: worker_.streams_mu_ held.
+  bool close_if_stalled(DataWorker::Clock::time_point since);
 
   struct State;
   DataWorker& worker_;
+  const std::function<void()> on_stall_;
   std::shared_ptr<State> state_;  // shared with batches still being made
 };
 

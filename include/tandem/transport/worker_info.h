@@ -13,6 +13,7 @@ struct WorkerInfo {
   std::string dataset;
   uint64_t size = 0;
   std::string fingerprint;
+  std::string fingerprint_description;  // what the fingerprint hashes (data::DatasetInfo::description)
   std::vector<int64_t> sample_shape;
   data::DType dtype = data::DType::kFloat32;
   int num_classes = 0;

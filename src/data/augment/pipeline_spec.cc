@@ -1,5 +1,6 @@
 #include "tandem/data/augment/pipeline_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
 
 namespace tandem::data {
 namespace {
@@ -51,7 +53,7 @@ const OpDef* find_op(const std::string& name) {
 }
 
 [[noreturn]] void fail(const std::string& step, const std::string& problem) {
-  throw ConfigError("--pipeline step '" + step + "': " + problem +
+  throw ConfigError("--pipeline step '" + printable(step, 120) + "': " + problem +
                     " (see docs/configuration.md, 'Augmentation pipeline')");
 }
 
@@ -71,6 +73,19 @@ std::string format_number(double v) {
   return buf;
 }
 
+// "color_jitter has no parameter 'contrst': did you mean 'contrast'? Its parameters: ...".
+std::string unknown_parameter(const OpDef& op, const std::string& key) {
+  std::vector<std::string> names;
+  std::string all;
+  for (const ParamDef& p : op.params) {
+    names.emplace_back(p.name);
+    all += (all.empty() ? "" : ", ") + std::string(p.name);
+  }
+  const std::string guess = nearest(key, names, std::max<size_t>(1, key.size() / 3));
+  return op.name + std::string(" has no parameter '") + printable(key, 60) + "'" +
+         (guess.empty() ? "" : ": did you mean '" + guess + "'?") + " Its parameters: " + all;
+}
+
 // Positional and named values -> the op's full parameter list, defaults filled in.
 void validate(const std::string& text, const StepSpec& s);
 
@@ -79,8 +94,14 @@ StepSpec bind_params(const std::string& text, const std::string& name, const std
   const OpDef* op = find_op(name);
   if (!op) {
     std::string known;
-    for (const OpDef& o : ops()) known += std::string(known.empty() ? "" : ", ") + o.name;
-    fail(text, "unknown step '" + name + "'; known steps: " + known);
+    std::vector<std::string> names;
+    for (const OpDef& o : ops()) {
+      known += std::string(known.empty() ? "" : ", ") + o.name;
+      names.emplace_back(o.name);
+    }
+    const std::string guess = nearest(name, names, std::max<size_t>(1, name.size() / 3));
+    fail(text, "unknown step '" + printable(name, 60) + "'" + (guess.empty() ? "" : ": did you mean '" + guess + "'?") +
+                   "; known steps: " + known);
   }
   StepSpec step{name, {}};
   if (op->variadic) {
@@ -97,7 +118,7 @@ StepSpec bind_params(const std::string& text, const std::string& name, const std
   for (const auto& [key, value] : named) {
     size_t i = 0;
     while (i < op->params.size() && key != op->params[i].name) ++i;
-    if (i == op->params.size()) fail(text, name + " has no parameter '" + key + "'");
+    if (i == op->params.size()) fail(text, unknown_parameter(*op, key));
     step.params[i] = value;
   }
   for (size_t i = 0; i < op->params.size(); ++i) {
@@ -153,7 +174,7 @@ double parse_number(const std::string& text, const std::string& token) {
   const std::string t = trim(token);
   char* end = nullptr;
   const double v = std::strtod(t.c_str(), &end);
-  if (t.empty() || *end != '\0' || !std::isfinite(v)) fail(text, "'" + t + "' is not a number");
+  if (t.empty() || *end != '\0' || !std::isfinite(v)) fail(text, "'" + printable(t, 60) + "' is not a number");
   return v;
 }
 
@@ -199,7 +220,7 @@ StepSpec parse_step_json(const nlohmann::json& j) {
       }
       continue;
     }
-    if (!value.is_number()) fail(text, "'" + key + "' must be a number");
+    if (!value.is_number()) fail(text, "'" + printable(key, 60) + "' must be a number");
     named.emplace_back(key, value.get<double>());
   }
   return bind_params(text, j["op"].get<std::string>(), positional, named);

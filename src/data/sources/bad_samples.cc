@@ -3,13 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
 
 namespace tandem::data {
 
 BadSamplePolicy parse_bad_sample_policy(const std::string& name) {
   if (name == "fail") return BadSamplePolicy::kFail;
   if (name == "skip") return BadSamplePolicy::kSkip;
-  throw ConfigError("unknown --on-bad-sample '" + name + "': use 'fail' (stop at the first bad file) or 'skip' " +
+  throw ConfigError("unknown --on-bad-sample '" + printable(name, 40) + "': use 'fail' (stop at the first bad file) or 'skip' " +
                     "(use the next good sample instead, and list the bad file)");
 }
 

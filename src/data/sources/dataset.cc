@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
 #include "tandem/data/sources/file_dataset.h"
 #include "tandem/data/sources/image_folder.h"
 #include "tandem/data/sources/mnist.h"
@@ -111,7 +112,7 @@ std::shared_ptr<const Dataset> make_any(const DataOptions& opts) {
   const std::string source = split_source(opts.data).first;
   if (source == "imagefolder") return make_image_folder(opts, data_path(opts));
   if (source == "mnist") return make_mnist(opts, data_path(opts));
-  throw ConfigError("unknown --data '" + opts.data +
+  throw ConfigError("unknown --data '" + printable(opts.data, 80) +
                     "': use 'synthetic' (a small learnable task), 'blur-benchmark', 'premade', "
                     "'imagefolder[:PATH]' (one folder per class) or 'mnist[:PATH]' (idx files)");
 }
@@ -123,6 +124,74 @@ std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts) { return wi
 DType dataset_dtype(const DataOptions& opts) {
   const std::string source = split_source(opts.data).first;
   return source == "imagefolder" || source == "mnist" ? DType::kUInt8 : DType::kFloat32;
+}
+
+namespace {
+
+// A description's settings in order: {"", kind} first, then {name, value} ("pipeline" ->
+// "decode(...),..."). A value holding a space (a file name) continues to the next name=.
+std::vector<std::pair<std::string, std::string>> settings_of(const std::string& description) {
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t start = 0;
+  while (start <= description.size()) {
+    size_t end = description.find(' ', start);
+    if (end == std::string::npos) end = description.size();
+    const std::string token = description.substr(start, end - start);
+    const size_t eq = token.find('=');
+    if (out.empty()) out.emplace_back("", token);
+    else if (eq == std::string::npos || eq == 0) out.back().second += " " + token;
+    else out.emplace_back(token.substr(0, eq), token.substr(eq + 1));
+    start = end + 1;
+  }
+  return out;
+}
+
+struct SettingWords {
+  const char* name;   // as in the description
+  const char* label;  // as a person says it
+  const char* flag;   // where it is set
+};
+
+constexpr SettingWords kSettingWords[] = {
+    {"", "dataset", "--data"},
+    {"seed", "seed", "--seed"},
+    {"size", "samples per epoch", "--dataset-size"},
+    {"image", "image size", "--image-size"},
+    {"classes", "classes", "--num-classes"},
+    {"pipeline", "pipeline", "--pipeline, or --image-size and --split, which choose the default one"},
+    {"files", "files whose names and sizes hash to", "--data: give every host the same files"},
+    {"n", "image files", "--data: give every host the same files"},
+    {"images", "images file", "--data"},
+    {"labels", "labels file", "--data"},
+};
+
+std::string one_difference(const std::string& name, const std::string& theirs, const std::string& ours) {
+  SettingWords words{name.c_str(), name.c_str(), ""};
+  for (const SettingWords& w : kSettingWords) {
+    if (name == w.name) words = w;
+  }
+  std::string out = std::string(words.label) + " " + printable(theirs, 120) + ", this trainer expects " +
+                    printable(ours, 120);
+  return *words.flag ? out + " (" + words.flag + ")" : out;
+}
+
+}  // namespace
+
+std::string describe_difference(const std::string& theirs, const std::string& ours) {
+  if (theirs.empty() || ours.empty()) return "";
+  const auto a = settings_of(theirs), b = settings_of(ours);
+  if (a.front().second != b.front().second) return one_difference("", a.front().second, b.front().second);
+  std::string out;
+  for (const auto& [name, value] : a) {
+    const auto mine = std::find_if(b.begin(), b.end(), [&](const auto& s) { return s.first == name; });
+    const std::string expected = mine == b.end() ? "(none)" : mine->second;
+    if (expected != value) out += (out.empty() ? "" : "; ") + one_difference(name, value, expected);
+  }
+  for (const auto& [name, value] : b) {
+    const bool theirs_too = std::any_of(a.begin(), a.end(), [&](const auto& s) { return s.first == name; });
+    if (!theirs_too) out += (out.empty() ? "" : "; ") + one_difference(name, "(none)", value);
+  }
+  return out;
 }
 
 uint64_t fnv1a(std::string_view data, uint64_t hash) {

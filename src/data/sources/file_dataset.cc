@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
 
 namespace tandem::data {
 
@@ -17,15 +18,17 @@ std::string data_path(const DataOptions& opts) {
   const auto [source, path] = split_source(opts.data);
   if (!path.empty()) {
     if (!std::filesystem::exists(path)) {
-      throw ConfigError("--data " + opts.data + ": " + path + " does not exist: check the path");
+      throw ConfigError("--data " + printable(opts.data, 200) + ": " + printable(path, 200) +
+                        " does not exist: check the path");
     }
     return path;
   }
   const std::string channel = opts.sagemaker_root + "/input/data/" + opts.channel;
   if (!std::filesystem::exists(channel)) {
-    throw ConfigError("--data " + source + " reads the SageMaker channel '" + opts.channel + "' at " + channel +
-                      ", which does not exist: give the job a '" + opts.channel + "' input channel, pick another " +
-                      "with --channel, or pass --data " + source + ":PATH");
+    const std::string named = printable(opts.channel, 80), shown = printable(source, 80);
+    throw ConfigError("--data " + shown + " reads the SageMaker channel '" + named + "' at " +
+                      printable(channel, 300) + ", which does not exist: give the job a '" + named +
+                      "' input channel, pick another with --channel, or pass --data " + shown + ":PATH");
   }
   return channel;
 }

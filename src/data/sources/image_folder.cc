@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
 #include "tandem/data/sources/bad_samples.h"
 #include "tandem/data/sources/file_dataset.h"
 #include "tandem/data/codecs/pixel_limit.h"
@@ -129,7 +130,7 @@ std::string default_pipeline(const DataOptions& opts) {
 FolderIndex index_folder(const std::string& root) {
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
-    throw ConfigError("--data imagefolder:" + root + ": not a directory: point it at a folder with one subfolder per class");
+    throw ConfigError("--data imagefolder:" + printable(root, 200) + ": not a directory: point it at a folder with one subfolder per class");
   }
   FolderIndex index;
   try {
@@ -164,7 +165,8 @@ class ImageFolderDataset final : public Dataset {
     info_.num_classes = static_cast<int>(index_.classes.size());
     info_.class_names = index_.classes;
     set_normalisation();
-    info_.fingerprint = fingerprint();
+    info_.description = description();
+    info_.fingerprint = fingerprint_of(info_.description);
     spdlog::info("imagefolder {}: {} images in {} classes, {} samples per epoch, pipeline {}", root, index_.files.size(),
                  index_.classes.size(), info_.size, spec_.canonical());
   }
@@ -238,15 +240,16 @@ class ImageFolderDataset final : public Dataset {
     }
   }
 
-  std::string fingerprint() const {
+  // What the fingerprint hashes: the file list as one hash, and the settings.
+  std::string description() const {
     uint64_t files = kFnvOffset;
     for (const std::string& c : index_.classes) files = fnv1a(c + '\n', files);
     for (const ImageFile& f : index_.files) files = fnv1a(f.path + '\0' + std::to_string(f.bytes) + '\n', files);
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(files));
-    return fingerprint_of("imagefolder/v1 files=" + std::string(hex) + " n=" + std::to_string(index_.files.size()) +
-                          " size=" + std::to_string(info_.size) + " seed=" + std::to_string(seed_) +
-                          " pipeline=" + spec_.canonical() + " max_pixels=" + std::to_string(max_pixels_));
+    return "imagefolder/v1 files=" + std::string(hex) + " n=" + std::to_string(index_.files.size()) +
+           " size=" + std::to_string(info_.size) + " seed=" + std::to_string(seed_) + " pipeline=" + spec_.canonical() +
+           " max_pixels=" + std::to_string(max_pixels_);
   }
 
   std::string root_;

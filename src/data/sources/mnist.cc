@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
 #include "tandem/data/sources/file_dataset.h"
 #include "tandem/data/sources/idx.h"
 #include "tandem/data/augment/pipeline.h"
@@ -77,11 +78,12 @@ class MnistDataset final : public Dataset {
       info_.mean = pipeline_->mean();
       info_.std = pipeline_->stddev();
     }
-    info_.fingerprint = fingerprint_of(
+    info_.description =
         "mnist/v1 images=" + fs::path(images_path).filename().string() + ":" + std::to_string(images_.file_bytes) +
         " labels=" + fs::path(labels_path).filename().string() + ":" + std::to_string(labels_.file_bytes) +
         " n=" + std::to_string(images_.dims[0]) + " size=" + std::to_string(info_.size) +
-        " seed=" + std::to_string(seed_) + " pipeline=" + spec_.canonical());
+        " seed=" + std::to_string(seed_) + " pipeline=" + spec_.canonical();
+    info_.fingerprint = fingerprint_of(info_.description);
   }
 
   uint64_t seed_;
@@ -96,7 +98,7 @@ class MnistDataset final : public Dataset {
 
 std::pair<std::string, std::string> mnist_files(const std::string& path, const std::string& split) {
   if (split != "train" && split != "test") {
-    throw ConfigError("unknown --split '" + split + "': use 'train' or 'test'");
+    throw ConfigError("unknown --split '" + printable(split, 40) + "': use 'train' or 'test'");
   }
   if (fs::is_directory(path)) {
     const std::string prefix = split == "train" ? "train" : "t10k";
@@ -105,7 +107,7 @@ std::pair<std::string, std::string> mnist_files(const std::string& path, const s
   const std::string name = fs::path(path).filename().string();
   const size_t at = name.find("images-idx3");
   if (at == std::string::npos) {
-    throw ConfigError("--data mnist:" + path + ": name a folder or an images file (*images-idx3-ubyte[.gz])");
+    throw ConfigError("--data mnist:" + printable(path, 200) + ": name a folder or an images file (*images-idx3-ubyte[.gz])");
   }
   const fs::path labels = fs::path(path).parent_path() / (name.substr(0, at) + "labels-idx1" + name.substr(at + 11));
   if (!fs::exists(labels)) throw ConfigError("no labels file " + labels.string() + " next to " + path);

@@ -34,6 +34,7 @@ DatasetInfo base_info(const std::string& name, const DataOptions& opts, int size
                             " image=" + std::to_string(size);
   if (classes_in_pixels) description += " classes=" + std::to_string(opts.num_classes);
   info.fingerprint = fingerprint_of(description);
+  info.description = description;
   return info;
 }
 

@@ -23,6 +23,10 @@ struct DatasetInfo {
   // Hash of everything that determines sample values; trainer and workers compare it.
   // For file datasets it covers the sorted file list (names and sizes) and the pipeline.
   std::string fingerprint;
+  // What `fingerprint` hashes: the kind, then name=value per setting, e.g. "synthetic/v1
+  // seed=0 size=10000 image=32 classes=10". Workers send it, so that a trainer names the
+  // settings that differ rather than two hashes. Empty from a worker of an older tandem.
+  std::string description;
   // Per-channel normalisation the trainer applies on its device after scaling values to
   // [0, 1] (uint8 / 255): x = (x - mean[c]) / std[c]. Empty: none. Set for image datasets
   // (ImageNet's for imagefolder, MNIST's / Fashion-MNIST's for mnist, or normalize(...)).
@@ -74,6 +78,12 @@ std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts);
 // The dtype make_dataset(opts) produces samples in, without building it: uint8 for
 // imagefolder and mnist, float32 for the others.
 DType dataset_dtype(const DataOptions& opts);
+
+// How a peer's dataset differs from ours, from the two descriptions (DatasetInfo::
+// description): one "image size 64, this trainer expects 32 (--image-size)" per setting
+// that differs, joined by "; " (values shortened and escaped). Empty when either
+// description is empty or they name no differing setting.
+std::string describe_difference(const std::string& theirs, const std::string& ours);
 
 // Hex FNV-1a of a description string; stable across builds and machines.
 std::string fingerprint_of(const std::string& description);

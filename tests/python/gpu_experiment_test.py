@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""scripts/gpu-experiment --cpu --tiny against this build (ctest gpu_experiment_cpu): the
+whole GPU experiment on a CPU with tiny sizes, so that the run on the GPU machine can only
+fail on what needs a GPU. Checks that every step's JSON exists, parses and has the fields
+the summary and docs/benchmarks.md read; that every measurement that ran reports positive
+images/s; that what needs a GPU says so; and the summary's ratios and table.
+
+    tests/python/gpu_experiment_test.py --build build [--python /usr/bin/python3]
+
+Exits 77 (ctest: skipped) only when no Python with torch is found.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MEASUREMENTS = ["step1-ceiling-resnet50", "step1-ceiling-vit", "step2-host-alone", "step3-workers",
+                "step4-python-tandem", "step4-python-dataloader"]
+STEPS = ["build", "jpegs"] + MEASUREMENTS + ["step6-nccl", "summary"]
+COMMON = ["step", "title", "status", "mode", "device", "gpu", "versions", "when", "commands", "gpu_utilisation",
+          "seconds"]
+
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+    return ok
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build", required=True)
+    p.add_argument("--python", default="/usr/bin/python3")
+    args = p.parse_args()
+    if subprocess.run([args.python, "-c", "import torch"], capture_output=True).returncode != 0:
+        print(f"skipped: {args.python} cannot import torch")
+        return 77
+    tmp = tempfile.mkdtemp(prefix="tandem-gpu-experiment-test-")
+    out = os.path.join(tmp, "out")
+    try:
+        cmd = [sys.executable, os.path.join(ROOT, "scripts", "gpu-experiment"), out, "--cpu", "--tiny", "--build",
+               os.path.abspath(args.build), "--python", args.python, "--work", os.path.join(tmp, "work")]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
+        print(run.stdout[-4000:])
+        check(run.returncode == 0, f"gpu-experiment exited {run.returncode}: {run.stderr[-2000:]}")
+        results = {}
+        for name in STEPS:
+            path = os.path.join(out, f"{name}.json")
+            if not check(os.path.exists(path), f"{name}.json missing"):
+                continue
+            with open(path) as f:
+                r = json.load(f)
+            results[name] = r
+            for key in COMMON:
+                check(key in r, f"{name}.json has no '{key}'")
+            check(r.get("step") == name, f"{name}.json names step {r.get('step')}")
+            check(r.get("status") in ("ok", "skipped"), f"{name}: status {r.get('status')}: {r.get('error')}")
+            check(str(r.get("device", "")).startswith("cpu"), f"{name}: device {r.get('device')}")
+            check(r.get("versions", {}).get("tandem", "").startswith("tandem"), f"{name}: no tandem version")
+            check("torch" in r.get("versions", {}), f"{name}: no torch version")
+            if shutil.which("nvidia-smi") is None:
+                check(r.get("gpu_utilisation") is None, f"{name}: GPU utilisation without a GPU")
+            if r.get("status") == "skipped":
+                check(bool(r.get("skipped")), f"{name}: skipped without saying why")
+            for c in r.get("commands", []):
+                check(isinstance(c.get("command"), str) and c.get("rc") == 0,
+                      f"{name}: command {c.get('name')} rc {c.get('rc')}")
+        check_measurements(results)
+        check_nccl(results.get("step6-nccl"))
+        check_summary(out, results.get("summary"))
+        check(os.path.getsize(os.path.join(out, "experiment.log")) > 0, "experiment.log is empty")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+def check_measurements(results):
+    check(results.get("build", {}).get("status") == "skipped", "build: not skipped on --cpu")
+    for name in MEASUREMENTS:
+        r = results.get(name)
+        if not r or r.get("status") != "ok":
+            continue
+        check(isinstance(r.get("images_per_sec"), (int, float)) and r["images_per_sec"] > 0,
+              f"{name}: images_per_sec {r.get('images_per_sec')}")
+        check(isinstance(r.get("result"), dict), f"{name}: no result")
+        if name.startswith(("step2", "step3")):
+            steady = r["result"].get("steady", {})
+            check(steady.get("images_per_sec", 0) > 0 and "data_wait_pct" in steady and steady.get("step_ms"),
+                  f"{name}: steady state {steady}")
+            check(r["commands"][-1]["command"].startswith("taskset -c ") or shutil.which("taskset") is None,
+                  f"{name}: the trainer is not confined with taskset")
+        if name.startswith("step4"):
+            check(r["result"].get("steps", 0) > 0 and r["result"].get("finite") is True,
+                  f"{name}: result {r['result']}")
+    workers = results.get("step3-workers", {}).get("commands", [])
+    check(sum(c["name"].startswith("worker-") for c in workers) == 3, "step3: not 3 worker processes")
+
+
+def check_nccl(r):
+    if not check(r is not None and r.get("status") == "ok", f"step6-nccl: {r and r.get('error')}"):
+        return
+    check("no GPU" in str(r.get("nccl")), "step6-nccl: does not say NCCL was skipped for want of a GPU")
+    check(r["result"].get("backend") == "gloo", f"step6-nccl: backend {r['result'].get('backend')}")
+    check((r["result"].get("grad_buckets") or 0) >= 1, "step6-nccl: no gradient buckets were allreduced")
+
+
+def check_summary(out, r):
+    if not check(r is not None, "summary.json missing"):
+        return
+    for key in ("step3_over_step1", "step3_over_step2", "step4_tandem_over_step3"):
+        v = r.get("ratios", {}).get(key, {}).get("value")
+        check(isinstance(v, (int, float)) and v > 0, f"summary: ratio {key} = {v}")
+    check("| step |" in r.get("markdown", ""), "summary: no markdown table")
+    check(os.path.exists(os.path.join(out, "summary.md")), "summary.md missing")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
