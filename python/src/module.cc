@@ -393,7 +393,7 @@ PYBIND11_MODULE(_tandem, m) {
       .def_property_readonly("batches_per_epoch", &Feed::batches_per_epoch,
                              "Global batches in one pass over the dataset: dataset size // (world x batch_size)")
       .def_property_readonly("dataset", &Feed::dataset,
-                             "The dataset (name, size, sample_shape, num_classes, dtype, mean, std, fingerprint), as "
+                             "The dataset (name, size, sample_shape, num_classes, dtype, mean, std, fingerprint, class_names), as "
                              "tandem.plan() and TandemDataset.dataset_info give it");
   m.def("shutdown_workers", &shutdown_workers, py::arg("workers"), py::kw_only(),
         py::arg("reason") = "training script finished",

@@ -41,8 +41,8 @@ class TandemDataset(torch.utils.data.IterableDataset):
     ds.batches_per_epoch: global batches in one pass over the dataset;
     ds.dataset_info: the dataset as a dict, the same as tandem.Feed's .dataset: name,
         size (samples per epoch), sample_shape [C, H, W], num_classes, dtype (numpy),
-        mean and std (per channel, for values scaled to [0, 1]; empty: none) and
-        fingerprint. Build the model from it, e.g. num_classes=ds.dataset_info["num_classes"]."""
+        mean and std (per channel, for values scaled to [0, 1]; empty: none),
+        fingerprint and class_names (each label's name, e.g. its class folder; empty: none). Build the model from it, e.g. num_classes=ds.dataset_info["num_classes"]."""
 
     def __init__(self, workers=None, *, rank=None, world=None, local_threads=0, start_step=0,
                  release_workers=False, **settings):
