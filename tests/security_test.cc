@@ -341,8 +341,8 @@ TEST(Security, EndToEndAWorkerWithoutAJobNameServesOnlyTheFirstJobThatStreams) {
   EXPECT_EQ(b, 1) << slurp(dir / "b.log");
   EXPECT_NE(slurp(dir / "b.log").find("belongs to job 'job-a', not to job 'job-b'"), std::string::npos)
       << slurp(dir / "b.log");
-  RemoteWorker b_again(target, with_token("shared-token", "job-b"));
-  EXPECT_FALSE(b_again.shutdown("job-b finished", 5)) << "job-b stopped job-a's worker";
+  auto b_again = make_worker_client(target, with_token("shared-token", "job-b"));
+  EXPECT_FALSE(b_again->shutdown("job-b finished", 5).ok()) << "job-b stopped job-a's worker";
   const size_t steps_then = slurp(dir / "a.log").size();
   ASSERT_TRUE(wait_for_text(dir / "a.log", "step=", 30s, steps_then)) << "job-a stalled: " << slurp(dir / "a.log");
   EXPECT_NE(slurp(dir / "worker.log").find("now belongs to job 'job-a'"), std::string::npos) << slurp(dir / "worker.log");
@@ -383,8 +383,8 @@ TEST(Security, EndToEndATokenFromTheSageMakerChannelAuthenticatesAndIsNeverShown
   tandem::testing::Worker worker =
       start_worker("--threads 1 --sagemaker-root " + (dir / "worker-host").string() + data, dir / "worker.log");
   ASSERT_NE(worker.port, 0) << slurp(dir / "worker.log");
-  RemoteWorker stranger(worker.target(), SecurityOptions{});
-  EXPECT_NE(error_of([&] { stranger.info(5); }).find("needs the job's token"), std::string::npos);
+  auto stranger = make_worker_client(worker.target(), SecurityOptions{});
+  EXPECT_NE(error_of([&] { stranger->info(5); }).find("needs the job's token"), std::string::npos);
   const Outcome trainer = run_capture("trainer --sagemaker-root " + (dir / "trainer-host").string() + " --workers " +
                                           worker.target() + " --steps 3 --local-workers 0 --connect-timeout 30" + data,
                                       dir / "trainer.log", 120);

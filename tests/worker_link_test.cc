@@ -124,6 +124,12 @@ TEST(WorkerLink, AWorkerThatComesBackServingOtherDataIsAbandoned) {
   a->start(false);
   b->start(false);
   rig.expect_every_batch(20);
+  // Its next try to come back (after a 10 ms pause) finds the other dataset.
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (rig.scheduler.stats()[0].error.find("other data") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
   a->stop();
   b->stop();
   const auto stats = rig.scheduler.stats();
