@@ -307,7 +307,7 @@ TEST(BatchMethod, AGeneratedStubReadsTheCopyFreeStream) {
 TEST(BatchMethod, GarbageOnTheStreamEndsItWithInvalidArgument) {
   testing::InProcessWorker w;
   auto channel = grpc::CreateChannel(w.target(), grpc::InsecureChannelCredentials());
-  for (const std::string garbage : {std::string("\x0a\x05" "ab"), std::string(11, '\xff')}) {
+  for (const std::string& garbage : {std::string("\x0a\x05" "ab"), std::string(11, '\xff')}) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 20s);
     const grpc::internal::RpcMethod method(stream_batches_method().path.c_str(),

@@ -65,6 +65,17 @@ struct Rig {
     }
   }
 
+  // Waits (up to 5 s) until source `id` has failed with `words` in its error.
+  bool wait_failed(int id, const std::string& words) {
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    for (;;) {
+      const SourceStats s = scheduler.stats()[id];
+      if (s.failed && s.error.find(words) != std::string::npos) return true;
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(2ms);
+    }
+  }
+
   std::shared_ptr<const data::Dataset> dataset;
   data::Sampler sampler;
   Scheduler scheduler;
@@ -104,7 +115,8 @@ TEST(WorkerLink, AFinalRefusalDropsTheWorkerForGoodAndTheOthersServe) {
   refusing->plans.push_back({0, {Kind::kFinal, "gRPC PERMISSION_DENIED: this worker belongs to job a"}});
   auto a = rig.link("refusing", refusing), b = rig.link("good", good);
   a->start(false);
-  b->start(false);
+  ASSERT_TRUE(rig.wait_failed(0, "PERMISSION_DENIED"));
+  b->start(false);  // once the first has failed: the test does not race the two
   rig.expect_every_batch(20);
   a->stop();
   b->stop();
@@ -122,14 +134,12 @@ TEST(WorkerLink, AWorkerThatComesBackServingOtherDataIsAbandoned) {
   changed->info.fingerprint = "another-dataset";  // what it says once it is back
   auto a = rig.link("changed", changed), b = rig.link("good", good);
   a->start(false);
+  // Its two batches, then the break; its next try to come back (after a 10 ms pause)
+  // finds the other dataset.
+  for (uint64_t i = 0; i < 2; ++i) ASSERT_TRUE(rig.scheduler.next());
+  ASSERT_TRUE(rig.wait_failed(0, "other data")) << rig.scheduler.stats()[0].error;
   b->start(false);
-  rig.expect_every_batch(20);
-  // Its next try to come back (after a 10 ms pause) finds the other dataset.
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (rig.scheduler.stats()[0].error.find("other data") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(5ms);
-  }
+  for (uint64_t i = 2; i < 20; ++i) ASSERT_EQ(rig.scheduler.next()->sequence, i);
   a->stop();
   b->stop();
   const auto stats = rig.scheduler.stats();
@@ -166,6 +176,7 @@ TEST(WorkerLink, AMalformedBatchDropsTheWorker) {
   expected.num_classes = 1;  // the worker's labels now fall outside
   auto a = rig.link("bad", bad, expected), b = rig.link("good", good);
   a->start(false);
+  ASSERT_TRUE(rig.wait_failed(0, "malformed batch"));
   b->start(false);
   for (uint64_t i = 0; i < 20; ++i) ASSERT_TRUE(rig.scheduler.next());
   a->stop();

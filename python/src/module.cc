@@ -347,19 +347,11 @@ RuntimeError. Every wait can be interrupted with Ctrl-C. See docs/python.md.)";
 
 }  // namespace
 
-PYBIND11_MODULE(_tandem, m) {
-  using namespace tandem::python;
-  m.doc() = "tandem's data plane for Python training scripts (docs/python.md)";
-  // Log lines go to stderr, as the command line's do; stdout stays the script's.
-  if (!spdlog::get("tandem")) spdlog::set_default_logger(spdlog::stderr_color_mt("tandem"));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ tandem: %v");
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const tandem::ConfigError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
-    }
-  });
+namespace tandem::python {
+namespace {
+
+// tandem.Batch and tandem.Feed.
+void bind_feed(py::module_& m) {
   py::class_<PyBatch>(m, "Batch", "One batch: images (N,C,H,W), labels (N,), the sample indices it was made from")
       .def_readonly("images", &PyBatch::images)
       .def_readonly("labels", &PyBatch::labels)
@@ -395,6 +387,25 @@ PYBIND11_MODULE(_tandem, m) {
       .def_property_readonly("dataset", &Feed::dataset,
                              "The dataset (name, size, sample_shape, num_classes, dtype, mean, std, fingerprint, class_names), as "
                              "tandem.plan() and TandemDataset.dataset_info give it");
+}
+
+}  // namespace
+}  // namespace tandem::python
+
+PYBIND11_MODULE(_tandem, m) {
+  using namespace tandem::python;
+  m.doc() = "tandem's data plane for Python training scripts (docs/python.md)";
+  // Log lines go to stderr, as the command line's do; stdout stays the script's.
+  if (!spdlog::get("tandem")) spdlog::set_default_logger(spdlog::stderr_color_mt("tandem"));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ tandem: %v");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const tandem::ConfigError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+  bind_feed(m);
   m.def("shutdown_workers", &shutdown_workers, py::arg("workers"), py::kw_only(),
         py::arg("reason") = "training script finished",
         "Tells each of workers (a list of \"host:port\", or one \"a:1,b:2\" string) to exit, with reason in its "

@@ -4,6 +4,7 @@
 #include <exception>
 #include <mutex>
 
+#include "tandem/common/clock.h"
 #include "tandem/bench/bench.h"
 #include "tandem/data/batching/batch_maker.h"
 #include "tandem/data/batching/sampler.h"
@@ -12,7 +13,6 @@
 namespace tandem::bench {
 
 nlohmann::json bench_pipeline(const BenchOptions& opts) {
-  using Clock = std::chrono::steady_clock;
   auto dataset = data::make_dataset(opts.data);
   const int threads = opts.threads > 0 ? opts.threads : data::available_cores();
   data::ThreadPool pool(threads);
@@ -26,7 +26,7 @@ nlohmann::json bench_pipeline(const BenchOptions& opts) {
   std::exception_ptr failure;  // the first batch that could not be made
   const auto start = Clock::now();
   const auto warm = start + std::chrono::milliseconds(500);
-  const auto end = warm + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.seconds));
+  const auto end = warm + seconds(opts.seconds);
   // Two batches per thread in flight keep every thread busy between batches.
   std::function<void()> submit = [&] {
     maker.make_async(sampler.request(next_seq++), [&](data::Batch b) {

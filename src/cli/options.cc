@@ -231,8 +231,10 @@ void add_worker_options(CLI::App& app, WorkerOptions& o) {
   limit_text(app, before);
 }
 
-void add_trainer_options(CLI::App& app, TrainerOptions& o) {
-  const size_t before = app.get_options().size();
+namespace {
+
+// The model and how it is optimised.
+void add_model_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--model", o.model,
                  "Model: small_cnn | mnist_cnn | resnet18 | resnet50 | vit_tiny | vit_b16, or a TorchScript file "
                  "(docs/models.md)")
@@ -259,6 +261,10 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
                "Fused optimizer kernels where LibTorch has them (2.6+); on by default, --no-fused-optimizer turns "
                "them off")
       ->group(kTrainerGroup);
+}
+
+// Data parallelism: ranks, rendezvous, gradient sync.
+void add_parallel_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--grad-sync", o.grad_sync,
                  "overlap (allreduce gradient buckets during backward) | after-backward")
       ->capture_default_str()->check(CLI::IsMember({"overlap", "after-backward"}))->group(kTrainerGroup);
@@ -269,6 +275,10 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_flag("--single-rank-group", o.single_rank_group,
                "Form the process group and allreduce gradients even with one rank (checks NCCL on one GPU)")
       ->group(kTrainerGroup);
+}
+
+// How long to train, and when to evaluate, checkpoint and log.
+void add_schedule_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints; 0 = only on SIGTERM")
       ->capture_default_str()->check(non_negative())->group(kTrainerGroup);
   app.add_option("--eval-data", o.eval_data, "Held-out set for top-1 accuracy (like --data; read with --split test)")
@@ -287,6 +297,10 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->group(kTrainerGroup);
   app.add_option("--log-every", o.log_every, "Steps between metric lines")->capture_default_str()
       ->check(positive())->group(kTrainerGroup);
+}
+
+// The feed and the cores, and what the run records.
+void add_feed_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--local-workers", o.local_workers, "In-process preprocessing threads; -1 = the spare cores")
       ->capture_default_str()->check(in_range(-1, 4096))->group(kTrainerGroup);
   app.add_option("--train-threads", o.train_threads, "LibTorch threads; 0 = the cores preprocessing leaves")
@@ -304,6 +318,16 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
       ->group(kTrainerGroup);
   app.add_option("--summary-json", o.summary_json, "Where to write the summary; default <root>/output/data/summary.json")
       ->group(kTrainerGroup);
+}
+
+}  // namespace
+
+void add_trainer_options(CLI::App& app, TrainerOptions& o) {
+  const size_t before = app.get_options().size();
+  add_model_options(app, o);
+  add_parallel_options(app, o);
+  add_schedule_options(app, o);
+  add_feed_options(app, o);
   limit_text(app, before);
 }
 

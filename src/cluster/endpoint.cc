@@ -13,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "tandem/common/clock.h"
 #include "tandem/cluster/endpoint.h"
 #include "tandem/common/error.h"
 
@@ -168,10 +169,8 @@ std::string with_default_port(const std::string& target, int port) {
 std::vector<std::string> resolve_all(const std::string& host, double timeout_s) {
   if (is_numeric(host)) return {host};
   if (host == "localhost") return {"127.0.0.1"};
-  using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(std::max(timeout_s, 0.0)));
+  const auto deadline = start + seconds(timeout_s);
   // Host names appear in DNS a little after the job starts: retry, backing off to 2 s.
   auto delay = std::chrono::milliseconds(250);
   std::string last_error;

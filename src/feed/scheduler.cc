@@ -214,13 +214,13 @@ std::optional<data::Batch> Scheduler::next() {
   return batch;
 }
 
-std::optional<Scheduler::Clock::duration> Scheduler::hedge_margin() const {
+std::optional<Clock::duration> Scheduler::hedge_margin() const {
   if (latencies_.size() < 8) return std::nullopt;
   std::vector<double> sorted(latencies_.begin(), latencies_.end());
   const size_t k = sorted.size() * 9 / 10;
   std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(k), sorted.end());
   const double margin = std::max(2.0 * sorted[k], 0.25);
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(margin));
+  return seconds(margin);
 }
 
 // The request the loop waits for is late: let another live source make it too, so one

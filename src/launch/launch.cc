@@ -114,7 +114,7 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
     spdlog::info("rank {} of {} started by the launcher ({}), rendezvous at {}:{}; {}{}",
                  detail("RANK", "0"), detail("WORLD_SIZE", "1"), c.source, detail("MASTER_ADDR", "127.0.0.1"),
                  detail("MASTER_PORT", std::to_string(settings.trainer.master_port)), counted(named.size(), "data worker"), named.empty() ? " (none named by --workers or --worker-service: local preprocessing only)" : "");
-    return run_trainer(settings, named, host_name(co, "localhost"));
+    return run_trainer(settings, named, host_name(co, "localhost"), &c);
   }
   const cluster::RolePlan plan = cluster::resolve_roles(c, co);
   spdlog::info("host {} of group {} ({}): role {} (from {})", c.current_host, c.current_group,
@@ -140,7 +140,7 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
   const int procs = settings.trainer.procs_per_host > 0 ? settings.trainer.procs_per_host
                                                         : std::max(training::cuda_device_count(), 1);
   training::check_ranks_fit_gpus(procs);
-  if (procs == 1 && plan.trainer_hosts.size() == 1) return run_trainer(settings, targets, c.current_host);
+  if (procs == 1 && plan.trainer_hosts.size() == 1) return run_trainer(settings, targets, c.current_host, &c);
   return run_rank_processes(settings, plan, targets, forwarded, procs);
 }
 

@@ -1,3 +1,4 @@
+#include "tandem/common/clock.h"
 #include "tandem/launch/process.h"
 
 #include "signal_pipe.h"
@@ -25,7 +26,6 @@
 namespace tandem::launch {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 // A line longer than this is cut and emitted anyway, so a child printing without
 // newlines (a progress bar, binary junk) cannot grow our memory without bound.
@@ -41,12 +41,6 @@ std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
-}
-
-Clock::duration seconds(double s) {
-  // Clamp so an "infinite" timeout does not overflow the clock's representation.
-  s = std::clamp(s, 0.0, 1e9);
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
 std::string signal_name(int sig) {

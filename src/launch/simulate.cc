@@ -380,6 +380,37 @@ std::string status_table(const std::vector<SimHost>& hosts,
   return table;
 }
 
+namespace {
+
+// How the cluster's processes are supervised under simulate.
+SuperviseOptions simulate_supervision(const SimulateOptions& sim) {
+  SuperviseOptions opts;
+  opts.timeout_s = sim.timeout_s;
+  // Data workers normally exit within a second of the trainers' Shutdown RPC; this only
+  // catches a worker that never got it, so the run does not sit until timeout_s.
+  opts.linger_s = 30;
+  opts.grace_s = 60;  // workers serve a stopping trainer up to --term-grace (30 s)
+  // Here a worker host that exits is gone for good (nothing restarts it), and a trainer
+  // without workers only waits for them: once all have failed, the run is over.
+  opts.stop_when_helpers_fail = true;
+  return opts;
+}
+
+// The exit code of the whole simulated job: interrupted (the trainers stopped on a
+// signal and checkpointed) is not failed.
+int simulate_exit_code(const std::vector<SimHost>& hosts, const std::vector<ExitStatus>& statuses) {
+  if (std::all_of(statuses.begin(), statuses.end(), [](const ExitStatus& s) { return s.ok(); })) return kExitOk;
+  bool trainers_interrupted = true, others_ok = true;
+  for (size_t i = 0; i < hosts.size() && i < statuses.size(); ++i) {
+    const ExitStatus& s = statuses[i];
+    if (hosts[i].trainer) trainers_interrupted &= s.signal == 0 && s.exit_code == kExitInterrupted;
+    else others_ok &= s.ok() || s.signal == SIGTERM;
+  }
+  return trainers_interrupted && others_ok ? kExitInterrupted : kExitFailed;
+}
+
+}  // namespace
+
 int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters,
                  const std::string& tandem_exe) {
   const std::vector<SimHost> hosts = plan_hosts(settings.simulate);
@@ -402,16 +433,8 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     write_host_root(run + "/" + hosts[i].name, hosts, i, hp);
   }
-  SuperviseOptions opts;
-  opts.timeout_s = settings.simulate.timeout_s;
-  // Data workers normally exit within a second of the trainers' Shutdown RPC; this only
-  // catches a worker that never got it, so the run does not sit until timeout_s.
-  opts.linger_s = 30;
-  opts.grace_s = 60;  // workers serve a stopping trainer up to --term-grace (30 s)
-  // Here a worker host that exits is gone for good (nothing restarts it), and a trainer
-  // without workers only waits for them: once all have failed, the run is over.
-  opts.stop_when_helpers_fail = true;
-  const auto statuses = supervise(host_specs(settings, hosts, ports, run, tandem_exe), opts);
+  const auto statuses =
+      supervise(host_specs(settings, hosts, ports, run, tandem_exe), simulate_supervision(settings.simulate));
 
   std::cout << status_table(hosts, statuses);
   const std::string lost = workers_failed(run, hosts, statuses);
@@ -421,9 +444,8 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
   }
   if (lost.empty()) print_failures(run, hosts);
   std::cout << std::flush;
-  const bool all_ok = std::all_of(statuses.begin(), statuses.end(),
-                                  [](const ExitStatus& s) { return s.ok(); });
-  if (all_ok && settings.simulate.run_dir.empty() && !settings.simulate.keep) tidy_run_dir(run, hosts);
+  const int code = simulate_exit_code(hosts, statuses);
+  if (code == kExitOk && settings.simulate.run_dir.empty() && !settings.simulate.keep) tidy_run_dir(run, hosts);
   spdlog::info("run directory: {}", run);
   if (const std::string model = trained_model(run, hosts); !model.empty()) {
     spdlog::info("trained model: {} (model.json beside it says how to load it)", model);
@@ -432,15 +454,7 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
     spdlog::error("{}", lost);
     return kExitFailed;
   }
-  if (all_ok) return kExitOk;
-  // Interrupted (the trainers stopped on a signal and checkpointed) is not failed.
-  bool trainers_interrupted = true, others_ok = true;
-  for (size_t i = 0; i < hosts.size() && i < statuses.size(); ++i) {
-    const ExitStatus& s = statuses[i];
-    if (hosts[i].trainer) trainers_interrupted &= s.signal == 0 && s.exit_code == kExitInterrupted;
-    else others_ok &= s.ok() || s.signal == SIGTERM;
-  }
-  return trainers_interrupted && others_ok ? kExitInterrupted : kExitFailed;
+  return code;
 }
 
 }  // namespace tandem::launch

@@ -73,7 +73,7 @@ nlohmann::json make_run_summary(const training::TrainReport& result, const RunFa
                                  const std::vector<std::string>& audits) {
   const feed::Scheduler& scheduler = f.feed.scheduler();
   nlohmann::json summary = report::make_summary(result, scheduler.stats());
-  const cluster::Cluster cluster = cluster_for_plan(f.settings);
+  const cluster::Cluster cluster = f.cluster ? *f.cluster : cluster_for_plan(f.settings);
   const auto workers = ask_workers(summary, f.feed, cluster);
   const int local_world = std::max(f.dist.local_world, 1);
   summary["throughput"] = report::throughput(result);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/cluster/cluster.h"
 #include "tandem/common/settings.h"
 #include "tandem/feed/rank_feed.h"
 #include "tandem/report/run_log.h"
@@ -49,6 +50,7 @@ struct RunFacts {
   const Settings& settings;
   const feed::RankFeed& feed;
   const training::DistInfo& dist;
+  const cluster::Cluster* cluster = nullptr;  // null: discovered when the summary is written
   int local_threads = 0;  // this rank's preprocessing threads
   uint64_t steps_per_epoch = 0;
   int batch_size = 0;

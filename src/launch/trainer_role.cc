@@ -167,7 +167,8 @@ training::TrainReport train(training::Trainer& trainer, feed::RankFeed& feed, fe
 
 }  // namespace
 
-int run_trainer(const Settings& settings, const std::vector<std::string>& worker_targets, const std::string& host) {
+int run_trainer(const Settings& settings, const std::vector<std::string>& worker_targets, const std::string& host,
+                const cluster::Cluster* cluster) {
   StopOnSignal signals;
   transport::keep_grpc_initialised();
   int rank = 0;
@@ -199,7 +200,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     std::vector<std::string> audits;
     if (audit) audits = trainer.gather("sample-audit", audit->report().dump());
     if (dist.rank == 0) {
-      RunFacts facts{settings, feed, dist, plan.local_threads, plan.steps_per_epoch, opts.batch_size};
+      RunFacts facts{settings, feed, dist, cluster, plan.local_threads, plan.steps_per_epoch, opts.batch_size};
       write_run_records(files, live, result, facts, audits);
       // Every rank has finished its last step (run() ends with a barrier): now the workers may go.
       feed.release_workers(result.interrupted ? "trainer interrupted" : "training finished");

@@ -68,7 +68,7 @@ std::unique_ptr<BatchStream> DataWorker::open_stream(std::function<void()> on_st
 
 int DataWorker::close_stalled_streams() {
   const Clock::time_point since =
-      Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts_.idle_timeout_s));
+      Clock::now() - seconds(opts_.idle_timeout_s);
   std::lock_guard lock(streams_mu_);
   int closed = 0;
   for (BatchStream* stream : streams_) closed += stream->close_if_stalled(since) ? 1 : 0;
@@ -91,9 +91,9 @@ struct BatchStream::State {
   bool reading_done = false;             // GUARDED_BY(mu)
   bool closed = false;                   // GUARDED_BY(mu)
   std::exception_ptr error;              // GUARDED_BY(mu): the first failure
-  DataWorker::Clock::time_point last_request = DataWorker::Clock::now();  // GUARDED_BY(mu)
+  Clock::time_point last_request = Clock::now();  // GUARDED_BY(mu)
   // GUARDED_BY(mu): when the batch being written was handed out; none between writes.
-  std::optional<DataWorker::Clock::time_point> writing_since;
+  std::optional<Clock::time_point> writing_since;
   bool stalled = false;  // GUARDED_BY(mu): closed because the peer took no batch
 
   void finished(data::Batch batch, uint64_t bytes) {
@@ -137,7 +137,7 @@ BatchStream::~BatchStream() {
   if (!stalled) worker_.touch();
 }
 
-bool BatchStream::close_if_stalled(DataWorker::Clock::time_point since) {
+bool BatchStream::close_if_stalled(Clock::time_point since) {
   std::deque<ServedBatch> unwritten;  // released outside the lock
   {
     std::lock_guard lock(state_->mu);
@@ -167,7 +167,7 @@ bool BatchStream::request(data::BatchRequest request) {
   worker_.touch();
   {
     std::unique_lock lock(state_->mu);
-    state_->last_request = DataWorker::Clock::now();
+    state_->last_request = Clock::now();
     // A trainer keeps a few requests in flight; one that floods us is slowed down here
     // rather than allowed to fill memory with batches.
     state_->cv.wait(lock, [&] { return state_->outstanding < kWindow || state_->closed || state_->error; });
@@ -250,7 +250,7 @@ std::optional<ServedBatch> BatchStream::next(std::chrono::milliseconds wait, boo
     if (s.reading_done && s.outstanding == 0) {
       *done = true;
     } else if (s.outstanding == 0 &&
-               DataWorker::Clock::now() - s.last_request >
+               Clock::now() - s.last_request >
                    std::chrono::duration<double>(worker_.opts_.idle_timeout_s)) {
       throw NetworkError("no request on this stream for " +
                          std::to_string(static_cast<int>(worker_.opts_.idle_timeout_s)) +
@@ -261,7 +261,7 @@ std::optional<ServedBatch> BatchStream::next(std::chrono::milliseconds wait, boo
   ServedBatch served = std::move(s.done.front());
   s.done.pop_front();
   --s.outstanding;
-  s.writing_since = DataWorker::Clock::now();
+  s.writing_since = Clock::now();
   lock.unlock();
   s.cv.notify_all();  // the reader may wait for room
   worker_.touch();

@@ -1,3 +1,4 @@
+#include "tandem/common/clock.h"
 #include "tandem/transport/worker_server.h"
 
 #include "batch_method.h"
@@ -23,7 +24,6 @@
 
 namespace tandem::transport {
 
-using Clock = std::chrono::steady_clock;
 
 // The gRPC face of a DataWorker: each RPC checks its caller, converts between messages
 // and the worker's values, and turns the worker's errors into statuses (status.h).
@@ -241,7 +241,7 @@ StopReason WorkerServer::wait() {
 void WorkerServer::stop() { impl_->finish(StopReason::kStopped); }
 
 void WorkerServer::stop_when_idle(double grace_s) {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
+  const auto deadline = after(grace_s);
   impl_->stop_deadline = deadline.time_since_epoch().count();
   impl_->cv.notify_all();
 }

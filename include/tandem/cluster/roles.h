@@ -15,6 +15,7 @@ namespace tandem::cluster {
 
 enum class Role { kTrainer, kWorker };
 
+// "trainer" or "worker", as logs and `tandem inspect` name a role.
 const char* role_name(Role role);
 
 // True for the GPU instance families (ml.p*, ml.g*: ml.p4d.24xlarge, ml.g5.xlarge), false

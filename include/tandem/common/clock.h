@@ -9,9 +9,10 @@ namespace tandem {
 
 using Clock = std::chrono::steady_clock;
 
-// `seconds` as a Clock duration; negative values are zero.
+// `seconds` as a Clock duration; negative values are zero, and more than 1e9 s (an
+// "infinite" timeout) is 1e9 s, so that it cannot overflow the clock's representation.
 inline Clock::duration seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(s, 0.0)));
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::clamp(s, 0.0, 1e9)));
 }
 
 // The time point `s` seconds from now.

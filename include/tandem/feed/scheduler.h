@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/common/clock.h"
 #include "tandem/data/batching/batch.h"
 
 namespace tandem::feed {
@@ -74,6 +75,8 @@ class Scheduler {
   // Wakes every waiter; acquire() then returns nullopt. Idempotent.
   void close();
 
+  // Every source's numbers so far, in the order they were added (add_source's ids).
+  // Thread-safe; stays readable after close().
   std::vector<SourceStats> stats() const;
   // Requests re-issued to a second source because they were late (first answer wins).
   uint64_t hedged() const;
@@ -88,7 +91,6 @@ class Scheduler {
     bool retired = false;
     bool may_return = false;  // failed, but being retried
   };
-  using Clock = std::chrono::steady_clock;
   // Who holds an outstanding request: its owner, and a second source when the request
   // was late and re-issued (hedged); the first answer wins.
   struct Ticket {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/cluster/cluster.h"
 #include "tandem/common/settings.h"
 
 namespace tandem::launch {
@@ -20,8 +21,10 @@ int run_worker(const Settings& settings, const std::string& host);
 // Trains on batches from `worker_targets` ("address:port") plus local preprocessing.
 // When training ends (or fails) every worker is told to shut down. Writes the summary
 // JSON; on failure writes output/failure.
+// `cluster`: what `launch` discovered, for the summary's instance types; null = discover it
+// here (once, at the end), as a rank started in a process of its own does.
 int run_trainer(const Settings& settings, const std::vector<std::string>& worker_targets,
-                const std::string& host);
+                const std::string& host, const cluster::Cluster* cluster = nullptr);
 
 // `tandem launch` / `tandem train`: discovers the cluster, resolves this host's role
 // and runs it. A trainer host with several processes (--procs-per-host, GPUs) or in a

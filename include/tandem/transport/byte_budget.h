@@ -17,8 +17,11 @@ class ByteBudget {
   // without taking anything if `give_up()` becomes true first (polled every 200 ms).
   // REQUIRES: bytes <= capacity().
   bool acquire(uint64_t bytes, const std::function<bool()>& give_up);
+  // Gives back `bytes` taken by acquire() and wakes the waiters they now fit.
+  // REQUIRES: these bytes were acquired and not yet released.
   void release(uint64_t bytes);
 
+  // The whole allowance, and the part held now.
   uint64_t capacity() const { return capacity_; }
   uint64_t used() const;
 

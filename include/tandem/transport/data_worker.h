@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/common/clock.h"
 #include "tandem/common/settings.h"
 #include "tandem/data/batching/batch.h"
 #include "tandem/data/sources/dataset.h"
@@ -50,7 +51,6 @@ class BatchStream;
 
 class DataWorker {
  public:
-  using Clock = std::chrono::steady_clock;
 
   // `host` names this worker in its description; batches are made as `wire`, on
   // opts.threads threads (0 = every core this process may use).
@@ -150,7 +150,7 @@ class BatchStream {
   BatchStream(DataWorker& worker, std::function<void()> on_stall);  // DataWorker::open_stream() makes them
   // Closes the stream and runs on_stall if a batch handed out before `since` is still
   // being written. Returns whether it did. REQUIRES: worker_.streams_mu_ held.
-  bool close_if_stalled(DataWorker::Clock::time_point since);
+  bool close_if_stalled(Clock::time_point since);
 
   struct State;
   DataWorker& worker_;

@@ -11,6 +11,8 @@
 
 namespace tandem::transport {
 
+// A batch request (sequence, epoch, sample indices) and back, field for field. Reading
+// does not check the indices: the worker's data_worker does, against its dataset.
 v1::BatchRequest to_proto(const data::BatchRequest& request);
 data::BatchRequest from_proto(const v1::BatchRequest& request);
 
@@ -27,6 +29,8 @@ data::Batch from_wire(IncomingBatch&& batch);
 v1::InfoReply to_proto(const WorkerInfo& info);
 WorkerInfo from_proto(const v1::InfoReply& reply);
 
+// A dtype and its wire enum. Reading an enum value this tandem does not know throws
+// PeerError naming it.
 v1::DType to_proto(data::DType dtype);
 data::DType from_proto(v1::DType dtype);
 

@@ -13,7 +13,10 @@ namespace tandem::data {
 
 enum class DType : uint8_t { kFloat32, kBFloat16, kFloat16, kUInt8 };
 
+// The dtype as flags, settings and summaries write it: "float32", "bfloat16", "float16",
+// "uint8".
 const char* dtype_name(DType dtype);
+// Bytes per value of `dtype`: 4, 2, 2 or 1.
 size_t dtype_size(DType dtype);
 
 // One batch the trainer wants: which samples, in which epoch, delivered in which order.

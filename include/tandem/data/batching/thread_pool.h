@@ -21,7 +21,11 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
+  // Queues `task` to run on one of the pool's threads, in submission order; returns at
+  // once. The task must not throw (catch inside it and hand the error back, as
+  // BatchMaker's chunks do): an exception escaping it ends the process.
   void submit(std::function<void()> task);
+  // The number of threads.
   int size() const { return static_cast<int>(threads_.size()); }
 
  private:
