@@ -182,14 +182,17 @@ std::string describe_difference(const std::string& theirs, const std::string& ou
   const auto a = settings_of(theirs), b = settings_of(ours);
   if (a.front().second != b.front().second) return one_difference("", a.front().second, b.front().second);
   std::string out;
-  for (const auto& [name, value] : a) {
+  // Named pairs, not structured bindings: clang 14 (the fuzz build) cannot capture those.
+  for (const auto& setting : a) {
+    const std::string& name = setting.first;
     const auto mine = std::find_if(b.begin(), b.end(), [&](const auto& s) { return s.first == name; });
     const std::string expected = mine == b.end() ? "(none)" : mine->second;
-    if (expected != value) out += (out.empty() ? "" : "; ") + one_difference(name, value, expected);
+    if (expected != setting.second) out += (out.empty() ? "" : "; ") + one_difference(name, setting.second, expected);
   }
-  for (const auto& [name, value] : b) {
+  for (const auto& setting : b) {
+    const std::string& name = setting.first;
     const bool theirs_too = std::any_of(a.begin(), a.end(), [&](const auto& s) { return s.first == name; });
-    if (!theirs_too) out += (out.empty() ? "" : "; ") + one_difference(name, "(none)", value);
+    if (!theirs_too) out += (out.empty() ? "" : "; ") + one_difference(name, "(none)", setting.second);
   }
   return out;
 }
