@@ -1,5 +1,7 @@
 #include "tandem/data/batching/thread_pool.h"
 
+#include "tandem/common/crash_report.h"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -13,7 +15,10 @@ namespace tandem::data {
 
 ThreadPool::ThreadPool(int threads) {
   threads_.reserve(threads);
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] {
+      crash_report_this_thread();
+      run();
+    });
 }
 
 ThreadPool::~ThreadPool() {
