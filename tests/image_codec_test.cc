@@ -3,6 +3,8 @@
 // are DecodeErrors that say what is wrong.
 #include <gtest/gtest.h>
 
+#include <jpeglib.h>
+
 #include "image_fixtures.h"
 #include "tandem/data/codecs/jpeg.h"
 #include "tandem/data/codecs/png.h"
@@ -21,6 +23,21 @@ Image decode_full(const std::vector<uint8_t>& file, int channels) {
   EXPECT_EQ(region.top, 0);
   EXPECT_EQ(region.left, 0);
   return region.image;
+}
+
+// A build whose jconfig.h came from another libjpeg (what happened on the GPU machine: the
+// packed Debian library with the system's Ubuntu jconfig.h) used to longjmp through a jump
+// buffer never set, a crash with a corrupted stack pointer. Now it is one clear error.
+TEST(Jpeg, HeadersOfAnotherLibjpegAreAClearError) {
+  EXPECT_NO_THROW(check_jpeg_library(JPEG_LIB_VERSION, sizeof(jpeg_decompress_struct)));
+  try {
+    check_jpeg_library(JPEG_LIB_VERSION == 80 ? 62 : 80, sizeof(jpeg_decompress_struct));
+    FAIL() << "another JPEG_LIB_VERSION was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("Wrong JPEG library version"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("jconfig.h"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(check_jpeg_library(JPEG_LIB_VERSION, sizeof(jpeg_decompress_struct) + 8), std::runtime_error);
 }
 
 TEST(Jpeg, DecodesCloseToTheEncodedImage) {

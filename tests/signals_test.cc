@@ -294,3 +294,22 @@ TEST(SelfHealing, AHungWorkerDoesNotStallTraining) {
 }
 
 }  // namespace
+
+namespace {
+
+// A process that dies of a fatal signal says so on stderr, with where it was (each frame as
+// object +offset for addr2line), and still dies of that signal: what made the crash on
+// the GPU machine (a libjpeg built against another jconfig.h) findable in one run.
+TEST(CrashReport, AFatalSignalIsReportedWithABacktraceAndStillKills) {
+  const fs::path dir = fresh_dir("crash_report");
+  Worker w = start_worker("--data synthetic --idle-timeout 60", dir / "worker.log");
+  ASSERT_GT(w.port, 0) << slurp(dir / "worker.log");
+  kill(w.child.pid, SIGSEGV);
+  EXPECT_EQ(wait_exit(w.child, 30s), 128 + SIGSEGV);
+  const std::string log = slurp(dir / "worker.log");
+  EXPECT_NE(log.find("tandem: fatal signal 11 (Segmentation fault)"), std::string::npos) << log;
+  EXPECT_NE(log.find("backtrace (object +offset):"), std::string::npos) << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex("#0 \\S+ \\+0x[0-9a-f]+"))) << log;
+}
+
+}  // namespace

@@ -75,6 +75,8 @@ def main():
         check_nccl(results.get("step6-nccl"))
         check_summary(out, results.get("summary"))
         check(os.path.getsize(os.path.join(out, "experiment.log")) > 0, "experiment.log is empty")
+        check_summarize(tmp, out, results.get("summary"))
+        check_tar(tmp, cmd)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for f in failures:
@@ -120,6 +122,34 @@ def check_summary(out, r):
         check(isinstance(v, (int, float)) and v > 0, f"summary: ratio {key} = {v}")
     check("| step |" in r.get("markdown", ""), "summary: no markdown table")
     check(os.path.exists(os.path.join(out, "summary.md")), "summary.md missing")
+
+
+def check_summarize(tmp, out, summary):
+    """--summarize of the run's folder gives the run's own ratios."""
+    merged = os.path.join(tmp, "merged")
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu-experiment"), merged, "--summarize",
+                          os.path.join(tmp, "nothing-here"), out], capture_output=True, text=True, timeout=60)
+    if not check(run.returncode == 0, f"--summarize exited {run.returncode}: {run.stderr[-1000:]}"):
+        return
+    with open(os.path.join(merged, "summary.json")) as f:
+        again = json.load(f)
+    for key, r in (summary or {}).get("ratios", {}).items():
+        check(again["ratios"][key]["value"] == r["value"], f"--summarize: {key} {again['ratios'][key]} vs {r}")
+    check(os.path.exists(os.path.join(merged, "summary.md")), "--summarize wrote no summary.md")
+
+
+def check_tar(tmp, cmd):
+    """--tar leaves one results.tgz in OUTDIR, holding the step files."""
+    tarred = os.path.join(tmp, "tarred")
+    run = subprocess.run([cmd[0], cmd[1], tarred] + cmd[3:] + ["--tar", "--only", "step6-nccl,summary"],
+                         capture_output=True, text=True, timeout=120)
+    check(run.returncode == 0, f"--tar exited {run.returncode}: {run.stderr[-1000:]}")
+    check(os.listdir(tarred) == ["results.tgz"] if os.path.isdir(tarred) else False,
+          f"--tar: OUTDIR holds {os.listdir(tarred) if os.path.isdir(tarred) else 'nothing'}")
+    names = subprocess.run(["tar", "tzf", os.path.join(tarred, "results.tgz")], capture_output=True,
+                           text=True).stdout.split()
+    for name in ("./step6-nccl.json", "./summary.json", "./experiment.log"):
+        check(name in names, f"--tar: {name} not in results.tgz ({names})")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <csetjmp>
 #include <cstdio>  // before jpeglib.h, which uses FILE
+#include <stdexcept>
 #include <string>
 
 #include <jpeglib.h>
@@ -37,17 +38,32 @@ void on_message(j_common_ptr cinfo, int level) {
   on_error(cinfo);
 }
 
+// jpeg_CreateDecompress compares the JPEG_LIB_VERSION and struct size this file was
+// compiled with against the library's, and fails (through error_exit) when they differ.
+bool create(jpeg_decompress_struct& cinfo, ErrorManager& err, int version, size_t struct_size) {
+  if (setjmp(err.jump)) return false;
+  jpeg_CreateDecompress(&cinfo, version, struct_size);
+  return true;
+}
+
 // One decompressor per thread, reused: creating one allocates.
 struct Decoder {
   jpeg_decompress_struct cinfo{};
   ErrorManager err{};
-  Decoder() {
+  explicit Decoder(int version = JPEG_LIB_VERSION, size_t struct_size = sizeof(jpeg_decompress_struct)) {
     cinfo.err = jpeg_std_error(&err.pub);
     err.pub.error_exit = on_error;
     err.pub.emit_message = on_message;
-    jpeg_create_decompress(&cinfo);
+    if (!create(cinfo, err, version, struct_size)) {
+      throw std::runtime_error(std::string("libjpeg refuses to start a decoder: ") + err.message +
+                               ": tandem was compiled against the headers (jpeglib.h, jconfig.h) of another "
+                               "libjpeg than the one it loaded; rebuild it with the headers of the library it "
+                               "runs with (docs/gpu.md, 'Building')");
+    }
   }
   ~Decoder() { jpeg_destroy_decompress(&cinfo); }
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
 };
 
 Decoder& decoder() {
@@ -118,6 +134,8 @@ void convert_cmyk(Image& image, bool adobe, int channels) {
 }
 
 }  // namespace
+
+void check_jpeg_library(int version, size_t struct_size) { Decoder probe(version, struct_size); }
 
 bool is_jpeg(std::span<const uint8_t> file) {
   return file.size() >= 3 && file[0] == 0xFF && file[1] == 0xD8 && file[2] == 0xFF;

@@ -5,6 +5,7 @@
 // reduced scale (DCT scaling) when the crop is much larger than the output.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <stdexcept>
@@ -22,6 +23,12 @@ class DecodeError : public DataError {
 };
 
 bool is_jpeg(std::span<const uint8_t> file);
+
+// Starts and ends a decoder as if compiled with these jpeglib.h values (JPEG_LIB_VERSION,
+// sizeof(jpeg_decompress_struct)). Throws std::runtime_error naming the mismatch when the
+// loaded libjpeg refuses them: what every decode throws when tandem was built against
+// another libjpeg's headers than the library it runs with.
+void check_jpeg_library(int version, size_t struct_size);
 
 struct ImageSize {
   int height = 0, width = 0;
