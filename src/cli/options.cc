@@ -176,7 +176,8 @@ void add_data_options(CLI::App& app, DataOptions& o) {
   const size_t before = app.get_options().size();
   app.add_option("--data", o.data,
                  "Dataset: synthetic (learnable) | blur-benchmark | premade (no augmentation) | imagefolder[:PATH] "
-                 "(one folder per class) | mnist[:PATH] (idx files); no PATH = the SageMaker channel --channel")
+                 "(one folder per class) | mnist[:PATH] (idx files) | python:FILE:NAME (your dataset); no PATH = the "
+                 "SageMaker channel --channel")
       ->capture_default_str()->group(kDataGroup);
   app.add_option("--seed", o.seed, "Seed of every random choice")->capture_default_str()
       ->transform(whole_number(0, UINT64_MAX))->group(kDataGroup);
@@ -204,6 +205,15 @@ void add_data_options(CLI::App& app, DataOptions& o) {
                  "An image file whose header declares more pixels is a bad sample, refused before decoding "
                  "(a decompression bomb); default Pillow's")
       ->capture_default_str()->check(in_range(1, 1e12))->group(kDataGroup);
+  app.add_option("--data-args", o.data_args, "--data python:FILE:NAME: NAME's keyword arguments, a JSON object")
+      ->capture_default_str()->group(kDataGroup);
+  app.add_option("--python", o.python, "--data python:...: the interpreter; default /usr/bin/python3, else python3")
+      ->group(kDataGroup);
+  app.add_option("--python-procs", o.python_procs, "--data python:...: Python processes; 0 = the worker's --threads")
+      ->capture_default_str()->check(in_range(0, 4096))->group(kDataGroup);
+  app.add_option("--sample-timeout", o.sample_timeout_s,
+                 "--data python:...: a sample taking longer kills its process and is a bad sample (seconds)")
+      ->capture_default_str()->check(in_range(0.001, 86400.0))->group(kDataGroup);
   limit_text(app, before);
 }
 

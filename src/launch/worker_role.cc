@@ -32,7 +32,9 @@ int run_worker(const Settings& settings, const std::string& host) {
     }
   });
   transport::keep_grpc_initialised();
-  auto dataset = data::make_dataset(settings.data);
+  DataOptions data = settings.data;  // a Python dataset's processes default to the worker's threads
+  if (data.python_procs == 0) data.python_procs = settings.worker.threads;
+  auto dataset = data::make_dataset(data);
   transport::WorkerServer server(dataset, settings.worker, host, data::wire_dtype(settings.data), settings.security);
   const int port = settings.worker.port >= 0 ? settings.worker.port : settings.cluster.worker_port;
   const int bound = server.start(settings.worker.bind + ":" + std::to_string(port));

@@ -46,8 +46,8 @@ inline constexpr uint64_t kDefaultMaxImagePixels = 89478485;
 
 // What every sample is and how it is augmented. Trainer and workers must agree.
 struct DataOptions {
-  // --data: synthetic | blur-benchmark | premade | imagefolder[:PATH] | mnist[:PATH]
-  // (without PATH: the SageMaker channel <sagemaker_root>/input/data/<channel>)
+  // --data: synthetic | blur-benchmark | premade | imagefolder[:PATH] | mnist[:PATH] |
+  // python:FILE:NAME (without PATH: the SageMaker channel <sagemaker_root>/input/data/<channel>)
   std::string data = "synthetic";
   uint64_t seed = 0;               // --seed: with (epoch, index) it fixes every random choice
   int num_classes = 10;            // --num-classes
@@ -67,6 +67,14 @@ struct DataOptions {
   // --max-image-pixels: an image file whose header declares more pixels is a bad sample
   // (a decompression bomb), refused before anything of it is decoded.
   uint64_t max_image_pixels = kDefaultMaxImagePixels;
+  // --data python:FILE:NAME (docs/datasets.md): NAME's keyword arguments (--data-args, a
+  // JSON object), the interpreter (--python; empty = /usr/bin/python3, else python3 on
+  // PATH), its processes (--python-procs; 0 = the worker's --threads) and the most one
+  // sample may take before its process is killed (--sample-timeout).
+  std::string data_args = "{}";
+  std::string python;
+  int python_procs = 0;
+  double sample_timeout_s = 60;
   // Not a flag: the command line copies ClusterOptions::sagemaker_root here.
   std::string sagemaker_root = "/opt/ml";
 };

@@ -9,6 +9,7 @@
 #include "tandem/data/sources/file_dataset.h"
 #include "tandem/data/sources/image_folder.h"
 #include "tandem/data/sources/mnist.h"
+#include "tandem/data/sources/python_dataset.h"
 #include "tandem/data/sources/synthetic.h"
 
 namespace tandem::data {
@@ -112,9 +113,11 @@ std::shared_ptr<const Dataset> make_any(const DataOptions& opts) {
   const std::string source = split_source(opts.data).first;
   if (source == "imagefolder") return make_image_folder(opts, data_path(opts));
   if (source == "mnist") return make_mnist(opts, data_path(opts));
+  if (source == "python") return make_python_dataset(opts);
   throw ConfigError("unknown --data '" + printable(opts.data, 80) +
                     "': use 'synthetic' (a small learnable task), 'blur-benchmark', 'premade', "
-                    "'imagefolder[:PATH]' (one folder per class) or 'mnist[:PATH]' (idx files)");
+                    "'imagefolder[:PATH]' (one folder per class), 'mnist[:PATH]' (idx files) or "
+                    "'python:FILE:NAME' (your own dataset)");
 }
 
 }  // namespace
@@ -123,7 +126,7 @@ std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts) { return wi
 
 DType dataset_dtype(const DataOptions& opts) {
   const std::string source = split_source(opts.data).first;
-  return source == "imagefolder" || source == "mnist" ? DType::kUInt8 : DType::kFloat32;
+  return source == "imagefolder" || source == "mnist" || source == "python" ? DType::kUInt8 : DType::kFloat32;
 }
 
 namespace {
@@ -163,6 +166,10 @@ constexpr SettingWords kSettingWords[] = {
     {"n", "image files", "--data: give every host the same files"},
     {"images", "images file", "--data"},
     {"labels", "labels file", "--data"},
+    {"code", "Python file whose bytes hash to", "--data python:FILE:NAME: give every worker the same FILE"},
+    {"file", "Python file", "--data python:FILE:NAME"},
+    {"name", "Python dataset", "--data python:FILE:NAME"},
+    {"args", "Python dataset arguments", "--data-args"},
 };
 
 std::string one_difference(const std::string& name, const std::string& theirs, const std::string& ours) {

@@ -35,6 +35,9 @@ std::string data_path(const DataOptions& opts) {
 
 bool dataset_is_here(const DataOptions& opts) {
   const std::string source = split_source(opts.data).first;
+  // A Python dataset is made where its processes run: a trainer with workers leaves it
+  // to them rather than start a pool of its own.
+  if (source == "python") return false;
   if (source != "imagefolder" && source != "mnist") return true;
   try {
     data_path(opts);

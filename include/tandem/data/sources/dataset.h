@@ -65,18 +65,20 @@ std::string batch_problem(const Batch& batch, const DatasetInfo& info);
 std::string info_problem(const DatasetInfo& info);
 
 // False when `opts` names files (imagefolder, mnist: a PATH or the SageMaker channel) that
-// this host does not have; true for generated datasets. A trainer without the files learns
+// this host does not have, and for python:FILE:NAME (made by the workers' Python
+// processes); true for generated datasets. A trainer without the files learns
 // the dataset from its workers.
 bool dataset_is_here(const DataOptions& opts);
 
 // Builds the dataset that `opts.data` names: synthetic | blur-benchmark | premade |
-// imagefolder[:PATH] | mnist[:PATH] (without PATH: <sagemaker root>/input/data/<channel>).
+// imagefolder[:PATH] | mnist[:PATH] (without PATH: <sagemaker root>/input/data/<channel>) |
+// python:FILE:NAME (python_dataset.h: starts its Python processes).
 // File datasets index their files here, once. Throws ConfigError for unknown names,
 // settings the dataset cannot honour, and unusable data (naming the path).
 std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts);
 
 // The dtype make_dataset(opts) produces samples in, without building it: uint8 for
-// imagefolder and mnist, float32 for the others.
+// imagefolder, mnist and python, float32 for the others.
 DType dataset_dtype(const DataOptions& opts);
 
 // How a peer's dataset differs from ours, from the two descriptions (DatasetInfo::

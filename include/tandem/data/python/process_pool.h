@@ -1,0 +1,114 @@
+// A pool of Python processes that run a user's dataset (--data python:FILE:NAME): each
+// imports FILE once, builds NAME(**args), then makes one sample per request. Arrays come
+// back through shared memory (a memfd per process), never pickled. The protocol is
+// python/tandem/_dataset_worker.py's; it already carries named fields of any dtype and
+// shape, so that only the consumer (python_dataset.cc) decides which it accepts.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tandem/common/error.h"
+
+namespace tandem::data {
+
+struct PythonPoolOptions {
+  std::string python = "/usr/bin/python3";  // the interpreter (a path, or a name looked up on PATH)
+  std::string script;                       // python/tandem/_dataset_worker.py (find_dataset_worker())
+  std::string file;                         // the user's file, absolute
+  std::string name;                         // the class or function in it that makes the dataset
+  std::string args_json = "{}";             // its keyword arguments: a JSON object
+  int procs = 1;                            // processes, >= 1
+  double sample_timeout_s = 60;             // one sample longer than this kills its process
+  double start_timeout_s = 300;             // importing FILE and building the dataset, per process
+  size_t initial_shm_bytes = size_t{1} << 20;  // each process's shared memory at start; grows on demand
+};
+
+// What the dataset said about itself at start.
+struct PythonDatasetAbout {
+  uint64_t len = 0;                    // len(dataset)
+  std::optional<int64_t> num_classes;  // its num_classes attribute, if any
+  std::optional<std::vector<std::string>> classes;  // its classes attribute (as str), if any
+};
+
+// One field of a sample as the process returned it: an array (bytes in the process's
+// shared memory) or a number (a Python int, float or bool).
+struct SampleField {
+  std::string dtype;                          // numpy's name ("uint8", "int64", "float64", "bool"), or the
+                                              // Python type of a value that is neither array nor number
+  std::optional<std::vector<int64_t>> shape;  // [] for a number; empty optional for neither
+  bool is_array = false;
+  int64_t integer = 0;  // the value of an int or bool
+  double real = 0;      // the value of a float (and of an int)
+  std::span<const std::byte> bytes;  // an array's bytes, valid only inside PythonProcessPool::run's callback
+};
+// A sample's fields in the order the sample gave them.
+using SampleFields = std::vector<std::pair<std::string, SampleField>>;
+
+// The user's code could not make one sample: an exception (its message names the index,
+// file:line and the last frames), a process it killed twice, or --sample-timeout. A
+// bad sample, as an undecodable file is.
+class PythonSampleError : public DataError {
+ public:
+  using DataError::DataError;
+};
+
+class PythonProcessPool {
+ public:
+  // Starts opts.procs processes and waits (opts.start_timeout_s) until each has built
+  // the dataset. Throws ConfigError with the Python error (an import error, a wrong
+  // NAME, bad arguments) or why a process could not start.
+  explicit PythonProcessPool(PythonPoolOptions opts);
+  // Ends the processes: closes their sockets, SIGTERM, and SIGKILL after a second.
+  ~PythonProcessPool();
+  PythonProcessPool(const PythonProcessPool&) = delete;
+  PythonProcessPool& operator=(const PythonProcessPool&) = delete;
+
+  const PythonDatasetAbout& about() const { return about_; }
+  const PythonPoolOptions& options() const { return opts_; }
+
+  // Makes dataset[index] in a free process, seeded with `seed`, and calls `use` with its
+  // fields while that process's shared memory still holds them. A process that dies is
+  // restarted and the sample tried once more in another; one over --sample-timeout is
+  // killed (and restarted). Thread-safe: concurrent calls use different processes.
+  // Throws PythonSampleError when the sample cannot be made (see above) and DataError
+  // when no process becomes free or restarts in time. Exceptions from `use` pass through.
+  void run(uint64_t index, uint64_t seed, const std::function<void(const SampleFields&)>& use) const;
+
+  // The process ids now serving (for tests that kill one).
+  std::vector<pid_t> pids() const;
+
+ private:
+  struct Process;
+  class Lease;
+  Process& acquire() const;
+  void release(Process& p) const;
+  void restart(Process& p) const;
+  std::string describe(uint64_t index) const;
+
+  PythonPoolOptions opts_;
+  PythonDatasetAbout about_;
+  std::vector<std::unique_ptr<Process>> procs_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable freed_;
+  mutable int waiting_ = 0;  // GUARDED_BY(mu_): threads waiting for a free process
+};
+
+// Where _dataset_worker.py is: $TANDEM_DATASET_WORKER, else beside the running binary
+// (<exe dir>/python/tandem/, the build tree; <exe dir>/../python/tandem/, the tests'
+// binary) or installed (<exe dir>/../share/tandem/python/tandem/). Throws ConfigError
+// naming the places looked at.
+std::string find_dataset_worker();
+
+}  // namespace tandem::data

@@ -1,0 +1,236 @@
+"""One Python process of a tandem worker's pool for `--data python:FILE:NAME` (docs/datasets.md).
+
+Started by the worker (src/data/python/process_pool.cc) as
+
+    PYTHON _dataset_worker.py SOCKET_FD SHM_FD
+
+SOCKET_FD is one end of a socketpair, SHM_FD a memfd the worker created. Needs numpy only:
+never the compiled tandem module. Every message is a 4-byte little-endian length and a
+JSON object. The worker sends
+
+    {"op": "init", "file": F, "name": N, "args": {...}}   -> {"ok": true, "len": L,
+                                                             "num_classes": K|null, "classes": [...]|null}
+    {"op": "get", "index": I, "seed": S}                   -> {"ok": true, "shm_size": B, "fields": {
+                                                             name: {"dtype": "uint8", "shape": [3, 8, 8],
+                                                                    "offset": O, "nbytes": B}    (an array)
+                                                             name: {"dtype": "int64", "shape": [], "value": 3}}}
+                                                                                                 (a number)
+and a failure is {"ok": false, "error": "...", "where": "file:line", "traceback": "..."}.
+Arrays lie in the shared memory at their offsets; a sample larger than the mapping grows
+the memfd (ftruncate) and the worker maps it again at "shm_size". The process ends on
+EOF from the worker, or when its parent is gone (a watchdog thread: the worker may have
+been SIGKILLed).
+"""
+import os
+import sys
+
+# Run by path from inside the package: sys.path[0] is this folder, where tandem/torch.py
+# would shadow the real torch. Make it the package's parent, so that `import tandem`
+# finds this package (for tandem.sample_rng) and `import torch` finds torch.
+sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_TANDEM_DATASET_CHILD = True  # tandem/__init__.py then leaves the compiled module alone
+
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import mmap  # noqa: E402
+import random  # noqa: E402
+import struct  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+
+_TRACE_FRAMES = 4
+
+
+def _watch_parent(parent):
+    while True:
+        time.sleep(0.2)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
+def _read_exact(fd, n):
+    chunks = []
+    while n > 0:
+        chunk = os.read(fd, n)
+        if not chunk:
+            os._exit(0)  # the worker closed its end: it is stopping
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _receive(fd):
+    (n,) = struct.unpack("<I", _read_exact(fd, 4))
+    return json.loads(_read_exact(fd, n))
+
+
+def _send(fd, message):
+    data = json.dumps(message).encode()
+    data = struct.pack("<I", len(data)) + data
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _user_frames(tb, user_file):
+    """The last frames of a traceback, and the innermost one in the user's file as file:line."""
+    here = os.path.abspath(__file__)
+    frames = [f for f in traceback.extract_tb(tb) if os.path.abspath(f.filename) != here]
+    where = ""
+    for f in frames:
+        if os.path.abspath(f.filename) == user_file:
+            where = f"{f.filename}:{f.lineno}"
+    if not where and frames:
+        where = f"{frames[-1].filename}:{frames[-1].lineno}"
+    return where, "".join(traceback.format_list(frames[-_TRACE_FRAMES:])).rstrip()
+
+
+def _failure(exc, user_file):
+    where, trace = _user_frames(exc.__traceback__, user_file)
+    return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "where": where, "traceback": trace}
+
+
+def _load(file, name, args):
+    folder = os.path.dirname(file)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    module_name = os.path.splitext(os.path.basename(file))[0]
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None:
+        raise ImportError(f"{file} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    if not hasattr(module, name):
+        public = sorted(n for n in vars(module) if not n.startswith("_") and callable(getattr(module, n)))
+        raise AttributeError(f"{file} has no '{name}' (it defines: {', '.join(public) or 'nothing callable'})")
+    dataset = getattr(module, name)(**args)
+    for need in ("__len__", "__getitem__"):
+        if not hasattr(dataset, need):
+            raise TypeError(f"{name}(...) returned a {type(dataset).__name__}, which has no {need}: "
+                            "return an object with __len__ and __getitem__ (a torch Dataset works)")
+    return dataset
+
+
+def _classes(dataset):
+    num_classes = getattr(dataset, "num_classes", None)
+    classes = getattr(dataset, "classes", None)
+    if classes is not None:
+        classes = [str(c) for c in classes]
+    if num_classes is not None:
+        num_classes = int(num_classes)
+    return num_classes, classes
+
+
+class _Shared:
+    """The memfd both sides map; grown here when a sample does not fit."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.size = os.fstat(fd).st_size
+        self.map = mmap.mmap(fd, self.size)
+
+    def fit(self, needed):
+        if needed <= self.size:
+            return
+        size = max(needed, 2 * self.size)
+        self.map.close()
+        os.ftruncate(self.fd, size)
+        self.size = size
+        self.map = mmap.mmap(self.fd, size)
+
+
+def _as_fields(sample):
+    if isinstance(sample, dict):
+        return sample
+    if isinstance(sample, (tuple, list)) and len(sample) == 2:
+        return {"image": sample[0], "label": sample[1]}
+    raise TypeError(f"__getitem__ returned a {type(sample).__name__}: return a dict of fields, "
+                    "like {'image': uint8 array [C, H, W], 'label': int}, or an (image, label) tuple")
+
+
+def _field(np, value):
+    """(descriptor, contiguous array or None) for one field's value."""
+    if isinstance(value, (bool, np.bool_)):
+        return {"dtype": "bool", "shape": [], "value": bool(value)}, None
+    if isinstance(value, (int, np.integer)):
+        return {"dtype": "int64", "shape": [], "value": int(value)}, None
+    if isinstance(value, (float, np.floating)):
+        return {"dtype": "float64", "shape": [], "value": float(value)}, None
+    if not isinstance(value, np.ndarray):
+        if hasattr(value, "numpy") and hasattr(value, "detach"):  # a torch tensor
+            value = value.detach().cpu().numpy()
+        else:
+            return {"dtype": type(value).__name__, "shape": None}, None
+    if value.ndim == 0:  # a 0-d array is its number
+        return _field(np, value.item())
+    array = np.ascontiguousarray(value)
+    return {"dtype": str(array.dtype), "shape": list(array.shape)}, array
+
+
+def _write_fields(np, fields, shared):
+    arrays, out, offset = [], {}, 0
+    for name, value in fields.items():
+        desc, array = _field(np, value)
+        if array is not None:
+            desc["offset"], desc["nbytes"] = offset, array.nbytes
+            arrays.append((offset, array))
+            offset += (array.nbytes + 63) // 64 * 64
+        out[str(name)] = desc
+    shared.fit(offset)
+    for at, array in arrays:
+        if array.nbytes:
+            view = np.frombuffer(shared.map, dtype=np.uint8, count=array.nbytes, offset=at)
+            view[:] = array.reshape(-1).view(np.uint8)
+            del view
+    return {"ok": True, "shm_size": shared.size, "fields": out}
+
+
+def _seed(np, seed):
+    import tandem._sample as state
+
+    random.seed(seed)
+    np.random.seed([seed & 0xFFFFFFFF, seed >> 32])
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(seed)
+    state.begin(seed)
+
+
+def _serve(np, sock, shared, dataset, user_file):
+    while True:
+        request = _receive(sock)
+        if request.get("op") != "get":
+            _send(sock, {"ok": False, "error": f"unknown request {request.get('op')!r}", "where": "", "traceback": ""})
+            continue
+        try:
+            _seed(np, request["seed"])
+            reply = _write_fields(np, _as_fields(dataset[request["index"]]), shared)
+        except Exception as e:  # noqa: BLE001: the user's code may raise anything
+            reply = _failure(e, user_file)
+        _send(sock, reply)
+
+
+def main():
+    sock, shm_fd = int(sys.argv[1]), int(sys.argv[2])
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    init = _receive(sock)
+    user_file = os.path.abspath(init["file"])
+    try:
+        import numpy as np
+    except ImportError as e:
+        _send(sock, {"ok": False, "error": f"{sys.executable} cannot import numpy ({e}): install numpy for it, "
+                     "or pass --python with an interpreter that has it", "where": "", "traceback": ""})
+        return
+    try:
+        shared = _Shared(shm_fd)
+        dataset = _load(user_file, init["name"], init["args"])
+        num_classes, classes = _classes(dataset)
+        _send(sock, {"ok": True, "len": int(len(dataset)), "num_classes": num_classes, "classes": classes})
+    except BaseException as e:  # noqa: BLE001: SystemExit from the user's module is an error too
+        _send(sock, _failure(e, user_file))
+        return
+    _serve(np, sock, shared, dataset, user_file)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,391 @@
+// Python datasets (--data python:FILE:NAME): real Python processes (/usr/bin/python3 with
+// numpy) running tests/fixtures/python_datasets/datasets.py, in this process and behind
+// real `tandem worker` processes.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "process_helpers.h"
+#include "worker_fixture.h"
+#include "tandem/common/error.h"
+#include "tandem/data/sources/dataset.h"
+#include "tandem/data/sources/python_dataset.h"
+
+namespace tandem {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::Child;
+using testing::fresh_dir;
+using testing::slurp;
+using testing::spawn;
+using testing::start_worker;
+using testing::wait_exit;
+using testing::wait_for_text;
+using testing::Worker;
+
+const std::string kFile = std::string(TANDEM_FIXTURES) + "/python_datasets/datasets.py";
+
+// Every test needs /usr/bin/python3 with numpy; without it they say so and skip.
+bool have_numpy() {
+  static const bool yes = std::system("/usr/bin/python3 -c 'import numpy' > /dev/null 2>&1") == 0;
+  return yes;
+}
+#define REQUIRE_NUMPY() \
+  if (!have_numpy()) GTEST_SKIP() << "/usr/bin/python3 cannot import numpy (apt-get install python3-numpy)"
+
+DataOptions python_data(const std::string& name, const std::string& args = "{}", int procs = 2,
+                        const std::string& file = kFile) {
+  DataOptions d;
+  d.data = "python:" + file + ":" + name;
+  d.data_args = args;
+  d.python = "/usr/bin/python3";
+  d.python_procs = procs;
+  return d;
+}
+
+std::vector<std::byte> sample(const data::Dataset& ds, uint64_t index, uint32_t epoch, int64_t* label = nullptr) {
+  std::vector<std::byte> out(ds.info().sample_bytes());
+  const int64_t l = ds.produce(index, epoch, out);
+  if (label) *label = l;
+  return out;
+}
+
+// The message of the ConfigError that building `d` throws ("" if none).
+std::string start_error(const DataOptions& d) {
+  try {
+    data::make_dataset(d);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The message of the DataError that producing `index` throws ("" if none).
+std::string sample_error(const data::Dataset& ds, uint64_t index) {
+  try {
+    sample(ds, index, 0);
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The line of the fixture holding `text`.
+int fixture_line(const std::string& text) {
+  std::ifstream in(kFile);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find(text) != std::string::npos) return n;
+  }
+  return -1;
+}
+
+TEST(PythonDataset, LearnsItsSchemaAndSizeFromTheDataset) {
+  REQUIRE_NUMPY();
+  auto ds = data::make_dataset(python_data("Squares", R"({"n": 40, "size": 8, "classes": 4})"));
+  const data::DatasetInfo& info = ds->info();
+  EXPECT_EQ(info.name, "python");
+  EXPECT_EQ(info.size, 40u);
+  EXPECT_EQ(info.sample_shape, (std::vector<int64_t>{3, 8, 8}));
+  EXPECT_EQ(info.dtype, data::DType::kUInt8);
+  EXPECT_EQ(info.num_classes, 4);
+  EXPECT_EQ(data::info_problem(info), "");
+  int64_t label = -1;
+  const auto bytes = sample(*ds, 13, 0, &label);
+  EXPECT_EQ(label, 13 % 4);
+  EXPECT_EQ(static_cast<int>(bytes[2]), 13) << "the dataset's own pixel (index % 256)";
+}
+
+TEST(PythonDataset, AFunctionNameTuplesAndNumClassesFromTheSetting) {
+  REQUIRE_NUMPY();
+  auto fn = data::make_dataset(python_data("make_squares", R"({"n": 12})", 1));
+  EXPECT_EQ(fn->info().size, 12u);
+  DataOptions d = python_data("Pairs", "{}", 1);
+  d.num_classes = 10;
+  auto pairs = data::make_dataset(d);
+  EXPECT_EQ(pairs->info().sample_shape, (std::vector<int64_t>{1, 4, 4}));
+  EXPECT_EQ(pairs->info().num_classes, 10);
+  int64_t label = -1;
+  EXPECT_EQ(static_cast<int>(sample(*pairs, 7, 0, &label)[5]), 7);
+  EXPECT_EQ(label, 7);
+  d.num_classes = 5;  // labels go to 9
+  auto few = data::make_dataset(d);
+  EXPECT_NE(sample_error(*few, 7).find("label 7 is outside the dataset's 5 classes"), std::string::npos);
+}
+
+// The same sample is the same bytes whatever process or thread makes it, and in another
+// epoch other bytes (random, numpy.random and tandem.sample_rng() are all seeded by it).
+TEST(PythonDataset, SamplesAreTheSameBytesWithOneOrThreeProcesses) {
+  REQUIRE_NUMPY();
+  const std::string args = R"({"n": 48, "size": 8})";
+  auto one = data::make_dataset(python_data("Squares", args, 1));
+  auto three = data::make_dataset(python_data("Squares", args, 3));
+  EXPECT_EQ(one->info().fingerprint, three->info().fingerprint);
+  std::vector<std::vector<std::byte>> serial(48), parallel(48);
+  for (uint64_t i = 0; i < 48; ++i) serial[i] = sample(*one, i, 1);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t i = t; i < 48; i += 4) parallel[i] = sample(*three, i, 1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (uint64_t i = 0; i < 48; ++i) EXPECT_EQ(serial[i], parallel[i]) << "sample " << i;
+  EXPECT_NE(sample(*one, 5, 0), serial[5]) << "epoch 0 and epoch 1 draw differently";
+  const auto again = sample(*one, 5, 1);
+  EXPECT_EQ(again[0], serial[5][0]) << "random.randrange";
+  EXPECT_EQ(again[1], serial[5][1]) << "tandem.sample_rng()";
+}
+
+TEST(PythonDataset, TheFingerprintCoversNameArgsAndSeed) {
+  REQUIRE_NUMPY();
+  const auto fp = [](DataOptions d) { return data::make_dataset(d)->info().fingerprint; };
+  const DataOptions base = python_data("Squares", R"({"n": 8, "size": 4})", 1);
+  const std::string mine = fp(base);
+  DataOptions other_args = base;
+  other_args.data_args = R"({"size": 4, "n": 8})";  // the same arguments, another order
+  EXPECT_EQ(fp(other_args), mine);
+  other_args.data_args = R"({"n": 8, "size": 4, "channels": 1})";
+  EXPECT_NE(fp(other_args), mine);
+  DataOptions other_seed = base;
+  other_seed.seed = 1;
+  EXPECT_NE(fp(other_seed), mine);
+  DataOptions other_name = python_data("make_squares", base.data_args, 1);
+  const auto theirs = data::make_dataset(other_name)->info().description;
+  EXPECT_NE(data::describe_difference(theirs, data::make_dataset(base)->info().description).find("Python dataset"),
+            std::string::npos);
+}
+
+TEST(PythonDataset, SamplesLargerThanTheSharedMemoryGrowIt) {
+  REQUIRE_NUMPY();
+  auto ds = data::make_dataset(python_data("Big", "{}", 1));
+  for (uint64_t i : {0, 9, 3}) {
+    const auto bytes = sample(*ds, i, 0);
+    EXPECT_EQ(bytes.size(), 3u * 512 * 512);
+    EXPECT_EQ(static_cast<int>(bytes.back()), static_cast<int>(i % 251));
+  }
+}
+
+// --- bad user code --------------------------------------------------------------------
+
+TEST(PythonDatasetErrors, AnExceptionNamesTheSampleFileLineAndMessage) {
+  REQUIRE_NUMPY();
+  auto ds = data::make_dataset(python_data("Squares", R"({"raise_at": 5})"));
+  const std::string e = sample_error(*ds, 5);
+  EXPECT_NE(e.find("sample 5 of python:"), std::string::npos) << e;
+  EXPECT_NE(e.find("ValueError: sample 5 is broken on purpose"), std::string::npos) << e;
+  EXPECT_NE(e.find("datasets.py:" + std::to_string(fixture_line("broken on purpose"))), std::string::npos) << e;
+  EXPECT_NE(e.find("in __getitem__"), std::string::npos) << "the last frames: " << e;
+  EXPECT_NE(e.find("--on-bad-sample skip"), std::string::npos) << e;
+  EXPECT_EQ(sample_error(*ds, 6), "") << "the process goes on serving";
+}
+
+TEST(PythonDatasetErrors, UnderSkipABadSampleIsReplacedByTheNextAndListed) {
+  REQUIRE_NUMPY();
+  DataOptions d = python_data("Squares", R"({"raise_at": 5})");
+  d.on_bad_sample = "skip";
+  auto ds = data::make_dataset(d);
+  int64_t label = -1;
+  const auto bytes = sample(*ds, 5, 0, &label);
+  EXPECT_EQ(label, 6 % 4);
+  EXPECT_EQ(static_cast<int>(bytes[2]), 6) << "sample 6 stands in";
+  EXPECT_EQ(ds->skipped_count(), 1u);
+  ASSERT_EQ(ds->skipped().size(), 1u);
+  EXPECT_NE(ds->skipped()[0].find("sample 5 of python:"), std::string::npos) << ds->skipped()[0];
+  EXPECT_NE(ds->skipped()[0].find("ValueError"), std::string::npos) << ds->skipped()[0];
+}
+
+TEST(PythonDatasetErrors, StartErrorsCarryThePythonError) {
+  REQUIRE_NUMPY();
+  const std::string wrong_name = start_error(python_data("Nope"));
+  EXPECT_NE(wrong_name.find("has no 'Nope'"), std::string::npos) << wrong_name;
+  EXPECT_NE(wrong_name.find("Squares"), std::string::npos) << "it lists what the file defines: " << wrong_name;
+  const std::string import = start_error(python_data("X", "{}", 1, std::string(TANDEM_FIXTURES) +
+                                                                      "/python_datasets/broken_import.py"));
+  EXPECT_NE(import.find("No module named 'no_such_module_for_tandem_tests'"), std::string::npos) << import;
+  EXPECT_NE(import.find("broken_import.py:1"), std::string::npos) << import;
+  const std::string json = start_error(python_data("Squares", "{\"n\": "));
+  EXPECT_NE(json.find("--data-args"), std::string::npos) << json;
+  EXPECT_NE(json.find("is not a JSON object"), std::string::npos) << json;
+  const std::string kwarg = start_error(python_data("Squares", R"({"colour": 1})"));
+  EXPECT_NE(kwarg.find("unexpected keyword argument 'colour'"), std::string::npos) << kwarg;
+  const std::string no_name = start_error(python_data("", "{}", 1, kFile + ":"));
+  EXPECT_NE(no_name.find("python:my_data.py:Flowers"), std::string::npos) << no_name;
+  const std::string no_file = start_error(python_data("X", "{}", 1, "/no/such/file.py"));
+  EXPECT_NE(no_file.find("/no/such/file.py is not a file"), std::string::npos) << no_file;
+  DataOptions bad_python = python_data("Squares");
+  bad_python.python = "/no/such/python3";
+  EXPECT_NE(start_error(bad_python).find("--python"), std::string::npos) << start_error(bad_python);
+}
+
+TEST(PythonDatasetErrors, FieldsAndShapesOtherThanImageAndLabelAreNamed) {
+  REQUIRE_NUMPY();
+  const std::string mask = start_error(python_data("WithMask"));
+  EXPECT_NE(mask.find(data::kPythonSampleSchema), std::string::npos) << mask;
+  EXPECT_NE(mask.find("field 'mask' (uint8 [8,8]) is not one of them"), std::string::npos) << mask;
+  const std::string floats = start_error(python_data("Floats"));
+  EXPECT_NE(floats.find("'image' is float32 [3,8,8]"), std::string::npos) << floats;
+  auto growing = data::make_dataset(python_data("Growing"));
+  const std::string later = sample_error(*growing, 3);
+  EXPECT_NE(later.find("sample 3 of python:"), std::string::npos) << later;
+  EXPECT_NE(later.find("'image' is uint8 [3,16,16], the first sample's was [3,8,8]"), std::string::npos) << later;
+}
+
+TEST(PythonDatasetErrors, ASampleOverTheTimeoutKillsItsProcessAndIsBad) {
+  REQUIRE_NUMPY();
+  DataOptions d = python_data("Squares", R"({"sleep_at": 2})", 1);
+  d.sample_timeout_s = 1.5;
+  auto ds = data::make_dataset(d);
+  const std::string e = sample_error(*ds, 2);
+  EXPECT_NE(e.find("sample 2 of python:"), std::string::npos) << e;
+  EXPECT_NE(e.find("took over 1.5 s"), std::string::npos) << e;
+  EXPECT_NE(e.find("--sample-timeout"), std::string::npos) << e;
+  EXPECT_EQ(sample_error(*ds, 3), "") << "a new process serves the next sample";
+}
+
+TEST(PythonDatasetErrors, ASampleThatKillsItsProcessTwiceIsBad) {
+  REQUIRE_NUMPY();
+  auto ds = data::make_dataset(python_data("Squares", R"({"exit_at": 4})"));
+  const std::string e = sample_error(*ds, 4);
+  EXPECT_NE(e.find("sample 4 of python:"), std::string::npos) << e;
+  EXPECT_NE(e.find("killed its Python process twice (exited with status 3, then exited with status 3)"),
+            std::string::npos) << e;
+  EXPECT_EQ(sample_error(*ds, 5), "");
+}
+
+TEST(PythonDatasetErrors, AProcessThatDiesOnceIsRestartedAndTheSampleRetried) {
+  REQUIRE_NUMPY();
+  const fs::path dir = fresh_dir("python-die-once");
+  const std::string args = R"({"exit_at": 4, "once_dir": ")" + dir.string() + R"("})";
+  auto ds = data::make_dataset(python_data("Squares", args, 1));
+  auto clean = data::make_dataset(python_data("Squares", "{}", 1));
+  EXPECT_EQ(sample(*ds, 4, 0), sample(*clean, 4, 0));
+  EXPECT_TRUE(fs::exists(dir / "died-4")) << "the first try did die";
+  EXPECT_EQ(ds->skipped_count(), 0u);
+}
+
+// --- behind real workers --------------------------------------------------------------
+
+std::string worker_flags(const std::string& name, const std::string& args, int procs) {
+  return "--threads 2 --data python:" + kFile + ":" + name + " --data-args '" + args + "' --python /usr/bin/python3" +
+         " --python-procs " + std::to_string(procs);
+}
+
+data::Batch request_batch(const std::string& target, const data::BatchRequest& request) {
+  auto client = testing::ready_client(target, {}, 60);
+  auto call = client->stream();
+  EXPECT_TRUE(call->write(request));
+  call->writes_done();
+  auto batch = call->read();
+  if (!batch) throw std::runtime_error("no batch from " + target + ": " + call->finish().message);
+  return std::move(*batch);
+}
+
+TEST(PythonDatasetWorkers, TwoWorkersServeByteIdenticalBatches) {
+  REQUIRE_NUMPY();
+  const fs::path dir = fresh_dir("python-two-workers");
+  const std::string args = R"({"n": 200, "size": 16})";
+  Worker a = start_worker(worker_flags("Squares", args, 1), dir / "a.log", 60s);
+  Worker b = start_worker(worker_flags("Squares", args, 3), dir / "b.log", 60s);
+  ASSERT_NE(a.port, 0) << slurp(dir / "a.log");
+  ASSERT_NE(b.port, 0) << slurp(dir / "b.log");
+  data::BatchRequest request{7, 2, {3, 199, 0, 42, 42, 17, 100, 5}};
+  const data::Batch x = request_batch(a.target(), request), y = request_batch(b.target(), request);
+  EXPECT_EQ(x.shape, (std::vector<int64_t>{8, 3, 16, 16}));
+  EXPECT_EQ(x.labels, y.labels);
+  EXPECT_EQ(x.data, y.data);
+  EXPECT_EQ(testing::ready_client(a.target())->info(10).fingerprint,
+            testing::ready_client(b.target())->info(10).fingerprint);
+}
+
+// The pids of `worker`'s Python processes, from the files the dataset writes.
+std::vector<pid_t> python_pids(const fs::path& pid_dir) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator(pid_dir)) out.push_back(std::atoi(e.path().filename().c_str()));
+  return out;
+}
+
+bool alive(pid_t pid) { return kill(pid, 0) == 0; }
+
+// A Python process SIGKILLed mid-run is replaced; the trainer's audit shows every sample
+// consumed once. SIGTERM to the worker then ends every Python process with it.
+TEST(PythonDatasetWorkers, APythonProcessKilledMidRunLosesNoSampleAndNoneOutliveTheWorker) {
+  REQUIRE_NUMPY();
+  const fs::path dir = fresh_dir("python-kill-child");
+  fs::create_directories(dir / "pids");
+  const std::string args = R"({"n": 160, "size": 32, "delay": 0.01, "pid_dir": ")" + (dir / "pids").string() + R"("})";
+  Worker w = start_worker(worker_flags("Squares", args, 2) + " --term-grace 5", dir / "w.log", 60s);
+  ASSERT_NE(w.port, 0) << slurp(dir / "w.log");
+  const std::string data = " --data python:" + kFile + ":Squares --data-args '" + args + "'";
+  Child trainer = spawn("trainer --workers " + w.target() + " --local-workers 0 --train-threads 1 --batch-size 8" +
+                            " --log-every 5 --steps 60 --audit-samples --summary-json " + (dir / "s.json").string() + data,
+                        dir / "trainer.log");
+  ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=10 ", 120s)) << slurp(dir / "trainer.log");
+  const std::vector<pid_t> first = python_pids(dir / "pids");
+  ASSERT_EQ(first.size(), 2u);
+  kill(first[0], SIGKILL);
+  EXPECT_EQ(wait_exit(trainer, 180s), 0) << slurp(dir / "trainer.log") << slurp(dir / "w.log");
+  const auto s = nlohmann::json::parse(slurp(dir / "s.json"));
+  const auto& audit = s["sample_audit"];
+  EXPECT_EQ(audit["consumed"], 60 * 8) << audit.dump(2);
+  EXPECT_EQ(audit["missing"], 0) << audit.dump(2);
+  EXPECT_EQ(audit["duplicated"], 0) << audit.dump(2);
+  EXPECT_EQ(audit["unplanned"], 0) << audit.dump(2);
+  const std::vector<pid_t> all = python_pids(dir / "pids");
+  EXPECT_EQ(all.size(), 3u) << "the killed process was replaced\n" << slurp(dir / "w.log");
+  EXPECT_NE(slurp(dir / "w.log").find("restarting it"), std::string::npos) << slurp(dir / "w.log");
+  kill(w.child.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(w.child, 60s), 0) << slurp(dir / "w.log");
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (const pid_t pid : all) {
+    while (alive(pid) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+    EXPECT_FALSE(alive(pid)) << "Python process " << pid << " outlived its worker";
+  }
+}
+
+// A worker killed outright (SIGKILL: no destructor runs) leaves no Python process behind,
+// neither one waiting for a request nor one busy in __getitem__ (sample 3 sleeps).
+TEST(PythonDatasetWorkers, PythonProcessesEndWhenTheirWorkerIsKilled) {
+  REQUIRE_NUMPY();
+  const fs::path dir = fresh_dir("python-kill-worker");
+  fs::create_directories(dir / "pids");
+  const std::string args = R"({"n": 16, "sleep_at": 3, "pid_dir": ")" + (dir / "pids").string() + R"("})";
+  Worker w = start_worker(worker_flags("Squares", args, 2), dir / "w.log", 60s);
+  ASSERT_NE(w.port, 0) << slurp(dir / "w.log");
+  const std::vector<pid_t> pids = python_pids(dir / "pids");
+  ASSERT_EQ(pids.size(), 2u);
+  auto client = testing::ready_client(w.target(), {}, 60);
+  auto call = client->stream();
+  ASSERT_TRUE(call->write(data::BatchRequest{0, 0, {3}}));
+  std::this_thread::sleep_for(1s);  // the request reaches a process, which sleeps
+  kill(w.child.pid, SIGKILL);
+  wait_exit(w.child, 30s);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (const pid_t pid : pids) {
+    while (alive(pid) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+    EXPECT_FALSE(alive(pid)) << "Python process " << pid << " outlived its SIGKILLed worker";
+  }
+}
+
+TEST(PythonDatasetWorkers, AWorkerWhoseDatasetCannotStartFailsWithThePythonError) {
+  REQUIRE_NUMPY();
+  const fs::path dir = fresh_dir("python-worker-fails");
+  const auto out = testing::run_capture("worker --port 0 --bind 127.0.0.1 " + worker_flags("Nope", "{}", 1),
+                                        dir / "w.log", 60);
+  EXPECT_EQ(out.code, 1) << out.out;
+  EXPECT_NE(out.out.find("has no 'Nope'"), std::string::npos) << out.out;
+}
+
+}  // namespace
+}  // namespace tandem
