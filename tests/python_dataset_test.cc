@@ -148,6 +148,31 @@ TEST(PythonDataset, SamplesAreTheSameBytesWithOneOrThreeProcesses) {
   EXPECT_EQ(again[1], serial[5][1]) << "tandem.sample_rng()";
 }
 
+// torch, when the user's code imported it, is seeded too; its tensors are accepted.
+TEST(PythonDataset, TorchIsSeededWhenTheDatasetUsesIt) {
+  REQUIRE_NUMPY();
+  if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch";
+  }
+  const std::string file = std::string(TANDEM_FIXTURES) + "/python_datasets/torch_data.py";
+  auto one = data::make_dataset(python_data("TorchNoise", "{}", 1, file));
+  auto two = data::make_dataset(python_data("TorchNoise", "{}", 2, file));
+  EXPECT_EQ(one->info().num_classes, 2) << "len(classes)";
+  EXPECT_EQ(one->info().class_names, (std::vector<std::string>{"even", "odd"}));
+  std::vector<std::thread> threads;
+  std::vector<std::vector<std::byte>> parallel(8);
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t i = t; i < 8; i += 2) parallel[i] = sample(*two, i, 3);
+    });
+  }
+  for (auto& t : threads) t.join();
+  int64_t label = -1;
+  for (uint64_t i = 0; i < 8; ++i) EXPECT_EQ(sample(*one, i, 3, &label), parallel[i]) << "sample " << i;
+  EXPECT_EQ(label, 1);
+  EXPECT_NE(sample(*one, 0, 3), sample(*one, 0, 4)) << "another epoch, other draws";
+}
+
 TEST(PythonDataset, TheFingerprintCoversNameArgsAndSeed) {
   REQUIRE_NUMPY();
   const auto fp = [](DataOptions d) { return data::make_dataset(d)->info().fingerprint; };

@@ -188,7 +188,7 @@ void add_data_options(CLI::App& app, DataOptions& o) {
       ->capture_default_str()->transform(whole_number(0, UINT64_MAX))->group(kDataGroup);
   app.add_option("--wire-dtype", o.wire_dtype,
                  "Batches travel as float32 | bfloat16 | float16 | uint8 (values in [0,1] x 255); default the "
-                 "dataset's own (uint8 for imagefolder and mnist, else float32)")
+                 "dataset's own (uint8 for imagefolder, mnist and python, else float32)")
       ->check(CLI::IsMember({"float32", "bfloat16", "float16", "uint8"}))->group(kDataGroup);
   app.add_option("--pipeline", o.pipeline,
                  "Augmentation of imagefolder/mnist samples, e.g. decode,random_resized_crop(224),hflip or a JSON "
