@@ -77,7 +77,8 @@ class RunLoop {
   RunLoop(Trainer& trainer, Trainer::Impl& m, const LoopOptions& loop, const CheckpointOptions& checkpoints,
           const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits, const RunObserver& observer)
       : trainer_(trainer), m_(m), loop_(loop), checkpoints_(checkpoints), stop_(stop), limits_(limits),
-        observer_(observer), feed_(next, m.info, m.device, m.format), clock_(m.device), step_(m.next_step), completed_(m.next_step) {
+        observer_(observer), feed_(next, m.info, m.device, m.format), clock_(m.device), step_(m.next_step),
+        completed_(m.next_step) {
     r_.device = m.device.str();
     r_.model = m.config.model.name;
     r_.torch_threads = torch::get_num_threads();

@@ -29,15 +29,15 @@ struct ModelOptions {
 // The optimizer and its learning-rate schedule: linear warmup over warmup_steps, then
 // constant or cosine decay to 0 at `steps`.
 struct OptimizerOptions {
-  std::string optimizer = "sgd";  // --optimizer: sgd (momentum) | adam | adamw
-  double lr = 0.05;               // --lr: the peak
-  double momentum = 0.9;          // --momentum (sgd)
-  double weight_decay = 0;        // --weight-decay
-  bool fused = true;              // --fused-optimizer, where LibTorch has the kernels
-  double clip_grad_norm = 0;      // --clip-grad-norm: 0 = off
-  int64_t warmup_steps = 0;       // --warmup-steps
+  std::string optimizer = "sgd";      // --optimizer: sgd (momentum) | adam | adamw
+  double lr = 0.05;                   // --lr: the peak
+  double momentum = 0.9;              // --momentum (sgd)
+  double weight_decay = 0;            // --weight-decay
+  bool fused = true;                  // --fused-optimizer, where LibTorch has the kernels
+  double clip_grad_norm = 0;          // --clip-grad-norm: 0 = off
+  int64_t warmup_steps = 0;           // --warmup-steps
   std::string schedule = "constant";  // --lr-schedule: constant | cosine
-  int64_t steps = 300;            // the run's last step, as LoopOptions::steps
+  int64_t steps = 300;                // the run's last step, as LoopOptions::steps
   bool operator==(const OptimizerOptions&) const = default;
 };
 
