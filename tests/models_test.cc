@@ -28,7 +28,7 @@ TEST(Models, EveryModelTrainsOneStep) {
     const int side = name.rfind("vit", 0) == 0 ? 32 : (name == "mnist_cnn" ? 28 : 64);
     const auto info = info_for(name == "mnist_cnn" ? 1 : 3, side, 7);
     torch::nn::AnyModule model = make_model(name, info);
-    TrainerOptions opts;
+    OptimizerOptions opts;
     opts.optimizer = "adamw";
     opts.lr = 1e-3;
     auto optimizer = make_optimizer(opts, model.ptr()->parameters(), torch::kCPU);
@@ -56,7 +56,7 @@ TEST(Models, UnknownNamesAndBadInputSizesAreClearErrors) {
 }
 
 TEST(Schedule, WarmupThenCosineToZero) {
-  TrainerOptions o;
+  OptimizerOptions o;
   o.lr = 0.1;
   o.steps = 110;
   o.warmup_steps = 10;

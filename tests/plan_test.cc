@@ -124,6 +124,60 @@ TEST(PlanPublishedExample, P4dWithTwoC5WorkersIs46PercentCheaper) {
   EXPECT_EQ(p["workers_to_ceiling"], 2);
 }
 
+// plan_inputs has one definition (plan_inputs.h): what the trainer writes is what `tandem
+// plan` and the run report read back.
+TEST(PlanInputsFormat, WrittenAsThePlanAndTheReportReadIt) {
+  PlanInputs in;
+  in.trainer_instance_type = "ml.p4d.24xlarge";
+  in.trainer_hosts = 2;
+  in.ranks = 16;
+  in.trainer_host_cores = 96;
+  in.cpu_model = "Intel Xeon";
+  in.local = LocalRate{4, 250.0, 900.0};
+  in.workers = {{"10.0.0.5:6000", "algo-3", "ml.c5.18xlarge", 72, 300.0, 20000.0}, {"10.0.0.6:6000", "", "", 0, 0, 0}};
+  in.worker_instance_type = "ml.c5.18xlarge";
+  const nlohmann::json j = to_json(in);
+  EXPECT_EQ(j, nlohmann::json::parse(R"({
+    "trainer_instance_type": "ml.p4d.24xlarge", "trainer_hosts": 2, "ranks": 16, "trainer_host_cores": 96,
+    "cpu_model": "Intel Xeon", "local": {"threads": 4, "images_per_cpu_second": 250.0, "images_per_sec": 900.0},
+    "workers": [
+      {"address": "10.0.0.5:6000", "host": "algo-3", "instance_type": "ml.c5.18xlarge", "threads": 72,
+       "images_per_cpu_second": 300.0, "images_per_sec": 20000.0},
+      {"address": "10.0.0.6:6000", "host": null, "instance_type": null, "threads": 0,
+       "images_per_cpu_second": 0.0, "images_per_sec": 0.0}],
+    "worker_instance_type": "ml.c5.18xlarge", "simulated": false})")) << j.dump(2);
+  EXPECT_EQ(read_plan_inputs({{"plan_inputs", j}}), in);
+  const nlohmann::json s = {
+      {"global_batch", 512}, {"throughput", {{"ceiling_samples_per_sec", 30000}}}, {"plan_inputs", j}};
+  const RunMeasurements m = read_measurements(s, {});
+  EXPECT_EQ(m.trainer_type, "ml.p4d.24xlarge");
+  EXPECT_EQ(m.worker_type, "ml.c5.18xlarge");
+  EXPECT_EQ(m.trainer_hosts, 2);
+  EXPECT_EQ(m.local_threads, 4);
+  EXPECT_DOUBLE_EQ(m.local, 2 * 4 * 250.0) << "per host capacity x trainer hosts";
+  EXPECT_DOUBLE_EQ(m.images_per_cpu_second, 300.0) << "the worker that made batches";
+  EXPECT_EQ(m.run_workers, 2);
+  EXPECT_EQ(m.rate_hosts, "algo-3");
+  EXPECT_EQ(m.cpu_model, "Intel Xeon");
+}
+
+TEST(PlanInputsFormat, DamagedFieldsReadForDisplayKeepTheirDefaults) {
+  EXPECT_EQ(read_plan_inputs(nlohmann::json::array()), PlanInputs{});
+  EXPECT_EQ(read_plan_inputs({{"steps", 3}}), PlanInputs{}) << "a summary older than plan_inputs";
+  const PlanInputs in = read_plan_inputs(nlohmann::json::parse(R"({"plan_inputs": {
+      "trainer_hosts": "two", "ranks": -3, "trainer_host_cores": 1e300, "cpu_model": 7, "local": [],
+      "workers": [3, {"address": "a:1", "host": 5, "threads": 8}], "simulated": "yes"}})"));
+  EXPECT_EQ(in.trainer_hosts, 1);
+  EXPECT_EQ(in.ranks, 1);
+  EXPECT_EQ(in.trainer_host_cores, 0u);
+  EXPECT_EQ(in.cpu_model, "");
+  EXPECT_FALSE(in.local);
+  ASSERT_EQ(in.workers.size(), 2u);
+  EXPECT_EQ(in.workers[0], WorkerRate{});
+  EXPECT_EQ(in.workers[1], (WorkerRate{"a:1", "", "", 8, 0, 0}));
+  EXPECT_FALSE(in.simulated);
+}
+
 TEST(PlanPrices, ShippedFileHasTheTypesTheDocsPromise) {
   const PriceTable t = load_price_table(kPriceFile);
   EXPECT_EQ(t.region, "us-east-1");

@@ -1,6 +1,8 @@
 // The HTML report: escaping of names that came from peers, runs with no metrics or one
 // step, the SVG charts, `tandem report` as a process, and the page in headless Chromium.
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 #include "tandem/plan/planner.h"
 #include "tandem/report/html_report.h"
 #include "tandem/report/run_files.h"
+#include "tandem/report/summary.h"
 #include "tandem/report/svg_chart.h"
 
 namespace tandem::report {
@@ -27,6 +30,31 @@ size_t count(const std::string& haystack, const std::string& needle) {
   size_t n = 0;
   for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
   return n;
+}
+
+// The trainer's side of plan_inputs: rates over training time (wall less paused) and per
+// CPU-second, each worker by the facts for its address, the workers' type the first known.
+TEST(ReportPlanInputs, MeasuredFromRankZerosSourcesAndWhatTheWorkersSaid) {
+  TrainReport train;
+  train.world = 4;
+  train.wall_seconds = 12;
+  train.paused_seconds = 2;
+  std::vector<feed::SourceStats> sources(3);
+  sources[0] = {.name = "local", .samples = 500, .compute_seconds = 4};
+  sources[1] = {.name = "10.0.0.5:6000", .samples = 2000, .compute_seconds = 10};
+  sources[2] = {.name = "10.0.0.6:6000", .samples = 0};
+  const std::vector<WorkerFacts> facts = {{"10.0.0.6:6000", "algo-4", "", 0},
+                                          {"10.0.0.5:6000", "algo-3", "ml.c5.4xlarge", 16}};
+  const plan::PlanInputs p = measure_plan_inputs(train, sources, facts, "ml.g5.xlarge", 2, 6);
+  EXPECT_EQ(std::tie(p.trainer_instance_type, p.trainer_hosts, p.ranks), std::make_tuple("ml.g5.xlarge", 2, 4));
+  EXPECT_FALSE(p.cpu_model.empty());
+  ASSERT_TRUE(p.local);
+  EXPECT_EQ(*p.local, (plan::LocalRate{6, 125.0, 50.0}));
+  ASSERT_EQ(p.workers.size(), 2u);
+  EXPECT_EQ(p.workers[0], (plan::WorkerRate{"10.0.0.5:6000", "algo-3", "ml.c5.4xlarge", 16, 200.0, 200.0}));
+  EXPECT_EQ(p.workers[1], (plan::WorkerRate{"10.0.0.6:6000", "algo-4", "", 0, 0.0, 0.0}));
+  EXPECT_EQ(p.worker_instance_type, "ml.c5.4xlarge");
+  EXPECT_FALSE(p.simulated) << "left for the caller";
 }
 
 TEST(ReportHtml, EscapesMarkupQuotesAndBadBytes) {

@@ -190,13 +190,13 @@ TEST(FusedOptimizer, StepsEqualTheCppOptimizersAndShareTheirCheckpoints) {
   if (!fused_optimizers_available()) GTEST_SKIP() << "this LibTorch has no fused optimizer kernels (they need 2.6+)";
   const auto info = image_info(3, 16, 10);
   for (const std::string name : {"sgd", "adam", "adamw"}) {
-    TrainerOptions opts;
+    OptimizerOptions opts;
     opts.optimizer = name;
     opts.lr = 0.01;
     opts.weight_decay = 0.01;
     auto [a, b] = twins("small_cnn", info);
     auto fused = make_fused_optimizer(opts, a.ptr()->parameters());
-    opts.fused_optimizer = false;
+    opts.fused = false;
     auto plain = make_optimizer(opts, b.ptr()->parameters(), torch::kCPU);
     ASSERT_TRUE(fused);
     EXPECT_NE(typeid(*fused), typeid(*plain)) << "make_fused_optimizer fell back to the C++ optimizer";

@@ -44,19 +44,19 @@ nlohmann::json bench_train(const TrainBenchOptions& o) {
   auto dataset = data::make_dataset(data);
   const data::DatasetInfo& info = dataset->info();
   TrainerOptions opts = o.trainer;
-  opts.steps = 2 * (o.warmup_steps + o.steps);  // the ceiling's steps, then the fed run's
   opts.log_every = static_cast<int>(std::max<int64_t>(o.steps, 1));
+  const int64_t steps = 2 * (o.warmup_steps + o.steps);  // the ceiling's steps, then the fed run's
   const int cuda = training::cuda_device_count();
   const int cores = data::available_cores();
   const int threads = o.threads > 0 ? o.threads : (cuda ? std::max(cores - 1, 1) : 1);
   training::set_torch_threads(opts.train_threads > 0 ? opts.train_threads : (cuda ? 1 : std::max(cores - threads, 1)));
-  training::Trainer trainer(opts, info, training::DistInfo{}, training::RunPaths{});
+  training::Trainer trainer(training::trainer_config(opts, steps), info, training::DistInfo{}, training::RunPaths{});
   spdlog::info("bench train: {} batch {} on {} ({}), {} preprocessing threads for the fed run", opts.model,
                opts.batch_size, cuda ? "cuda:0" : "cpu", training::describe(training::torch_runtime()), threads);
 
   data::Sampler sampler(info.size, opts.batch_size, data.seed);
   feed::Scheduler scheduler([&](uint64_t seq) { return sampler.request(seq); },
-                            {static_cast<uint64_t>(opts.steps), opts.prefetch, opts.batch_timeout_s, 0});
+                            {static_cast<uint64_t>(steps), opts.prefetch, opts.batch_timeout_s, 0});
   // Once the scheduler's window is full the source's threads sleep, so they do not
   // compete with the ceiling run, which uploads one real host batch and reuses it.
   feed::LocalSource source(scheduler, dataset, threads, data::wire_dtype(data));

@@ -12,7 +12,6 @@
 #include "tandem/common/text.h"
 #include "tandem/feed/sample_audit.h"
 #include "tandem/report/html_report.h"
-#include "tandem/report/plan_inputs.h"
 #include "tandem/report/summary.h"
 #include "output_root.h"
 
@@ -79,11 +78,12 @@ nlohmann::json make_run_summary(const training::TrainReport& result, const RunFa
   summary["throughput"] = report::throughput(result);
   summary["batch_size"] = f.batch_size;
   summary["global_batch"] = f.batch_size * f.dist.world;
-  summary["plan_inputs"] = report::plan_inputs(result, scheduler.stats(), workers, cluster.current_instance_type,
-                                               std::max(f.dist.world / local_world, 1),
-                                               f.local_threads * local_world);  // per host
+  plan::PlanInputs plan_inputs =
+      report::measure_plan_inputs(result, scheduler.stats(), workers, cluster.current_instance_type,
+                                  std::max(f.dist.world / local_world, 1), f.local_threads * local_world);  // per host
   // Under simulate every "host" shares this machine's CPU: the instance types are labels.
-  summary["plan_inputs"]["simulated"] = f.settings.launcher.simulated_host;
+  plan_inputs.simulated = f.settings.launcher.simulated_host;
+  summary["plan_inputs"] = plan::to_json(plan_inputs);
   if (!audits.empty()) {
     std::vector<nlohmann::json> reports;
     for (const std::string& a : audits) reports.push_back(nlohmann::json::parse(a));

@@ -20,6 +20,7 @@
 #include "tandem/report/run_log.h"
 #include "tandem/training/runtime.h"
 #include "tandem/training/trainer.h"
+#include "tandem/training/trainer_options.h"
 #include "tandem/transport/grpc_runtime.h"
 #include "trainer_records.h"
 
@@ -79,54 +80,10 @@ class StopOnSignal {
   SignalWatcher watcher_;           // last: its thread goes first
 };
 
-// What one rank runs with, derived once the dataset is known.
-struct RankPlan {
-  int64_t steps = 0;          // the run's last step (from --epochs when set)
-  uint64_t steps_per_epoch = 0;
-  int torch_threads = 1;
-  int local_threads = 0;      // this process's own preprocessing threads
-};
-
-// Threads for LibTorch and for in-process preprocessing, without oversubscribing.
-// On GPU the loop needs few CPU threads and the rest preprocess; on CPU training owns
-// the cores unless nobody else makes data. Ranks on one host share its cores. A rank
-// without the data preprocesses nothing.
-void split_cores(const TrainerOptions& opts, const feed::RankFeed& feed, int local_ranks, RankPlan& plan) {
-  const int cores = std::max(data::available_cores() / std::max(local_ranks, 1), 1);
-  const bool has_remote = !feed.options().workers.empty();
-  int local = opts.local_workers;
-  if (local < 0) {
-    if (training::cuda_device_count() > 0) local = std::max(cores - 2, 1);
-    else local = has_remote ? 0 : std::max(cores / 2, 1);
-  }
-  if (!feed.local_dataset()) local = 0;
-  plan.local_threads = local;
-  plan.torch_threads = opts.train_threads > 0 ? opts.train_threads : std::max(cores - local, 1);
-}
-
-// As the sampler cuts epochs: whole global batches; the remainder waits for the next.
-void steps_from_epochs(const TrainerOptions& opts, const data::DatasetInfo& info, const training::DistInfo& dist,
-                       RankPlan& plan) {
-  plan.steps_per_epoch = info.size / (static_cast<uint64_t>(opts.batch_size) * static_cast<uint64_t>(dist.world));
-  plan.steps = opts.steps;
-  if (opts.epochs <= 0) return;
-  if (plan.steps_per_epoch == 0) {
-    throw ConfigError("--epochs needs at least one global batch per epoch, but dataset " + info.name + " has " +
-                      std::to_string(info.size) + " samples for a global batch of " +
-                      std::to_string(opts.batch_size * dist.world) + ": lower --batch-size or use --steps");
-  }
-  plan.steps = opts.epochs * static_cast<int64_t>(plan.steps_per_epoch);
-  if (dist.rank == 0) {
-    spdlog::info("{} of {}: {}", counted(opts.epochs, "epoch"), counted(plan.steps_per_epoch, "step"),
-                 counted(plan.steps, "step"));
-  }
-}
-
-RankPlan plan_rank(const TrainerOptions& opts, const feed::RankFeed& feed, const training::DistInfo& dist) {
-  RankPlan plan;
-  steps_from_epochs(opts, feed.info(), dist, plan);
-  split_cores(opts, feed, dist.local_world, plan);
-  return plan;
+// What this rank's host offers, once the feed knows who makes its batches.
+training::RankHost rank_host(const feed::RankFeed& feed) {
+  return {data::available_cores(), training::cuda_device_count(), feed.local_dataset() != nullptr,
+          !feed.options().workers.empty()};
 }
 
 // The held-out set: same data settings, the test split and its default (eval) pipeline.
@@ -178,29 +135,30 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     rank = dist.rank;
     if (dist.local_rank == 0) spdlog::info("trainer {}: {}", host, training::describe(training::torch_runtime()));
     feed::RankFeed feed(rank_feed_options(settings, worker_targets, dist), signals.stop());
-    const RankPlan plan = plan_rank(settings.trainer, feed, dist);
-    training::set_torch_threads(plan.torch_threads);
-    TrainerOptions opts = settings.trainer;
-    opts.steps = plan.steps;
+    const training::RankOptions opts =
+        training::derive_rank_options(settings.trainer, feed.info(), dist, rank_host(feed));
+    training::set_torch_threads(opts.torch_threads);
     const RunFiles files = run_files(settings, dist.rank);
     out = files.root;
-    training::Trainer trainer(opts, feed.info(), dist, files.paths, eval_dataset(settings, feed.info()));
+    training::Trainer trainer(opts.trainer, feed.info(), dist, files.paths, eval_dataset(settings, feed.info()));
     signals.training_starts();
     const auto interrupts = signals.interrupts(feed);
-    feed.start(static_cast<uint64_t>(plan.steps), static_cast<uint64_t>(trainer.start_step()), plan.local_threads);
+    const int64_t steps = opts.trainer.loop.steps;
+    feed.start(static_cast<uint64_t>(steps), static_cast<uint64_t>(trainer.start_step()), opts.local_threads);
     spdlog::info("trainer {} rank {}/{} on {}: {}, {}, {}", host, dist.rank, dist.world, trainer.device(),
-                 counted(worker_targets.size(), "data worker"), counted(plan.local_threads, "local preprocessing thread"),
-                 counted(plan.torch_threads, "torch thread"));
+                 counted(worker_targets.size(), "data worker"),
+                 counted(opts.local_threads, "local preprocessing thread"), counted(opts.torch_threads, "torch thread"));
     std::unique_ptr<feed::SampleAudit> audit;
-    if (opts.audit_samples) audit = std::make_unique<feed::SampleAudit>(feed.sampler(), feed.info().size);
-    LiveRecords live(files, dist.rank, trainer.start_step() > 0, plan.steps_per_epoch, settings.quiet);
+    if (settings.trainer.audit_samples) audit = std::make_unique<feed::SampleAudit>(feed.sampler(), feed.info().size);
+    LiveRecords live(files, dist.rank, trainer.start_step() > 0, opts.steps_per_epoch, settings.quiet);
     const training::TrainReport result = train(trainer, feed, audit.get(), signals.stop(), live);
     feed.close();
     // Every rank's audit goes to rank 0, which reports the whole job's coverage.
     std::vector<std::string> audits;
     if (audit) audits = trainer.gather("sample-audit", audit->report().dump());
     if (dist.rank == 0) {
-      RunFacts facts{settings, feed, dist, cluster, plan.local_threads, plan.steps_per_epoch, opts.batch_size};
+      RunFacts facts{settings, feed, dist, cluster, opts.local_threads, opts.steps_per_epoch,
+                     settings.trainer.batch_size};
       write_run_records(files, live, result, facts, audits);
       // Every rank has finished its last step (run() ends with a barrier): now the workers may go.
       feed.release_workers(result.interrupted ? "trainer interrupted" : "training finished");

@@ -117,7 +117,82 @@ void local_rate(const nlohmann::json& pi, RunMeasurements& m) {
   }
 }
 
+nlohmann::json or_null(const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); }
+
+// For display: the number at `key` when it is one (finite, at least 0), else `fallback`.
+double number_or(const nlohmann::json& j, const char* key, double fallback) {
+  const auto it = j.is_object() ? j.find(key) : j.end();
+  if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) return fallback;
+  return it->get<double>();
+}
+
+// The same for a count (threads, hosts, cores): a number too large for one is damage.
+int count_or(const nlohmann::json& j, const char* key, int fallback) {
+  const double v = number_or(j, key, fallback);
+  return v <= 1e9 ? static_cast<int>(v) : fallback;
+}
+
+WorkerRate read_worker(const nlohmann::json& w) {
+  WorkerRate r;
+  r.address = string_at(w, "address");
+  r.host = string_at(w, "host");
+  r.instance_type = string_at(w, "instance_type");
+  r.threads = count_or(w, "threads", 0);
+  r.images_per_cpu_second = number_or(w, "images_per_cpu_second", 0);
+  r.images_per_sec = number_or(w, "images_per_sec", 0);
+  return r;
+}
+
 }  // namespace
+
+nlohmann::json to_json(const PlanInputs& in) {
+  nlohmann::json out = {{"trainer_instance_type", or_null(in.trainer_instance_type)},
+                        {"trainer_hosts", in.trainer_hosts},
+                        {"ranks", in.ranks},
+                        {"trainer_host_cores", in.trainer_host_cores},
+                        {"cpu_model", in.cpu_model},
+                        {"local", nullptr},
+                        {"workers", nlohmann::json::array()},
+                        {"worker_instance_type", or_null(in.worker_instance_type)},
+                        {"simulated", in.simulated}};
+  if (in.local) {
+    out["local"] = {{"threads", in.local->threads},
+                    {"images_per_cpu_second", in.local->images_per_cpu_second},
+                    {"images_per_sec", in.local->images_per_sec}};
+  }
+  for (const WorkerRate& w : in.workers) {
+    out["workers"].push_back({{"address", w.address},
+                              {"host", or_null(w.host)},
+                              {"instance_type", or_null(w.instance_type)},
+                              {"threads", w.threads},
+                              {"images_per_cpu_second", w.images_per_cpu_second},
+                              {"images_per_sec", w.images_per_sec}});
+  }
+  return out;
+}
+
+PlanInputs read_plan_inputs(const nlohmann::json& summary) {
+  PlanInputs in;
+  const auto it = summary.is_object() ? summary.find("plan_inputs") : summary.end();
+  if (it == summary.end() || !it->is_object()) return in;
+  const nlohmann::json& pi = *it;
+  in.trainer_instance_type = string_at(pi, "trainer_instance_type");
+  in.trainer_hosts = count_or(pi, "trainer_hosts", 1);
+  in.ranks = count_or(pi, "ranks", 1);
+  in.trainer_host_cores = static_cast<unsigned>(count_or(pi, "trainer_host_cores", 0));
+  in.cpu_model = string_at(pi, "cpu_model");
+  if (const auto local = pi.find("local"); local != pi.end() && local->is_object()) {
+    in.local = LocalRate{count_or(*local, "threads", 0),
+                         number_or(*local, "images_per_cpu_second", 0), number_or(*local, "images_per_sec", 0)};
+  }
+  if (const auto workers = pi.find("workers"); workers != pi.end() && workers->is_array()) {
+    for (const nlohmann::json& w : *workers) in.workers.push_back(read_worker(w));
+  }
+  in.worker_instance_type = string_at(pi, "worker_instance_type");
+  const auto sim = pi.find("simulated");
+  in.simulated = sim != pi.end() && sim->is_boolean() && sim->get<bool>();
+  return in;
+}
 
 RunMeasurements read_measurements(const nlohmann::json& s, const PlanOptions& o) {
   if (!s.is_object()) throw ConfigError("summary.json does not hold a JSON object: give a run's summary.json");

@@ -82,16 +82,22 @@ std::string cards(const nlohmann::json& s) {
   return out + "</div>";
 }
 
+// `value` HTML-escaped, or `fallback` when it is empty.
+std::string text_or(const std::string& value, const std::string& fallback) {
+  return value.empty() ? fallback : html_escape(value);
+}
+
 std::string run_table(const nlohmann::json& s) {
-  const nlohmann::json pi = s.value("plan_inputs", nlohmann::json::object());
+  const plan::PlanInputs pi = plan::read_plan_inputs(s);
   std::string out = "<table>";
   auto row = [&](const std::string& k, const std::string& v) { out += "<tr><th class=\"l\">" + k + "</th><td class=\"l\">" + v + "</td></tr>"; };
   row("model", text(s, "model"));
   row("device", text(s, "device"));
   row("ranks (world size)", number(s, "world_size", 0));
   row("batch per rank / global", number(s, "batch_size", 0) + " / " + number(s, "global_batch", 0));
-  row("trainer", text(pi, "trainer_host_cores", "?") + " cores, " + text(pi, "cpu_model", "CPU unknown") + ", " +
-                     text(pi, "trainer_instance_type", "instance type unknown"));
+  row("trainer", (pi.trainer_host_cores > 0 ? std::to_string(pi.trainer_host_cores) : "?") + " cores, " +
+                     text_or(pi.cpu_model, "CPU unknown") + ", " +
+                     text_or(pi.trainer_instance_type, "instance type unknown"));
   row("interrupted", s.value("interrupted", false) ? "yes (SIGTERM: the run stopped early)" : "no");
   return out + "</table>";
 }
@@ -121,11 +127,8 @@ std::string settings_table(const nlohmann::json& s) {
 // the address the trainer reached it at; "local" and unknown workers by their address.
 std::string source_name(const nlohmann::json& s, const nlohmann::json& src) {
   const std::string address = text(src, "address");
-  const nlohmann::json pi = s.value("plan_inputs", nlohmann::json::object());
-  const auto workers = pi.find("workers");
-  if (workers == pi.end() || !workers->is_array()) return address;
-  for (const nlohmann::json& w : *workers) {
-    if (text(w, "address") == address && text(w, "host", "") != "") return text(w, "host") + " (" + address + ")";
+  for (const plan::WorkerRate& w : plan::read_plan_inputs(s).workers) {
+    if (html_escape(w.address) == address && !w.host.empty()) return html_escape(w.host) + " (" + address + ")";
   }
   return address;
 }

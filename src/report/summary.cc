@@ -1,12 +1,68 @@
 #include "tandem/report/summary.h"
 
 #include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/files.h"
 
 namespace tandem::report {
+namespace {
+
+double per_cpu_second(const feed::SourceStats& s) {
+  return s.compute_seconds > 0 ? static_cast<double>(s.samples) / s.compute_seconds : 0.0;
+}
+
+// "model name" of /proc/cpuinfo, or "unknown".
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+nlohmann::json throughput(const TrainReport& train) {
+  const double training_s = train.wall_seconds - train.paused_seconds;
+  const double busy_s = training_s - train.data_wait_seconds;
+  const double global = train.samples_per_sec * train.world;
+  return {{"global_samples_per_sec", global},
+          {"per_rank_samples_per_sec", train.samples_per_sec},
+          {"ceiling_samples_per_sec", busy_s > 0 ? train.world * static_cast<double>(train.samples) / busy_s : 0.0}};
+}
+
+plan::PlanInputs measure_plan_inputs(const TrainReport& train, const std::vector<feed::SourceStats>& sources,
+                                     const std::vector<WorkerFacts>& workers, const std::string& trainer_instance_type,
+                                     int trainer_hosts, int local_threads) {
+  const double training_s = train.wall_seconds - train.paused_seconds;
+  plan::PlanInputs out;
+  out.trainer_instance_type = trainer_instance_type;
+  out.trainer_hosts = trainer_hosts;
+  out.ranks = train.world;
+  out.trainer_host_cores = std::thread::hardware_concurrency();
+  out.cpu_model = cpu_model();
+  for (const auto& s : sources) {
+    const double rate = training_s > 0 ? static_cast<double>(s.samples) / training_s : 0.0;
+    if (s.name == "local") {
+      out.local = plan::LocalRate{local_threads, per_cpu_second(s), rate};
+      continue;
+    }
+    WorkerFacts facts{s.name, "", "", 0};
+    for (const auto& w : workers) {
+      if (w.address == s.name) facts = w;
+    }
+    out.workers.push_back({s.name, facts.host, facts.instance_type, facts.threads, per_cpu_second(s), rate});
+    if (out.worker_instance_type.empty()) out.worker_instance_type = facts.instance_type;
+  }
+  return out;
+}
 
 nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::SourceStats>& sources) {
   nlohmann::json workers = nlohmann::json::array();

@@ -124,7 +124,7 @@ class FusedSGD final : public torch::optim::SGD {
 
 bool fused_optimizers_available() { return true; }
 
-std::unique_ptr<torch::optim::Optimizer> make_fused_optimizer(const TrainerOptions& opts,
+std::unique_ptr<torch::optim::Optimizer> make_fused_optimizer(const OptimizerOptions& opts,
                                                               std::vector<torch::Tensor> params) {
   if (opts.optimizer == "sgd") {
     return std::make_unique<FusedSGD>(
@@ -143,7 +143,7 @@ std::unique_ptr<torch::optim::Optimizer> make_fused_optimizer(const TrainerOptio
 
 bool fused_optimizers_available() { return false; }
 
-std::unique_ptr<torch::optim::Optimizer> make_fused_optimizer(const TrainerOptions&, std::vector<torch::Tensor>) {
+std::unique_ptr<torch::optim::Optimizer> make_fused_optimizer(const OptimizerOptions&, std::vector<torch::Tensor>) {
   return nullptr;
 }
 

@@ -10,7 +10,7 @@
 
 #include <torch/optim/optimizer.h>
 
-#include "tandem/common/settings.h"
+#include "tandem/training/trainer_options.h"
 
 namespace tandem::training {
 
@@ -18,7 +18,7 @@ namespace tandem::training {
 bool fused_optimizers_available();
 
 // The fused twin of make_optimizer's choice; nullptr when unavailable.
-std::unique_ptr<torch::optim::Optimizer> make_fused_optimizer(const TrainerOptions& opts,
+std::unique_ptr<torch::optim::Optimizer> make_fused_optimizer(const OptimizerOptions& opts,
                                                               std::vector<torch::Tensor> params);
 
 }  // namespace tandem::training

@@ -9,10 +9,10 @@
 
 namespace tandem::training {
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainerOptions& opts, std::vector<torch::Tensor> params,
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerOptions& opts, std::vector<torch::Tensor> params,
                                                         torch::Device device) {
   (void)device;  // the fused kernels run on the CPU and on CUDA alike
-  if (opts.fused_optimizer) {
+  if (opts.fused) {
     if (auto fused = make_fused_optimizer(opts, params)) return fused;
   }
   if (opts.optimizer == "sgd") {
@@ -28,7 +28,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainerOptions& op
   throw ConfigError("unknown --optimizer '" + opts.optimizer + "': use sgd, adam or adamw");
 }
 
-double learning_rate(const TrainerOptions& opts, int64_t step) {
+double learning_rate(const OptimizerOptions& opts, int64_t step) {
   if (step < opts.warmup_steps) return opts.lr * static_cast<double>(step + 1) / static_cast<double>(opts.warmup_steps);
   if (opts.schedule != "cosine") return opts.lr;
   const double span = static_cast<double>(std::max<int64_t>(opts.steps - opts.warmup_steps, 1));

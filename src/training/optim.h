@@ -6,18 +6,18 @@
 
 #include <torch/optim/optimizer.h>
 
-#include "tandem/common/settings.h"
+#include "tandem/training/trainer_options.h"
 
 namespace tandem::training {
 
 // sgd (momentum), adam or adamw over `params`, with opts.lr and opts.weight_decay.
 // `device` is where the parameters live (fused kernels are used where LibTorch has them).
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainerOptions& opts, std::vector<torch::Tensor> params,
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerOptions& opts, std::vector<torch::Tensor> params,
                                                         torch::Device device);
 
 // The learning rate for `step` (0-based): linear warmup over opts.warmup_steps, then
 // constant or cosine decay to 0 at opts.steps.
-double learning_rate(const TrainerOptions& opts, int64_t step);
+double learning_rate(const OptimizerOptions& opts, int64_t step);
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);
 

@@ -45,11 +45,11 @@ struct Due {
   bool checkpoint = false;
 };
 
-Due due_after(const TrainerOptions& o, int64_t done, int64_t end, bool has_eval) {
+Due due_after(const LoopOptions& o, const CheckpointOptions& c, int64_t done, int64_t end, bool has_eval) {
   const bool last = done == o.steps;
   return {done % o.log_every == 0 || done == end,
           has_eval && (last || (o.eval_every > 0 && done % o.eval_every == 0)),
-          o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done < o.steps};
+          c.every > 0 && done % c.every == 0 && done < o.steps};
 }
 
 // The log window: samples, steps and phase times since the last log point, over training
@@ -70,20 +70,22 @@ struct LogWindow {
 
 }  // namespace
 
-// One call of Trainer::run.
+// One call of Trainer::run: `loop` says how far and when to log and evaluate,
+// `checkpoints` when to checkpoint.
 class RunLoop {
  public:
-  RunLoop(Trainer& trainer, Trainer::Impl& m, const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits,
-          const RunObserver& observer)
-      : trainer_(trainer), m_(m), stop_(stop), limits_(limits), observer_(observer), feed_(next, m.info, m.device, m.format),
-        clock_(m.device), step_(m.next_step), completed_(m.next_step) {
+  RunLoop(Trainer& trainer, Trainer::Impl& m, const LoopOptions& loop, const CheckpointOptions& checkpoints,
+          const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits, const RunObserver& observer)
+      : trainer_(trainer), m_(m), loop_(loop), checkpoints_(checkpoints), stop_(stop), limits_(limits),
+        observer_(observer), feed_(next, m.info, m.device, m.format), clock_(m.device), step_(m.next_step),
+        completed_(m.next_step) {
     r_.device = m.device.str();
-    r_.model = m.opts.model;
+    r_.model = m.config.model.name;
     r_.torch_threads = torch::get_num_threads();
     r_.rank = m.dist.rank;
     r_.world = m.dist.world;
     r_.start_step = m.next_step;
-    end_ = limits.max_steps < 0 ? m.opts.steps : std::min(m.opts.steps, m.next_step + limits.max_steps);
+    end_ = limits.max_steps < 0 ? loop.steps : std::min(loop.steps, m.next_step + limits.max_steps);
     m.eval_progress = reporter() ? observer.on_eval_progress : nullptr;
   }
 
@@ -123,7 +125,7 @@ class RunLoop {
   bool reporter() const { return m_.dist.rank == 0; }
   bool alone() const { return m_.dist.world <= 1; }
   void progress(int64_t step, const char* phase) {
-    if (reporter() && observer_.on_progress) observer_.on_progress(step, m_.opts.steps, phase);
+    if (reporter() && observer_.on_progress) observer_.on_progress(step, loop_.steps, phase);
   }
 
   // One step; false when training stops here (a stop, the end of the batches).
@@ -154,7 +156,7 @@ class RunLoop {
   }
 
   void after_step(int64_t done) {
-    const Due due = due_after(m_.opts, done, end_, m_.eval != nullptr);
+    const Due due = due_after(loop_, checkpoints_, done, end_, m_.eval != nullptr);
     std::optional<LogPoint> point;
     if (due.log) point = log_point(done);
     if (due.eval) evaluate_at(done, point);
@@ -169,14 +171,14 @@ class RunLoop {
     const double train_s = std::max(seconds_since(window_.start) - window_.paused, 1e-9);
     LogPoint point;
     point.step = done;
-    point.total_steps = m_.opts.steps;
+    point.total_steps = loop_.steps;
     point.elapsed_s = seconds_since(start_);
     point.window_s = train_s;
     point.samples_per_sec_per_rank = static_cast<double>(window_.samples) / train_s;
     point.samples_per_sec = point.samples_per_sec_per_rank * m_.dist.world;
     point.data_wait_pct = 100.0 * window_wait / train_s;
     point.loss = r_.losses.back();
-    point.lr = learning_rate(m_.opts, done - 1);
+    point.lr = learning_rate(m_.config.optimizer, done - 1);
     point.step_ms = per_step_ms(r_.step_times, window_.times_before, window_.steps);
     if (observer_.log_lines) m_.log_line(point);
     window_.reset(r_.step_times);
@@ -194,7 +196,7 @@ class RunLoop {
       point = LogPoint{};
       point->training = false;
       point->step = done;
-      point->total_steps = m_.opts.steps;
+      point->total_steps = loop_.steps;
       point->elapsed_s = seconds_since(start_);
     }
     point->eval_accuracy = accuracy;
@@ -217,6 +219,8 @@ class RunLoop {
 
   Trainer& trainer_;
   Trainer::Impl& m_;
+  const LoopOptions& loop_;
+  const CheckpointOptions& checkpoints_;
   const std::atomic<bool>& stop_;
   const RunLimits& limits_;
   const RunObserver& observer_;
@@ -271,7 +275,7 @@ TrainReport RunLoop::finish() {
   m_.next_step = completed_;
   // Stopped before this run's first step: the newest checkpoint (if any) already holds it.
   if (r_.interrupted && completed_ > r_.start_step) r_.last_checkpoint = m_.save_checkpoint(completed_);
-  else if (limits_.max_steps < 0 || completed_ == m_.opts.steps) r_.model_file = m_.save_model();
+  else if (limits_.max_steps < 0 || completed_ == loop_.steps) r_.model_file = m_.save_model();
   record_totals();
   agree_on_parameters();
   return std::move(r_);
@@ -279,7 +283,7 @@ TrainReport RunLoop::finish() {
 
 TrainReport Trainer::run(const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits,
                          const RunObserver& observer) {
-  RunLoop loop(*this, *impl_, next, stop, limits, observer);
+  RunLoop loop(*this, *impl_, impl_->config.loop, impl_->config.checkpoints, next, stop, limits, observer);
   try {
     loop.train();
   } catch (const Diverged&) {

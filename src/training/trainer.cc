@@ -48,11 +48,12 @@ torch::Device pick_device(const DistInfo& dist) {
 
 }  // namespace
 
-Trainer::Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths,
+Trainer::Trainer(const TrainerConfig& config, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths,
                  std::shared_ptr<const data::Dataset> eval)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
-  m.opts = opts;
+  const ModelOptions& mo = config.model;
+  m.config = config;
   m.info = info;
   m.dist = dist;
   m.paths = paths;
@@ -60,25 +61,25 @@ Trainer::Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, cons
   m.device = pick_device(dist);
   if (m.device.is_cuda()) install_pinned_buffers(m.device);
   // Under bf16 autocast the first layer computes in bf16 anyway: ship the input as bf16.
-  m.format.dtype = opts.amp == "bf16" && m.device.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
-  m.format.channels_last = opts.channels_last;
+  m.format.dtype = mo.amp == "bf16" && m.device.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
+  m.format.channels_last = mo.channels_last;
   torch::manual_seed(0);
   at::globalContext().setFlushDenormal(true);  // near-zero gradients late in training are slow otherwise
-  m.model = build_model(opts.model, info);
+  m.model = build_model(mo.name, info);
   m.model->to(m.device);
-  if (opts.channels_last) {
+  if (mo.channels_last) {
     for (auto& p : m.model->parameters()) {
       if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
     }
   }
-  m.optimizer = make_optimizer(opts, m.model->parameters(), m.device);
+  m.optimizer = make_optimizer(config.optimizer, m.model->parameters(), m.device);
   m.collective = std::make_unique<Collective>(dist, m.device);
   m.resume();
   m.next_step = m.start_step;
   std::vector<torch::Tensor> state = m.model->parameters();
   for (const auto& b : m.model->buffers()) state.push_back(b);
   m.collective->broadcast(state);
-  m.reducer = std::make_unique<Reducer>(m.model->parameters(), *m.collective, opts.grad_sync == "overlap");
+  m.reducer = std::make_unique<Reducer>(m.model->parameters(), *m.collective, mo.overlap_grad_sync);
 }
 
 Trainer::~Trainer() = default;
@@ -139,11 +140,11 @@ void Trainer::Impl::sync_buffers() {
 // unchanged on every rank, when any rank voted to stop.
 bool Trainer::Impl::train_step(const DeviceBatch* batch, bool stop, int64_t step, StepClock& clock,
                                std::vector<torch::Tensor>& losses) {
-  set_learning_rate(*optimizer, learning_rate(opts, step));
+  set_learning_rate(*optimizer, learning_rate(config.optimizer, step));
   reducer->zero_grad(stop || batch == nullptr);
   torch::Tensor loss;
   if (batch) {
-    Autocast amp(opts.amp == "bf16", device.is_cuda());
+    Autocast amp(config.model.amp == "bf16", device.is_cuda());
     const torch::Tensor out = model->forward(batch->x);
     if (compute_dtype.empty()) observe_formats(batch->x, out);
     loss = model->loss(out, batch->y).to(torch::kFloat32);
@@ -153,7 +154,7 @@ bool Trainer::Impl::train_step(const DeviceBatch* batch, bool stop, int64_t step
   const bool stopping = reducer->finish();
   clock.mark(StepClock::kCommunication);
   if (stopping) return false;
-  if (opts.clip_grad_norm > 0) reducer->clip_grad_norm(opts.clip_grad_norm);
+  if (const double clip = config.optimizer.clip_grad_norm; clip > 0) reducer->clip_grad_norm(clip);
   optimizer->step();
   clock.mark(StepClock::kOptimizer);
   losses.push_back(loss.detach());
@@ -184,20 +185,22 @@ void Trainer::Impl::log_line(const LogPoint& p) const {
 }
 
 std::string Trainer::Impl::save_checkpoint(int64_t step) {
-  if (dist.rank != 0 || paths.checkpoint_dir.empty()) return {};
-  write_checkpoint(paths.checkpoint_dir, step, serialize_state(*model, *optimizer, step), opts.keep_checkpoints);
-  spdlog::info("checkpoint at step {} in {}", step, paths.checkpoint_dir);
-  return paths.checkpoint_dir;
+  const std::string& dir = paths.checkpoint_dir;
+  if (dist.rank != 0 || dir.empty()) return {};
+  write_checkpoint(dir, step, serialize_state(*model, *optimizer, step), config.checkpoints.keep);
+  spdlog::info("checkpoint at step {} in {}", step, dir);
+  return dir;
 }
 
 // The final model in a form Python uses directly (model.pt: a TorchScript module or a
 // state dict under torchvision's names), and model.json saying what it is and how to
 // load it.
 std::string Trainer::Impl::save_model() {
-  if (dist.rank != 0 || paths.model_dir.empty()) return {};
-  std::filesystem::create_directories(paths.model_dir);
-  nlohmann::json meta = model->save_for_python(paths.model_dir);
-  meta["model"] = opts.model;
+  const std::string& dir = paths.model_dir;
+  if (dist.rank != 0 || dir.empty()) return {};
+  std::filesystem::create_directories(dir);
+  nlohmann::json meta = model->save_for_python(dir);
+  meta["model"] = config.model.name;
   meta["num_classes"] = info.num_classes;
   meta["classes"] = info.class_names;  // label -> name; empty when the labels have none
   meta["dataset"] = info.name;
@@ -208,9 +211,8 @@ std::string Trainer::Impl::save_model() {
                    {"mean", info.mean},
                    {"std", info.std}};
   // Folder names need not be UTF-8: such bytes become U+FFFD rather than failing the save.
-  write_file_atomically(paths.model_dir + "/model.json",
-                        meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-  return paths.model_dir + "/model.pt";
+  write_file_atomically(dir + "/model.json", meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  return dir + "/model.pt";
 }
 
 double Trainer::evaluate() {

@@ -25,7 +25,7 @@ namespace tandem::training {
 std::string checksum(Model& model);
 
 struct Trainer::Impl {
-  TrainerOptions opts;
+  TrainerConfig config;  // the components' options: model, optimizer, loop, checkpoints
   data::DatasetInfo info;
   DistInfo dist;
   RunPaths paths;

@@ -1,14 +1,57 @@
-// What `tandem plan` reads from a run's summary.json: the training loop's ceiling, the
-// preprocessing rates measured on the trainer hosts and on the data workers, and the
-// instance types the run used (see docs/plan.md for the fields).
+// The one definition of summary.json's "plan_inputs": what the trainer's rank 0 measured
+// for `tandem plan` (the preprocessing rates on the trainer hosts and on the data workers,
+// and the instance types the run used). The trainer fills a PlanInputs and writes it with
+// to_json; `tandem plan` reads it back with read_measurements, the run report with
+// read_plan_inputs. docs/plan.md and docs/configuration.md describe the fields.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace tandem::plan {
+
+// "local": the trainer hosts' own preprocessing threads.
+struct LocalRate {
+  int threads = 0;                     // per trainer host (every rank's on that host)
+  double images_per_cpu_second = 0.0;  // rank 0's samples per CPU-second spent making them
+  double images_per_sec = 0.0;         // what rank 0 received, over training time
+  bool operator==(const LocalRate&) const = default;
+};
+
+// One entry of "workers": a data worker as rank 0 saw it.
+struct WorkerRate {
+  std::string address;                 // where the trainer reached it
+  std::string host;                    // as the worker names itself; "" = unknown (null)
+  std::string instance_type;           // from the cluster description; "" = unknown (null)
+  int threads = 0;                     // its preprocessing threads; 0 when it did not answer
+  double images_per_cpu_second = 0.0;  // as for LocalRate
+  double images_per_sec = 0.0;
+  bool operator==(const WorkerRate&) const = default;
+};
+
+// "plan_inputs". Empty strings are written as null.
+struct PlanInputs {
+  std::string trainer_instance_type;
+  int trainer_hosts = 1;
+  int ranks = 1;                   // the world size
+  unsigned trainer_host_cores = 0;  // 0 = unknown
+  std::string cpu_model;           // the trainer host's processor
+  std::optional<LocalRate> local;  // null: no local threads made batches
+  std::vector<WorkerRate> workers;
+  std::string worker_instance_type;  // the workers' type (one type per run)
+  bool simulated = false;            // `simulate`: every "host" ran on this machine's CPU
+  bool operator==(const PlanInputs&) const = default;
+};
+
+// The "plan_inputs" object for summary.json.
+nlohmann::json to_json(const PlanInputs& inputs);
+
+// The run's "plan_inputs" for display (the run report): fields that are absent or not of
+// their type (older or damaged summaries) keep their defaults. Never throws.
+PlanInputs read_plan_inputs(const nlohmann::json& summary);
 
 // The user's choices; each empty/unset field falls back to the summary.
 struct PlanOptions {

@@ -9,6 +9,7 @@
 #include "tandem/common/settings.h"
 #include "tandem/data/sources/dataset.h"
 #include "tandem/feed/scheduler.h"
+#include "tandem/plan/plan_inputs.h"
 #include "tandem/report/run_records.h"
 
 namespace tandem::report {
@@ -16,6 +17,27 @@ namespace tandem::report {
 // steps, samples, samples_per_sec, data_wait_fraction, first_loss, final_loss,
 // wall_seconds, and per source {address, batches, samples, images_per_sec, share}.
 nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::SourceStats>& sources);
+
+// "throughput": global and per-rank samples/s over training time, and the ceiling: the
+// global rate of the loop while it was not waiting for data (a GPU's idle time excluded).
+nlohmann::json throughput(const TrainReport& train);
+
+// What rank 0 knows of a data worker (from its Info answer and the cluster description).
+struct WorkerFacts {
+  std::string address;
+  std::string host;           // as the worker names itself
+  std::string instance_type;  // empty when unknown
+  int threads = 0;            // 0 when it did not answer
+};
+
+// The facts of this run that `tandem plan` needs (the format is plan's: plan_inputs.h):
+// this host's cores and CPU model, and the local threads' and each worker's images per
+// CPU-second. `sources` are rank 0's; the local threads are the source named "local";
+// `local_threads` is per trainer host (every rank's on that host). `simulated` is left
+// for the caller.
+plan::PlanInputs measure_plan_inputs(const TrainReport& train, const std::vector<feed::SourceStats>& sources,
+                                     const std::vector<WorkerFacts>& workers, const std::string& trainer_instance_type,
+                                     int trainer_hosts, int local_threads);
 
 // "settings": what made the samples (data, the dataset it became, its size, image size,
 // classes, seed, the pipeline as run, wire dtype) and what trained on them (optimizer,

@@ -15,6 +15,7 @@
 #include "tandem/data/sources/dataset.h"
 #include "tandem/report/run_records.h"
 #include "tandem/training/run_types.h"
+#include "tandem/training/trainer_options.h"
 
 namespace tandem::training {
 
@@ -31,7 +32,7 @@ struct RunObserver {
 
 // Limits on one call of Trainer::run, for benchmarks.
 struct RunLimits {
-  int64_t max_steps = -1;  // stop after this many steps (the next call continues); -1 = to opts.steps
+  int64_t max_steps = -1;  // stop after this many steps (the next call continues); -1 = to loop.steps
   // Upload the first batch once and train on it every step: the training loop alone,
   // with no data path, i.e. the ceiling the feed is measured against.
   bool resident = false;
@@ -39,13 +40,14 @@ struct RunLimits {
 
 class Trainer {
  public:
-  // Builds the model and optimizer, joins the process group (when dist.world > 1),
-  // resumes from the newest valid checkpoint in paths.checkpoint_dir (rank 0 reads it and
-  // shares it), and makes every rank's parameters equal to rank 0's.
-  // `eval` (may be null) is the held-out set; every rank evaluates its share of it.
-  // On a GPU, the rank uses GPU LOCAL_RANK and batch buffers become pinned host memory.
-  // Throws ConfigError when this host has more ranks than GPUs.
-  Trainer(const TrainerOptions& opts, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths,
+  // Builds the model and optimizer (config.model, config.optimizer), joins the process
+  // group (when dist.world > 1), resumes from the newest valid checkpoint in
+  // paths.checkpoint_dir (rank 0 reads it and shares it), and makes every rank's
+  // parameters equal to rank 0's. `config` comes from derive_rank_options (or
+  // trainer_config). `eval` (may be null) is the held-out set; every rank evaluates its
+  // share of it. On a GPU, the rank uses GPU LOCAL_RANK and batch buffers become pinned
+  // host memory. Throws ConfigError when this host has more ranks than GPUs.
+  Trainer(const TrainerConfig& config, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths,
           std::shared_ptr<const data::Dataset> eval = nullptr);
   ~Trainer();
 
@@ -55,9 +57,9 @@ class Trainer {
   // The first step this run trains; batches must start at this sequence number.
   int64_t start_step() const;
 
-  // Trains until opts.steps, the end of the batches, or `stop` on any rank (every rank
+  // Trains until loop.steps, the end of the batches, or `stop` on any rank (every rank
   // stops at the same step; rank 0 then checkpoints). Logs a metrics line every
-  // opts.log_every steps (rank 0). Writes checkpoints and, when finished, the model.
+  // loop.log_every steps (rank 0). Writes checkpoints and, when finished, the model.
   // Each call continues from the step the previous one reached.
   TrainReport run(const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits = {},
                   const RunObserver& observer = {});

@@ -1,0 +1,114 @@
+// Each trainer component's options, derived once from the settings: every flag reaches its
+// component, --epochs becomes steps, and a host's cores are split between LibTorch and
+// local preprocessing. Torch-free.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tandem/common/error.h"
+#include "tandem/training/trainer_options.h"
+
+namespace tandem::training {
+namespace {
+
+data::DatasetInfo dataset_of(uint64_t size) {
+  data::DatasetInfo info;
+  info.name = "synthetic";
+  info.size = size;
+  return info;
+}
+
+DistInfo world(int world, int rank = 0, int local_world = 1) {
+  DistInfo d;
+  d.world = world;
+  d.rank = rank;
+  d.local_world = local_world;
+  return d;
+}
+
+TEST(TrainerConfig, DefaultsAreTheFlagsDefaults) {
+  const TrainerOptions flags;
+  const TrainerConfig c = trainer_config(flags, flags.steps);
+  EXPECT_EQ(c.model, ModelOptions{});
+  EXPECT_EQ(c.optimizer, OptimizerOptions{});
+  EXPECT_EQ(c.loop, LoopOptions{});
+  EXPECT_EQ(c.checkpoints, CheckpointOptions{});
+}
+
+TEST(TrainerConfig, EveryFlagReachesItsComponent) {
+  TrainerOptions o;
+  o.model = "resnet18";
+  o.amp = "bf16";
+  o.channels_last = true;
+  o.grad_sync = "after-backward";
+  o.optimizer = "adamw";
+  o.lr = 0.3;
+  o.momentum = 0.5;
+  o.weight_decay = 0.01;
+  o.fused_optimizer = false;
+  o.clip_grad_norm = 1.5;
+  o.warmup_steps = 7;
+  o.schedule = "cosine";
+  o.log_every = 3;
+  o.eval_every = 11;
+  o.checkpoint_every = 13;
+  o.keep_checkpoints = 2;
+  const TrainerConfig c = trainer_config(o, 99);
+  EXPECT_EQ(c.model, (ModelOptions{"resnet18", "bf16", true, false}));
+  EXPECT_EQ(c.optimizer, (OptimizerOptions{"adamw", 0.3, 0.5, 0.01, false, 1.5, 7, "cosine", 99}));
+  EXPECT_EQ(c.loop, (LoopOptions{99, 3, 11}));
+  EXPECT_EQ(c.checkpoints, (CheckpointOptions{13, 2}));
+}
+
+TEST(RankOptions, EpochsBecomeWholeGlobalBatchesForTheLoopAndTheSchedule) {
+  TrainerOptions o;
+  o.batch_size = 8;
+  o.steps = 5;
+  RankOptions r = derive_rank_options(o, dataset_of(100), world(2), {});
+  EXPECT_EQ(r.steps_per_epoch, 6u) << "100 samples / (8 x 2 ranks): the remainder waits for the next epoch";
+  EXPECT_EQ(r.trainer.loop.steps, 5) << "--steps when --epochs is not given";
+  o.epochs = 3;
+  r = derive_rank_options(o, dataset_of(100), world(2, 1), {});
+  EXPECT_EQ(r.trainer.loop.steps, 18);
+  EXPECT_EQ(r.trainer.optimizer.steps, 18) << "the schedule decays to 0 at the run's last step";
+}
+
+TEST(RankOptions, EpochsOfLessThanOneGlobalBatchAreAClearError) {
+  TrainerOptions o;
+  o.batch_size = 64;
+  o.epochs = 1;
+  try {
+    derive_rank_options(o, dataset_of(100), world(2), {});
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("dataset synthetic has 100 samples for a global batch of 128"), std::string::npos) << m;
+    EXPECT_NE(m.find("lower --batch-size or use --steps"), std::string::npos) << m;
+  }
+  o.epochs = 0;
+  EXPECT_NO_THROW(derive_rank_options(o, dataset_of(100), world(2), {})) << "--steps needs no whole epoch";
+}
+
+TEST(RankOptions, ThreadsSplitTheHostsCores) {
+  const TrainerOptions o;  // --local-workers -1 (spare cores), --train-threads 0 (auto)
+  auto split = [&](const TrainerOptions& opts, RankHost host, int local_world = 1) {
+    const RankOptions r = derive_rank_options(opts, dataset_of(1000), world(local_world, 0, local_world), host);
+    return std::make_pair(r.local_threads, r.torch_threads);
+  };
+  EXPECT_EQ(split(o, {.cores = 16, .gpus = 1, .local_data = true}), std::make_pair(14, 2)) << "GPU: the rest preprocess";
+  EXPECT_EQ(split(o, {.cores = 16, .gpus = 0, .local_data = true}), std::make_pair(8, 8)) << "CPU, no workers: half";
+  EXPECT_EQ(split(o, {.cores = 16, .local_data = true, .remote_workers = true}), std::make_pair(0, 16))
+      << "CPU with workers: training owns the cores";
+  EXPECT_EQ(split(o, {.cores = 16, .gpus = 1, .local_data = false}), std::make_pair(0, 16))
+      << "a rank without the data preprocesses nothing";
+  EXPECT_EQ(split(o, {.cores = 16, .gpus = 4, .local_data = true}, 4), std::make_pair(2, 2))
+      << "four ranks share 16 cores: 4 each";
+  EXPECT_EQ(split(o, {.cores = 1, .gpus = 1, .local_data = true}), std::make_pair(1, 1)) << "never below one";
+  TrainerOptions given;
+  given.local_workers = 3;
+  given.train_threads = 5;
+  EXPECT_EQ(split(given, {.cores = 16, .local_data = true}), std::make_pair(3, 5)) << "the flags win";
+}
+
+}  // namespace
+}  // namespace tandem::training
