@@ -100,15 +100,43 @@ def data_args(dataset, args):
     return "Constant", {}
 
 
-def timed(batches, args):
+def process_cpu(pid):
+    """CPU seconds (user + system, all threads) `pid` has used; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid):
+    pids = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                pids += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return pids
+
+
+def cpu_of(parts):
+    """{part: CPU seconds} for parts given as {part: function returning its pids}."""
+    return {part: sum(process_cpu(p) for p in pids()) for part, pids in parts.items()}
+
+
+def timed(batches, args, parts):
     """images/s over whole batches from `batches` (an iterator of label arrays' lengths),
     after the warm-up; the window closes on a multiple of --procs batches (loaders that
-    hand out whole batches per process deliver in rounds)."""
+    hand out whole batches per process deliver in rounds). Also the CPU time each of
+    `parts` ({name: function returning its pids}) spent in the window, per image: where
+    the time goes (the profile of docs/benchmarks.md)."""
     import time
 
     for _ in range(args.warmup_batches):
         next(batches)
-    start = time.monotonic()
+    start, cpu_start = time.monotonic(), cpu_of(parts)
     images = count = 0
     while True:
         images += next(batches)
@@ -116,7 +144,10 @@ def timed(batches, args):
         elapsed = time.monotonic() - start
         if elapsed >= args.seconds and count >= args.min_batches and count % args.procs == 0:
             break
-    return {"images_per_sec": images / elapsed, "images": images, "batches": count, "seconds": elapsed}
+    cpu = cpu_of(parts)
+    cpu_us = {part: 1e6 * (cpu[part] - cpu_start[part]) / images for part in parts}
+    return {"images_per_sec": images / elapsed, "images": images, "batches": count, "seconds": elapsed,
+            "cpu_us_per_image": cpu_us}
 
 
 def phase_dataloader(dataset, args):
@@ -125,7 +156,8 @@ def phase_dataloader(dataset, args):
     name, kwargs = data_args(dataset, args)
     loader = torch.utils.data.DataLoader(globals()[name](**kwargs), batch_size=args.batch_size, shuffle=True,
                                          num_workers=args.procs, pin_memory=False)
-    return timed((len(batch["label"]) for batch in loader), args)
+    parts = {"python": lambda: children(os.getpid()), "consumer": lambda: [os.getpid()]}
+    return timed((len(batch["label"]) for batch in loader), args, parts)
 
 
 def phase_tandem(dataset, args):
@@ -146,13 +178,18 @@ def phase_tandem(dataset, args):
     log = tempfile.NamedTemporaryFile(prefix="tandem-python-dataset-worker-", suffix=".log", delete=False)
     argv = [args.tandem, "worker", "--port", str(port), "--bind", "127.0.0.1", "--threads", str(args.procs),
             "--python-procs", str(args.procs), "--data", data, "--data-args", kwargs, "--idle-timeout", "600"]
-    worker = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    env = dict(os.environ)
+    if args.phase == "tandem_baseline":  # the same worker with another _dataset_worker.py
+        env["TANDEM_DATASET_WORKER"] = os.path.abspath(args.baseline_worker)
+    worker = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     target = f"127.0.0.1:{port}"
     try:
         feed = tandem.Feed([target], batch_size=args.batch_size, steps=10**9, connect_timeout=180,
                            batch_timeout=120, data=data, data_args=kwargs)
         with feed:
-            result = timed((len(labels) for _, labels in feed), args)
+            parts = {"python": lambda: children(worker.pid), "worker": lambda: [worker.pid],
+                     "consumer": lambda: [os.getpid()]}
+            result = timed((len(labels) for _, labels in feed), args, parts)
         tandem.shutdown_workers([target])
         worker.wait(30)
     except BaseException:
@@ -172,7 +209,7 @@ def phase_grpc(dataset, args):
     name, kwargs = data_args(dataset, args)
     argv = [sys.executable, os.path.join(BENCH_DIR, "python_feeder.py"), "--dataset", f"python:{THIS_FILE}:{name}",
             "--data-args", json.dumps(kwargs), "--cores", str(args.procs), "--batch-size", str(args.batch_size),
-            "--seconds", str(max(args.seconds, 0.01)), "--json"]
+            "--seconds", str(max(args.seconds, 0.01)), "--warmup-batches", str(args.warmup_batches), "--json"]
     if args.tiny:
         argv += ["--warmup", "0"]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=args.seconds + 300)
@@ -182,8 +219,9 @@ def phase_grpc(dataset, args):
     return {"images_per_sec": r["images_per_sec"], "images": r["images"], "seconds": r["seconds"]}
 
 
-PHASES = {"dataloader": phase_dataloader, "tandem": phase_tandem, "grpc": phase_grpc}
-LABELS = {"dataloader": "(a) DataLoader", "tandem": "(b) tandem.Feed", "grpc": "(c) gRPC feeder"}
+PHASES = {"dataloader": phase_dataloader, "tandem": phase_tandem, "grpc": phase_grpc, "tandem_baseline": phase_tandem}
+LABELS = {"dataloader": "(a) DataLoader", "tandem": "(b) tandem.Feed", "grpc": "(c) gRPC feeder",
+          "tandem_baseline": "(b0) --baseline"}
 
 
 # ----------------------------------------------------------------------------- driver
@@ -208,6 +246,8 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--datasets", default="jpeg,constant")
     p.add_argument("--phases", default="dataloader,tandem,grpc", help="grpc runs for jpeg only")
+    p.add_argument("--baseline-worker", default="",
+                   help="another _dataset_worker.py (e.g. main's): adds phase (b0), (b) with it, to measure a change")
     p.add_argument("--tiny", action="store_true", help="a few batches of each phase, one round (for ctest)")
     p.add_argument("--out", default=os.path.join(BENCH_DIR, "results", "python_dataset.json"))
     p.add_argument("--phase", help=argparse.SUPPRESS)
@@ -275,10 +315,25 @@ def summarize(runs):
     for dataset, phases in runs.items():
         med = {phase: statistics.median(r["images_per_sec"] for r in results) for phase, results in phases.items()}
         s = {"images_per_sec": med}
-        if med.get("dataloader"):
-            s["ratio_tandem_to_dataloader"] = med["tandem"] / med["dataloader"] if "tandem" in med else None
+        # CPU time per image (all the phase's processes, in its window): the work each loader
+        # does, which a busy machine disturbs far less than the rate
+        cpu = {phase: {part: statistics.median(r["cpu_us_per_image"][part] for r in results)
+                       for part in results[0]["cpu_us_per_image"]}
+               for phase, results in phases.items() if results and "cpu_us_per_image" in results[0]}
+        if cpu:
+            s["cpu_us_per_image"] = {phase: dict(parts, total=sum(parts.values())) for phase, parts in cpu.items()}
+        if "dataloader" in cpu and "tandem" in cpu:
+            s["cpu_ratio_dataloader_to_tandem"] = (s["cpu_us_per_image"]["dataloader"]["total"] /
+                                                   s["cpu_us_per_image"]["tandem"]["total"])
+        if med.get("dataloader") and "tandem" in med:
+            s["ratio_tandem_to_dataloader"] = med["tandem"] / med["dataloader"]
+            # each round's (b) over the same round's (a): the pair ran a minute apart
+            s["ratio_tandem_to_dataloader_per_round"] = [
+                b["images_per_sec"] / a["images_per_sec"] for a, b in zip(phases["dataloader"], phases["tandem"])]
         if med.get("grpc") and "tandem" in med:
             s["ratio_tandem_to_grpc"] = med["tandem"] / med["grpc"]
+        if med.get("tandem_baseline") and "tandem" in med:
+            s["ratio_tandem_to_baseline"] = med["tandem"] / med["tandem_baseline"]
         if dataset == "constant" and "tandem" in med:
             # what one sample costs the P processes together: P / rate
             s["us_per_sample_per_process"] = {p: 1e6 * ARGS.procs / r for p, r in med.items() if r}
@@ -290,16 +345,20 @@ def print_table(result):
     print(f"Python datasets: P = {result['procs']} processes, batch {result['batch_size']}, cores {result['cores']}, "
           f"{result['rounds']} round(s), load average {result['load_average_start'][0]:.2f} -> "
           f"{result['load_average_end'][0]:.2f}")
-    print(f"{'dataset':<10}{'phase':<18}{'img/s (median)':>16}{'  all rounds'}")
+    print(f"{'dataset':<10}{'phase':<18}{'img/s (median)':>16}{'CPU us/img':>12}  {'all rounds (img/s)'}")
     for dataset, phases in result["runs"].items():
+        s = result["summary"][dataset]
         for phase, runs in phases.items():
             rates = ", ".join(f"{r['images_per_sec']:.0f}" for r in runs)
-            print(f"{dataset:<10}{LABELS[phase]:<18}{result['summary'][dataset]['images_per_sec'][phase]:>16.1f}"
-                  f"  {rates}")
-        s = result["summary"][dataset]
-        for key, text in (("ratio_tandem_to_dataloader", "(b)/(a)"), ("ratio_tandem_to_grpc", "(b)/(c)")):
+            cpu = s.get("cpu_us_per_image", {}).get(phase)
+            cpu = f"{cpu['total']:>12.0f}" if cpu else f"{'-':>12}"
+            print(f"{dataset:<10}{LABELS[phase]:<18}{s['images_per_sec'][phase]:>16.1f}{cpu}  {rates}")
+        for key, text in (("ratio_tandem_to_dataloader", "(b)/(a)"), ("ratio_tandem_to_grpc", "(b)/(c)"),
+                          ("ratio_tandem_to_baseline", "(b)/(b0)"),
+                          ("cpu_ratio_dataloader_to_tandem", "CPU (a)/(b)")):
             if s.get(key) is not None:
-                print(f"{'':<10}{text:<18}{s[key]:>16.2f}")
+                rounds = ", ".join(f"{r:.2f}" for r in s.get(key + "_per_round", []))
+                print(f"{'':<10}{text:<18}{s[key]:>16.2f}  {rounds}")
     print(f"target: (b)/(a) >= 0.9 on jpeg; raw results in {result['out']}")
 
 
@@ -324,6 +383,8 @@ def main():
     cores = parse_cores(args.cores) if args.cores else sorted(os.sched_getaffinity(0))
     datasets = [d for d in args.datasets.split(",") if d]
     phases = [p for p in args.phases.split(",") if p]
+    if args.baseline_worker and "tandem_baseline" not in phases:
+        phases.insert(phases.index("tandem") if "tandem" in phases else len(phases), "tandem_baseline")
     if "jpeg" in datasets:
         ensure_jpegs(args)
     result = {"bench": "python_dataset", "machine": machine(), "procs": args.procs, "cores": cores,

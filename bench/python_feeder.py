@@ -202,8 +202,9 @@ def run_client(port, args):
                     raise RuntimeError(f"unexpected first batch: shape {(b, c, h, w)}, labels {labels.tolist()}")
             received += 1
             if t0 is None:
-                # warm-up: every worker has delivered a batch and `warmup` seconds passed
-                if received >= n_workers and now - first_at >= args.warmup:
+                # warm-up: every worker has delivered a batch (and --warmup-batches in all)
+                # and `warmup` seconds passed
+                if received >= max(n_workers, args.warmup_batches) and now - first_at >= args.warmup:
                     t0, opened_at_batch = now, received
             else:
                 images += b
@@ -237,6 +238,7 @@ def main():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--seconds", type=float, default=20.0, help="measured window")
     p.add_argument("--warmup", type=float, default=2.0, help="seconds after the first batch before measuring")
+    p.add_argument("--warmup-batches", type=int, default=0, help="batches taken before measuring, at least")
     p.add_argument("--timeout", type=float, default=120.0, help="extra seconds allowed before giving up")
     p.add_argument("--image-size", type=int, default=224, help="blur-benchmark's image size")
     p.add_argument("--dataset", default="blur-benchmark", help="blur-benchmark, or python:FILE:NAME (your dataset)")

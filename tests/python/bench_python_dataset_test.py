@@ -85,6 +85,9 @@ def check(result, table):
             want(summary.get(dataset, {}).get("images_per_sec", {}).get(phase, 0) > 0, f"{dataset} {phase}: a median")
         want(summary.get(dataset, {}).get("ratio_tandem_to_dataloader", 0) > 0, f"{dataset}: the ratio (b)/(a)")
     want(summary.get("jpeg", {}).get("ratio_tandem_to_grpc", 0) > 0, "jpeg: the ratio (b)/(c)")
+    cpu = summary.get("jpeg", {}).get("cpu_us_per_image", {})
+    want(sorted(cpu.get("tandem", {})) == ["consumer", "python", "total", "worker"] and
+         sorted(cpu.get("dataloader", {})) == ["consumer", "python", "total"], f"jpeg: CPU per image by part ({cpu})")
     want(summary.get("constant", {}).get("us_per_sample_per_process", {}).get("tandem", 0) > 0,
          "constant: microseconds per sample")
     for text in ("(a) DataLoader", "(b) tandem.Feed", "(c) gRPC feeder", "(b)/(a)", "(b)/(c)", "load average"):
