@@ -322,7 +322,9 @@ def summarize(runs):
                for phase, results in phases.items() if results and "cpu_us_per_image" in results[0]}
         if cpu:
             s["cpu_us_per_image"] = {phase: dict(parts, total=sum(parts.values())) for phase, parts in cpu.items()}
-        if "dataloader" in cpu and "tandem" in cpu:
+        if "dataloader" in cpu and "tandem" in cpu and s["cpu_us_per_image"]["tandem"]["total"] > 0:
+            # (a)'s CPU per image over (b)'s; none when a window was shorter than the clock's
+            # tick (--tiny)
             s["cpu_ratio_dataloader_to_tandem"] = (s["cpu_us_per_image"]["dataloader"]["total"] /
                                                    s["cpu_us_per_image"]["tandem"]["total"])
         if med.get("dataloader") and "tandem" in med:
