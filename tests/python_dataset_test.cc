@@ -100,6 +100,26 @@ TEST(PythonDataset, LearnsItsSchemaAndSizeFromTheDataset) {
   EXPECT_EQ(static_cast<int>(bytes[2]), 13) << "the dataset's own pixel (index % 256)";
 }
 
+// A sample's array may be any view (a transposed HWC image, a strided slice): its values
+// arrive in C order, as np.ascontiguousarray would give them.
+TEST(PythonDataset, ArraysThatAreViewsArriveInCOrder) {
+  REQUIRE_NUMPY();
+  auto ds = data::make_dataset(python_data("Views", R"({"size": 5})", 1));
+  for (uint64_t index : {4, 7}) {
+    const auto bytes = sample(*ds, index, 0);
+    ASSERT_EQ(bytes.size(), 3u * 5 * 5);
+    for (int c = 0; c < 3; ++c) {
+      for (int y = 0; y < 5; ++y) {
+        for (int x = 0; x < 5; ++x) {
+          const int hwc = (y * 5 + x) * 3 + c;  // the element's place in the HWC array
+          EXPECT_EQ(static_cast<int>(bytes[(c * 5 + y) * 5 + x]), (hwc * 7 + int(index)) % 251)
+              << "sample " << index << " at c=" << c << " y=" << y << " x=" << x;
+        }
+      }
+    }
+  }
+}
+
 TEST(PythonDataset, AFunctionNameTuplesAndNumClassesFromTheSetting) {
   REQUIRE_NUMPY();
   auto fn = data::make_dataset(python_data("make_squares", R"({"n": 12})", 1));

@@ -207,8 +207,7 @@ def _field(np, value):
             return {"dtype": type(value).__name__, "shape": None}, None
     if value.ndim == 0:  # a 0-d array is its number
         return _field(np, value.item())
-    array = np.ascontiguousarray(value)
-    return {"dtype": str(array.dtype), "shape": list(array.shape)}, array
+    return {"dtype": str(value.dtype), "shape": list(value.shape)}, value  # any strides: copied once, below
 
 
 def _write_fields(np, fields, shared):
@@ -224,9 +223,33 @@ def _write_fields(np, fields, shared):
     for at, array in arrays:
         if array.nbytes:
             view = np.frombuffer(shared.map, dtype=np.uint8, count=array.nbytes, offset=at)
-            view[:] = array.reshape(-1).view(np.uint8)
+            if array.dtype.hasobject:
+                view[:] = array.reshape(-1).view(np.uint8)  # raises: an array of Python objects has no bytes
+            else:
+                # One copy, straight from the array's strides (a transposed HWC image, a
+                # slice) into C order in the shared memory.
+                np.copyto(view.view(array.dtype).reshape(array.shape), array, casting="no")
             del view
     return {"ok": True, "shm_size": shared.size, "fields": out}
+
+
+_torch_accelerated = None  # whether torch here sees an accelerator: decided at the first sample
+
+
+def _seed_torch(torch, seed):
+    """torch.manual_seed(seed), without its cost where it changes nothing: it also queues the
+    seeding of CUDA's generators with a captured stack (about 100 us a call). Without an
+    accelerator torch has only its CPU generator, seeded alike either way."""
+    global _torch_accelerated
+    if _torch_accelerated is None:
+        cuda, mps = getattr(torch, "cuda", None), getattr(getattr(torch, "backends", None), "mps", None)
+        _torch_accelerated = bool((cuda is not None and cuda.is_available()) or
+                                  (mps is not None and mps.is_available()) or
+                                  (hasattr(torch, "xpu") and torch.xpu.is_available()))
+    if _torch_accelerated:
+        torch.manual_seed(seed)
+    else:
+        torch.default_generator.manual_seed(seed)
 
 
 def _seed(np, seed):
@@ -235,7 +258,7 @@ def _seed(np, seed):
     random.seed(seed)
     np.random.seed([seed & 0xFFFFFFFF, seed >> 32])
     if "torch" in sys.modules:
-        sys.modules["torch"].manual_seed(seed)
+        _seed_torch(sys.modules["torch"], seed)
     state.begin(seed)
 
 

@@ -71,6 +71,22 @@ class FeedTest(unittest.TestCase):
         # The batches outlive the feed: their memory belongs to the arrays.
         self.assertTrue(np.isfinite(seen[0]).all())
 
+    def test_a_python_dataset_is_learnt_from_its_workers(self):
+        # The feed starts no Python processes of its own: --data python:... runs on the workers.
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        fixture = os.path.join(root, "tests", "fixtures", "python_datasets", "datasets.py")
+        data = dict(data=f"python:{fixture}:Squares", data_args='{"n": 64, "size": 8}')
+        with Workers(ARGS.tandem, 1, **data) as w:
+            with tandem.Feed(w.targets, batch_size=8, steps=3, connect_timeout=60, **data) as feed:
+                batches = take(feed)
+        self.assertEqual(len(batches), 3)
+        for b in batches:
+            self.assertEqual(b.images.shape, (8, 3, 8, 8))
+            self.assertEqual(b.images.dtype, np.uint8)
+            # Squares writes index % 256 into pixel [0, 0, 2] and labels index % 4
+            self.assertEqual(list(b.images[:, 0, 0, 2]), [i % 256 for i in b.indices])
+            self.assertEqual(list(b.labels), [i % 4 for i in b.indices])
+
     def test_sequences_in_order_and_uint8_locally(self):
         with tandem.Feed(local_threads=1, batch_size=4, steps=5, wire_dtype="uint8", **DATA) as feed:
             batches = take(feed)
