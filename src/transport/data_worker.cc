@@ -49,6 +49,7 @@ WorkerInfo DataWorker::describe() const {
   info.mean = d.mean;
   info.std = d.std;
   info.class_names = d.class_names;
+  info.fields = d.schema();
   info.threads = pool_->size();
   info.host = host_;
   info.skipped = dataset_->skipped();
