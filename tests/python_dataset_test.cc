@@ -123,33 +123,33 @@ TEST(PythonDataset, AnyFieldsDenseRaggedAndNumbersBecomeTheSchemaAndBatchFields)
   const data::DatasetInfo& info = ds->info();
   using data::DType;
   const std::vector<data::FieldSpec> expected = {{"image", DType::kUInt8, {3, 8, 8}},
-                                                 {"boxes", DType::kFloat32, {-1, 4}},
                                                  {"label", DType::kInt64, {}},
-                                                 {"weight", DType::kFloat32, {}},
-                                                 {"area", DType::kInt64, {}}};
+                                                 {"area", DType::kInt64, {}},
+                                                 {"boxes", DType::kFloat32, {-1, 4}},
+                                                 {"weight", DType::kFloat32, {}}};
   EXPECT_EQ(info.schema(), expected);
   EXPECT_EQ(info.sample_shape, (std::vector<int64_t>{3, 8, 8}));
   EXPECT_EQ(info.num_classes, 5);
   EXPECT_EQ(data::info_problem(info), "");
   EXPECT_EQ(data::classification_problem(info), "");
-  EXPECT_NE(info.description.find(" fields=image:uint8[3,8,8],boxes:float32[-1,4],label:int64[],weight:float32[],"
-                                  "area:int64[] "),
+  EXPECT_NE(info.description.find(" fields=image:uint8[3,8,8],label:int64[],area:int64[],boxes:float32[-1,4],"
+                                  "weight:float32[] "),
             std::string::npos) << info.description;
   const data::Batch b = data::BatchMaker(ds, nullptr).make(data::BatchRequest{1, 0, {5, 0, 7, 6}});
   EXPECT_EQ(data::batch_problem(b, info), "");
   EXPECT_EQ(b.labels, (std::vector<int64_t>{0, 0, 2, 1}));
   ASSERT_EQ(b.fields.size(), 3u);
-  const data::Field& boxes = b.fields[0];
+  const data::Field& boxes = b.fields[1];
   EXPECT_EQ(boxes.name, "boxes");
   EXPECT_EQ(boxes.lengths, (std::vector<int64_t>{1, 0, 3, 2}));
   EXPECT_EQ(boxes.shape, (std::vector<int64_t>{6, 4}));
   const std::vector<float> rows = floats_of(boxes);
   EXPECT_EQ(std::vector<float>(rows.begin(), rows.begin() + 8), (std::vector<float>{5, 0, 0.5, 1.5, 7, 0, 0.5, 1.5}));
-  EXPECT_EQ(rows[4 * 5], 6) << "sample 6's first box, after sample 7's three";
-  EXPECT_EQ(b.fields[1].shape, (std::vector<int64_t>{4}));
-  EXPECT_EQ(floats_of(b.fields[1]), (std::vector<float>{2.5, 0, 3.5, 3}));
+  EXPECT_EQ(rows[4 * 4], 6) << "sample 6's first box, after sample 5's one and sample 7's three";
+  EXPECT_EQ(b.fields[2].shape, (std::vector<int64_t>{4}));
+  EXPECT_EQ(floats_of(b.fields[2]), (std::vector<float>{2.5, 0, 3.5, 3}));
   std::vector<int64_t> area(4);
-  std::memcpy(area.data(), b.fields[2].data.data(), 32);
+  std::memcpy(area.data(), b.fields[0].data.data(), 32);
   EXPECT_EQ(area, (std::vector<int64_t>{15, 0, 21, 18}));
   EXPECT_EQ(static_cast<int>(b.data.data()[3 * 8 * 8 * 2 + 1]), (7 * 7 + 1) % 256) << "sample 7's image at [0,0,1]";
 }
@@ -164,7 +164,7 @@ TEST(PythonDataset, ADatasetWithoutImageOrLabelServesItsFieldsOnly) {
   EXPECT_EQ(info.num_classes, 0);
   EXPECT_EQ(data::info_problem(info), "");
   const std::string refusal = data::classification_problem(info);
-  EXPECT_NE(refusal.find("has no 'image' field (its fields: tokens int32 [-1], target int64 [2])"), std::string::npos)
+  EXPECT_NE(refusal.find("has no 'image' field (its fields: target int64 [2], tokens int32 [-1])"), std::string::npos)
       << refusal;
   EXPECT_NE(refusal.find("training_step"), std::string::npos) << refusal;
   const data::Batch b = data::BatchMaker(ds, nullptr).make(data::BatchRequest{0, 0, {3, 6}});
@@ -173,11 +173,11 @@ TEST(PythonDataset, ADatasetWithoutImageOrLabelServesItsFieldsOnly) {
   EXPECT_EQ(b.data.size(), 0u);
   EXPECT_TRUE(b.labels.empty());
   ASSERT_EQ(b.fields.size(), 2u);
-  EXPECT_EQ(b.fields[0].lengths, (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(b.fields[1].lengths, (std::vector<int64_t>{3, 1}));
   std::vector<int32_t> tokens(4);
-  std::memcpy(tokens.data(), b.fields[0].data.data(), 16);
+  std::memcpy(tokens.data(), b.fields[1].data.data(), 16);
   EXPECT_EQ(tokens, (std::vector<int32_t>{3, 4, 5, 6}));
-  EXPECT_EQ(b.fields[1].shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(b.fields[0].shape, (std::vector<int64_t>{2, 2}));
 }
 
 TEST(PythonDataset, AFunctionNameTuplesAndNumClassesFromTheSetting) {
@@ -354,7 +354,7 @@ TEST(PythonDatasetErrors, FieldsThatBreakTheSchemaAreNamedWithWhatWasExpectedAnd
   EXPECT_NE(later.find("'image' is uint8 [3,16,16], the first sample's was [3,8,8]"), std::string::npos) << later;
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"missing", "the sample has no 'mask', which the first sample had (mask uint8 [8,8])"},
-      {"extra", "field 'depth' is float32 [8,8] but the first sample had no 'depth' (it had image, label, mask, boxes)"},
+      {"extra", "field 'depth' is float32 [8,8] but the first sample had no 'depth' (it had image, label, boxes, mask)"},
       {"mask_shape", "'mask' is uint8 [9,8], the first sample's was [8,8] (uint8 [8,8]): resize or crop"},
       {"mask_dtype", "'mask' is int32 [8,8], the first sample's was [8,8] (uint8 [8,8])"},
       {"box_width", "'boxes' is float32 [2,5], the first sample's was [-1,4] (float32 [-1,4])"},
@@ -378,7 +378,7 @@ TEST(PythonDatasetErrors, UnderSkipASampleThatBreaksTheSchemaIsReplaced) {
   const data::Batch b = data::BatchMaker(ds, nullptr).make(data::BatchRequest{0, 0, {3, 4}});
   EXPECT_EQ(data::batch_problem(b, ds->info()), "");
   ASSERT_EQ(b.fields.size(), 2u);
-  EXPECT_EQ(b.fields[1].lengths, (std::vector<int64_t>{4 % 3, 4 % 3})) << "sample 3 became sample 4";
+  EXPECT_EQ(b.fields[0].lengths, (std::vector<int64_t>{4 % 3, 4 % 3})) << "sample 3 became sample 4";
   ASSERT_EQ(ds->skipped().size(), 1u);
   EXPECT_NE(ds->skipped()[0].find("'boxes' is float32 [2,5]"), std::string::npos) << ds->skipped()[0];
 }
@@ -460,11 +460,11 @@ TEST(PythonDatasetWorkers, TwoWorkersServeByteIdenticalFields) {
   ASSERT_NE(b.port, 0) << slurp(dir / "b.log");
   const auto info = testing::ready_client(a.target())->info(10);
   ASSERT_EQ(info.fields.size(), 5u);
-  EXPECT_EQ(info.fields[1], (data::FieldSpec{"boxes", data::DType::kFloat32, {-1, 4}}));
+  EXPECT_EQ(info.fields[3], (data::FieldSpec{"boxes", data::DType::kFloat32, {-1, 4}}));
   data::BatchRequest request{7, 2, {3, 31, 0, 7, 7}};
   const data::Batch x = request_batch(a.target(), request), y = request_batch(b.target(), request);
   ASSERT_EQ(x.fields.size(), 3u);
-  EXPECT_EQ(x.fields[0].lengths, (std::vector<int64_t>{3, 3, 0, 3, 3}));
+  EXPECT_EQ(x.fields[1].lengths, (std::vector<int64_t>{3, 3, 0, 3, 3}));
   for (size_t i = 0; i < x.fields.size(); ++i) {
     EXPECT_EQ(x.fields[i].name, y.fields[i].name);
     EXPECT_EQ(x.fields[i].shape, y.fields[i].shape);
@@ -485,7 +485,7 @@ TEST(PythonDatasetWorkers, TheTrainerRefusesADatasetWithoutAnImage) {
                                             " --batch-size 4 --data python:" + kFile + ":Tokens",
                                         dir / "t.log", 120);
   EXPECT_NE(out.code, 0) << out.out;
-  EXPECT_NE(out.out.find("dataset 'python' has no 'image' field (its fields: tokens int32 [-1], target int64 [2])"),
+  EXPECT_NE(out.out.find("dataset 'python' has no 'image' field (its fields: target int64 [2], tokens int32 [-1])"),
             std::string::npos) << out.out;
   EXPECT_NE(out.out.find("tandem.Feed"), std::string::npos) << out.out;
 }

@@ -138,17 +138,20 @@ py::iterator unpack(const PyBatch& b) {
     throw py::type_error("this batch has fields " + names_of(b.fields) + ", not image and label: take them by name, "
                          "batch['name'] (only a batch with both unpacks as images, labels)");
   }
-  return py::iter(py::make_tuple(b.fields[py::str(data::kImageField)], b.fields[py::str(data::kLabelField)]));
+  const py::object images = b.fields[py::str(data::kImageField)], labels = b.fields[py::str(data::kLabelField)];
+  return py::iter(py::make_tuple(images, labels));
 }
 
 // Each sample's rows of ragged field `name`: slices (views) of its values.
 py::list rows_of(const PyBatch& b, const std::string& name) {
   const py::object values = field_of(b, name);
   if (!b.fields.contains(name + "_offsets")) throw py::key_error("field '" + name + "' is not ragged");
-  const auto offsets = py::array_t<int64_t>::ensure(b.fields[py::str(name + "_offsets")]);
+  const py::object offsets_field = b.fields[py::str(name + "_offsets")];
+  const auto offsets = py::array_t<int64_t>::ensure(offsets_field);
   py::list out;
   for (py::ssize_t i = 0; i + 1 < offsets.size(); ++i) {
-    out.append(values[py::slice(offsets.at(i), offsets.at(i + 1), 1)]);
+    const py::object rows = values[py::slice(offsets.at(i), offsets.at(i + 1), 1)];
+    out.append(rows);
   }
   return out;
 }

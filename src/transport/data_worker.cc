@@ -11,6 +11,16 @@
 #include "tandem/transport/byte_budget.h"
 
 namespace tandem::transport {
+namespace {
+
+// Bytes of one sample's dense extra fields (a ragged field's rows are not known ahead).
+uint64_t extra_field_bytes(const data::DatasetInfo& info) {
+  uint64_t n = 0;
+  for (const data::FieldSpec& f : info.extra_fields()) n += f.ragged() ? 0 : f.unit_bytes();
+  return n;
+}
+
+}  // namespace
 
 ServedBatch::ServedBatch(ServedBatch&& o) noexcept
     : batch_(std::move(o.batch_)), budget_(o.budget_), bytes_(std::exchange(o.bytes_, 0)) {}
@@ -27,7 +37,7 @@ DataWorker::DataWorker(std::shared_ptr<const data::Dataset> dataset, const Worke
       budget_(std::make_unique<ByteBudget>(opts.max_inflight_mb > 0 ? static_cast<uint64_t>(opts.max_inflight_mb) << 20
                                                                     : default_inflight_bytes())),
       bytes_per_sample_(dataset_->info().sample_bytes() / data::dtype_size(dataset_->info().dtype) *
-                            data::dtype_size(wire) + sizeof(int64_t)) {
+                            data::dtype_size(wire) + sizeof(int64_t) + extra_field_bytes(dataset_->info())) {
   maker_->set_slowdown(opts.emulate_slowdown);
 }
 

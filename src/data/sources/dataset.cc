@@ -342,6 +342,7 @@ constexpr SettingWords kSettingWords[] = {
     {"file", "Python file", "--data python:FILE:NAME"},
     {"name", "Python dataset", "--data python:FILE:NAME"},
     {"args", "Python dataset arguments", "--data-args"},
+    {"fields", "sample fields", "--data python:FILE:NAME: the fields its __getitem__ returns"},
 };
 
 std::string one_difference(const std::string& name, const std::string& theirs, const std::string& ours) {

@@ -96,8 +96,8 @@ std::string field_problem(const std::string& name, const SampleField& f, const F
   if (fits) return "";
   std::string expected = spec.shape.empty() ? (spec.dtype == DType::kInt64 ? "an int" : "a float")
                                             : std::string(dtype_name(spec.dtype)) + " " + shape_text(spec.shape);
-  std::string fix = spec.ragged() || !f.is_array || !spec.shape.empty() ? "return the first sample's dtype and shape"
-                                                                       : "return the first sample's kind of value";
+  std::string fix = spec.shape.empty() ? "return the first sample's kind of value"
+                                       : "return the first sample's dtype and shape";
   if (!spec.ragged() && f.is_array && field_dtype(f.dtype) == spec.dtype) {
     fix = "resize or crop every sample to one shape, or, if its first dimension varies (boxes, tokens), name '" +
           printable(name, 60) + "' in the dataset's ragged_fields";
@@ -119,6 +119,12 @@ std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vect
   for (const auto& [name, f] : fields) {
     schema.push_back(spec_of(name, f, std::find(ragged.begin(), ragged.end(), name) != ragged.end()));
   }
+  // image and label first, then the others by name: one order whatever order the sample
+  // (and the JSON between the processes) gave them in.
+  auto rank = [](const FieldSpec& s) { return s.name == kImageField ? 0 : s.name == kLabelField ? 1 : 2; };
+  std::stable_sort(schema.begin(), schema.end(), [&](const FieldSpec& a, const FieldSpec& b) {
+    return rank(a) != rank(b) ? rank(a) < rank(b) : a.name < b.name;
+  });
   for (const std::string& r : ragged) {
     if (std::none_of(schema.begin(), schema.end(), [&](const FieldSpec& s) { return s.name == r; })) {
       throw ConfigError("the dataset's ragged_fields names '" + printable(r, 60) + "', which sample 0 does not have (" +
@@ -138,7 +144,9 @@ std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vect
 }
 
 std::string python_sample_problem(const SampleFields& fields, const std::vector<FieldSpec>& schema) {
-  for (const auto& [name, f] : fields) {
+  for (const auto& field : fields) {  // not a structured binding: clang 14 (the fuzz build) cannot capture one
+    const std::string& name = field.first;
+    const SampleField& f = field.second;
     if (std::none_of(schema.begin(), schema.end(), [&](const FieldSpec& s) { return s.name == name; })) {
       return "field " + is_text(name, f) + " but the first sample had no '" + printable(name, 60) + "' (it had " +
              names_text(schema) + "): return the same fields from every sample";

@@ -22,7 +22,8 @@ inline constexpr const char* kPythonSampleSchema =
     "shape in every sample, or a first dimension that varies for a field named in the dataset's ragged_fields), "
     "a Python int (int64) or a Python float (float32); 'image', if any, is uint8 [C,H,W] and 'label', if any, an int";
 
-// The schema sample 0's `fields` give, in their order: arrays as they came (a field named
+// The schema sample 0's `fields` give, 'image' and 'label' first, then the others by
+// name: arrays as they came (a field named
 // in `ragged` with -1 for its first dimension), ints as int64 [], floats as float32 [].
 // Throws ConfigError naming the field, what it is and what would do (kPythonSampleSchema).
 std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vector<std::string>& ragged);
