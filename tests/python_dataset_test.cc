@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "process_helpers.h"
+#include "python_fixture.h"
 #include "worker_fixture.h"
 #include "tandem/common/error.h"
 #include "tandem/data/batching/batch_maker.h"
@@ -37,14 +38,6 @@ using testing::wait_for_text;
 using testing::Worker;
 
 const std::string kFile = std::string(TANDEM_FIXTURES) + "/python_datasets/datasets.py";
-
-// Every test needs /usr/bin/python3 with numpy; without it they say so and skip.
-bool have_numpy() {
-  static const bool yes = std::system("/usr/bin/python3 -c 'import numpy' > /dev/null 2>&1") == 0;
-  return yes;
-}
-#define REQUIRE_NUMPY() \
-  if (!have_numpy()) GTEST_SKIP() << "/usr/bin/python3 cannot import numpy (apt-get install python3-numpy)"
 
 DataOptions python_data(const std::string& name, const std::string& args = "{}", int procs = 2,
                         const std::string& file = kFile) {
@@ -508,11 +501,15 @@ TEST(PythonDatasetWorkers, APythonProcessKilledMidRunLosesNoSampleAndNoneOutlive
   const std::string args = R"({"n": 160, "size": 32, "delay": 0.01, "pid_dir": ")" + (dir / "pids").string() + R"("})";
   Worker w = start_worker(worker_flags("Squares", args, 2) + " --term-grace 5", dir / "w.log", 60s);
   ASSERT_NE(w.port, 0) << slurp(dir / "w.log");
-  const std::string data = " --data python:" + kFile + ":Squares --data-args '" + args + "'";
+  // The trainer has no copy of the file (the same name, elsewhere): it learns the dataset
+  // from the worker and starts no Python process of its own.
+  const std::string data = " --data python:not-on-this-host/datasets.py:Squares --data-args '" + args + "'";
   Child trainer = spawn("trainer --workers " + w.target() + " --local-workers 0 --train-threads 1 --batch-size 8" +
                             " --log-every 5 --steps 60 --audit-samples --summary-json " + (dir / "s.json").string() + data,
                         dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=10 ", 120s)) << slurp(dir / "trainer.log");
+  EXPECT_NE(slurp(dir / "trainer.log").find("not-on-this-host/datasets.py (of --data python:"), std::string::npos)
+      << slurp(dir / "trainer.log");
   const std::vector<pid_t> first = python_pids(dir / "pids");
   ASSERT_EQ(first.size(), 2u);
   kill(first[0], SIGKILL);

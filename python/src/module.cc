@@ -2,6 +2,11 @@
 // Batches reach Python as numpy arrays over the feed's own memory (no copy): each array's
 // base is a capsule that owns the C++ batch. Every wait releases the GIL and is cut into
 // slices, so Ctrl-C (KeyboardInterrupt) ends it at once and closes the feed.
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -504,8 +509,24 @@ void bind_feed(py::module_& m) {
 }  // namespace
 }  // namespace tandem::python
 
+namespace {
+
+// A Python dataset made in this process (local_threads, tandem.plan) runs the
+// _dataset_worker.py installed beside this module, unless TANDEM_DATASET_WORKER says
+// otherwise: the process's binary is Python's, not tandem's (data::find_dataset_worker).
+void point_at_dataset_worker() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&point_at_dataset_worker), &info) == 0 || !info.dli_fname) return;
+  const std::filesystem::path script = std::filesystem::path(info.dli_fname).parent_path() / "_dataset_worker.py";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(script, ec)) setenv("TANDEM_DATASET_WORKER", script.c_str(), 0);
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_tandem, m) {
   using namespace tandem::python;
+  point_at_dataset_worker();
   m.doc() = "tandem's data plane for Python training scripts (docs/python.md)";
   // Log lines go to stderr, as the command line's do; stdout stays the script's.
   if (!spdlog::get("tandem")) spdlog::set_default_logger(spdlog::stderr_color_mt("tandem"));

@@ -17,6 +17,15 @@ JSON object. The worker sends
                                                              name: {"dtype": "int64", "shape": [], "value": 3}}}
                                                                                                  (a number)
 and a failure is {"ok": false, "error": "...", "where": "file:line", "traceback": "..."}.
+With "kind": "function" in init (the python(FILE:FUNCTION) step of --pipeline), NAME is
+a function of one array (init answers "len": 0) and the worker sends
+
+    {"op": "call", "index": I, "seed": S, "shape": [C, H, W], "nbytes": B}
+                                                           -> as "get", with the field "output"
+                                                              (or the fields of a returned dict)
+with the uint8 input at offset 0 of the shared memory (the worker grows the memfd for it).
+init's "max_shm" caps the shared memory: a sample needing more is {"ok": false,
+"shm_needed": BYTES, ...}.
 Arrays lie in the shared memory at their offsets; a sample larger than the mapping grows
 the memfd (ftruncate) and the worker maps it again at "shm_size". The process ends on
 EOF from the worker, or when its parent is gone (a watchdog thread: the worker may have
@@ -91,7 +100,23 @@ def _failure(exc, user_file):
     return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "where": where, "traceback": trace}
 
 
-def _load(file, name, args):
+def _load_function(file, name):
+    """FUNCTION of a python(FILE:FUNCTION) step: a callable in FILE."""
+    function = _attribute(_import(file), file, name)
+    if not callable(function):
+        raise TypeError(f"{file}'s '{name}' is a {type(function).__name__}, not a function: "
+                        "name a function of one uint8 array [C, H, W] that returns an array")
+    return function
+
+
+def _attribute(module, file, name):
+    if not hasattr(module, name):
+        public = sorted(n for n in vars(module) if not n.startswith("_") and callable(getattr(module, n)))
+        raise AttributeError(f"{file} has no '{name}' (it defines: {', '.join(public) or 'nothing callable'})")
+    return getattr(module, name)
+
+
+def _import(file):
     folder = os.path.dirname(file)
     if folder not in sys.path:
         sys.path.insert(0, folder)
@@ -102,10 +127,11 @@ def _load(file, name, args):
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
-    if not hasattr(module, name):
-        public = sorted(n for n in vars(module) if not n.startswith("_") and callable(getattr(module, n)))
-        raise AttributeError(f"{file} has no '{name}' (it defines: {', '.join(public) or 'nothing callable'})")
-    dataset = getattr(module, name)(**args)
+    return module
+
+
+def _load(file, name, args):
+    dataset = _attribute(_import(file), file, name)(**args)
     for need in ("__len__", "__getitem__"):
         if not hasattr(dataset, need):
             raise TypeError(f"{name}(...) returned a {type(dataset).__name__}, which has no {need}: "
@@ -123,18 +149,35 @@ def _classes(dataset):
     return num_classes, classes
 
 
+class _SharedMemoryFull(Exception):
+    def __init__(self, needed):
+        super().__init__(f"the sample needs {needed} bytes of shared memory")
+        self.needed = needed
+
+
 class _Shared:
     """The memfd both sides map; grown here when a sample does not fit."""
 
-    def __init__(self, fd):
+    def __init__(self, fd, limit=0):
         self.fd = fd
+        self.limit = limit or (1 << 62)
         self.size = os.fstat(fd).st_size
         self.map = mmap.mmap(fd, self.size)
+
+    def refresh(self):
+        """Maps the memfd again if the worker grew it (a call's input)."""
+        size = os.fstat(self.fd).st_size
+        if size > self.size:
+            self.map.close()
+            self.size = size
+            self.map = mmap.mmap(self.fd, size)
 
     def fit(self, needed):
         if needed <= self.size:
             return
-        size = max(needed, 2 * self.size)
+        if needed > self.limit:
+            raise _SharedMemoryFull(needed)
+        size = min(max(needed, 2 * self.size), self.limit)
         self.map.close()
         os.ftruncate(self.fd, size)
         self.size = size
@@ -197,15 +240,36 @@ def _seed(np, seed):
     state.begin(seed)
 
 
+def _call(np, shared, function, request):
+    """The python() step: FUNCTION on the uint8 input the worker put in the shared memory."""
+    shared.refresh()
+    n = request["nbytes"]
+    array = np.frombuffer(shared.map, dtype=np.uint8, count=n, offset=0).reshape(request["shape"]).copy()
+    out = function(array)
+    return _write_fields(np, out if isinstance(out, dict) else {"output": out}, shared)
+
+
 def _serve(np, sock, shared, dataset, user_file):
     while True:
         request = _receive(sock)
+        if request.get("op") == "call":
+            try:
+                _seed(np, request["seed"])
+                reply = _call(np, shared, dataset, request)
+            except _SharedMemoryFull as e:
+                reply = {"ok": False, "error": str(e), "shm_needed": e.needed, "where": "", "traceback": ""}
+            except Exception as e:  # noqa: BLE001: the user's code may raise anything
+                reply = _failure(e, user_file)
+            _send(sock, reply)
+            continue
         if request.get("op") != "get":
             _send(sock, {"ok": False, "error": f"unknown request {request.get('op')!r}", "where": "", "traceback": ""})
             continue
         try:
             _seed(np, request["seed"])
             reply = _write_fields(np, _as_fields(dataset[request["index"]]), shared)
+        except _SharedMemoryFull as e:
+            reply = {"ok": False, "error": str(e), "shm_needed": e.needed, "where": "", "traceback": ""}
         except Exception as e:  # noqa: BLE001: the user's code may raise anything
             reply = _failure(e, user_file)
         _send(sock, reply)
@@ -223,12 +287,16 @@ def main():
                      "or pass --python with an interpreter that has it", "where": "", "traceback": ""})
         return
     try:
-        shared = _Shared(shm_fd)
-        dataset = _load(user_file, init["name"], init["args"])
-        num_classes, classes = _classes(dataset)
-        ragged = [str(f) for f in getattr(dataset, "ragged_fields", None) or ()]
-        _send(sock, {"ok": True, "len": int(len(dataset)), "num_classes": num_classes, "classes": classes,
-                     "ragged_fields": ragged})
+        shared = _Shared(shm_fd, init.get("max_shm", 0))
+        if init.get("kind") == "function":
+            dataset = _load_function(user_file, init["name"])
+            _send(sock, {"ok": True, "len": 0, "num_classes": None, "classes": None})
+        else:
+            dataset = _load(user_file, init["name"], init["args"])
+            num_classes, classes = _classes(dataset)
+            ragged = [str(f) for f in getattr(dataset, "ragged_fields", None) or ()]
+            _send(sock, {"ok": True, "len": int(len(dataset)), "num_classes": num_classes, "classes": classes,
+                         "ragged_fields": ragged})
     except BaseException as e:  # noqa: BLE001: SystemExit from the user's module is an error too
         _send(sock, _failure(e, user_file))
         return

@@ -16,6 +16,7 @@ constexpr size_t kAhead = 2;
 FeedOptions options_of(const Settings& settings, const FeederOptions& f) {
   FeedOptions o = feed_options(settings, f.workers, f.rank, f.world);
   o.may_learn = false;  // the Python module makes its samples from its own copy of --data
+  o.learn_python = f.local_threads == 0;  // with workers alone it needs neither a Python dataset's FILE nor its processes
   o.check_deadline_s = 3 * kReleaseDeadlineS;
   o.timeout_setting = "connect_timeout";
   return o;

@@ -9,6 +9,7 @@
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
 #include "tandem/data/batching/convert.h"
+#include "tandem/data/sources/file_dataset.h"
 #include "tandem/feed/local_source.h"
 #include "tandem/transport/credentials.h"
 
@@ -64,14 +65,27 @@ FeedOptions feed_options(const Settings& settings, std::vector<std::string> work
   o.inflight = t.inflight;
   o.connect_timeout_s = t.connect_timeout_s;
   o.batch_timeout_s = t.batch_timeout_s;
+  // A Python dataset here starts one process (to learn the schema); the local threads
+  // start the rest as they first need them, so the host's cores stay with training.
+  if (o.data.python_start_procs == 0) o.data.python_start_procs = 1;
   return o;
 }
 
 RankFeed::RankFeed(FeedOptions opts, const std::atomic<bool>& stop) : opts_(std::move(opts)), stop_(stop) {
   check_rank(opts_);
-  if (opts_.may_learn && !opts_.workers.empty() && !data::dataset_is_here(opts_.data)) {
-    spdlog::info("no copy of --data {} on this host: it preprocesses nothing and learns the dataset from its workers",
-                 opts_.data.data);
+  const bool python = data::split_source(opts_.data.data).first == "python";
+  const bool skip_python = opts_.learn_python && python;  // tandem.Feed without local threads
+  if (!opts_.workers.empty() && (skip_python || (opts_.may_learn && !data::dataset_is_here(opts_.data)))) {
+    if (skip_python) {
+      spdlog::info("--data {}: this feed makes no samples itself and learns the dataset from its workers",
+                   opts_.data.data);
+    } else if (python) {
+      spdlog::info("{} (of --data {}) is not on this host: it makes no samples itself and learns the dataset from "
+                   "its workers", data::python_file_of(opts_.data), opts_.data.data);
+    } else {
+      spdlog::info("no copy of --data {} on this host: it preprocesses nothing and learns the dataset from its workers",
+                   opts_.data.data);
+    }
     info_ = learn_from_workers();
   } else {
     dataset_ = data::make_dataset(opts_.data);

@@ -8,6 +8,7 @@
 #include "tandem/data/sources/dataset.h"
 #include "tandem/launch/run.h"
 #include "tandem/report/summary.h"
+#include "tandem/transport/byte_budget.h"
 #include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/worker_server.h"
 
@@ -34,8 +35,16 @@ int run_worker(const Settings& settings, const std::string& host) {
   transport::keep_grpc_initialised();
   DataOptions data = settings.data;  // a Python dataset's processes default to the worker's threads
   if (data.python_procs == 0) data.python_procs = settings.worker.threads;
+  // --max-inflight-mb, resolved once: Python processes share half of it for their samples.
+  WorkerOptions worker = settings.worker;
+  if (worker.max_inflight_mb <= 0) worker.max_inflight_mb = static_cast<int64_t>(transport::default_inflight_bytes() >> 20);
+  data.python_shm_bytes = static_cast<uint64_t>(worker.max_inflight_mb) << 19;
   auto dataset = data::make_dataset(data);
-  transport::WorkerServer server(dataset, settings.worker, host, data::wire_dtype(settings.data), settings.security);
+  if (dataset->shared_memory_bytes() > 0) {
+    spdlog::info("its Python processes may map {} MiB of shared memory, half of --max-inflight-mb {}",
+                 dataset->shared_memory_bytes() >> 20, worker.max_inflight_mb);
+  }
+  transport::WorkerServer server(dataset, worker, host, data::wire_dtype(settings.data), settings.security);
   const int port = settings.worker.port >= 0 ? settings.worker.port : settings.cluster.worker_port;
   const int bound = server.start(settings.worker.bind + ":" + std::to_string(port));
   live = &server;

@@ -20,6 +20,14 @@ uint64_t extra_field_bytes(const data::DatasetInfo& info) {
   return n;
 }
 
+// --max-inflight-mb (0: default_inflight_bytes()) less what the dataset's Python
+// processes may map: together they stay within it.
+uint64_t batch_budget(const WorkerOptions& opts, const data::Dataset& dataset) {
+  const uint64_t all = opts.max_inflight_mb > 0 ? static_cast<uint64_t>(opts.max_inflight_mb) << 20 : default_inflight_bytes();
+  const uint64_t shared = dataset.shared_memory_bytes();
+  return shared < all ? all - shared : all / 2;
+}
+
 }  // namespace
 
 ServedBatch::ServedBatch(ServedBatch&& o) noexcept
@@ -34,8 +42,7 @@ DataWorker::DataWorker(std::shared_ptr<const data::Dataset> dataset, const Worke
     : dataset_(std::move(dataset)), opts_(opts), host_(std::move(host)),
       pool_(std::make_unique<data::ThreadPool>(opts.threads > 0 ? opts.threads : data::available_cores())),
       maker_(std::make_unique<data::BatchMaker>(dataset_, pool_.get(), wire)),
-      budget_(std::make_unique<ByteBudget>(opts.max_inflight_mb > 0 ? static_cast<uint64_t>(opts.max_inflight_mb) << 20
-                                                                    : default_inflight_bytes())),
+      budget_(std::make_unique<ByteBudget>(batch_budget(opts, *dataset_))),
       bytes_per_sample_(dataset_->info().sample_bytes() / data::dtype_size(dataset_->info().dtype) *
                             data::dtype_size(wire) + sizeof(int64_t) + extra_field_bytes(dataset_->info())) {
   maker_->set_slowdown(opts.emulate_slowdown);

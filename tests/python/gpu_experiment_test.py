@@ -46,7 +46,9 @@ def main():
     try:
         cmd = [sys.executable, os.path.join(ROOT, "scripts", "gpu-experiment"), out, "--cpu", "--tiny", "--build",
                os.path.abspath(args.build), "--python", args.python, "--work", os.path.join(tmp, "work")]
+        before = set(os.listdir(ROOT))
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
+        check(set(os.listdir(ROOT)) <= before, f"the run wrote into the repository: {set(os.listdir(ROOT)) - before}")
         print(run.stdout[-4000:])
         check(run.returncode == 0, f"gpu-experiment exited {run.returncode}: {run.stderr[-2000:]}")
         results = {}

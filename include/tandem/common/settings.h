@@ -75,6 +75,11 @@ struct DataOptions {
   std::string python;
   int python_procs = 0;
   double sample_timeout_s = 60;
+  // Not flags: set by the roles. A worker's Python processes map at most python_shm_bytes
+  // of shared memory together (half of --max-inflight-mb; 0 = 4 GiB each); a trainer starts
+  // python_start_procs of them at once (0 = all) and the others as its threads need them.
+  uint64_t python_shm_bytes = 0;
+  int python_start_procs = 0;
   // Not a flag: the command line copies ClusterOptions::sagemaker_root here.
   std::string sagemaker_root = "/opt/ml";
 };

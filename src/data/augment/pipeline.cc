@@ -15,6 +15,7 @@
 #include "tandem/data/augment/color.h"
 #include "tandem/data/augment/gaussian_blur.h"
 #include "tandem/data/augment/resample.h"
+#include "tandem/data/python/python_step.h"
 
 namespace tandem::data {
 namespace {
@@ -52,9 +53,15 @@ Pipeline::Pipeline(const PipelineSpec& spec, const PipelineSource& source)
     first = 1;
   }
   int height = source.height, width = source.width;
+  const StepSpec* python = nullptr;
   for (size_t i = first; i < spec.steps.size(); ++i) {
     const StepSpec& s = spec.steps[i];
     if (s.op == "decode") misplaced("decode must be the first step");
+    if (s.op == "python") {
+      if (python) misplaced("one python() step at most: call your functions from one function");
+      python = &s;
+      continue;
+    }
     if (s.op == "to_uint8") {
       if (i + 1 != spec.steps.size()) misplaced("to_uint8 must be the last step");
       continue;
@@ -68,6 +75,10 @@ Pipeline::Pipeline(const PipelineSpec& spec, const PipelineSource& source)
       std_.assign(s.params.begin() + channels_, s.params.end());
       continue;
     }
+    if (python) {
+      misplaced(s.op + " follows python(" + python->file + ":" + python->function +
+                "): put the python() step after every other step (normalize and to_uint8 may follow)");
+    }
     add_step(s, height, width);
   }
   if (height == 0 || width == 0) {
@@ -78,6 +89,60 @@ Pipeline::Pipeline(const PipelineSpec& spec, const PipelineSource& source)
   width_ = width;
   fuse_first_ = source.encoded && !steps_.empty() &&
                 (steps_[0].kind == Kind::kRandomResizedCrop || steps_[0].kind == Kind::kResize);
+  if (python) start_python(*python, source);
+}
+
+Pipeline::~Pipeline() = default;
+Pipeline::Pipeline(Pipeline&&) noexcept = default;
+
+void Pipeline::start_python(const StepSpec& s, const PipelineSource& source) {
+  if (!source.python) throw std::logic_error("a python() step needs PipelineSource::python");
+  PythonPoolOptions opts = python_runtime_options(*source.python);
+  opts.kind = PythonPoolOptions::Kind::kFunction;
+  opts.file = s.file;
+  opts.name = s.function;
+  python_ = std::make_unique<PythonStep>(std::move(opts));
+}
+
+std::vector<int64_t> Pipeline::sample_shape() const {
+  if (python_) {
+    if (!python_->learned()) throw std::logic_error("Pipeline::sample_shape() before learn_output()");
+    return python_->output_shape();
+  }
+  return {channels_, height_, width_};
+}
+
+size_t Pipeline::sample_bytes() const {
+  size_t n = 1;
+  for (int64_t d : sample_shape()) n *= static_cast<size_t>(d);
+  return n;
+}
+
+void Pipeline::learn_output(const std::function<void(uint8_t* out)>& run_first) {
+  if (!python_ || python_->learned()) return;
+  const std::string step = "--pipeline step python(" + python_->pool().options().file + ":" +
+                           python_->pool().options().name + ")";
+  try {
+    run_first(nullptr);
+  } catch (const DataError& e) {
+    throw ConfigError("cannot use " + step + " on sample 0: " + e.what());
+  }
+  const size_t channels = static_cast<size_t>(python_->output_shape()[0]);
+  if (!mean_.empty() && mean_.size() != channels) {
+    misplaced("normalize has values for " + std::to_string(mean_.size()) + " channels, but " + step + " returns " +
+              std::to_string(channels) + ": give it " + std::to_string(channels) + " mean and std values");
+  }
+}
+
+// The C++ steps' image, made by `made` into a buffer, through the python() step into `out`,
+// seeded as a Python dataset's sample is: the first draw of the sample's fresh Rng.
+void Pipeline::run_python(const Rng& key, uint64_t index, const std::function<void(uint8_t*)>& made,
+                          uint8_t* out) const {
+  thread_local std::vector<uint8_t> input;
+  input.resize(static_cast<size_t>(channels_) * height_ * width_);
+  made(input.data());
+  Rng first = key;
+  python_->run(index, first.next_u64(), input, {channels_, height_, width_}, out);
 }
 
 // A spec's step with its parameters read out. REQUIRES: an augmentation op (not decode,
@@ -272,7 +337,19 @@ void Pipeline::decode_png_fused(PngReader& png, Image& dst, Rng& rng) const {
   resample(src, out_h, out_w, dst);
 }
 
-void Pipeline::run_file(std::span<const uint8_t> file, Rng& rng, uint8_t* out) const {
+void Pipeline::run_file(std::span<const uint8_t> file, Rng& rng, uint8_t* out, uint64_t index) const {
+  if (!python_) return decode_and_run(file, rng, out);
+  const Rng key = rng;
+  run_python(key, index, [&](uint8_t* made) { decode_and_run(file, rng, made); }, out);
+}
+
+void Pipeline::run_image(const Image& source, Rng& rng, uint8_t* out, uint64_t index) const {
+  if (!python_) return augment_image(source, rng, out);
+  const Rng key = rng;
+  run_python(key, index, [&](uint8_t* made) { augment_image(source, rng, made); }, out);
+}
+
+void Pipeline::decode_and_run(std::span<const uint8_t> file, Rng& rng, uint8_t* out) const {
   thread_local Image a, b;
   Image *image = &a, *spare = &b;
   if (is_jpeg(file)) {
@@ -299,7 +376,7 @@ void Pipeline::run_file(std::span<const uint8_t> file, Rng& rng, uint8_t* out) c
   run_steps(0, image, spare, rng, out);
 }
 
-void Pipeline::run_image(const Image& source, Rng& rng, uint8_t* out) const {
+void Pipeline::augment_image(const Image& source, Rng& rng, uint8_t* out) const {
   thread_local Image a, b;
   Image *image = &a, *spare = &b;
   if (channels_ == 3 && source.channels == 1) expand_gray(source, a);

@@ -4,12 +4,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
+#include "tandem/data/sources/dataset.h"  // fnv1a
 
 namespace tandem::data {
 namespace {
@@ -42,6 +46,7 @@ const std::vector<OpDef>& ops() {
       {"rotation", {{"degrees", kRequired}}},
       {"normalize", {}, true},
       {"to_uint8", {}},
+      {"python", {}},  // python(FILE:FUNCTION): parse_python_step
   };
   return table;
 }
@@ -178,10 +183,39 @@ double parse_number(const std::string& text, const std::string& token) {
   return v;
 }
 
+// python(FILE:FUNCTION): FILE must be a readable file; its bytes' hash goes into the spec.
+StepSpec python_step(const std::string& text, const std::string& file, const std::string& function) {
+  if (file.empty() || function.empty()) {
+    fail(text, "name the file and the function in it, e.g. python(my_aug.py:augment)");
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) fail(text, printable(file, 200) + " is not a file");
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  if (!in) fail(text, "cannot read " + printable(file, 200) + ": check its permissions");
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(bytes.str())));
+  StepSpec step{"python", {}};
+  step.file = std::filesystem::absolute(file).lexically_normal().string();
+  step.function = function;
+  step.code = hex;
+  return step;
+}
+
+StepSpec parse_python_text(const std::string& text, size_t open) {
+  if (open == std::string::npos || text.back() != ')') fail(text, "write it as python(FILE:FUNCTION)");
+  const std::string inner = trim(text.substr(open + 1, text.size() - open - 2));
+  const size_t colon = inner.rfind(':');
+  if (colon == std::string::npos) fail(text, "name the file and the function in it, e.g. python(my_aug.py:augment)");
+  return python_step(text, trim(inner.substr(0, colon)), trim(inner.substr(colon + 1)));
+}
+
 // "name" or "name(1, 2, key=3)".
 StepSpec parse_step_text(const std::string& text) {
   const size_t open = text.find('(');
   const std::string name = trim(text.substr(0, open));
+  if (name == "python") return parse_python_text(text, open);
   std::vector<double> positional;
   std::vector<std::pair<std::string, double>> named;
   if (open != std::string::npos) {
@@ -209,6 +243,9 @@ StepSpec parse_step_text(const std::string& text) {
 StepSpec parse_step_json(const nlohmann::json& j) {
   const std::string text = j.dump();
   if (!j.is_object() || !j.contains("op") || !j["op"].is_string()) fail(text, "a JSON step needs \"op\": \"name\"");
+  if (j["op"] == "python") {
+    return python_step(text, j.value("file", std::string()), j.value("function", std::string()));
+  }
   std::vector<double> positional;
   std::vector<std::pair<std::string, double>> named;
   for (const auto& [key, value] : j.items()) {
@@ -268,6 +305,11 @@ std::string PipelineSpec::canonical() const {
   for (const StepSpec& step : steps) {
     const OpDef* def = find_op(step.op);
     out += (out.empty() ? "" : ",") + step.op + "(";
+    if (step.op == "python") {  // the file's name and bytes, not where it lies: hosts may differ
+      out += "file=" + std::filesystem::path(step.file).filename().string() + ",function=" + step.function +
+             ",code=" + step.code + ")";
+      continue;
+    }
     for (size_t i = 0; i < step.params.size(); ++i) {
       if (i) out += ",";
       if (!def->variadic) out += std::string(def->params[i].name) + "=";

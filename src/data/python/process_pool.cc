@@ -24,6 +24,7 @@
 
 #include "tandem/common/clock.h"
 #include "tandem/common/text.h"
+#include "tandem/data/batching/thread_pool.h"
 
 extern char** environ;
 
@@ -147,6 +148,7 @@ struct PythonProcessPool::Process {
   void stop(double grace_s);
   void close_all();
   void remap(size_t size);
+  void grow(size_t size);
   SampleFields fields_of(const nlohmann::json& reply);
 };
 
@@ -193,7 +195,7 @@ void PythonProcessPool::Process::start(const PythonPoolOptions& opts) {
 void PythonProcessPool::Process::remap(size_t size) {
   if (size > kMaxShmBytes) throw ProcessGone{"it asked for " + std::to_string(size >> 20) + " MiB of shared memory"};
   if (map) ::munmap(map, mapped);
-  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, shm, 0);
+  void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, shm, 0);  // call() writes its input
   if (m == MAP_FAILED) {
     map = nullptr;
     mapped = 0;
@@ -201,6 +203,14 @@ void PythonProcessPool::Process::remap(size_t size) {
   }
   map = static_cast<std::byte*>(m);
   mapped = size;
+}
+
+// Makes the shared memory at least `size` bytes (a python() step's input); the process
+// sees the new size at its next request.
+void PythonProcessPool::Process::grow(size_t size) {
+  if (size <= mapped) return;
+  if (::ftruncate(shm, static_cast<off_t>(size)) != 0) throw ProcessGone{errno_text("ftruncate of its shared memory")};
+  remap(size);
 }
 
 void PythonProcessPool::Process::close_all() {
@@ -224,7 +234,7 @@ void PythonProcessPool::Process::stop(double grace_s) {
 
 SampleFields PythonProcessPool::Process::fields_of(const nlohmann::json& reply) {
   const size_t size = reply.value("shm_size", size_t{0});
-  if (size > mapped) remap(size);
+  if (size > mapped) remap(size);  // remap() refuses more than kMaxShmBytes
   SampleFields out;
   for (const auto& [name, f] : reply.at("fields").items()) {
     SampleField field;
@@ -249,9 +259,15 @@ SampleFields PythonProcessPool::Process::fields_of(const nlohmann::json& reply) 
 
 namespace {
 
+size_t shm_limit(const PythonPoolOptions& opts) { return opts.max_shm_bytes ? opts.max_shm_bytes : kMaxShmBytes; }
+
 nlohmann::json init_request(const PythonPoolOptions& opts) {
-  return {{"op", "init"}, {"file", opts.file}, {"name", opts.name}, {"args", nlohmann::json::parse(opts.args_json)}};
+  return {{"op", "init"}, {"file", opts.file}, {"name", opts.name}, {"args", nlohmann::json::parse(opts.args_json)},
+          {"kind", opts.kind == PythonPoolOptions::Kind::kFunction ? "function" : "dataset"},
+          {"max_shm", shm_limit(opts)}};
 }
+
+std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / double(1 << 20)); }
 
 PythonDatasetAbout about_of(const nlohmann::json& reply) {
   PythonDatasetAbout about;
@@ -272,12 +288,15 @@ PythonDatasetAbout about_of(const nlohmann::json& reply) {
 
 PythonProcessPool::PythonProcessPool(PythonPoolOptions opts) : opts_(std::move(opts)) {
   const std::string what = "python:" + opts_.file + ":" + opts_.name;
+  opts_.initial_shm_bytes = std::min(opts_.initial_shm_bytes, shm_limit(opts_));
+  const int now = opts_.start_procs > 0 ? std::min(opts_.start_procs, opts_.procs) : opts_.procs;
   for (int i = 0; i < opts_.procs; ++i) {
     procs_.push_back(std::make_unique<Process>());
-    procs_.back()->start(opts_);
+    if (i < now) procs_.back()->start(opts_);  // the others start in run() when first leased
   }
   const auto deadline = after(opts_.start_timeout_s);
   for (auto& p : procs_) {
+    if (p->pid <= 0) continue;
     nlohmann::json reply;
     try {
       send_message(p->sock, init_request(opts_), deadline);
@@ -308,9 +327,12 @@ PythonProcessPool::~PythonProcessPool() {
 std::vector<pid_t> PythonProcessPool::pids() const {
   std::lock_guard lock(mu_);
   std::vector<pid_t> out;
-  for (const auto& p : procs_) out.push_back(p->pid);
+  for (const auto& p : procs_) {
+    if (p->pid > 0) out.push_back(p->pid);
+  }
   return out;
 }
+
 
 // Holds one process for one sample; gives it back however the sample ends.
 class PythonProcessPool::Lease {
@@ -332,8 +354,8 @@ PythonProcessPool::Process& PythonProcessPool::acquire() const {
   const auto deadline = after(budget);
   Process* found = nullptr;
   const bool ok = freed_.wait_until(lock, deadline, [&] {
-    for (auto& p : procs_) {
-      if (!p->busy) found = p.get();
+    for (auto& p : procs_) {  // a started process before one not yet started
+      if (!p->busy && (!found || (found->pid <= 0 && p->pid > 0))) found = p.get();
     }
     return found != nullptr;
   });
@@ -373,19 +395,46 @@ void PythonProcessPool::restart(Process& p) const {
 }
 
 std::string PythonProcessPool::describe(uint64_t index) const {
+  if (opts_.kind == PythonPoolOptions::Kind::kFunction) {
+    return "sample " + std::to_string(index) + " in --pipeline step python(" + opts_.file + ":" + opts_.name + ")";
+  }
   return "sample " + std::to_string(index) + " of python:" + opts_.file + ":" + opts_.name;
 }
 
+namespace {
+
+std::string too_big(const std::string& which, size_t needed, const PythonPoolOptions& opts) {
+  return which + " needs " + mib(needed) + " of shared memory, more than the " + mib(shm_limit(opts)) +
+         " each of its " + std::to_string(opts.procs) + " Python processes may use (" + opts.shm_limit_setting +
+         "): raise it, or lower --python-procs";
+}
+
+}  // namespace
+
 void PythonProcessPool::run(uint64_t index, uint64_t seed, const std::function<void(const SampleFields&)>& use) const {
-  const nlohmann::json request = {{"op", "get"}, {"index", index}, {"seed", seed}};
+  serve(index, {{"op", "get"}, {"index", index}, {"seed", seed}}, {}, use);
+}
+
+void PythonProcessPool::call(uint64_t index, uint64_t seed, std::span<const uint8_t> input,
+                             const std::vector<int64_t>& shape, const std::function<void(const SampleFields&)>& use) const {
+  if (input.size() > shm_limit(opts_)) throw PythonSampleError(too_big(describe(index), input.size(), opts_));
+  serve(index, {{"op", "call"}, {"index", index}, {"seed", seed}, {"shape", shape}, {"nbytes", input.size()}}, input, use);
+}
+
+void PythonProcessPool::serve(uint64_t index, const nlohmann::json& request, std::span<const uint8_t> input,
+                              const std::function<void(const SampleFields&)>& use) const {
   std::string first_death;
   for (int attempt = 0;; ++attempt) {
     Lease lease(*this);
     Process& p = *lease;
-    if (p.pid <= 0) restart(p);  // a restart that failed before
+    if (p.pid <= 0) restart(p);  // a restart that failed before, or one not started yet
     nlohmann::json reply;
     try {
       const auto deadline = after(opts_.sample_timeout_s);
+      if (!input.empty()) {
+        p.grow(input.size());
+        std::memcpy(p.map, input.data(), input.size());
+      }
       send_message(p.sock, request, deadline);
       reply = receive_message(p.sock, deadline);
     } catch (const ProcessSlow&) {
@@ -406,6 +455,9 @@ void PythonProcessPool::run(uint64_t index, uint64_t seed, const std::function<v
       throw PythonSampleError(describe(index) + " killed its Python process twice (" + first_death + ", then " + how +
                               "): fix the crash, e.g. in a C extension, or check for the out-of-memory killer");
     }
+    if (!reply.value("ok", false) && reply.contains("shm_needed")) {
+      throw PythonSampleError(too_big(describe(index), reply.value("shm_needed", size_t{0}), opts_));
+    }
     if (!reply.value("ok", false)) throw PythonSampleError(describe(index) + " raised " + python_error(reply));
     SampleFields fields;
     try {
@@ -418,6 +470,21 @@ void PythonProcessPool::run(uint64_t index, uint64_t seed, const std::function<v
     use(fields);
     return;
   }
+}
+
+PythonPoolOptions python_runtime_options(const DataOptions& opts) {
+  PythonPoolOptions p;
+  std::error_code ec;
+  p.python = !opts.python.empty() ? opts.python : fs::exists("/usr/bin/python3", ec) ? "/usr/bin/python3" : "python3";
+  p.procs = opts.python_procs > 0 ? opts.python_procs : available_cores();
+  p.sample_timeout_s = opts.sample_timeout_s;
+  p.script = find_dataset_worker();
+  p.start_procs = opts.python_start_procs;
+  if (opts.python_shm_bytes > 0) {
+    p.max_shm_bytes = std::max<size_t>(opts.python_shm_bytes / p.procs, 1);
+    p.shm_limit_setting = "half of --max-inflight-mb, shared by the " + std::to_string(p.procs) + " --python-procs";
+  }
+  return p;
 }
 
 std::string find_dataset_worker() {

@@ -33,11 +33,26 @@ std::string data_path(const DataOptions& opts) {
   return channel;
 }
 
+std::string python_file_of(const DataOptions& opts) {
+  const std::string rest = split_source(opts.data).second;
+  const size_t colon = rest.rfind(':');
+  return colon == std::string::npos ? rest : rest.substr(0, colon);
+}
+
+namespace {
+
+bool python_file_is_here(const DataOptions& opts) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(python_file_of(opts), ec);
+}
+
+}  // namespace
+
 bool dataset_is_here(const DataOptions& opts) {
   const std::string source = split_source(opts.data).first;
-  // A Python dataset is made where its processes run: a trainer with workers leaves it
-  // to them rather than start a pool of its own.
-  if (source == "python") return false;
+  // A Python dataset is here when its FILE is: a trainer with it makes samples on its own
+  // cores too (through its own pool) and checks the workers' fingerprint against its own.
+  if (source == "python") return python_file_is_here(opts);
   if (source != "imagefolder" && source != "mnist") return true;
   try {
     data_path(opts);

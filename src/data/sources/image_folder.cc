@@ -21,6 +21,7 @@
 #include "tandem/data/codecs/pixel_limit.h"
 #include "tandem/data/augment/pipeline.h"
 #include "tandem/data/augment/rng.h"
+#include "tandem/data/python/process_pool.h"
 
 namespace tandem::data {
 namespace fs = std::filesystem;
@@ -153,13 +154,15 @@ class ImageFolderDataset final : public Dataset {
       : root_(root),
         seed_(opts.seed),
         max_pixels_(opts.max_image_pixels),
+        shm_bytes_(opts.python_shm_bytes),
         policy_(parse_bad_sample_policy(opts.on_bad_sample)),
         index_(index_folder(root)),
         spec_(parse_pipeline(opts.pipeline.empty() ? default_pipeline(opts) : opts.pipeline)),
-        pipeline_(spec_, {true, 3, 0, 0, opts.max_image_pixels}) {
+        pipeline_(spec_, {true, 3, 0, 0, opts.max_image_pixels, &opts}) {
     report_index_problems();
     info_.name = "imagefolder";
     info_.size = samples_per_epoch(opts, index_.files.size(), root);
+    learn_python_output();
     info_.sample_shape = pipeline_.sample_shape();
     info_.dtype = DType::kUInt8;
     info_.num_classes = static_cast<int>(index_.classes.size());
@@ -174,13 +177,23 @@ class ImageFolderDataset final : public Dataset {
   const DatasetInfo& info() const override { return info_; }
   std::vector<std::string> skipped() const override { return skips_.entries(); }
   uint64_t skipped_count() const override { return skips_.count(); }
+  uint64_t shared_memory_bytes() const override { return pipeline_.has_python_step() ? shm_bytes_ : 0; }
 
   int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const override {
     check_sample_index(index, info_);
     uint64_t item = item_of(index, info_.size, index_.files.size());
     for (uint64_t tries = 0;; ++tries) {
       const ImageFile& file = index_.files[item];
-      const std::string problem = try_produce(file, index, epoch, out);
+      std::string problem;
+      try {
+        problem = try_produce(file, index, epoch, out);
+      } catch (const PythonSampleError& e) {  // the python() step: the user's code, not the file
+        if (policy_ == BadSamplePolicy::kFail) {
+          throw DataError(std::string(e.what()) + " (image " + root_ + "/" + file.path +
+                          ")\n(fix the function, or pass --on-bad-sample skip to use the next image instead)");
+        }
+        problem = e.what();
+      }
       if (problem.empty()) return file.label;
       const std::string path = root_ + "/" + file.path;
       if (policy_ == BadSamplePolicy::kFail) {
@@ -203,13 +216,25 @@ class ImageFolderDataset final : public Dataset {
     if (!problem.empty()) return problem;
     Rng rng(kAugmentStream, seed_, epoch, index);
     try {
-      pipeline_.run_file(bytes, rng, reinterpret_cast<uint8_t*>(out.data()));
+      pipeline_.run_file(bytes, rng, reinterpret_cast<uint8_t*>(out.data()), index);
     } catch (const ImageTooLarge& e) {
       return e.what();
     } catch (const DecodeError& e) {
       return std::string("not a decodable image: ") + e.what();
     }
     return "";
+  }
+
+  // A python() step's output shape: what it returns for sample 0 of epoch 0.
+  void learn_python_output() {
+    pipeline_.learn_output([&](uint8_t* out) {
+      const ImageFile& file = index_.files[item_of(0, info_.size, index_.files.size())];
+      std::vector<uint8_t> bytes;
+      const std::string problem = read_whole(root_ + "/" + file.path, file.bytes, bytes);
+      if (!problem.empty()) throw DataError(root_ + "/" + file.path + ": " + problem);
+      Rng rng(kAugmentStream, seed_, 0, 0);
+      pipeline_.run_file(bytes, rng, out, 0);
+    });
   }
 
   void report_index_problems() {
@@ -255,6 +280,7 @@ class ImageFolderDataset final : public Dataset {
   std::string root_;
   uint64_t seed_;
   uint64_t max_pixels_;  // under skip, which files are substituted
+  uint64_t shm_bytes_;   // DataOptions::python_shm_bytes
   BadSamplePolicy policy_;
   FolderIndex index_;
   PipelineSpec spec_;

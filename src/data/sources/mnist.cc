@@ -33,7 +33,7 @@ std::string lowercase(std::string s) {
 class MnistDataset final : public Dataset {
  public:
   MnistDataset(const DataOptions& opts, const std::string& images_path, const std::string& labels_path)
-      : seed_(opts.seed), images_(read_idx(images_path, 3)), labels_(read_idx(labels_path, 1)) {
+      : seed_(opts.seed), shm_bytes_(opts.python_shm_bytes), images_(read_idx(images_path, 3)), labels_(read_idx(labels_path, 1)) {
     if (images_.dims[0] != labels_.dims[0]) {
       throw ConfigError(images_path + " holds " + std::to_string(images_.dims[0]) + " images but " + labels_path +
                         " holds " + std::to_string(labels_.dims[0]) + " labels: use files of the same set");
@@ -45,26 +45,32 @@ class MnistDataset final : public Dataset {
                              : (size && (size != rows_ || size != cols_)) ? "resize(" + std::to_string(size) + "," + std::to_string(size) + ")"
                                                                           : "";
     spec_ = parse_pipeline(text);
-    pipeline_ = std::make_unique<Pipeline>(spec_, PipelineSource{false, 1, rows_, cols_});
+    pipeline_ = std::make_unique<Pipeline>(spec_, PipelineSource{false, 1, rows_, cols_, kDefaultMaxImagePixels, &opts});
+    pipeline_->learn_output([&](uint8_t* out) { make(0, 0, 0, out); });
     fill_info(opts, images_path, labels_path);
     spdlog::info("mnist {}: {} images of {}x{}, {} classes, {} samples per epoch", images_path, images_.dims[0], rows_,
                  cols_, info_.num_classes, info_.size);
   }
 
   const DatasetInfo& info() const override { return info_; }
+  uint64_t shared_memory_bytes() const override { return pipeline_->has_python_step() ? shm_bytes_ : 0; }
 
   int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const override {
     check_sample_index(index, info_);
     const uint64_t item = item_of(index, info_.size, images_.dims[0]);
-    thread_local Image image;
-    image.reshape(rows_, cols_, 1);
-    std::memcpy(image.pixels.data(), images_.values.data() + item * rows_ * cols_, image.bytes());
-    Rng rng(kAugmentStream, seed_, epoch, index);
-    pipeline_->run_image(image, rng, reinterpret_cast<uint8_t*>(out.data()));
+    make(index, epoch, item, reinterpret_cast<uint8_t*>(out.data()));
     return labels_.values[item];
   }
 
  private:
+  void make(uint64_t index, uint32_t epoch, uint64_t item, uint8_t* out) const {
+    thread_local Image image;
+    image.reshape(rows_, cols_, 1);
+    std::memcpy(image.pixels.data(), images_.values.data() + item * rows_ * cols_, image.bytes());
+    Rng rng(kAugmentStream, seed_, epoch, index);
+    pipeline_->run_image(image, rng, out, index);
+  }
+
   void fill_info(const DataOptions& opts, const std::string& images_path, const std::string& labels_path) {
     info_.name = "mnist";
     info_.size = samples_per_epoch(opts, images_.dims[0], images_path);
@@ -87,6 +93,7 @@ class MnistDataset final : public Dataset {
   }
 
   uint64_t seed_;
+  uint64_t shm_bytes_;  // DataOptions::python_shm_bytes
   IdxArray images_, labels_;
   int rows_ = 0, cols_ = 0;
   PipelineSpec spec_;

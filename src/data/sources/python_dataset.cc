@@ -208,21 +208,15 @@ std::string canonical_args(const std::string& args) {
   return j.dump();  // keys sorted, no spaces
 }
 
-std::string default_python() {
-  std::error_code ec;
-  return fs::exists("/usr/bin/python3", ec) ? "/usr/bin/python3" : "python3";
-}
-
 }  // namespace
 
 PythonPoolOptions python_pool_options(const DataOptions& opts) {
-  PythonPoolOptions p;
-  std::tie(p.file, p.name) = file_and_name(opts.data);
-  p.args_json = canonical_args(opts.data_args);
-  p.python = opts.python.empty() ? default_python() : opts.python;
-  p.procs = opts.python_procs > 0 ? opts.python_procs : available_cores();
-  p.sample_timeout_s = opts.sample_timeout_s;
-  p.script = find_dataset_worker();
+  auto [file, name] = file_and_name(opts.data);
+  const std::string args = canonical_args(opts.data_args);
+  PythonPoolOptions p = python_runtime_options(opts);
+  p.file = std::move(file);
+  p.name = std::move(name);
+  p.args_json = args;
   return p;
 }
 
@@ -231,7 +225,8 @@ namespace {
 class PythonDataset final : public Dataset {
  public:
   explicit PythonDataset(const DataOptions& opts)
-      : seed_(opts.seed), policy_(parse_bad_sample_policy(opts.on_bad_sample)), pool_(python_pool_options(opts)) {
+      : seed_(opts.seed), shm_bytes_(opts.python_shm_bytes), policy_(parse_bad_sample_policy(opts.on_bad_sample)),
+        pool_(python_pool_options(opts)) {
     const PythonPoolOptions& p = pool_.options();
     source_ = "python:" + p.file + ":" + p.name;
     info_.name = "python";
@@ -250,6 +245,7 @@ class PythonDataset final : public Dataset {
   const DatasetInfo& info() const override { return info_; }
   std::vector<std::string> skipped() const override { return skips_.entries(); }
   uint64_t skipped_count() const override { return skips_.count(); }
+  uint64_t shared_memory_bytes() const override { return shm_bytes_; }
 
   int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const override {
     return produce_into(index, epoch, out, nullptr);
@@ -391,6 +387,7 @@ class PythonDataset final : public Dataset {
   }
 
   uint64_t seed_;
+  uint64_t shm_bytes_;
   BadSamplePolicy policy_;
   PythonProcessPool pool_;
   std::string source_;

@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,6 +31,7 @@
 namespace tandem::data {
 
 class PngReader;
+class PythonStep;
 
 // What the pipeline is fed.
 struct PipelineSource {
@@ -36,29 +39,46 @@ struct PipelineSource {
   int channels = 3;           // the source's own channels
   int height = 0, width = 0;  // raw images' size; 0 for files (their size varies)
   uint64_t max_pixels = kDefaultMaxImagePixels;  // files: the most pixels a header may declare
+  // The python() step's interpreter, processes, timeout and memory (--python,
+  // --python-procs, ...): needed when the spec has one.
+  const DataOptions* python = nullptr;
 };
 
 class Pipeline {
  public:
   // Compiles `spec` for `source`. Throws ConfigError when a step is misplaced (decode not
-  // first, to_uint8 not last), normalize has the wrong count of values, or the output
-  // size would vary from image to image.
+  // first, to_uint8 not last, python() before a C++ step or twice), normalize has the
+  // wrong count of values, or the output size would vary from image to image. A python()
+  // step's processes start here (ConfigError with the Python error when they cannot).
   Pipeline(const PipelineSpec& spec, const PipelineSource& source);
+  ~Pipeline();
+  Pipeline(Pipeline&&) noexcept;
 
-  std::vector<int64_t> sample_shape() const { return {channels_, height_, width_}; }
-  size_t sample_bytes() const { return static_cast<size_t>(channels_) * height_ * width_; }
+  // With a python() step, what it returned for sample 0 (learn_output()).
+  std::vector<int64_t> sample_shape() const;
+  size_t sample_bytes() const;
   // From a normalize step; empty when the spec has none.
   const std::vector<float>& mean() const { return mean_; }
   const std::vector<float>& stddev() const { return std_; }
-  int channels() const { return channels_; }
+  int channels() const { return static_cast<int>(sample_shape()[0]); }
+
+  // A pipeline with a python() step learns its output shape from sample 0: call this once,
+  // before any other run or sample_shape(), with a function that runs sample 0 of epoch 0
+  // (run_file or run_image with index 0) into the pointer it is given. Nothing is written.
+  // Throws ConfigError naming sample 0 when it fails or returns the wrong thing. Without a
+  // python() step it does nothing.
+  void learn_output(const std::function<void(uint8_t* out)>& run_first);
+  bool has_python_step() const { return python_ != nullptr; }
 
   // Decodes a JPEG or PNG file and augments it into `out` (sample_bytes()). Thread-safe.
   // Throws DecodeError when the bytes are not a decodable JPEG or PNG, ImageTooLarge (a
-  // DecodeError) when the header declares more than max_pixels pixels.
-  void run_file(std::span<const uint8_t> file, Rng& rng, uint8_t* out) const;
+  // DecodeError) when the header declares more than max_pixels pixels, PythonSampleError
+  // (a DataError) when the python() step fails on it. `index`, the sample's, names it in
+  // the python() step's errors.
+  void run_file(std::span<const uint8_t> file, Rng& rng, uint8_t* out, uint64_t index = 0) const;
 
   // Augments a raw image of the source's size and channels into `out`. Thread-safe.
-  void run_image(const Image& image, Rng& rng, uint8_t* out) const;
+  void run_image(const Image& image, Rng& rng, uint8_t* out, uint64_t index = 0) const;
 
  private:
   enum class Kind { kRandomResizedCrop, kResize, kCenterCrop, kHflip, kColorJitter, kBlur, kRotation };
@@ -73,6 +93,10 @@ class Pipeline {
   };
 
   static Step parse_step(const StepSpec& spec);
+  void decode_and_run(std::span<const uint8_t> file, Rng& rng, uint8_t* out) const;
+  void augment_image(const Image& image, Rng& rng, uint8_t* out) const;
+  void start_python(const StepSpec& spec, const PipelineSource& source);
+  void run_python(const Rng& key, uint64_t index, const std::function<void(uint8_t*)>& made, uint8_t* out) const;
   void add_step(const StepSpec& spec, int& height, int& width);
   void apply(const Step& step, Image*& image, Image*& spare, Rng& rng) const;
   void run_steps(size_t first, Image*& image, Image*& spare, Rng& rng, uint8_t* out) const;
@@ -94,6 +118,7 @@ class Pipeline {
   bool fuse_first_ = false;
   uint64_t max_pixels_ = kDefaultMaxImagePixels;
   std::vector<float> mean_, std_;
+  std::unique_ptr<PythonStep> python_;  // the python() step, last; null without one
 };
 
 }  // namespace tandem::data

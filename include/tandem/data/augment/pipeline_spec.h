@@ -3,6 +3,8 @@
 //
 //   decode,random_resized_crop(224),hflip,color_jitter(0.4,0.4,0.4),to_uint8
 //   ["decode", "random_resized_crop(224)", {"op": "color_jitter", "brightness": 0.4}]
+//   decode,random_resized_crop(224),python(my_aug.py:augment)
+//   [..., {"op": "python", "file": "my_aug.py", "function": "augment"}]
 //
 // Steps are separated by commas or newlines outside parentheses; parameters are
 // positional or `name=value`. Every step's parameters, their order and defaults are in
@@ -17,6 +19,9 @@ namespace tandem::data {
 struct StepSpec {
   std::string op;              // e.g. "random_resized_crop"
   std::vector<double> params;  // every parameter of `op`, in its declared order, defaults filled in
+  // python(FILE:FUNCTION) only: FILE made absolute, FUNCTION, and a hash of FILE's bytes
+  // (read when the spec is parsed, so that the fingerprint covers the code).
+  std::string file, function, code;
 
   // The value of parameter `name` of this step's op. REQUIRES: `name` is one of op's parameters.
   double param(const std::string& name) const;
@@ -31,7 +36,8 @@ struct PipelineSpec {
 };
 
 // Parses --pipeline text (the list form or a JSON array). Throws ConfigError naming the step
-// and the problem: unknown op or parameter, a missing or out-of-range value.
+// and the problem: unknown op or parameter, a missing or out-of-range value, a python()
+// step whose FILE is not a readable file.
 PipelineSpec parse_pipeline(const std::string& text);
 
 }  // namespace tandem::data

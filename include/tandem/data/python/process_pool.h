@@ -19,7 +19,10 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "tandem/common/error.h"
+#include "tandem/common/settings.h"
 
 namespace tandem::data {
 
@@ -33,7 +36,22 @@ struct PythonPoolOptions {
   double sample_timeout_s = 60;             // one sample longer than this kills its process
   double start_timeout_s = 300;             // importing FILE and building the dataset, per process
   size_t initial_shm_bytes = size_t{1} << 20;  // each process's shared memory at start; grows on demand
+  // What NAME is: a dataset (NAME(**args) with __len__ and __getitem__), or a function
+  // of one array, the python(FILE:FUNCTION) step of --pipeline (call()).
+  enum class Kind { kDataset, kFunction } kind = Kind::kDataset;
+  // The most shared memory each process may map (0: 4 GiB); a sample that needs more is a
+  // PythonSampleError naming `shm_limit_setting`, the setting that gives the room.
+  size_t max_shm_bytes = 0;
+  std::string shm_limit_setting = "--max-inflight-mb";
+  // Processes started at once (0: all); the others start when a call first finds every
+  // started one busy (a trainer's local threads use as many as they run at once).
+  int start_procs = 0;
 };
+
+// The interpreter, processes, timeout and worker script `opts` asks for (--python,
+// --python-procs with 0 = available_cores(), --sample-timeout, find_dataset_worker()),
+// without FILE and NAME. Throws ConfigError when the script cannot be found.
+PythonPoolOptions python_runtime_options(const DataOptions& opts);
 
 // What the dataset said about itself at start.
 struct PythonDatasetAbout {
@@ -87,6 +105,17 @@ class PythonProcessPool {
   // when no process becomes free or restarts in time. Exceptions from `use` pass through.
   void run(uint64_t index, uint64_t seed, const std::function<void(const SampleFields&)>& use) const;
 
+  // For a Kind::kFunction pool: calls FUNCTION on a uint8 array of `shape` holding `input`
+  // (passed through the process's shared memory), seeded with `seed`, and calls `use` with
+  // what it returned: one field "output", or the fields of a dict it returned. Otherwise
+  // as run(). REQUIRES: input.size() is the product of `shape`.
+  void call(uint64_t index, uint64_t seed, std::span<const uint8_t> input, const std::vector<int64_t>& shape,
+            const std::function<void(const SampleFields&)>& use) const;
+
+  // "sample N of python:FILE:NAME", or "sample N in --pipeline step python(FILE:FUNCTION)":
+  // the words every error about sample N begins with.
+  std::string describe(uint64_t index) const;
+
   // The process ids now serving (for tests that kill one).
   std::vector<pid_t> pids() const;
 
@@ -96,7 +125,8 @@ class PythonProcessPool {
   Process& acquire() const;
   void release(Process& p) const;
   void restart(Process& p) const;
-  std::string describe(uint64_t index) const;
+  void serve(uint64_t index, const nlohmann::json& request, std::span<const uint8_t> input,
+             const std::function<void(const SampleFields&)>& use) const;
 
   PythonPoolOptions opts_;
   PythonDatasetAbout about_;

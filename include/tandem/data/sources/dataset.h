@@ -83,6 +83,10 @@ class Dataset {
   // How many samples were substituted by another (a bad file counts again each time it
   // is asked for). Thread-safe.
   virtual uint64_t skipped_count() const { return 0; }
+  // The most shared memory its Python processes (python:FILE:NAME, a python() step) may
+  // map together: DataOptions::python_shm_bytes when it has them, else 0. A worker keeps
+  // it out of its budget for batches in flight.
+  virtual uint64_t shared_memory_bytes() const { return 0; }
 };
 
 // What is wrong with `batch` as a batch of this dataset (sample shape, label count and
@@ -108,10 +112,9 @@ std::string classification_problem(const DatasetInfo& info);
 // dtype, a 'label' that is not int64 [].
 std::string schema_problem(const DatasetInfo& info);
 
-// False when `opts` names files (imagefolder, mnist: a PATH or the SageMaker channel) that
-// this host does not have, and for python:FILE:NAME (made by the workers' Python
-// processes); true for generated datasets. A trainer without the files learns
-// the dataset from its workers.
+// False when `opts` names files (imagefolder, mnist: a PATH or the SageMaker channel;
+// python:FILE:NAME: FILE) that this host does not have; true for generated datasets. A
+// trainer without the files learns the dataset from its workers.
 bool dataset_is_here(const DataOptions& opts);
 
 // Builds the dataset that `opts.data` names: synthetic | blur-benchmark | premade |

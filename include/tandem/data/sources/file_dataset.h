@@ -14,6 +14,9 @@ namespace tandem::data {
 // "mnist:/data/x" -> {"mnist", "/data/x"}; "mnist" -> {"mnist", ""}.
 std::pair<std::string, std::string> split_source(const std::string& data);
 
+// FILE of --data python:FILE:NAME, as given (relative to the working directory).
+std::string python_file_of(const DataOptions& opts);
+
 // The files of `opts.data`: its PATH, or else the SageMaker channel
 // <root>/input/data/<opts.channel>, root = opts.sagemaker_root, else $TANDEM_SAGEMAKER_ROOT,
 // else /opt/ml. Throws ConfigError when that path does not exist.
