@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "python_fixture.h"
 #include "worker_fixture.h"
 #include "tandem/common/error.h"
+#include "tandem/data/batching/batch_maker.h"
 #include "tandem/data/sources/dataset.h"
 #include "tandem/data/sources/python_dataset.h"
 
@@ -118,6 +120,77 @@ TEST(PythonDataset, ArraysThatAreViewsArriveInCOrder) {
       }
     }
   }
+}
+
+std::vector<float> floats_of(const data::Field& f) {
+  std::vector<float> out(f.data.size() / 4);
+  std::memcpy(out.data(), f.data.data(), f.data.size());
+  return out;
+}
+
+// Detection: image, ragged boxes, label, a Python float and a Python int, in the sample's
+// order; the schema is announced in the description (so in the fingerprint).
+TEST(PythonDataset, AnyFieldsDenseRaggedAndNumbersBecomeTheSchemaAndBatchFields) {
+  REQUIRE_NUMPY();
+  auto ds = data::make_dataset(python_data("Detection"));
+  const data::DatasetInfo& info = ds->info();
+  using data::DType;
+  const std::vector<data::FieldSpec> expected = {{"image", DType::kUInt8, {3, 8, 8}},
+                                                 {"label", DType::kInt64, {}},
+                                                 {"area", DType::kInt64, {}},
+                                                 {"boxes", DType::kFloat32, {-1, 4}},
+                                                 {"weight", DType::kFloat32, {}}};
+  EXPECT_EQ(info.schema(), expected);
+  EXPECT_EQ(info.sample_shape, (std::vector<int64_t>{3, 8, 8}));
+  EXPECT_EQ(info.num_classes, 5);
+  EXPECT_EQ(data::info_problem(info), "");
+  EXPECT_EQ(data::classification_problem(info), "");
+  EXPECT_NE(info.description.find(" fields=image:uint8[3,8,8],label:int64[],area:int64[],boxes:float32[-1,4],"
+                                  "weight:float32[] "),
+            std::string::npos) << info.description;
+  const data::Batch b = data::BatchMaker(ds, nullptr).make(data::BatchRequest{1, 0, {5, 0, 7, 6}});
+  EXPECT_EQ(data::batch_problem(b, info), "");
+  EXPECT_EQ(b.labels, (std::vector<int64_t>{0, 0, 2, 1}));
+  ASSERT_EQ(b.fields.size(), 3u);
+  const data::Field& boxes = b.fields[1];
+  EXPECT_EQ(boxes.name, "boxes");
+  EXPECT_EQ(boxes.lengths, (std::vector<int64_t>{1, 0, 3, 2}));
+  EXPECT_EQ(boxes.shape, (std::vector<int64_t>{6, 4}));
+  const std::vector<float> rows = floats_of(boxes);
+  EXPECT_EQ(std::vector<float>(rows.begin(), rows.begin() + 8), (std::vector<float>{5, 0, 0.5, 1.5, 7, 0, 0.5, 1.5}));
+  EXPECT_EQ(rows[4 * 4], 6) << "sample 6's first box, after sample 5's one and sample 7's three";
+  EXPECT_EQ(b.fields[2].shape, (std::vector<int64_t>{4}));
+  EXPECT_EQ(floats_of(b.fields[2]), (std::vector<float>{2.5, 0, 3.5, 3}));
+  std::vector<int64_t> area(4);
+  std::memcpy(area.data(), b.fields[0].data.data(), 32);
+  EXPECT_EQ(area, (std::vector<int64_t>{15, 0, 21, 18}));
+  EXPECT_EQ(static_cast<int>(b.data.data()[3 * 8 * 8 * 2 + 1]), (7 * 7 + 1) % 256) << "sample 7's image at [0,0,1]";
+}
+
+// A dataset without image and label: its batches are [N] with no payload and no labels,
+// and the classification trainer's check names what is missing.
+TEST(PythonDataset, ADatasetWithoutImageOrLabelServesItsFieldsOnly) {
+  REQUIRE_NUMPY();
+  auto ds = data::make_dataset(python_data("Tokens"));
+  const data::DatasetInfo& info = ds->info();
+  EXPECT_TRUE(info.sample_shape.empty());
+  EXPECT_EQ(info.num_classes, 0);
+  EXPECT_EQ(data::info_problem(info), "");
+  const std::string refusal = data::classification_problem(info);
+  EXPECT_NE(refusal.find("has no 'image' field (its fields: target int64 [2], tokens int32 [-1])"), std::string::npos)
+      << refusal;
+  EXPECT_NE(refusal.find("training_step"), std::string::npos) << refusal;
+  const data::Batch b = data::BatchMaker(ds, nullptr).make(data::BatchRequest{0, 0, {3, 6}});
+  EXPECT_EQ(data::batch_problem(b, info), "");
+  EXPECT_EQ(b.shape, (std::vector<int64_t>{2}));
+  EXPECT_EQ(b.data.size(), 0u);
+  EXPECT_TRUE(b.labels.empty());
+  ASSERT_EQ(b.fields.size(), 2u);
+  EXPECT_EQ(b.fields[1].lengths, (std::vector<int64_t>{3, 1}));
+  std::vector<int32_t> tokens(4);
+  std::memcpy(tokens.data(), b.fields[1].data.data(), 16);
+  EXPECT_EQ(tokens, (std::vector<int32_t>{3, 4, 5, 6}));
+  EXPECT_EQ(b.fields[0].shape, (std::vector<int64_t>{2, 2}));
 }
 
 TEST(PythonDataset, AFunctionNameTuplesAndNumClassesFromTheSetting) {
@@ -267,17 +340,60 @@ TEST(PythonDatasetErrors, StartErrorsCarryThePythonError) {
   EXPECT_NE(start_error(bad_python).find("--python"), std::string::npos) << start_error(bad_python);
 }
 
-TEST(PythonDatasetErrors, FieldsAndShapesOtherThanImageAndLabelAreNamed) {
+// The message of the DataError that making a batch of `indices` throws ("" if none).
+std::string batch_error(const std::shared_ptr<const data::Dataset>& ds, std::vector<uint64_t> indices) {
+  try {
+    data::BatchMaker(ds, nullptr).make(data::BatchRequest{0, 0, std::move(indices)});
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PythonDatasetErrors, FieldsThatBreakTheSchemaAreNamedWithWhatWasExpectedAndWhatCame) {
   REQUIRE_NUMPY();
-  const std::string mask = start_error(python_data("WithMask"));
-  EXPECT_NE(mask.find(data::kPythonSampleSchema), std::string::npos) << mask;
-  EXPECT_NE(mask.find("field 'mask' (uint8 [8,8]) is not one of them"), std::string::npos) << mask;
   const std::string floats = start_error(python_data("Floats"));
   EXPECT_NE(floats.find("'image' is float32 [3,8,8]"), std::string::npos) << floats;
+  EXPECT_NE(floats.find("give the field another name"), std::string::npos) << floats;
+  const std::string f64 = start_error(python_data("Float64Field"));
+  EXPECT_NE(f64.find("'depth' is float64 [8,8]: convert it to uint8, int32, int64, float16 or float32"),
+            std::string::npos) << f64;
+  const std::string ragged = start_error(python_data("RaggedNotThere"));
+  EXPECT_NE(ragged.find("ragged_fields names 'boxes', which sample 0 does not have (image, label)"),
+            std::string::npos) << ragged;
   auto growing = data::make_dataset(python_data("Growing"));
   const std::string later = sample_error(*growing, 3);
   EXPECT_NE(later.find("sample 3 of python:"), std::string::npos) << later;
   EXPECT_NE(later.find("'image' is uint8 [3,16,16], the first sample's was [3,8,8]"), std::string::npos) << later;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"missing", "the sample has no 'mask', which the first sample had (mask uint8 [8,8])"},
+      {"extra", "field 'depth' is float32 [8,8] but the first sample had no 'depth' (it had image, label, boxes, mask)"},
+      {"mask_shape", "'mask' is uint8 [9,8], the first sample's was [8,8] (uint8 [8,8]): resize or crop"},
+      {"mask_dtype", "'mask' is int32 [8,8], the first sample's was [8,8] (uint8 [8,8])"},
+      {"box_width", "'boxes' is float32 [2,5], the first sample's was [-1,4] (float32 [-1,4])"},
+  };
+  for (const auto& [how, words] : cases) {
+    auto ds = data::make_dataset(python_data("BadFields", R"({"how": ")" + how + R"("})", 1));
+    const std::string e = batch_error(ds, {1, 3});
+    EXPECT_NE(e.find("sample 3 of python:"), std::string::npos) << how << ": " << e;
+    EXPECT_NE(e.find(words), std::string::npos) << how << ": " << e;
+    EXPECT_EQ(batch_error(ds, {1, 2, 4}), "") << how;
+  }
+}
+
+// Under --on-bad-sample skip a sample that breaks the schema is replaced by the next,
+// whose fields (dense and ragged) then fill its place.
+TEST(PythonDatasetErrors, UnderSkipASampleThatBreaksTheSchemaIsReplaced) {
+  REQUIRE_NUMPY();
+  DataOptions d = python_data("BadFields", R"({"how": "box_width"})", 1);
+  d.on_bad_sample = "skip";
+  auto ds = data::make_dataset(d);
+  const data::Batch b = data::BatchMaker(ds, nullptr).make(data::BatchRequest{0, 0, {3, 4}});
+  EXPECT_EQ(data::batch_problem(b, ds->info()), "");
+  ASSERT_EQ(b.fields.size(), 2u);
+  EXPECT_EQ(b.fields[0].lengths, (std::vector<int64_t>{4 % 3, 4 % 3})) << "sample 3 became sample 4";
+  ASSERT_EQ(ds->skipped().size(), 1u);
+  EXPECT_NE(ds->skipped()[0].find("'boxes' is float32 [2,5]"), std::string::npos) << ds->skipped()[0];
 }
 
 TEST(PythonDatasetErrors, ASampleOverTheTimeoutKillsItsProcessAndIsBad) {
@@ -345,6 +461,46 @@ TEST(PythonDatasetWorkers, TwoWorkersServeByteIdenticalBatches) {
   EXPECT_EQ(x.data, y.data);
   EXPECT_EQ(testing::ready_client(a.target())->info(10).fingerprint,
             testing::ready_client(b.target())->info(10).fingerprint);
+}
+
+// Detection behind two workers: the fields travel on the wire, identical from both.
+TEST(PythonDatasetWorkers, TwoWorkersServeByteIdenticalFields) {
+  REQUIRE_NUMPY();
+  const fs::path dir = fresh_dir("python-two-workers-fields");
+  Worker a = start_worker(worker_flags("Detection", "{}", 1), dir / "a.log", 60s);
+  Worker b = start_worker(worker_flags("Detection", "{}", 2), dir / "b.log", 60s);
+  ASSERT_NE(a.port, 0) << slurp(dir / "a.log");
+  ASSERT_NE(b.port, 0) << slurp(dir / "b.log");
+  const auto info = testing::ready_client(a.target())->info(10);
+  ASSERT_EQ(info.fields.size(), 5u);
+  EXPECT_EQ(info.fields[3], (data::FieldSpec{"boxes", data::DType::kFloat32, {-1, 4}}));
+  data::BatchRequest request{7, 2, {3, 31, 0, 7, 7}};
+  const data::Batch x = request_batch(a.target(), request), y = request_batch(b.target(), request);
+  ASSERT_EQ(x.fields.size(), 3u);
+  EXPECT_EQ(x.fields[1].lengths, (std::vector<int64_t>{3, 3, 0, 3, 3}));
+  for (size_t i = 0; i < x.fields.size(); ++i) {
+    EXPECT_EQ(x.fields[i].name, y.fields[i].name);
+    EXPECT_EQ(x.fields[i].shape, y.fields[i].shape);
+    EXPECT_EQ(x.fields[i].lengths, y.fields[i].lengths);
+    EXPECT_EQ(x.fields[i].data, y.fields[i].data) << x.fields[i].name;
+  }
+  EXPECT_EQ(x.data, y.data);
+  EXPECT_EQ(x.labels, y.labels);
+}
+
+// tandem's own trainer refuses a dataset without an image, naming it and the way out.
+TEST(PythonDatasetWorkers, TheTrainerRefusesADatasetWithoutAnImage) {
+  REQUIRE_NUMPY();
+  const fs::path dir = fresh_dir("python-trainer-refuses");
+  Worker w = start_worker(worker_flags("Tokens", "{}", 1), dir / "w.log", 60s);
+  ASSERT_NE(w.port, 0) << slurp(dir / "w.log");
+  const auto out = testing::run_capture("trainer --workers " + w.target() + " --local-workers 0 --steps 2" +
+                                            " --batch-size 4 --data python:" + kFile + ":Tokens",
+                                        dir / "t.log", 120);
+  EXPECT_NE(out.code, 0) << out.out;
+  EXPECT_NE(out.out.find("dataset 'python' has no 'image' field (its fields: target int64 [2], tokens int32 [-1])"),
+            std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("tandem.Feed"), std::string::npos) << out.out;
 }
 
 // The pids of `worker`'s Python processes, from the files the dataset writes.

@@ -2,6 +2,11 @@
 // Batches reach Python as numpy arrays over the feed's own memory (no copy): each array's
 // base is a capsule that owns the C++ batch. Every wait releases the GIL and is cut into
 // slices, so Ctrl-C (KeyboardInterrupt) ends it at once and closes the feed.
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -67,6 +72,8 @@ py::dtype numpy_dtype(data::DType d) {
     case data::DType::kUInt8: return py::dtype::of<uint8_t>();
     case data::DType::kFloat32: return py::dtype::of<float>();
     case data::DType::kFloat16: return py::dtype("float16");
+    case data::DType::kInt32: return py::dtype::of<int32_t>();
+    case data::DType::kInt64: return py::dtype::of<int64_t>();
     case data::DType::kBFloat16: break;
   }
   throw ConfigError("wire_dtype bfloat16 has no numpy dtype: use float32, float16 or uint8 with tandem.Feed");
@@ -89,16 +96,91 @@ py::dict dataset_dict(const data::DatasetInfo& i, const py::dtype& dtype) {
   d["mean"] = i.mean;
   d["std"] = i.std;
   d["fingerprint"] = i.fingerprint;
+  py::list fields;  // the schema: what each batch holds
+  for (const data::FieldSpec& f : i.schema()) {
+    py::dict field;
+    field["name"] = f.name;
+    field["dtype"] = f.name == data::kImageField ? dtype : numpy_dtype(f.dtype);
+    field["shape"] = f.shape;
+    field["ragged"] = f.ragged();
+    fields.append(field);
+  }
+  d["fields"] = fields;
   return d;
 }
 
-// One delivered batch: numpy views of the C++ batch, which the capsule owns.
+// One delivered batch: its fields by name, numpy views of the C++ batch, which the
+// capsule owns. A ragged field NAME comes as NAME (the rows of every sample, in order),
+// NAME_lengths (rows per sample) and NAME_offsets (where each sample's rows start, N+1).
 struct PyBatch {
-  py::array images, labels, indices;
+  py::dict fields;
+  py::object indices;
   uint64_t sequence = 0;
   uint32_t epoch = 0;
   std::string source;
+
+  py::object get(const std::string& name) const {
+    return fields.contains(name) ? py::object(fields[py::str(name)]) : py::object(py::none());
+  }
 };
+
+std::string names_of(const py::dict& fields) {
+  std::string out;
+  for (const auto& [k, v] : fields) out += (out.empty() ? "" : ", ") + k.cast<std::string>();
+  return out;
+}
+
+py::object field_of(const PyBatch& b, const std::string& name) {
+  if (!b.fields.contains(name)) {
+    throw py::key_error("this batch has no field '" + name + "' (it has " + names_of(b.fields) + ")");
+  }
+  return b.fields[py::str(name)];
+}
+
+// (images, labels), so that `for images, labels in feed` reads a classification batch.
+py::iterator unpack(const PyBatch& b) {
+  if (!b.fields.contains(data::kImageField) || !b.fields.contains(data::kLabelField)) {
+    throw py::type_error("this batch has fields " + names_of(b.fields) + ", not image and label: take them by name, "
+                         "batch['name'] (only a batch with both unpacks as images, labels)");
+  }
+  const py::object images = b.fields[py::str(data::kImageField)], labels = b.fields[py::str(data::kLabelField)];
+  return py::iter(py::make_tuple(images, labels));
+}
+
+// Each sample's rows of ragged field `name`: slices (views) of its values.
+py::list rows_of(const PyBatch& b, const std::string& name) {
+  const py::object values = field_of(b, name);
+  if (!b.fields.contains(name + "_offsets")) throw py::key_error("field '" + name + "' is not ragged");
+  const py::object offsets_field = b.fields[py::str(name + "_offsets")];
+  const auto offsets = py::array_t<int64_t>::ensure(offsets_field);
+  py::list out;
+  for (py::ssize_t i = 0; i + 1 < offsets.size(); ++i) {
+    const py::object rows = values[py::slice(offsets.at(i), offsets.at(i + 1), 1)];
+    out.append(rows);
+  }
+  return out;
+}
+
+// The same batch with `fn` applied to every field (tandem.torch: torch.from_numpy).
+PyBatch map_fields(const PyBatch& b, const py::function& fn) {
+  PyBatch out = b;
+  out.fields = py::dict();
+  for (const auto& [k, v] : b.fields) out.fields[k] = fn(v);
+  return out;
+}
+
+// A ragged field's arrays: values, lengths (a view) and offsets (computed: N+1 values).
+void add_ragged(py::dict& fields, const data::Field& f, const py::capsule& base) {
+  const std::vector<py::ssize_t> shape(f.shape.begin(), f.shape.end());
+  const auto n = static_cast<py::ssize_t>(f.lengths.size());
+  fields[py::str(f.name)] = py::array(numpy_dtype(f.dtype), shape, {}, f.data.data(), base);
+  fields[py::str(f.name + "_lengths")] = py::array(py::dtype::of<int64_t>(), {n}, {}, f.lengths.data(), base);
+  py::array_t<int64_t> offsets(n + 1);
+  auto o = offsets.mutable_unchecked<1>();
+  o(0) = 0;
+  for (py::ssize_t i = 0; i < n; ++i) o(i + 1) = o(i) + f.lengths[static_cast<size_t>(i)];
+  fields[py::str(f.name + "_offsets")] = offsets;
+}
 
 PyBatch to_python(data::Batch&& batch, std::string source) {
   auto* owned = new data::Batch(std::move(batch));
@@ -106,8 +188,20 @@ PyBatch to_python(data::Batch&& batch, std::string source) {
   const std::vector<py::ssize_t> shape(owned->shape.begin(), owned->shape.end());
   const py::ssize_t n = owned->size();
   PyBatch out;
-  out.images = py::array(numpy_dtype(owned->dtype), shape, {}, owned->data.data(), base);
-  out.labels = py::array(py::dtype::of<int64_t>(), {n}, {}, owned->labels.data(), base);
+  if (owned->shape.size() > 1) {  // [N] alone: the dataset has no image
+    out.fields[py::str(data::kImageField)] = py::array(numpy_dtype(owned->dtype), shape, {}, owned->data.data(), base);
+  }
+  if (!owned->labels.empty()) {
+    out.fields[py::str(data::kLabelField)] = py::array(py::dtype::of<int64_t>(), {n}, {}, owned->labels.data(), base);
+  }
+  for (const data::Field& f : owned->fields) {
+    if (!f.lengths.empty()) {  // ragged: a length per sample (batch_problem checked them)
+      add_ragged(out.fields, f, base);
+    } else {
+      const std::vector<py::ssize_t> s(f.shape.begin(), f.shape.end());
+      out.fields[py::str(f.name)] = py::array(numpy_dtype(f.dtype), s, {}, f.data.data(), base);
+    }
+  }
   out.indices = py::array(py::dtype::of<uint64_t>(), {static_cast<py::ssize_t>(owned->indices.size())}, {},
                           owned->indices.data(), base);
   out.sequence = owned->sequence;
@@ -180,11 +274,6 @@ class Feed {
                         "start them with --wire-dtype float16, float32 or uint8");
     }
     return to_python(std::move(*batch), source_name(batch->source));
-  }
-
-  py::tuple next() {
-    PyBatch b = next_batch();
-    return py::make_tuple(std::move(b.images), std::move(b.labels));
   }
 
   // Stops the feed's threads; tells the workers to exit when release_workers was asked.
@@ -339,8 +428,10 @@ release_workers: when the feed ends or is closed, tell every worker to exit.
     on_bad_sample, sagemaker_root, batch_size, steps, inflight, prefetch, connect_timeout,
     batch_timeout, token, token_file, job_name, tls_ca, tls_cert, tls_key, tls_server_name.
 
-Iterating gives (images, labels) numpy arrays over tandem's own buffers (no copy): images
-(N, C, H, W) in the wire dtype, labels (N,) int64. A bad setting, or a worker serving other
+Iterating gives a Batch per step: numpy arrays over tandem's own buffers (no copy) by field
+name, batch["image"] (N, C, H, W) in the wire dtype, batch["label"] (N,) int64, and the
+dataset's other fields (a ragged field NAME as NAME, NAME_lengths, NAME_offsets; see
+batch.rows(NAME)). A batch with image and label unpacks: for images, labels in feed. A bad setting, or a worker serving other
 data, raises ValueError with tandem's message; a feed that cannot go on (no worker answers
 within connect_timeout, every source failed, no batch within batch_timeout) raises
 RuntimeError. Every wait can be interrupted with Ctrl-C. See docs/python.md.)";
@@ -352,9 +443,34 @@ namespace {
 
 // tandem.Batch and tandem.Feed.
 void bind_feed(py::module_& m) {
-  py::class_<PyBatch>(m, "Batch", "One batch: images (N,C,H,W), labels (N,), the sample indices it was made from")
-      .def_readonly("images", &PyBatch::images)
-      .def_readonly("labels", &PyBatch::labels)
+  py::class_<PyBatch>(m, "Batch",
+                      "One batch's fields by name (batch['image'], batch['mask'], 'boxes' with 'boxes_lengths' and "
+                      "'boxes_offsets' for a ragged field), numpy arrays over tandem's buffers; keys(), values(), "
+                      "items(), len, in. A batch with image and label unpacks as images, labels = batch. Also: "
+                      "indices (the samples it was made from), sequence, epoch, source")
+      .def("__getitem__", &field_of, py::arg("name"), "The field's array; KeyError naming the fields there are")
+      .def("__contains__", [](const PyBatch& b, const std::string& name) { return b.fields.contains(name); },
+           "Whether it holds an array of that name")
+      .def("__len__", [](const PyBatch& b) { return b.fields.size(); }, "How many arrays (fields) it holds")
+      .def("__iter__", &unpack, "(images, labels): only a batch with both fields unpacks; else TypeError")
+      .def("keys", [](const PyBatch& b) { return b.fields.attr("keys")(); }, "The field names, image and label first")
+      .def("values", [](const PyBatch& b) { return b.fields.attr("values")(); }, "The arrays, in keys() order")
+      .def("items", [](const PyBatch& b) { return b.fields.attr("items")(); }, "(name, array) pairs")
+      .def(
+          "get",
+          [](const PyBatch& b, const std::string& name, const py::object& dflt) {
+            return b.fields.contains(name) ? py::object(b.fields[py::str(name)]) : dflt;
+          },
+          py::arg("name"), py::arg("default") = py::none(), "The field's array, or default without one")
+      .def("to_dict", [](const PyBatch& b) { return b.fields.attr("copy")(); }, "The fields as a new dict")
+      .def("rows", &rows_of, py::arg("name"),
+           "A ragged field's rows, one view (no copy) per sample: values[offsets[i]:offsets[i+1]]")
+      .def("map", &map_fields, py::arg("fn"),
+           "The same batch with fn applied to every field, e.g. batch.map(torch.from_numpy)")
+      .def_property_readonly("images", [](const PyBatch& b) { return b.get(data::kImageField); },
+                             "batch['image'], or None without one")
+      .def_property_readonly("labels", [](const PyBatch& b) { return b.get(data::kLabelField); },
+                             "batch['label'], or None without one")
       .def_readonly("indices", &PyBatch::indices)
       .def_readonly("sequence", &PyBatch::sequence)
       .def_readonly("epoch", &PyBatch::epoch)
@@ -367,7 +483,7 @@ void bind_feed(py::module_& m) {
            "this dataset, and starts streaming: workers, rank, world, local_threads, start_step, "
            "release_workers and **settings as in help(tandem.Feed)")
       .def("__iter__", [](py::object self) { return self; }, "The feed itself: it is its own iterator")
-      .def("__next__", &Feed::next, "The next (images, labels); StopIteration after the last step")
+      .def("__next__", &Feed::next_batch, "The next Batch (unpacks as images, labels); StopIteration after the last step")
       .def("next_batch", &Feed::next_batch,
            "The next Batch (images, labels, indices, sequence, epoch, source); StopIteration after the last step")
       .def("__len__", &Feed::len, "Steps this feed delivers in all: steps - start_step")
@@ -385,15 +501,32 @@ void bind_feed(py::module_& m) {
       .def_property_readonly("batches_per_epoch", &Feed::batches_per_epoch,
                              "Global batches in one pass over the dataset: dataset size // (world x batch_size)")
       .def_property_readonly("dataset", &Feed::dataset,
-                             "The dataset (name, size, sample_shape, num_classes, dtype, mean, std, fingerprint, class_names), as "
+                             "The dataset (name, size, sample_shape, num_classes, dtype, mean, std, fingerprint, class_names, "
+                             "fields: each field's name, dtype, shape and ragged), as "
                              "tandem.plan() and TandemDataset.dataset_info give it");
 }
 
 }  // namespace
 }  // namespace tandem::python
 
+namespace {
+
+// A Python dataset made in this process (local_threads, tandem.plan) runs the
+// _dataset_worker.py installed beside this module, unless TANDEM_DATASET_WORKER says
+// otherwise: the process's binary is Python's, not tandem's (data::find_dataset_worker).
+void point_at_dataset_worker() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&point_at_dataset_worker), &info) == 0 || !info.dli_fname) return;
+  const std::filesystem::path script = std::filesystem::path(info.dli_fname).parent_path() / "_dataset_worker.py";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(script, ec)) setenv("TANDEM_DATASET_WORKER", script.c_str(), 0);
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_tandem, m) {
   using namespace tandem::python;
+  point_at_dataset_worker();
   m.doc() = "tandem's data plane for Python training scripts (docs/python.md)";
   // Log lines go to stderr, as the command line's do; stdout stays the script's.
   if (!spdlog::get("tandem")) spdlog::set_default_logger(spdlog::stderr_color_mt("tandem"));

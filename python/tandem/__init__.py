@@ -25,18 +25,12 @@ tandem.sample_rng(), inside a Python dataset's __getitem__ run by a worker
 The PyTorch adapter, tandem.torch.TandemDataset (also tandem.TandemDataset), imports
 torch only when used.
 """
-import os as _os
 import sys as _sys
 
 from ._sample import sample_rng
 
 # A worker's Python dataset process (_dataset_worker.py) needs only sample_rng: it never
 # loads the compiled module, which may not exist for its interpreter.
-# A Feed that builds a Python dataset in this process (local_threads, or to check the
-# workers' fingerprint) starts the processes of this package's own _dataset_worker.py.
-_os.environ.setdefault("TANDEM_DATASET_WORKER", _os.path.join(_os.path.dirname(_os.path.abspath(__file__)),
-                                                               "_dataset_worker.py"))
-
 if not getattr(_sys.modules.get("__main__"), "_TANDEM_DATASET_CHILD", False):
     from ._tandem import Batch, Feed, __version__, set_log_level, setting_names, shutdown_workers
 

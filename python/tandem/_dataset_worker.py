@@ -9,7 +9,8 @@ never the compiled tandem module. Every message is a 4-byte little-endian length
 JSON object. The worker sends
 
     {"op": "init", "file": F, "name": N, "args": {...}}   -> {"ok": true, "len": L,
-                                                             "num_classes": K|null, "classes": [...]|null}
+                                                             "num_classes": K|null, "classes": [...]|null,
+                                                             "ragged_fields": [...]}
     {"op": "get", "index": I, "seed": S}                   -> {"ok": true, "shm_size": B, "fields": {
                                                              name: {"dtype": "uint8", "shape": [3, 8, 8],
                                                                     "offset": O, "nbytes": B}    (an array)
@@ -316,7 +317,9 @@ def main():
         else:
             dataset = _load(user_file, init["name"], init["args"])
             num_classes, classes = _classes(dataset)
-            _send(sock, {"ok": True, "len": int(len(dataset)), "num_classes": num_classes, "classes": classes})
+            ragged = [str(f) for f in getattr(dataset, "ragged_fields", None) or ()]
+            _send(sock, {"ok": True, "len": int(len(dataset)), "num_classes": num_classes, "classes": classes,
+                         "ragged_fields": ragged})
     except BaseException as e:  # noqa: BLE001: SystemExit from the user's module is an error too
         _send(sock, _failure(e, user_file))
         return

@@ -2,7 +2,7 @@
 
     ds = TandemDataset(["10.0.0.5:6000"], batch_size=64, steps=1000, data="synthetic")
     loader = torch.utils.data.DataLoader(ds, batch_size=None)   # the feed batches already
-    for images, labels in loader: ...
+    for images, labels in loader: ...                            # or batch["mask"], batch.rows("boxes")
 
 Each rank reads RANK and WORLD_SIZE (set by torchrun) unless rank/world are given, and
 takes its own disjoint slice of every global batch.
@@ -26,8 +26,11 @@ def _env_int(name, default):
 
 
 class TandemDataset(torch.utils.data.IterableDataset):
-    """Yields (images, labels) as torch tensors over tandem's buffers (torch.from_numpy,
-    no copy): images (N, C, H, W) in the wire dtype (uint8 or float32), labels int64.
+    """Yields tandem.Batch objects of torch tensors over tandem's buffers (torch.from_numpy,
+    no copy), by field name: batch["image"] (N, C, H, W) in the wire dtype (uint8 or
+    float32), batch["label"] int64, and the dataset's other fields (a ragged NAME as NAME,
+    NAME_lengths, NAME_offsets; batch.rows(NAME) gives each sample's rows). A batch with
+    image and label unpacks: for images, labels in loader.
     Use it with DataLoader(ds, batch_size=None) and num_workers=0: tandem makes batches
     in its own threads and on its data workers, not in DataLoader processes.
 
@@ -42,7 +45,9 @@ class TandemDataset(torch.utils.data.IterableDataset):
     ds.dataset_info: the dataset as a dict, the same as tandem.Feed's .dataset: name,
         size (samples per epoch), sample_shape [C, H, W], num_classes, dtype (numpy),
         mean and std (per channel, for values scaled to [0, 1]; empty: none),
-        fingerprint and class_names (each label's name, e.g. its class folder; empty: none). Build the model from it, e.g. num_classes=ds.dataset_info["num_classes"]."""
+        fingerprint and class_names (each label's name, e.g. its class folder; empty: none),
+        fields (each field's name, dtype, shape and ragged; a ragged shape starts with -1).
+        Build the model from it, e.g. num_classes=ds.dataset_info["num_classes"]."""
 
     def __init__(self, workers=None, *, rank=None, world=None, local_threads=0, start_step=0,
                  release_workers=False, **settings):
@@ -76,8 +81,8 @@ class TandemDataset(torch.utils.data.IterableDataset):
         feed = self._open(self.release_workers)
         self._feed = feed
         try:
-            for images, labels in feed:
-                yield torch.from_numpy(images), torch.from_numpy(labels)
+            for batch in feed:
+                yield batch.map(torch.from_numpy)
         finally:
             self._feed = None
             feed.close()

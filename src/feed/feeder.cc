@@ -16,9 +16,10 @@ constexpr size_t kAhead = 2;
 FeedOptions options_of(const Settings& settings, const FeederOptions& f) {
   FeedOptions o = feed_options(settings, f.workers, f.rank, f.world);
   // With local threads the Python module makes samples from its own copy of --data; with
-  // workers only, a dataset not here (a Python dataset's processes run on the workers, as
-  // for the trainer) is learnt from them.
+  // workers only, a dataset not here is learnt from them, and a Python dataset always is
+  // (it needs neither the dataset's FILE nor its processes).
   o.may_learn = f.local_threads == 0;
+  o.learn_python = f.local_threads == 0;
   o.check_deadline_s = 3 * kReleaseDeadlineS;
   o.timeout_setting = "connect_timeout";
   return o;

@@ -73,8 +73,13 @@ FeedOptions feed_options(const Settings& settings, std::vector<std::string> work
 
 RankFeed::RankFeed(FeedOptions opts, const std::atomic<bool>& stop) : opts_(std::move(opts)), stop_(stop) {
   check_rank(opts_);
-  if (opts_.may_learn && !opts_.workers.empty() && !data::dataset_is_here(opts_.data)) {
-    if (data::split_source(opts_.data.data).first == "python") {
+  const bool python = data::split_source(opts_.data.data).first == "python";
+  const bool skip_python = opts_.learn_python && python;  // tandem.Feed without local threads
+  if (!opts_.workers.empty() && (skip_python || (opts_.may_learn && !data::dataset_is_here(opts_.data)))) {
+    if (skip_python) {
+      spdlog::info("--data {}: this feed makes no samples itself and learns the dataset from its workers",
+                   opts_.data.data);
+    } else if (python) {
       spdlog::info("{} (of --data {}) is not on this host: it makes no samples itself and learns the dataset from "
                    "its workers", data::python_file_of(opts_.data), opts_.data.data);
     } else {

@@ -32,6 +32,7 @@ data::DatasetInfo dataset_of(const transport::WorkerInfo& worker, const std::str
   d.mean = worker.mean;
   d.std = worker.std;
   d.class_names = worker.class_names;
+  d.fields = worker.fields;
   d.description = worker.fingerprint_description;
   if (const std::string problem = data::info_problem(d); !problem.empty()) {
     throw PeerError("data worker " + target + " (" + worker.host + ") describes its dataset with " + problem +

@@ -28,6 +28,8 @@ torch::ScalarType scalar_type(data::DType dtype) {
     case data::DType::kBFloat16: return torch::kBFloat16;
     case data::DType::kFloat16: return torch::kFloat16;
     case data::DType::kUInt8: return torch::kUInt8;
+    case data::DType::kInt32: return torch::kInt32;
+    case data::DType::kInt64: return torch::kInt64;
   }
   return torch::kFloat32;
 }

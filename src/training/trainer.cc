@@ -51,6 +51,7 @@ torch::Device pick_device(const DistInfo& dist) {
 Trainer::Trainer(const TrainerConfig& config, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths,
                  std::shared_ptr<const data::Dataset> eval)
     : impl_(std::make_unique<Impl>()) {
+  if (const std::string problem = data::classification_problem(info); !problem.empty()) throw ConfigError(problem);
   Impl& m = *impl_;
   const ModelOptions& mo = config.model;
   m.config = config;

@@ -11,6 +11,7 @@ namespace {
 
 constexpr uint8_t kHeaderTag = (1 << 3) | 2;   // field 1, length-delimited
 constexpr uint8_t kPayloadTag = (2 << 3) | 2;  // field 2, length-delimited
+constexpr uint8_t kFieldTag = (3 << 3) | 2;    // field 3 (repeated), length-delimited
 
 void put_varint(std::string& out, uint64_t v) {
   while (v >= 0x80) {
@@ -96,17 +97,25 @@ Status SerializationTraits<tandem::transport::OutgoingBatch, void>::Serialize(
   prefix.push_back(static_cast<char>(kHeaderTag));
   put_varint(prefix, header.size());
   prefix += header;
-  const size_t size = msg.payload.size();
-  prefix.push_back(static_cast<char>(kPayloadTag));
-  put_varint(prefix, size);
-  Slice slices[2] = {Slice(prefix), Slice()};
-  size_t count = 1;
-  if (size > 0) {
-    const tandem::data::BufferBlock owned = msg.payload.release();
-    slices[1] = Slice(owned.data, size, owned.free, owned.context);
-    count = 2;
+  // Each byte block travels as its own slice, which owns the batch's memory: the tag and
+  // length of the next block go into a small slice of their own.
+  std::vector<Slice> slices;
+  auto append = [&](std::string& head, uint8_t tag, tandem::data::Buffer& bytes) {
+    const size_t size = bytes.size();
+    head.push_back(static_cast<char>(tag));
+    put_varint(head, size);
+    slices.emplace_back(head);
+    if (size > 0) {
+      const tandem::data::BufferBlock owned = bytes.release();
+      slices.emplace_back(owned.data, size, owned.free, owned.context);
+    }
+  };
+  append(prefix, kPayloadTag, msg.payload);
+  for (tandem::data::Buffer& field : msg.fields) {
+    std::string head;
+    append(head, kFieldTag, field);
   }
-  *buffer = ByteBuffer(slices, count);
+  *buffer = ByteBuffer(slices.data(), slices.size());
   *own_buffer = true;
   return Status::OK;
 }
@@ -130,7 +139,7 @@ Status SerializationTraits<tandem::transport::IncomingBatch, void>::Deserialize(
   while (!in.done()) {
     uint64_t tag, size;
     if (!in.varint(tag)) return malformed("truncated tag");
-    if (tag == kHeaderTag || tag == kPayloadTag) {
+    if (tag == kHeaderTag || tag == kPayloadTag || tag == kFieldTag) {
       if (!in.varint(size)) return malformed("truncated length");
       // Allocate only what arrived: a length field alone must not make us reserve gigabytes.
       if (size > in.remaining()) return malformed("a field claims more bytes than the message holds");
@@ -140,8 +149,9 @@ Status SerializationTraits<tandem::transport::IncomingBatch, void>::Deserialize(
           return malformed("bad header");
         }
       } else {
-        msg->payload = tandem::data::Buffer(size);
-        if (!in.copy(msg->payload.data(), size)) return malformed("payload shorter than its length");
+        tandem::data::Buffer& into = tag == kPayloadTag ? msg->payload : msg->fields.emplace_back();
+        into = tandem::data::Buffer(size);
+        if (!in.copy(into.data(), size)) return malformed("payload shorter than its length");
       }
     } else if (!skip_field(in, tag & 7)) {
       return malformed("bad field " + std::to_string(tag >> 3));

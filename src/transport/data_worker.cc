@@ -13,6 +13,13 @@
 namespace tandem::transport {
 namespace {
 
+// Bytes of one sample's dense extra fields (a ragged field's rows are not known ahead).
+uint64_t extra_field_bytes(const data::DatasetInfo& info) {
+  uint64_t n = 0;
+  for (const data::FieldSpec& f : info.extra_fields()) n += f.ragged() ? 0 : f.unit_bytes();
+  return n;
+}
+
 // --max-inflight-mb (0: default_inflight_bytes()) less what the dataset's Python
 // processes may map: together they stay within it.
 uint64_t batch_budget(const WorkerOptions& opts, const data::Dataset& dataset) {
@@ -37,7 +44,7 @@ DataWorker::DataWorker(std::shared_ptr<const data::Dataset> dataset, const Worke
       maker_(std::make_unique<data::BatchMaker>(dataset_, pool_.get(), wire)),
       budget_(std::make_unique<ByteBudget>(batch_budget(opts, *dataset_))),
       bytes_per_sample_(dataset_->info().sample_bytes() / data::dtype_size(dataset_->info().dtype) *
-                            data::dtype_size(wire) + sizeof(int64_t)) {
+                            data::dtype_size(wire) + sizeof(int64_t) + extra_field_bytes(dataset_->info())) {
   maker_->set_slowdown(opts.emulate_slowdown);
 }
 
@@ -59,6 +66,7 @@ WorkerInfo DataWorker::describe() const {
   info.mean = d.mean;
   info.std = d.std;
   info.class_names = d.class_names;
+  info.fields = d.schema();
   info.threads = pool_->size();
   info.host = host_;
   info.skipped = dataset_->skipped();

@@ -36,6 +36,12 @@ v1::InfoReply to_proto(const WorkerInfo& info) {
   reply.mutable_mean()->Add(info.mean.begin(), info.mean.end());
   reply.mutable_std()->Add(info.std.begin(), info.std.end());
   for (const std::string& name : info.class_names) reply.add_class_names(name);
+  for (const data::FieldSpec& f : info.fields) {
+    v1::FieldSpec* spec = reply.add_fields();
+    spec->set_name(f.name);
+    spec->set_dtype(to_proto(f.dtype));
+    spec->mutable_shape()->Add(f.shape.begin(), f.shape.end());
+  }
   reply.set_threads(static_cast<uint32_t>(info.threads));
   reply.set_host(info.host);
   for (const std::string& s : info.skipped) reply.add_skipped(s);
@@ -56,6 +62,9 @@ WorkerInfo from_proto(const v1::InfoReply& reply) {
   info.mean.assign(reply.mean().begin(), reply.mean().end());
   info.std.assign(reply.std().begin(), reply.std().end());
   info.class_names.assign(reply.class_names().begin(), reply.class_names().end());  // checked by info_problem
+  for (const v1::FieldSpec& f : reply.fields()) {  // checked by info_problem
+    info.fields.push_back({f.name(), from_proto(f.dtype()), {f.shape().begin(), f.shape().end()}});
+  }
   info.threads = static_cast<int>(reply.threads());
   info.host = printable(reply.host(), 80);
   for (const auto& s : reply.skipped()) info.skipped.push_back(printable(s));
@@ -69,6 +78,8 @@ v1::DType to_proto(data::DType dtype) {
     case data::DType::kBFloat16: return v1::BFLOAT16;
     case data::DType::kFloat16: return v1::FLOAT16;
     case data::DType::kUInt8: return v1::UINT8;
+    case data::DType::kInt32: return v1::INT32;
+    case data::DType::kInt64: return v1::INT64;
   }
   return v1::DTYPE_UNSPECIFIED;
 }
@@ -79,6 +90,8 @@ data::DType from_proto(v1::DType dtype) {
     case v1::BFLOAT16: return data::DType::kBFloat16;
     case v1::FLOAT16: return data::DType::kFloat16;
     case v1::UINT8: return data::DType::kUInt8;
+    case v1::INT32: return data::DType::kInt32;
+    case v1::INT64: return data::DType::kInt64;
     default: throw PeerError("peer sent a batch with unknown dtype " + std::to_string(dtype));
   }
 }
@@ -94,8 +107,44 @@ OutgoingBatch to_wire(data::Batch&& batch) {
   h.mutable_indices()->Add(batch.indices.begin(), batch.indices.end());
   h.set_compute_seconds(batch.compute_seconds);
   out.payload = std::move(batch.data);
+  for (data::Field& f : batch.fields) {
+    v1::FieldHeader* fh = h.add_fields();
+    fh->set_name(f.name);
+    fh->set_dtype(to_proto(f.dtype));
+    fh->mutable_shape()->Add(f.shape.begin(), f.shape.end());
+    fh->mutable_lengths()->Add(f.lengths.begin(), f.lengths.end());
+    out.fields.push_back(std::move(f.data));
+  }
   return out;
 }
+
+namespace {
+
+// The batch's named fields, each checked against its own shape (the schema is checked by
+// data::batch_problem).
+std::vector<data::Field> fields_from_wire(const v1::BatchHeader& h, std::vector<data::Buffer>&& bytes) {
+  if (static_cast<size_t>(h.fields_size()) != bytes.size()) {
+    throw PeerError("it sent batch " + std::to_string(h.sequence()) + " with " + std::to_string(h.fields_size()) +
+                    " field headers for " + std::to_string(bytes.size()) + " field payloads");
+  }
+  std::vector<data::Field> out(bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const v1::FieldHeader& fh = h.fields(static_cast<int>(i));
+    data::Field& f = out[i];
+    f.name = printable(fh.name(), 100);
+    f.dtype = from_proto(fh.dtype());
+    f.shape.assign(fh.shape().begin(), fh.shape().end());
+    f.lengths.assign(fh.lengths().begin(), fh.lengths().end());
+    f.data = std::move(bytes[i]);
+    if (f.shape.empty() || f.data.size() != f.expected_bytes()) {
+      throw PeerError("it sent batch " + std::to_string(h.sequence()) + " with field '" + f.name + "' of " +
+                      std::to_string(f.data.size()) + " bytes, which does not match its shape");
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 OutgoingBatch error_batch(const std::string& why) {
   OutgoingBatch out;
@@ -115,14 +164,16 @@ data::Batch from_wire(IncomingBatch&& batch) {
   out.indices.assign(h.indices().begin(), h.indices().end());
   out.data = std::move(batch.payload);
   out.compute_seconds = h.compute_seconds();
-  size_t expected = data::dtype_size(out.dtype);
+  // Without an image the shape is [N] and there is no payload; without a label, no labels.
+  size_t expected = out.shape.size() == 1 ? 0 : data::dtype_size(out.dtype);
   for (int64_t d : out.shape) expected *= d < 0 ? 0 : static_cast<size_t>(d);
   if (out.shape.empty() || out.data.size() != expected ||
-      static_cast<int64_t>(out.labels.size()) != out.shape[0]) {
+      (!out.labels.empty() && static_cast<int64_t>(out.labels.size()) != out.shape[0])) {
     throw PeerError("it sent an inconsistent batch " + std::to_string(out.sequence) + ": " +
                        std::to_string(out.data.size()) + " payload bytes, " + std::to_string(expected) +
                        " expected from its shape, " + std::to_string(out.labels.size()) + " labels");
   }
+  out.fields = fields_from_wire(h, std::move(batch.fields));
   return out;
 }
 

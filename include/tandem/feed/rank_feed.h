@@ -46,6 +46,10 @@ struct FeedOptions {
   // With no copy of the data on this host: learn the dataset from the first worker that
   // answers (a SageMaker channel given to the data group only) instead of failing.
   bool may_learn = true;
+  // Learn a python:FILE:NAME dataset from the workers even where FILE is here, instead of
+  // starting Python processes only to read its schema: a feed that makes no samples
+  // itself (tandem.Feed without local_threads). Needs workers.
+  bool learn_python = false;
   // How the user names the connect timeout, for the error that says to raise it.
   std::string timeout_setting = "--connect-timeout";
   // Test-only: how a worker is reached (default: gRPC, transport::make_worker_client).
@@ -59,7 +63,8 @@ FeedOptions feed_options(const Settings& settings, std::vector<std::string> work
 class RankFeed {
  public:
   // Finds the dataset: this host's copy of opts.data when it has one, else (opts.may_learn
-  // and workers given) the description of the first worker that answers, waiting up to
+  // and workers given; or opts.learn_python for a Python dataset) the description of the
+  // first worker that answers, waiting up to
   // opts.connect_timeout_s; then builds this rank's sampler. Throws ConfigError for settings that cannot work (a bad rank,
   // no data here and nobody to learn from), NetworkError when no worker answered,
   // PeerError for an unusable description, Interrupted as soon as `stop` is set.

@@ -46,7 +46,8 @@ class Trainer {
   // parameters equal to rank 0's. `config` comes from derive_rank_options (or
   // trainer_config). `eval` (may be null) is the held-out set; every rank evaluates its
   // share of it. On a GPU, the rank uses GPU LOCAL_RANK and batch buffers become pinned
-  // host memory. Throws ConfigError when this host has more ranks than GPUs.
+  // host memory. Throws ConfigError when this host has more ranks than GPUs, and when
+  // the dataset has no 'image' or no 'label' field (data::classification_problem).
   Trainer(const TrainerConfig& config, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths,
           std::shared_ptr<const data::Dataset> eval = nullptr);
   ~Trainer();

@@ -5,6 +5,8 @@
 // batch_method.h plugs them into StreamBatches.
 #pragma once
 
+#include <vector>
+
 #include <grpcpp/impl/serialization_traits.h>
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/status.h>
@@ -18,12 +20,14 @@ namespace tandem::transport {
 struct OutgoingBatch {
   v1::BatchHeader header;
   mutable data::Buffer payload;
+  mutable std::vector<data::Buffer> fields;  // header.fields' bytes, each its own slice
 };
 
 // Read by a trainer.
 struct IncomingBatch {
   v1::BatchHeader header;
   data::Buffer payload;
+  std::vector<data::Buffer> fields;  // the message's `fields` entries, in order
 };
 
 }  // namespace tandem::transport

@@ -19,6 +19,7 @@ struct WorkerInfo {
   int num_classes = 0;
   std::vector<float> mean, std;
   std::vector<std::string> class_names;  // label -> name; empty when the labels have none
+  std::vector<data::FieldSpec> fields;   // the schema (data::DatasetInfo::schema()); empty: image and label
   int threads = 0;
   std::string host;
   std::vector<std::string> skipped;  // files it could not use (--on-bad-sample skip)

@@ -1,5 +1,7 @@
 #include "tandem/data/batching/batch.h"
 
+#include <cstdint>
+
 namespace tandem::data {
 
 const char* dtype_name(DType dtype) {
@@ -8,6 +10,8 @@ const char* dtype_name(DType dtype) {
     case DType::kBFloat16: return "bfloat16";
     case DType::kFloat16: return "float16";
     case DType::kUInt8: return "uint8";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
   }
   return "unknown";
 }
@@ -18,8 +22,34 @@ size_t dtype_size(DType dtype) {
     case DType::kBFloat16:
     case DType::kFloat16: return 2;
     case DType::kUInt8: return 1;
+    case DType::kInt32: return 4;
+    case DType::kInt64: return 8;
   }
   return 0;
+}
+
+size_t FieldSpec::unit_bytes() const {
+  size_t n = dtype_size(dtype);
+  for (size_t i = ragged() ? 1 : 0; i < shape.size(); ++i) n *= shape[i] < 0 ? 0 : static_cast<size_t>(shape[i]);
+  return n;
+}
+
+std::string field_spec_text(const FieldSpec& spec) {
+  std::string out = spec.name + " " + dtype_name(spec.dtype) + " [";
+  for (size_t i = 0; i < spec.shape.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(spec.shape[i]);
+  }
+  return out + "]";
+}
+
+size_t Field::expected_bytes() const {
+  size_t n = dtype_size(dtype);
+  for (const int64_t d : shape) {
+    // A peer's absurd shape must not wrap around to the size of a small payload.
+    if (__builtin_mul_overflow(n, d < 0 ? size_t{0} : static_cast<size_t>(d), &n)) return SIZE_MAX;
+  }
+  return n;
 }
 
 }  // namespace tandem::data

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <thread>
@@ -23,6 +24,7 @@ double thread_cpu_seconds() {
 struct Job {
   BatchRequest request;
   Batch batch;
+  RaggedRows ragged;
   std::atomic<int> remaining{0};
   std::atomic<double> cpu_seconds{0};
   std::mutex mu;
@@ -31,16 +33,59 @@ struct Job {
   std::function<void(std::exception_ptr)> failed;
 };
 
+// Makes sample i of the batch, its image into `image`, its label into the batch's labels
+// (where the dataset has them) and its other fields into their rows (ragged: `ragged`).
+void produce_one(const Dataset& dataset, const BatchRequest& request, size_t i, std::span<std::byte> image,
+                 Batch& batch, RaggedRows& ragged) {
+  int64_t label = 0;
+  if (batch.fields.empty()) {
+    label = dataset.produce(request.indices[i], request.epoch, image);
+  } else {
+    FieldsOut out;
+    for (size_t f = 0; f < batch.fields.size(); ++f) {
+      Field& field = batch.fields[f];
+      const bool is_ragged = !ragged[f].empty();
+      const size_t row = is_ragged ? 0 : field.data.size() / batch.indices.size();
+      out.dense.push_back(is_ragged ? std::span<std::byte>() : std::span<std::byte>(field.data.data() + i * row, row));
+      out.ragged.push_back(is_ragged ? &ragged[f][i] : nullptr);
+    }
+    label = dataset.produce_fields(request.indices[i], request.epoch, image, out);
+  }
+  if (!batch.labels.empty()) batch.labels[i] = label;
+}
+
 template <typename T>
 void make_converted(const Dataset& dataset, const BatchRequest& request, size_t begin, size_t end, DType wire,
-                    void (*convert)(const T*, size_t, DType, std::byte*), Batch& batch) {
+                    void (*convert)(const T*, size_t, DType, std::byte*), Batch& batch, RaggedRows& ragged) {
   const size_t values = dataset.info().sample_bytes() / sizeof(T);
   const size_t wire_bytes = values * dtype_size(wire);
   thread_local std::vector<T> scratch;
   scratch.resize(values);
   for (size_t i = begin; i < end; ++i) {
-    batch.labels[i] = dataset.produce(request.indices[i], request.epoch, std::as_writable_bytes(std::span<T>(scratch)));
+    produce_one(dataset, request, i, std::as_writable_bytes(std::span<T>(scratch)), batch, ragged);
     convert(scratch.data(), values, wire, batch.data.data() + i * wire_bytes);
+  }
+}
+
+// The ragged fields' rows, gathered in batch order: one copy of the small per-sample
+// buffers (boxes, tokens) into the field's payload, and their lengths.
+void gather_ragged(Batch& batch, RaggedRows& ragged, const std::vector<FieldSpec>& specs) {
+  for (size_t f = 0; f < batch.fields.size(); ++f) {
+    if (!specs[f].ragged()) continue;
+    Field& field = batch.fields[f];
+    const size_t unit = std::max<size_t>(1, specs[f].unit_bytes());
+    size_t total = 0;
+    for (const auto& rows : ragged[f]) total += rows.size();
+    field.data = Buffer(total);
+    field.lengths.clear();
+    size_t at = 0;
+    for (auto& rows : ragged[f]) {
+      if (!rows.empty()) std::memcpy(field.data.data() + at, rows.data(), rows.size());
+      at += rows.size();
+      field.lengths.push_back(static_cast<int64_t>(rows.size() / unit));
+      std::vector<std::byte>().swap(rows);
+    }
+    field.shape[0] = static_cast<int64_t>(total / unit);
   }
 }
 
@@ -55,43 +100,56 @@ BatchMaker::BatchMaker(std::shared_ptr<const Dataset> dataset, ThreadPool* pool,
   }
 }
 
-Batch BatchMaker::allocate(const BatchRequest& request) const {
+Batch BatchMaker::allocate(const BatchRequest& request, RaggedRows& ragged) const {
   const DatasetInfo& info = dataset_->info();
+  const size_t n = request.indices.size();
   Batch batch;
   batch.sequence = request.sequence;
   batch.epoch = request.epoch;
   batch.dtype = wire_;
-  batch.shape = {static_cast<int64_t>(request.indices.size())};
+  batch.shape = {static_cast<int64_t>(n)};
   batch.shape.insert(batch.shape.end(), info.sample_shape.begin(), info.sample_shape.end());
-  batch.labels.resize(request.indices.size());
+  if (info.has_label()) batch.labels.resize(n);
   batch.indices = request.indices;
-  batch.data = Buffer(request.indices.size() * info.sample_bytes() / dtype_size(info.dtype) * dtype_size(wire_));
+  batch.data = Buffer(n * info.sample_bytes() / dtype_size(info.dtype) * dtype_size(wire_));
+  // Dense fields get their rows in the batch now; ragged ones a buffer per sample.
+  for (const FieldSpec& spec : info.extra_fields()) {
+    Field& f = batch.fields.emplace_back();
+    f.name = spec.name;
+    f.dtype = spec.dtype;
+    f.shape = {static_cast<int64_t>(n)};
+    f.shape.insert(f.shape.end(), spec.shape.begin() + (spec.ragged() ? 1 : 0), spec.shape.end());
+    if (!spec.ragged()) f.data = Buffer(n * spec.unit_bytes());
+    ragged.emplace_back(spec.ragged() ? n : 0);
+  }
   return batch;
 }
 
-void BatchMaker::fill(Batch& batch, const BatchRequest& request, size_t begin, size_t end) const {
+void BatchMaker::fill(Batch& batch, const BatchRequest& request, size_t begin, size_t end,
+                      RaggedRows& ragged) const {
   const DatasetInfo& info = dataset_->info();
   const size_t bytes = info.sample_bytes();
   if (wire_ == info.dtype) {
     for (size_t i = begin; i < end; ++i) {
-      batch.labels[i] = dataset_->produce(request.indices[i], request.epoch,
-                                          std::span<std::byte>(batch.data.data() + i * bytes, bytes));
+      produce_one(*dataset_, request, i, std::span<std::byte>(batch.data.data() + i * bytes, bytes), batch, ragged);
     }
     return;
   }
   // Each sample is made in scratch in the dataset's own type (uint8 for image datasets,
   // else float32), then converted into place.
   if (info.dtype == DType::kUInt8) {
-    make_converted<uint8_t>(*dataset_, request, begin, end, wire_, convert_from_uint8, batch);
+    make_converted<uint8_t>(*dataset_, request, begin, end, wire_, convert_from_uint8, batch, ragged);
   } else {
-    make_converted<float>(*dataset_, request, begin, end, wire_, convert_from_float, batch);
+    make_converted<float>(*dataset_, request, begin, end, wire_, convert_from_float, batch, ragged);
   }
 }
 
 Batch BatchMaker::make(const BatchRequest& request) const {
   const double start = thread_cpu_seconds();
-  Batch batch = allocate(request);
-  fill(batch, request, 0, request.indices.size());
+  RaggedRows ragged;
+  Batch batch = allocate(request, ragged);
+  fill(batch, request, 0, request.indices.size(), ragged);
+  gather_ragged(batch, ragged, dataset_->info().extra_fields());
   batch.compute_seconds = thread_cpu_seconds() - start;
   return batch;
 }
@@ -99,7 +157,7 @@ Batch BatchMaker::make(const BatchRequest& request) const {
 void BatchMaker::make_async(BatchRequest request, std::function<void(Batch)> done,
                             std::function<void(std::exception_ptr)> failed) {
   auto job = std::make_shared<Job>();
-  job->batch = allocate(request);
+  job->batch = allocate(request, job->ragged);
   job->request = std::move(request);
   job->done = std::move(done);
   job->failed = std::move(failed);
@@ -111,7 +169,7 @@ void BatchMaker::make_async(BatchRequest request, std::function<void(Batch)> don
     pool_->submit([this, job, begin, end] {
       const double start = thread_cpu_seconds();
       try {
-        fill(job->batch, job->request, begin, end);
+        fill(job->batch, job->request, begin, end, job->ragged);
       } catch (...) {
         std::lock_guard lock(job->mu);
         if (!job->error) job->error = std::current_exception();
@@ -121,6 +179,7 @@ void BatchMaker::make_async(BatchRequest request, std::function<void(Batch)> don
       job->cpu_seconds.fetch_add(cpu * slowdown_);
       if (job->remaining.fetch_sub(1) != 1) return;
       if (job->error) return job->failed(job->error);
+      gather_ragged(job->batch, job->ragged, dataset().info().extra_fields());
       job->batch.compute_seconds = job->cpu_seconds.load();
       job->done(std::move(job->batch));
     });

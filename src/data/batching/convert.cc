@@ -95,7 +95,10 @@ void convert_from_float(const float* in, size_t n, DType dtype, std::byte* out) 
     case DType::kBFloat16: return to_bfloat16(in, n, reinterpret_cast<uint16_t*>(out));
     case DType::kFloat16: return to_float16(in, n, reinterpret_cast<Half*>(out));
     case DType::kUInt8: return to_uint8(in, n, reinterpret_cast<uint8_t*>(out));
+    case DType::kInt32:
+    case DType::kInt64: break;  // never a wire dtype: parse_dtype does not accept them
   }
+  throw ConfigError(std::string("cannot convert samples to ") + dtype_name(dtype));
 }
 
 DType wire_dtype(const DataOptions& opts) {

@@ -278,6 +278,9 @@ PythonDatasetAbout about_of(const nlohmann::json& reply) {
   if (reply.contains("classes") && reply["classes"].is_array()) {
     about.classes = reply["classes"].get<std::vector<std::string>>();
   }
+  if (reply.contains("ragged_fields") && reply["ragged_fields"].is_array()) {
+    about.ragged_fields = reply["ragged_fields"].get<std::vector<std::string>>();
+  }
   return about;
 }
 

@@ -1,6 +1,7 @@
 #include "tandem/data/sources/dataset.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -14,20 +15,86 @@
 
 namespace tandem::data {
 
-std::string batch_problem(const Batch& batch, const DatasetInfo& info) {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+// What is wrong with `f` as the batch's field for `spec` in a batch of `n` samples.
+std::string field_problem(const Field& f, const FieldSpec& spec, size_t n) {
+  if (f.name != spec.name || f.dtype != spec.dtype) {
+    return "field '" + printable(f.name, 60) + "' " + dtype_name(f.dtype) + " where the schema has " +
+           field_spec_text(spec);
+  }
+  std::vector<int64_t> expected{static_cast<int64_t>(n)};
+  expected.insert(expected.end(), spec.shape.begin() + (spec.ragged() ? 1 : 0), spec.shape.end());
+  if (spec.ragged()) {
+    int64_t rows = 0;
+    for (const int64_t l : f.lengths) rows += l < 0 || l > (int64_t{1} << 40) ? (int64_t{1} << 41) : l;
+    expected[0] = rows;
+    if (f.lengths.size() != n) {
+      return "ragged field '" + spec.name + "' with " + std::to_string(f.lengths.size()) + " lengths for " +
+             std::to_string(n) + " samples";
+    }
+  } else if (!f.lengths.empty()) {
+    return "dense field '" + spec.name + "' with lengths";
+  }
+  if (f.shape != expected) {
+    return "field '" + spec.name + "' of shape " + shape_text(f.shape) + " where the schema (" +
+           field_spec_text(spec) + ") and its lengths give " + shape_text(expected);
+  }
+  if (f.data.size() != f.expected_bytes()) {
+    return "field '" + spec.name + "' of " + std::to_string(f.data.size()) + " bytes for its shape " +
+           shape_text(f.shape) + " (expected " + std::to_string(f.expected_bytes()) + ")";
+  }
+  return {};
+}
+
+std::string fields_problem(const Batch& batch, const DatasetInfo& info, size_t n) {
+  const std::vector<FieldSpec> extra = info.extra_fields();
+  if (batch.fields.size() != extra.size()) {
+    return std::to_string(batch.fields.size()) + " extra fields where the schema has " + std::to_string(extra.size());
+  }
+  for (size_t i = 0; i < extra.size(); ++i) {
+    if (std::string problem = field_problem(batch.fields[i], extra[i], n); !problem.empty()) return problem;
+  }
+  return {};
+}
+
+std::string image_problem(const Batch& batch, const DatasetInfo& info) {
+  if (!info.has_image()) {
+    if (batch.shape.size() != 1 || batch.data.size() != 0) return "an image payload the dataset has no 'image' for";
+    return {};
+  }
   const auto& s = info.sample_shape;
-  const std::string which = "batch " + std::to_string(batch.sequence);
   if (batch.shape.size() != s.size() + 1 || !std::equal(s.begin(), s.end(), batch.shape.begin() + 1)) {
-    return which + " has the wrong sample shape for dataset '" + info.name + "'";
+    return "the wrong sample shape for dataset '" + info.name + "'";
   }
   const auto n = static_cast<size_t>(batch.size());
-  if (batch.labels.size() != n) {
-    return which + " has " + std::to_string(batch.labels.size()) + " labels for " + std::to_string(n) + " samples";
-  }
   const size_t bytes = n * (info.sample_bytes() / dtype_size(info.dtype)) * dtype_size(batch.dtype);
   if (batch.data.size() != bytes) {
-    return which + " has " + std::to_string(batch.data.size()) + " bytes for " + std::to_string(n) + " " +
-           dtype_name(batch.dtype) + " samples (expected " + std::to_string(bytes) + ")";
+    return std::to_string(batch.data.size()) + " bytes for " + std::to_string(n) + " " + dtype_name(batch.dtype) +
+           " samples (expected " + std::to_string(bytes) + ")";
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string batch_problem(const Batch& batch, const DatasetInfo& info) {
+  const std::string which = "batch " + std::to_string(batch.sequence);
+  if (batch.shape.empty()) return which + " has no shape";
+  if (std::string problem = image_problem(batch, info); !problem.empty()) return which + " has " + problem;
+  const auto n = static_cast<size_t>(batch.size());
+  const size_t labels = info.has_label() ? n : 0;
+  if (batch.labels.size() != labels) {
+    return which + " has " + std::to_string(batch.labels.size()) + " labels for " + std::to_string(n) + " samples";
   }
   for (const int64_t label : batch.labels) {
     if (label < 0 || label >= info.num_classes) {
@@ -35,33 +102,84 @@ std::string batch_problem(const Batch& batch, const DatasetInfo& info) {
              std::to_string(info.num_classes) + " classes";
     }
   }
+  if (std::string problem = fields_problem(batch, info, n); !problem.empty()) return which + " has " + problem;
   return {};
 }
 
+namespace {
 
-std::string info_problem(const DatasetInfo& info) {
-  constexpr int64_t kMaxSide = 1 << 16;
-  constexpr int kMaxClasses = 1 << 24;
-  if (info.name.empty() || info.name.size() > 200) return "no usable dataset name";
-  if (info.fingerprint.empty()) return "no fingerprint";
-  if (info.size == 0 || info.size > (uint64_t{1} << 32)) return "size " + std::to_string(info.size) + " samples";
-  if (info.sample_shape.size() != 3) return "a sample shape of " + std::to_string(info.sample_shape.size()) + " dimensions, not [C, H, W]";
-  for (int64_t d : info.sample_shape) {
-    if (d < 1 || d > kMaxSide) return "a sample dimension of " + std::to_string(d);
+bool name_is_usable(const std::string& name) {
+  if (name.empty() || name.size() > 100) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+// What is wrong with one field of a schema (its name, rank and dimensions).
+std::string spec_problem(const FieldSpec& f) {
+  if (!name_is_usable(f.name)) return "a field named '" + printable(f.name, 60) + "' (use letters, digits, _ . -)";
+  if (f.shape.size() > 8) return "field '" + f.name + "' of " + std::to_string(f.shape.size()) + " dimensions";
+  for (size_t i = 0; i < f.shape.size(); ++i) {
+    const int64_t d = f.shape[i];
+    if (d < (i == 0 ? -1 : 0) || d > (int64_t{1} << 31)) {
+      return "field '" + f.name + "' of shape " + shape_text(f.shape);
+    }
   }
-  if (info.sample_shape[0] > 64) return std::to_string(info.sample_shape[0]) + " channels";
+  return {};
+}
+
+}  // namespace
+
+std::string classification_problem(const DatasetInfo& info) {
+  if (info.has_image() && info.has_label()) return {};
+  std::string names;
+  for (const FieldSpec& f : info.schema()) names += (names.empty() ? "" : ", ") + field_spec_text(f);
+  return "dataset '" + info.name + "' has no '" + (info.has_image() ? kLabelField : kImageField) +
+         "' field (its fields: " + names + "): tandem's trainer classifies 'image' (uint8 [C,H,W]) by 'label' "
+         "(an int), and a training_step model over any fields is not there yet; read these batches with tandem.Feed "
+         "in your own training script (docs/python.md)";
+}
+
+std::string schema_problem(const DatasetInfo& info) {
+  if (info.fields.empty()) return {};  // image and label, as sample_shape and num_classes say
+  if (info.fields.size() > 64) return std::to_string(info.fields.size()) + " fields";
+  std::vector<std::string> names;
+  for (const FieldSpec& f : info.fields) {
+    if (std::string problem = spec_problem(f); !problem.empty()) return problem;
+    names.push_back(f.name);
+    if (f.ragged()) {
+      names.push_back(f.name + "_lengths");
+      names.push_back(f.name + "_offsets");
+    }
+  }
+  std::sort(names.begin(), names.end());
+  if (const auto dup = std::adjacent_find(names.begin(), names.end()); dup != names.end()) {
+    return "two fields named '" + *dup + "'";
+  }
+  const std::vector<FieldSpec> schema = info.schema();
+  const auto image = std::find_if(schema.begin(), schema.end(), [](const FieldSpec& f) { return f.name == kImageField; });
+  if ((image == schema.end()) != info.sample_shape.empty() ||
+      (image != schema.end() && (image->shape != info.sample_shape || image->dtype != info.dtype))) {
+    return "an 'image' field that disagrees with its sample shape " + shape_text(info.sample_shape);
+  }
+  const auto label = std::find_if(schema.begin(), schema.end(), [](const FieldSpec& f) { return f.name == kLabelField; });
+  if (label != schema.end() && (label->dtype != DType::kInt64 || !label->shape.empty())) {
+    return "a 'label' field " + field_spec_text(*label) + ", not int64 []";
+  }
+  return {};
+}
+
+namespace {
+
+// The class count and names: none without a label.
+std::string label_problem(const DatasetInfo& info) {
+  constexpr int kMaxClasses = 1 << 24;
+  if (!info.has_label()) {
+    if (info.num_classes != 0 || !info.class_names.empty()) return "classes without a 'label' field";
+    return "";
+  }
   if (info.num_classes < 1 || info.num_classes > kMaxClasses) {
     return "a class count of " + std::to_string(info.num_classes) + " (a worker of an older tandem does not say it)";
-  }
-  const auto channels = static_cast<size_t>(info.sample_shape[0]);
-  if (info.mean.size() != info.std.size() || (!info.mean.empty() && info.mean.size() != channels)) {
-    return "normalisation for " + std::to_string(info.mean.size()) + " channels (mean) and " +
-           std::to_string(info.std.size()) + " (std), not " + std::to_string(channels);
-  }
-  for (size_t c = 0; c < info.mean.size(); ++c) {
-    if (!std::isfinite(info.mean[c]) || !std::isfinite(info.std[c]) || info.std[c] <= 0) {
-      return "a normalisation with mean " + std::to_string(info.mean[c]) + ", std " + std::to_string(info.std[c]);
-    }
   }
   if (!info.class_names.empty() && info.class_names.size() != static_cast<size_t>(info.num_classes)) {
     return std::to_string(info.class_names.size()) + " class names for " + std::to_string(info.num_classes) +
@@ -75,10 +193,64 @@ std::string info_problem(const DatasetInfo& info) {
   return "";
 }
 
+}  // namespace
+
+std::string info_problem(const DatasetInfo& info) {
+  constexpr int64_t kMaxSide = 1 << 16;
+  if (info.name.empty() || info.name.size() > 200) return "no usable dataset name";
+  if (info.fingerprint.empty()) return "no fingerprint";
+  if (info.size == 0 || info.size > (uint64_t{1} << 32)) return "size " + std::to_string(info.size) + " samples";
+  if (std::string problem = schema_problem(info); !problem.empty()) return problem;
+  if (!info.has_image()) {
+    return info.mean.empty() && info.std.empty() ? label_problem(info) : "a normalisation without an image";
+  }
+  if (info.sample_shape.size() != 3) return "a sample shape of " + std::to_string(info.sample_shape.size()) + " dimensions, not [C, H, W]";
+  for (int64_t d : info.sample_shape) {
+    if (d < 1 || d > kMaxSide) return "a sample dimension of " + std::to_string(d);
+  }
+  if (info.sample_shape[0] > 64) return std::to_string(info.sample_shape[0]) + " channels";
+  if (std::string problem = label_problem(info); !problem.empty()) return problem;
+  const auto channels = static_cast<size_t>(info.sample_shape[0]);
+  if (info.mean.size() != info.std.size() || (!info.mean.empty() && info.mean.size() != channels)) {
+    return "normalisation for " + std::to_string(info.mean.size()) + " channels (mean) and " +
+           std::to_string(info.std.size()) + " (std), not " + std::to_string(channels);
+  }
+  for (size_t c = 0; c < info.mean.size(); ++c) {
+    if (!std::isfinite(info.mean[c]) || !std::isfinite(info.std[c]) || info.std[c] <= 0) {
+      return "a normalisation with mean " + std::to_string(info.mean[c]) + ", std " + std::to_string(info.std[c]);
+    }
+  }
+  return "";
+}
+
 size_t DatasetInfo::sample_bytes() const {
+  if (sample_shape.empty()) return 0;
   size_t n = dtype_size(dtype);
   for (int64_t d : sample_shape) n *= static_cast<size_t>(d);
   return n;
+}
+
+std::vector<FieldSpec> DatasetInfo::schema() const {
+  if (!fields.empty()) return fields;
+  return {FieldSpec{kImageField, dtype, sample_shape}, FieldSpec{kLabelField, DType::kInt64, {}}};
+}
+
+bool DatasetInfo::has_image() const {
+  if (fields.empty()) return true;
+  return std::any_of(fields.begin(), fields.end(), [](const FieldSpec& f) { return f.name == kImageField; });
+}
+
+bool DatasetInfo::has_label() const {
+  if (fields.empty()) return true;
+  return std::any_of(fields.begin(), fields.end(), [](const FieldSpec& f) { return f.name == kLabelField; });
+}
+
+std::vector<FieldSpec> DatasetInfo::extra_fields() const {
+  std::vector<FieldSpec> out;
+  for (const FieldSpec& f : fields) {
+    if (f.name != kImageField && f.name != kLabelField) out.push_back(f);
+  }
+  return out;
 }
 
 namespace {
@@ -170,6 +342,7 @@ constexpr SettingWords kSettingWords[] = {
     {"file", "Python file", "--data python:FILE:NAME"},
     {"name", "Python dataset", "--data python:FILE:NAME"},
     {"args", "Python dataset arguments", "--data-args"},
+    {"fields", "sample fields", "--data python:FILE:NAME: the fields its __getitem__ returns"},
 };
 
 std::string one_difference(const std::string& name, const std::string& theirs, const std::string& ours) {

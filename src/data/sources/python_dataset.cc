@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -36,40 +37,128 @@ std::string field_text(const SampleField& f) {
   return "a float (" + std::to_string(f.real) + ")";
 }
 
-std::string image_problem(const SampleField& image, const std::vector<int64_t>& shape) {
-  const std::string prefix = std::string(kPythonSampleSchema) + "; 'image' is ";
-  if (!image.is_array || image.dtype != "uint8" || image.shape->size() != 3) {
-    return prefix + field_text(image) + ": return a uint8 numpy array of [C,H,W] (e.g. np.asarray(pil).transpose(2, 0, 1))";
+// The DType of a numpy dtype name this tandem carries, or none.
+std::optional<DType> field_dtype(const std::string& numpy) {
+  for (DType d : {DType::kUInt8, DType::kInt32, DType::kInt64, DType::kFloat16, DType::kFloat32}) {
+    if (numpy == dtype_name(d)) return d;
   }
-  const auto& s = *image.shape;
-  if (std::any_of(s.begin(), s.end(), [](int64_t d) { return d < 1; })) return prefix + "empty: " + field_text(image);
-  if (!shape.empty() && s != shape) {
-    return prefix + field_text(image) + ", the first sample's was " + shape_text(shape) +
-           ": resize or crop every sample to one shape";
+  return std::nullopt;
+}
+
+// "'mask' is uint8 [8,8]": how errors start.
+std::string is_text(const std::string& name, const SampleField& f) {
+  return "'" + printable(name, 60) + "' is " + field_text(f);
+}
+
+// The spec sample 0's field gives, or throws ConfigError.
+FieldSpec spec_of(const std::string& name, const SampleField& f, bool ragged) {
+  auto fail = [&](const std::string& fix) {
+    return ConfigError(std::string(kPythonSampleSchema) + "; " + is_text(name, f) + ": " + fix);
+  };
+  FieldSpec spec{name, DType::kInt64, {}};
+  if (!f.shape) throw fail("return a numpy array, an int or a float");
+  if (!f.is_array) {
+    if (f.dtype == "bool") throw fail("return an int (int(value))");
+    if (ragged) throw fail("a ragged field is an array whose first dimension varies: return one");
+    spec.dtype = f.dtype == "int64" ? DType::kInt64 : DType::kFloat32;
+  } else {
+    const std::optional<DType> dtype = field_dtype(f.dtype);
+    if (!dtype) throw fail("convert it to uint8, int32, int64, float16 or float32 (e.g. .astype(np.float32))");
+    spec.dtype = *dtype;
+    spec.shape = *f.shape;
+    if (ragged && spec.shape.empty()) throw fail("a ragged field needs a first dimension: return an array of rows");
+    if (ragged) spec.shape[0] = -1;
   }
-  if (image.bytes.size() != static_cast<size_t>(s[0] * s[1] * s[2])) return prefix + "of the wrong size in bytes";
-  return "";
+  if (name == kImageField &&
+      (ragged || spec.dtype != DType::kUInt8 || spec.shape.size() != 3 ||
+       std::any_of(spec.shape.begin(), spec.shape.end(), [](int64_t d) { return d < 1; }))) {
+    throw fail("'image' is what tandem's trainer classifies: return a non-empty uint8 numpy array of [C,H,W] "
+               "(e.g. np.asarray(pil).transpose(2, 0, 1)), or give the field another name");
+  }
+  if (name == kLabelField && (spec.dtype != DType::kInt64 || !spec.shape.empty())) {
+    throw fail("'label' is the class tandem's trainer learns: return a Python int, or give the field another name");
+  }
+  return spec;
+}
+
+// What is wrong with field `f` of a later sample against `spec`.
+std::string field_problem(const std::string& name, const SampleField& f, const FieldSpec& spec) {
+  bool fits = f.shape.has_value() && f.is_array == !spec.shape.empty() && (f.is_array || f.dtype == "int64" ||
+                                                                          (f.dtype == "float64" && spec.dtype == DType::kFloat32));
+  if (fits && f.is_array) {
+    const auto& s = *f.shape;
+    fits = field_dtype(f.dtype) == spec.dtype && s.size() == spec.shape.size() &&
+           std::equal(s.begin() + (spec.ragged() ? 1 : 0), s.end(), spec.shape.begin() + (spec.ragged() ? 1 : 0));
+    size_t bytes = dtype_size(spec.dtype);
+    for (int64_t d : s) bytes *= d < 0 ? 0 : static_cast<size_t>(d);
+    if (fits && bytes != f.bytes.size()) return is_text(name, f) + " of the wrong size in bytes";
+  }
+  if (fits) return "";
+  std::string expected = spec.shape.empty() ? (spec.dtype == DType::kInt64 ? "an int" : "a float")
+                                            : std::string(dtype_name(spec.dtype)) + " " + shape_text(spec.shape);
+  std::string fix = spec.shape.empty() ? "return the first sample's kind of value"
+                                       : "return the first sample's dtype and shape";
+  if (!spec.ragged() && f.is_array && field_dtype(f.dtype) == spec.dtype) {
+    fix = "resize or crop every sample to one shape, or, if its first dimension varies (boxes, tokens), name '" +
+          printable(name, 60) + "' in the dataset's ragged_fields";
+  }
+  return is_text(name, f) + ", the first sample's was " +
+         (spec.shape.empty() ? expected : shape_text(spec.shape) + " (" + expected + ")") + ": " + fix;
+}
+
+std::string names_text(const std::vector<FieldSpec>& schema) {
+  std::string out;
+  for (const FieldSpec& s : schema) out += (out.empty() ? "" : ", ") + s.name;
+  return out;
 }
 
 }  // namespace
 
-std::string python_sample_problem(const SampleFields& fields, const std::vector<int64_t>& shape) {
-  const SampleField* image = nullptr;
-  const SampleField* label = nullptr;
+std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vector<std::string>& ragged) {
+  std::vector<FieldSpec> schema;
   for (const auto& [name, f] : fields) {
-    if (name == "image") image = &f;
-    else if (name == "label") label = &f;
-    else {
-      return std::string(kPythonSampleSchema) + "; field '" + printable(name, 60) + "' (" + field_text(f) +
-             ") is not one of them: return only 'image' and 'label'";
+    schema.push_back(spec_of(name, f, std::find(ragged.begin(), ragged.end(), name) != ragged.end()));
+  }
+  // image and label first, then the others by name: one order whatever order the sample
+  // (and the JSON between the processes) gave them in.
+  auto rank = [](const FieldSpec& s) { return s.name == kImageField ? 0 : s.name == kLabelField ? 1 : 2; };
+  std::stable_sort(schema.begin(), schema.end(), [&](const FieldSpec& a, const FieldSpec& b) {
+    return rank(a) != rank(b) ? rank(a) < rank(b) : a.name < b.name;
+  });
+  for (const std::string& r : ragged) {
+    if (std::none_of(schema.begin(), schema.end(), [&](const FieldSpec& s) { return s.name == r; })) {
+      throw ConfigError("the dataset's ragged_fields names '" + printable(r, 60) + "', which sample 0 does not have (" +
+                        names_text(schema) + "): name only fields it returns");
     }
   }
-  if (!image || !label) {
-    return std::string(kPythonSampleSchema) + "; the sample has no '" + (image ? "label" : "image") + "'";
+  DatasetInfo check;  // names, duplicates (NAME_lengths), ranks and sizes, as a trainer checks them
+  check.fields = schema;
+  for (const FieldSpec& s : schema) {
+    if (s.name == kImageField) check.sample_shape = s.shape;
   }
-  if (std::string problem = image_problem(*image, shape); !problem.empty()) return problem;
-  if (label->is_array || label->dtype != "int64") {
-    return std::string(kPythonSampleSchema) + "; 'label' is " + field_text(*label) + ": return a Python int";
+  check.dtype = DType::kUInt8;
+  if (std::string problem = schema_problem(check); !problem.empty()) {
+    throw ConfigError("sample 0's fields (" + names_text(schema) + ") have " + problem + ": rename or reshape it");
+  }
+  return schema;
+}
+
+std::string python_sample_problem(const SampleFields& fields, const std::vector<FieldSpec>& schema) {
+  for (const auto& field : fields) {  // not a structured binding: clang 14 (the fuzz build) cannot capture one
+    const std::string& name = field.first;
+    const SampleField& f = field.second;
+    if (std::none_of(schema.begin(), schema.end(), [&](const FieldSpec& s) { return s.name == name; })) {
+      return "field " + is_text(name, f) + " but the first sample had no '" + printable(name, 60) + "' (it had " +
+             names_text(schema) + "): return the same fields from every sample";
+    }
+  }
+  for (const FieldSpec& spec : schema) {
+    const auto f = std::find_if(fields.begin(), fields.end(), [&](const auto& nf) { return nf.first == spec.name; });
+    if (f == fields.end()) {
+      return "the sample has no '" + spec.name + "', which the first sample had (" + field_spec_text(spec) +
+             "): return the same fields from every sample";
+    }
+    if (std::string problem = field_problem(spec.name, f->second, spec); !problem.empty()) return problem;
   }
   return "";
 }
@@ -147,10 +236,10 @@ class PythonDataset final : public Dataset {
     info_.description = "python/v1 code=" + hex64(fnv1a(read_file(p.file))) + " file=" +
                         fs::path(p.file).filename().string() + " name=" + p.name + " size=" + std::to_string(info_.size) +
                         " classes=" + std::to_string(info_.num_classes) + " seed=" + std::to_string(seed_) +
-                        " args=" + p.args_json;
+                        " fields=" + fields_text() + " args=" + p.args_json;
     info_.fingerprint = fingerprint_of(info_.description);
-    spdlog::info("{}: {} samples of uint8 {} in {} classes, {} Python processes ({})", source_, info_.size,
-                 shape_text(info_.sample_shape), info_.num_classes, p.procs, p.python);
+    spdlog::info("{}: {} samples of {} in {} classes, {} Python processes ({})", source_, info_.size, fields_text(),
+                 info_.num_classes, p.procs, p.python);
   }
 
   const DatasetInfo& info() const override { return info_; }
@@ -159,6 +248,17 @@ class PythonDataset final : public Dataset {
   uint64_t shared_memory_bytes() const override { return shm_bytes_; }
 
   int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const override {
+    return produce_into(index, epoch, out, nullptr);
+  }
+
+  int64_t produce_fields(uint64_t index, uint32_t epoch, std::span<std::byte> out,
+                         const FieldsOut& extra) const override {
+    return produce_into(index, epoch, out, &extra);
+  }
+
+ private:
+  // produce_fields(), or produce() without the extra fields when `extra` is null.
+  int64_t produce_into(uint64_t index, uint32_t epoch, std::span<std::byte> out, const FieldsOut* extra) const {
     check_sample_index(index, info_);
     const uint64_t seed = python_sample_seed(seed_, epoch, index);
     const uint64_t len = pool_.about().len;
@@ -166,7 +266,7 @@ class PythonDataset final : public Dataset {
     for (uint64_t tries = 0;; ++tries) {
       std::string problem;
       try {
-        return make(item, seed, out);
+        return make(item, seed, out, extra);
       } catch (const PythonSampleError& e) {
         problem = e.what();
       }
@@ -182,24 +282,67 @@ class PythonDataset final : public Dataset {
     }
   }
 
- private:
   std::string describe(uint64_t item) const { return "sample " + std::to_string(item) + " of " + source_; }
 
-  // Writes dataset[item] into `out`; returns its label. Throws PythonSampleError.
-  int64_t make(uint64_t item, uint64_t seed, std::span<std::byte> out) const {
+  // "image:uint8[3,8,8],label:int64[],boxes:float32[-1,4]": the schema in the description.
+  std::string fields_text() const {
+    std::string out;
+    for (const FieldSpec& f : info_.fields) {
+      out += (out.empty() ? "" : ",") + printable(f.name, 60) + ":" + dtype_name(f.dtype) + shape_text(f.shape);
+    }
+    return out;
+  }
+
+  // Writes dataset[item]: its image into `out`, its other fields into `extra` (when not
+  // null); returns its label (0 without one). Throws PythonSampleError, having written
+  // nothing, for a sample that breaks the schema.
+  int64_t make(uint64_t item, uint64_t seed, std::span<std::byte> out, const FieldsOut* extra) const {
     int64_t label = 0;
     std::string problem;
     pool_.run(item, seed, [&](const SampleFields& fields) {
-      problem = python_sample_problem(fields, info_.sample_shape);
+      problem = python_sample_problem(fields, info_.fields);
       if (!problem.empty()) return;
       for (const auto& [name, f] : fields) {
-        if (name == "image") std::memcpy(out.data(), f.bytes.data(), std::min(out.size(), f.bytes.size()));
-        if (name == "label") label = f.integer;
+        if (name == kLabelField) label = f.integer;
       }
-      if (label < 0 || label >= info_.num_classes) problem = label_problem(label);
+      if (info_.has_label() && (label < 0 || label >= info_.num_classes)) {
+        problem = label_problem(label);
+        return;
+      }
+      write(fields, out, extra);
     });
     if (!problem.empty()) throw PythonSampleError(describe(item) + ": " + problem);
     return label;
+  }
+
+  // Copies a checked sample's fields into place: the image, then each extra field in
+  // schema order (a dense field into its row, a ragged one appended to its rows).
+  void write(const SampleFields& fields, std::span<std::byte> out, const FieldsOut* extra) const {
+    size_t e = 0;
+    for (const FieldSpec& spec : info_.fields) {
+      const SampleField& f = std::find_if(fields.begin(), fields.end(), [&](const auto& nf) {
+                               return nf.first == spec.name;
+                             })->second;  // python_sample_problem saw every field there
+      if (spec.name == kLabelField) continue;
+      if (spec.name == kImageField) {
+        std::memcpy(out.data(), f.bytes.data(), std::min(out.size(), f.bytes.size()));
+        continue;
+      }
+      if (!extra) continue;
+      const size_t at = e++;
+      int64_t integer = f.integer;
+      float real = static_cast<float>(f.real);
+      std::span<const std::byte> bytes = f.bytes;
+      if (!f.is_array) {
+        bytes = spec.dtype == DType::kInt64 ? std::as_bytes(std::span<const int64_t>(&integer, 1))
+                                            : std::as_bytes(std::span<const float>(&real, 1));
+      }
+      if (std::vector<std::byte>* rows = extra->ragged[at]) {
+        rows->insert(rows->end(), bytes.begin(), bytes.end());
+      } else {
+        std::memcpy(extra->dense[at].data(), bytes.data(), std::min(bytes.size(), extra->dense[at].size()));
+      }
+    }
   }
 
   std::string label_problem(int64_t label) const {
@@ -208,9 +351,29 @@ class PythonDataset final : public Dataset {
            "classes list, or pass --num-classes";
   }
 
-  // Classes from the dataset (num_classes, or len(classes)), else --num-classes; the
-  // image shape and a label from sample 0.
+  // The schema from sample 0 (python_schema) and, with a 'label', the classes from the
+  // dataset (num_classes, or len(classes)), else --num-classes.
   void learn_schema(const DataOptions& opts) {
+    int64_t label = 0;
+    try {
+      pool_.run(0, python_sample_seed(seed_, 0, 0), [&](const SampleFields& fields) {
+        info_.fields = python_schema(fields, pool_.about().ragged_fields);
+        for (const auto& [name, f] : fields) {
+          if (name == kLabelField) label = f.integer;
+        }
+      });
+    } catch (const PythonSampleError& e) {
+      throw ConfigError("cannot use " + source_ + ": " + e.what());
+    } catch (const ConfigError& e) {
+      throw ConfigError("cannot use sample 0 of " + source_ + ": " + e.what());
+    }
+    for (const FieldSpec& f : info_.fields) {
+      if (f.name == kImageField) info_.sample_shape = f.shape;
+    }
+    if (info_.has_label()) learn_classes(opts, label);
+  }
+
+  void learn_classes(const DataOptions& opts, int64_t label) {
     const PythonDatasetAbout& about = pool_.about();
     info_.num_classes = static_cast<int>(about.num_classes.value_or(about.classes ? about.classes->size() : opts.num_classes));
     if (about.classes && about.classes->size() == static_cast<size_t>(info_.num_classes)) info_.class_names = *about.classes;
@@ -218,21 +381,9 @@ class PythonDataset final : public Dataset {
       throw ConfigError(source_ + " has " + std::to_string(info_.num_classes) +
                         " classes: give the dataset a num_classes attribute or a classes list, or pass --num-classes");
     }
-    int64_t label = 0;
-    std::string problem;
-    try {
-      pool_.run(0, python_sample_seed(seed_, 0, 0), [&](const SampleFields& fields) {
-        problem = python_sample_problem(fields, {});
-        for (const auto& [name, f] : fields) {
-          if (name == "image" && f.shape) info_.sample_shape = *f.shape;
-          if (name == "label") label = f.integer;
-        }
-      });
-    } catch (const PythonSampleError& e) {
-      throw ConfigError("cannot use " + source_ + ": " + e.what());
+    if (label < 0 || label >= info_.num_classes) {
+      throw ConfigError("cannot use sample 0 of " + source_ + ": " + label_problem(label));
     }
-    if (problem.empty() && (label < 0 || label >= info_.num_classes)) problem = label_problem(label);
-    if (!problem.empty()) throw ConfigError("cannot use sample 0 of " + source_ + ": " + problem);
   }
 
   uint64_t seed_;

@@ -5,12 +5,17 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "tandem/data/batching/batch.h"
 #include "tandem/data/sources/dataset.h"
 #include "tandem/data/batching/thread_pool.h"
 
 namespace tandem::data {
+
+// Each ragged field's rows per sample while a batch is made ([field][sample]; empty for
+// a dense field), gathered into the field once every sample is done.
+using RaggedRows = std::vector<std::vector<std::vector<std::byte>>>;
 
 class BatchMaker {
  public:
@@ -36,8 +41,8 @@ class BatchMaker {
   void set_slowdown(double k) { slowdown_ = k; }
 
  private:
-  Batch allocate(const BatchRequest& request) const;
-  void fill(Batch& batch, const BatchRequest& request, size_t begin, size_t end) const;
+  Batch allocate(const BatchRequest& request, RaggedRows& ragged) const;
+  void fill(Batch& batch, const BatchRequest& request, size_t begin, size_t end, RaggedRows& ragged) const;
 
   std::shared_ptr<const Dataset> dataset_;
   ThreadPool* pool_;

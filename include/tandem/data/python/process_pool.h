@@ -58,6 +58,7 @@ struct PythonDatasetAbout {
   uint64_t len = 0;                    // len(dataset)
   std::optional<int64_t> num_classes;  // its num_classes attribute, if any
   std::optional<std::vector<std::string>> classes;  // its classes attribute (as str), if any
+  std::vector<std::string> ragged_fields;  // its ragged_fields attribute: fields whose first dimension varies
 };
 
 // One field of a sample as the process returned it: an array (bytes in the process's

@@ -14,12 +14,19 @@
 
 namespace tandem::data {
 
+// The names of the two fields the classification trainer reads: Batch's payload and labels.
+inline constexpr const char* kImageField = "image";
+inline constexpr const char* kLabelField = "label";
+
 struct DatasetInfo {
   std::string name;                  // e.g. "synthetic"
   uint64_t size = 0;                 // samples per epoch
-  std::vector<int64_t> sample_shape;  // [C, H, W]
+  std::vector<int64_t> sample_shape;  // [C, H, W] of the "image" field; empty without one
   DType dtype = DType::kFloat32;
-  int num_classes = 0;
+  int num_classes = 0;               // 0 without a "label" field
+  // The sample's named fields, where the dataset sets them (python:FILE:NAME, and any
+  // dataset learned from a worker); empty: the image and the label above. Use schema().
+  std::vector<FieldSpec> fields;
   // Hash of everything that determines sample values; trainer and workers compare it.
   // For file datasets it covers the sorted file list (names and sizes) and the pipeline.
   std::string fingerprint;
@@ -35,7 +42,24 @@ struct DatasetInfo {
   // (imagefolder: its class folders); else empty. Written into the saved model.json.
   std::vector<std::string> class_names;
 
+  // Bytes of one sample's image (0 without one).
   size_t sample_bytes() const;
+  // The sample's fields: `fields`, or else "image" (dtype, sample_shape) and "label"
+  // (int64 []).
+  std::vector<FieldSpec> schema() const;
+  // Whether the schema has an "image" / a "label" field (always, when `fields` is empty).
+  bool has_image() const;
+  bool has_label() const;
+  // The schema's fields other than image and label, in order: those of Batch::fields.
+  std::vector<FieldSpec> extra_fields() const;
+};
+
+// Where Dataset::produce_fields writes one sample's extra fields (DatasetInfo::
+// extra_fields(), same order): each dense field's row in the batch, and for each ragged
+// field a growable buffer the sample's rows are appended to (the batch gathers them).
+struct FieldsOut {
+  std::vector<std::span<std::byte>> dense;         // per extra field; empty span for a ragged one
+  std::vector<std::vector<std::byte>*> ragged;     // per extra field; null for a dense one
 };
 
 class Dataset {
@@ -45,6 +69,13 @@ class Dataset {
   // Writes sample `index` as augmented in `epoch` into `out` (info().sample_bytes()
   // bytes) and returns its label. Thread-safe. Throws std::out_of_range for a bad index.
   virtual int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const = 0;
+  // produce() with the sample's extra fields too (`extra` as FieldsOut says; `out` is empty
+  // without an image; the label is 0 without one). The default, for datasets with image
+  // and label only, is produce().
+  virtual int64_t produce_fields(uint64_t index, uint32_t epoch, std::span<std::byte> out,
+                                 const FieldsOut& /*extra*/) const {
+    return produce(index, epoch, out);
+  }
 
   // Under --on-bad-sample skip, what could not be used: one "path: problem" line per
   // distinct file (or empty class folder), in the order first met. Thread-safe.
@@ -59,14 +90,27 @@ class Dataset {
 };
 
 // What is wrong with `batch` as a batch of this dataset (sample shape, label count and
-// range, payload size), or empty when nothing is. A source that sends such a batch is
+// range, payload size, each extra field's name, dtype, shape, lengths and size against
+// the schema), or empty when nothing is. A source that sends such a batch is
 // broken: the feed drops it.
 std::string batch_problem(const Batch& batch, const DatasetInfo& info);
 
 // What is wrong with `info` as the description of a dataset a peer serves (shape, class
-// count, size, normalisation, name), or empty when nothing is. A trainer that learns its
+// count, size, normalisation, name, the schema's names, dtypes and shapes and their
+// agreement with the image and label), or empty when nothing is. A trainer that learns its
 // dataset from a worker checks the worker's words with it.
 std::string info_problem(const DatasetInfo& info);
+
+// Why tandem's classification trainer cannot train on this dataset (no 'image' or no
+// 'label' field, naming the fields it has and the way to consume them), or empty.
+std::string classification_problem(const DatasetInfo& info);
+
+// What is wrong with info.fields as a schema (empty: nothing): a name that is not letters,
+// digits, _ . - (at most 100), two fields of one name (a ragged field's NAME_lengths and
+// NAME_offsets included, as tandem.Feed names them), over 64 fields or 8 dimensions, a
+// dimension out of range (-1 only first), an 'image' that disagrees with sample_shape and
+// dtype, a 'label' that is not int64 [].
+std::string schema_problem(const DatasetInfo& info);
 
 // False when `opts` names files (imagefolder, mnist: a PATH or the SageMaker channel;
 // python:FILE:NAME: FILE) that this host does not have; true for generated datasets. A

@@ -1,7 +1,8 @@
 // "python:FILE:NAME": a user's own dataset, run by a pool of Python processes
 // (data/python/process_pool.h). NAME in FILE is a class or function that, called with
-// --data-args, returns an object with __len__ and __getitem__; a sample is a dict
-// {"image": uint8 [C, H, W], "label": int} or an (image, label) tuple.
+// --data-args, returns an object with __len__ and __getitem__; a sample is a dict of
+// named fields (kPythonSampleSchema), e.g. {"image": uint8 [C, H, W], "label": int}, or
+// an (image, label) tuple.
 #pragma once
 
 #include <cstdint>
@@ -15,24 +16,32 @@
 
 namespace tandem::data {
 
-// What a sample of a Python dataset must be today, in the words of every schema error.
+// What a sample of a Python dataset may be, in the words of every schema error.
 inline constexpr const char* kPythonSampleSchema =
-    "this tandem serves Python samples with 'image' (uint8 [C,H,W], the same shape for every sample) and "
-    "'label' (int)";
+    "a sample is a dict of named fields, each a numpy array of uint8, int32, int64, float16 or float32 (one "
+    "shape in every sample, or a first dimension that varies for a field named in the dataset's ragged_fields), "
+    "a Python int (int64) or a Python float (float32); 'image', if any, is uint8 [C,H,W] and 'label', if any, an int";
 
-// What is wrong with `fields` as a sample of the schema above whose images are `shape`
-// (empty: the first sample, any [C,H,W]), naming the field, what was expected and what
-// came; empty when nothing is.
-std::string python_sample_problem(const SampleFields& fields, const std::vector<int64_t>& shape);
+// The schema sample 0's `fields` give, 'image' and 'label' first, then the others by
+// name: arrays as they came (a field named
+// in `ragged` with -1 for its first dimension), ints as int64 [], floats as float32 [].
+// Throws ConfigError naming the field, what it is and what would do (kPythonSampleSchema).
+std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vector<std::string>& ragged);
+
+// What is wrong with `fields` as a sample of `schema` (a field missing, one too many, a
+// dtype or shape that differs), naming the field, what was expected and what came; empty
+// when nothing is.
+std::string python_sample_problem(const SampleFields& fields, const std::vector<FieldSpec>& schema);
 
 // The pool options `opts` asks for: FILE and NAME from opts.data, the arguments checked
 // as a JSON object, the interpreter, processes (0 -> available_cores()), the timeout and
 // the worker script (find_dataset_worker()). Throws ConfigError naming the bad setting.
 PythonPoolOptions python_pool_options(const DataOptions& opts);
 
-// The dataset: starts the pool, learns size (len(), or --dataset-size of it), the image
-// shape from sample 0 (epoch 0) and the classes (the dataset's num_classes attribute or
-// classes list, else --num-classes). Samples are uint8 CHW without normalisation. The
+// The dataset: starts the pool, learns size (len(), or --dataset-size of it), the schema
+// from sample 0 (epoch 0; python_schema) and, where there is a 'label', the classes (the
+// dataset's num_classes attribute or classes list, else --num-classes). Images are uint8
+// CHW without normalisation; the other fields travel as Batch::fields. The
 // fingerprint covers FILE's bytes, NAME, the arguments (canonical JSON), the seed and
 // the size. Throws ConfigError with the Python error when the dataset cannot be built or
 // sample 0 is unusable. produce() throws PythonSampleError (a DataError) for a bad
