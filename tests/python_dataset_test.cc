@@ -30,7 +30,10 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using testing::Child;
 using testing::fresh_dir;
+using testing::sample;
+using testing::sample_error;
 using testing::slurp;
+using testing::start_error;
 using testing::spawn;
 using testing::start_worker;
 using testing::wait_exit;
@@ -49,32 +52,6 @@ DataOptions python_data(const std::string& name, const std::string& args = "{}",
   return d;
 }
 
-std::vector<std::byte> sample(const data::Dataset& ds, uint64_t index, uint32_t epoch, int64_t* label = nullptr) {
-  std::vector<std::byte> out(ds.info().sample_bytes());
-  const int64_t l = ds.produce(index, epoch, out);
-  if (label) *label = l;
-  return out;
-}
-
-// The message of the ConfigError that building `d` throws ("" if none).
-std::string start_error(const DataOptions& d) {
-  try {
-    data::make_dataset(d);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-// The message of the DataError that producing `index` throws ("" if none).
-std::string sample_error(const data::Dataset& ds, uint64_t index) {
-  try {
-    sample(ds, index, 0);
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // The line of the fixture holding `text`.
 int fixture_line(const std::string& text) {

@@ -1,8 +1,15 @@
 // What the Python tests share: /usr/bin/python3 with numpy, and the fixture files.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
+
+#include "tandem/common/error.h"
+#include "tandem/common/settings.h"
+#include "tandem/data/sources/dataset.h"
 
 namespace tandem::testing {
 
@@ -13,6 +20,35 @@ inline bool have_numpy() {
 }
 
 inline const std::string kPythonFixtures = std::string(TANDEM_FIXTURES) + "/python_datasets";
+
+// Sample `index` of `epoch` as bytes (and its label into *label when asked).
+inline std::vector<std::byte> sample(const data::Dataset& ds, uint64_t index, uint32_t epoch,
+                                     int64_t* label = nullptr) {
+  std::vector<std::byte> out(ds.info().sample_bytes());
+  const int64_t l = ds.produce(index, epoch, out);
+  if (label) *label = l;
+  return out;
+}
+
+// The message of the ConfigError that building `d` throws ("" if none).
+inline std::string start_error(const DataOptions& d) {
+  try {
+    data::make_dataset(d);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The message of the DataError that producing `index` throws ("" if none).
+inline std::string sample_error(const data::Dataset& ds, uint64_t index) {
+  try {
+    sample(ds, index, 0);
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 }  // namespace tandem::testing
 

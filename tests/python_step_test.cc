@@ -31,7 +31,10 @@ using data::testing::gradient_image;
 using data::testing::write_bytes;
 using testing::fresh_dir;
 using testing::kPythonFixtures;
+using testing::sample;
+using testing::sample_error;
 using testing::slurp;
+using testing::start_error;
 
 const std::string kSteps = kPythonFixtures + "/steps.py";
 
@@ -61,29 +64,6 @@ std::string step(const std::string& function, const std::string& file = kSteps) 
   return "decode,center_crop(16),hflip,python(" + file + ":" + function + ")";
 }
 
-std::vector<std::byte> sample(const data::Dataset& ds, uint64_t index, uint32_t epoch) {
-  std::vector<std::byte> out(ds.info().sample_bytes());
-  ds.produce(index, epoch, out);
-  return out;
-}
-
-std::string start_error(const DataOptions& d) {
-  try {
-    data::make_dataset(d);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string sample_error(const data::Dataset& ds, uint64_t index) {
-  try {
-    sample(ds, index, 0);
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 int line_of(const std::string& file, const std::string& text) {
   std::ifstream in(file);
