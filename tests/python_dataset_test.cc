@@ -31,6 +31,7 @@ using namespace std::chrono_literals;
 using testing::Child;
 using testing::fresh_dir;
 using testing::sample;
+using testing::request_batch;
 using testing::sample_error;
 using testing::slurp;
 using testing::start_error;
@@ -411,16 +412,6 @@ TEST(PythonDatasetErrors, AProcessThatDiesOnceIsRestartedAndTheSampleRetried) {
 std::string worker_flags(const std::string& name, const std::string& args, int procs) {
   return "--threads 2 --data python:" + kFile + ":" + name + " --data-args '" + args + "' --python /usr/bin/python3" +
          " --python-procs " + std::to_string(procs);
-}
-
-data::Batch request_batch(const std::string& target, const data::BatchRequest& request) {
-  auto client = testing::ready_client(target, {}, 60);
-  auto call = client->stream();
-  EXPECT_TRUE(call->write(request));
-  call->writes_done();
-  auto batch = call->read();
-  if (!batch) throw std::runtime_error("no batch from " + target + ": " + call->finish().message);
-  return std::move(*batch);
 }
 
 TEST(PythonDatasetWorkers, TwoWorkersServeByteIdenticalBatches) {

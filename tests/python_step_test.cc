@@ -32,6 +32,7 @@ using data::testing::write_bytes;
 using testing::fresh_dir;
 using testing::kPythonFixtures;
 using testing::sample;
+using testing::request_batch;
 using testing::sample_error;
 using testing::slurp;
 using testing::start_error;
@@ -262,16 +263,6 @@ TEST(PythonPool, AStepOutputOverTheLimitIsAClearError) {
 }
 
 // --- behind real workers ---------------------------------------------------------------
-
-data::Batch request_batch(const std::string& target, const data::BatchRequest& request) {
-  auto client = testing::ready_client(target, {}, 60);
-  auto call = client->stream();
-  EXPECT_TRUE(call->write(request));
-  call->writes_done();
-  auto batch = call->read();
-  if (!batch) throw std::runtime_error("no batch from " + target + ": " + call->finish().message);
-  return std::move(*batch);
-}
 
 TEST(PythonStepWorkers, TwoWorkersServeByteIdenticalBatches) {
   REQUIRE_NUMPY();

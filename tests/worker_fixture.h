@@ -70,4 +70,17 @@ inline std::unique_ptr<transport::WorkerClient> ready_client(const std::string& 
   return client;
 }
 
+// The batch the worker at `target` answers `request` with, over one stream of a ready
+// client (60 s to become healthy). Throws std::runtime_error with the stream's status
+// when it sends none.
+inline data::Batch request_batch(const std::string& target, const data::BatchRequest& request) {
+  auto client = ready_client(target, {}, 60);
+  auto call = client->stream();
+  if (!call->write(request)) throw std::runtime_error("could not send the request to " + target);
+  call->writes_done();
+  auto batch = call->read();
+  if (!batch) throw std::runtime_error("no batch from " + target + ": " + call->finish().message);
+  return std::move(*batch);
+}
+
 }  // namespace tandem::testing
