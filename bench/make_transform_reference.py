@@ -16,6 +16,18 @@ path, as torchvision.io.decode_jpeg + transforms use it):
   rrc_fallback     RandomResizedCrop.get_params(img, scale, ratio) with a scale no attempt can
                    meet, so the deterministic centre-crop fallback decides the box
 
+The AutoAugment family (on "soft", a low-contrast image, and "gray"; equalize and autocontrast
+also on "large_gray", large enough for equalize's histogram step to be above 0):
+
+  aa_op            autoaugment._apply_op(img, name, magnitude, interpolation, fill=None): every
+                   operation the policies draw from, at fixed magnitudes
+  trivial, rand, auto, augmix
+                   TrivialAugmentWide / RandAugment / AutoAugment / AugMix.forward with their
+                   random draws forced (torch.randint, torch.rand and AugMix._sample_dirichlet
+                   replaced by scripted values, recorded in the case): the whole policy path,
+                   magnitude tables and signs included
+  erase            F.erase(img, top, left, h, w, value)
+
 Images are base64 of the raw bytes (CHW, row-major).
 
     bench/make_transform_reference.py [--out tests/fixtures/transform_reference.json]
@@ -93,6 +105,144 @@ def cases_for(name, img):
     return out
 
 
+class Scripted:
+    """torch.randint and torch.rand answering from lists, for forcing a policy's draws."""
+
+    def __init__(self, ints, floats=()):
+        self.ints, self.floats = list(ints), list(floats)
+
+    def __enter__(self):
+        self.randint, self.rand = torch.randint, torch.rand
+
+        def randint(*args, size=None, **kwargs):
+            shape = size if size is not None else args[-1]
+            n = int(torch.Size(shape).numel())
+            values, self.ints = self.ints[:n], self.ints[n:]
+            assert len(values) == n, "script ran out of ints"
+            return torch.tensor(values, dtype=torch.long).view(shape)
+
+        def rand(shape, **kwargs):
+            n = int(torch.Size(shape).numel())
+            values, self.floats = self.floats[:n], self.floats[n:]
+            return torch.tensor(values, dtype=torch.float32).view(shape)
+
+        torch.randint, torch.rand = randint, rand
+        return self
+
+    def __exit__(self, *exc):
+        torch.randint, torch.rand = self.randint, self.rand
+        assert not self.ints and not self.floats, "script not used up"
+
+
+AA_OPS = (("Identity", (0.0,)), ("ShearX", (0.3, -0.99)), ("ShearY", (0.3, -0.99)), ("TranslateX", (5.7, -12.0)),
+          ("TranslateY", (5.7, -12.0)), ("Rotate", (30.0, -135.0)), ("Brightness", (0.5, -0.7)),
+          ("Color", (0.9, -0.99)), ("Contrast", (0.33, -0.9)), ("Sharpness", (0.9, -0.66)),
+          ("Posterize", (2.0, 5.0, 8.0)), ("Solarize", (127.5, 0.0, 255.0)), ("AutoContrast", (0.0,)),
+          ("Equalize", (0.0,)), ("Invert", (0.0,)))
+BILINEAR_OPS = (("ShearX", 0.3), ("ShearY", -0.2), ("TranslateX", -3.0), ("Rotate", 17.5))
+
+
+def signed_ops(meta):
+    return {name for name, (_, signed) in meta.items() if signed}
+
+
+def autoaugment_cases(name, img):
+    """_apply_op at fixed magnitudes, and each policy with its draws forced."""
+    from torchvision.transforms import autoaugment as A
+
+    out = []
+
+    def add(op, params, result):
+        out.append({"input": name, "op": op, "params": params, "shape": list(result.shape), "output": b64(result)})
+
+    full = name == "soft"  # the gray image gets the first magnitude of each
+    for op, magnitudes in AA_OPS:
+        for m in magnitudes if full else magnitudes[:1]:
+            add("aa_op", {"name": op, "magnitude": m, "interpolation": "nearest"},
+                A._apply_op(img, op, m, InterpolationMode.NEAREST, None))
+    for op, m in BILINEAR_OPS if full else BILINEAR_OPS[:1]:
+        add("aa_op", {"name": op, "magnitude": m, "interpolation": "bilinear"},
+            A._apply_op(img, op, m, InterpolationMode.BILINEAR, None))
+    if not full:
+        return out
+    out += policy_cases(name, img, A)
+    for top, left, h, w, v in ((2, 3, 5, 7, 0), (0, 9, 14, 4, 200)):
+        add("erase", {"top": top, "left": left, "height": h, "width": w, "value": v},
+            F.erase(img, top, left, h, w, torch.tensor([v], dtype=torch.uint8)[:, None, None]))
+    return out
+
+
+def equalize_cases(name, img):
+    from torchvision.transforms import autoaugment as A
+
+    out = []
+    for op in ("Equalize", "AutoContrast"):
+        result = A._apply_op(img, op, 0.0, InterpolationMode.NEAREST, None)
+        assert op != "Equalize" or not torch.equal(result, img), "equalize left the image as it was"
+        out.append({"input": name, "op": "aa_op", "params": {"name": op, "magnitude": 0.0, "interpolation": "nearest"},
+                    "shape": list(result.shape), "output": b64(result)})
+    return out
+
+
+def policy_cases(name, img, A):
+    out = []
+
+    def add(op, params, result):
+        out.append({"input": name, "op": op, "params": params, "shape": list(result.shape), "output": b64(result)})
+
+    trivial = A.TrivialAugmentWide()
+    space = list(trivial._augmentation_space(31).items())
+    for op_index, bin_, negate in ((1, 30, 1), (3, 17, 0), (4, 31 - 1, 1), (5, 12, 1), (6, 3, 0), (9, 25, 1),
+                                   (10, 29, 0), (11, 7, 0), (12, 0, 0), (13, 0, 0)):
+        op, (mags, signed) = space[op_index]
+        ints = [op_index] + ([bin_] if mags.ndim > 0 else []) + ([negate] if signed else [])
+        with Scripted(ints):
+            result = trivial(img)
+        add("trivial", {"op_index": op_index, "bin": bin_, "negate": negate}, result)
+
+    rand = A.RandAugment(num_ops=2, magnitude=9, num_magnitude_bins=31)
+    rspace = list(rand._augmentation_space(31, (img.shape[-2], img.shape[-1])).items())
+    for ops in (((3, 1), (8, 0)), ((10, 0), (2, 1)), ((0, 0), (4, 0))):
+        ints = []
+        for op_index, negate in ops:
+            ints += [op_index] + ([negate] if rspace[op_index][1][1] else [])
+        with Scripted(ints):
+            result = rand(img)
+        add("rand", {"num_ops": 2, "magnitude": 9, "num_magnitude_bins": 31, "ops": [list(o) for o in ops]}, result)
+
+    for policy, sub, probs, signs in (("imagenet", 0, (0.1, 0.5), (0, 1)), ("imagenet", 18, (0.3, 0.95), (1, 0)),
+                                      ("cifar10", 3, (0.4, 0.2), (0, 0)), ("svhn", 21, (0.5, 0.75), (1, 1))):
+        auto = A.AutoAugment(A.AutoAugmentPolicy(policy))
+        with Scripted([sub] + list(signs), probs):
+            result = auto(img)
+        add("auto", {"policy": policy, "sub_policy": sub, "probs": list(probs), "signs": list(signs)}, result)
+
+    out += augmix_cases(name, img, A)
+    return out
+
+
+def augmix_cases(name, img, A):
+    out = []
+    for m, d, chains in (((0.3, 0.7), (0.25, 0.75), (((0, 2, 1), (7, 0, 0)), ((4, 1, 0),))),
+                         ((0.55, 0.45), (0.6, 0.4), (((9, 2, 0),), ((3, 0, 1), (5, 1, 0), (12, 2, 1))))):
+        mix = A.AugMix(severity=3, mixture_width=2, chain_depth=-1, alpha=1.0)
+        meta = list(mix._augmentation_space(10, (img.shape[-2], img.shape[-1])).items())
+        draws = iter((torch.tensor([list(m)]), torch.tensor([list(d)])))
+        mix._sample_dirichlet = lambda params: next(draws)
+        ints = []
+        for chain in chains:
+            ints.append(len(chain))
+            for op_index, bin_, negate in chain:
+                mags, signed = meta[op_index][1]
+                ints += [op_index] + ([bin_] if mags.ndim > 0 else []) + ([negate] if signed else [])
+        with Scripted(ints):
+            result = mix(img)
+        out.append({"input": name, "op": "augmix", "params": {"m": list(m), "d": list(d),
+                    "chains": [[list(o) for o in c] for c in chains]},
+                    "shape": list(result.shape), "output": b64(result)})
+    return out
+
+
 def main():
     args = reference_args(__doc__, DEFAULT_OUT)
 
@@ -102,6 +252,13 @@ def main():
     cases = []
     for name, img in inputs.items():
         cases += cases_for(name, img)
+    # Low contrast (values in about [40, 200]) so that autocontrast and equalize have work.
+    inputs["soft"] = (make_input(gen, 3, 14, 17).float() * 0.6 + 40).round().to(torch.uint8)
+    for name in ("soft", "gray"):
+        cases += autoaugment_cases(name, inputs[name])
+    # Equalize keeps a channel of fewer than 256 pixels (its histogram step is 0): a larger one.
+    inputs["large_gray"] = (make_input(gen, 1, 40, 64).float() * 0.5 + 60).round().to(torch.uint8)
+    cases += equalize_cases("large_gray", inputs["large_gray"])
 
     doc = {
         "generator": f"torchvision {torchvision.__version__} / torch {torch.__version__}: "

@@ -3,6 +3,8 @@
 
 1. Every flag of every command (`tandem CMD --help`) is in the configuration reference as
    `--flag` (in a table row or the text), and every `--flag` the reference names exists.
+3. Every --pipeline step (the table in src/data/augment/pipeline_spec.cc) has a row in the
+   reference's step table that names each of its parameters.
 2. Every field of a real summary.json (a 2-step run with evaluation, an audit and a
    checkpoint directory) is named in the reference's Summary section, as are the fields
    of each source, of `throughput` and of `plan_inputs`.
@@ -43,6 +45,30 @@ def section(text, title):
     return m.group(1)
 
 
+def pipeline_steps():
+    """{step: [parameter, ...]} from the ops() table of src/data/augment/pipeline_spec.cc."""
+    text = open(os.path.join(ROOT, "src", "data", "augment", "pipeline_spec.cc")).read()
+    m = re.search(r"static const std::vector<OpDef> table = \{(.*?)\n  \};", text, re.S)
+    assert m, "no ops() table in src/data/augment/pipeline_spec.cc"
+    steps = {}
+    for entry in re.split(r'\n      \{"', m.group(1))[1:]:
+        name, _, rest = entry.partition('"')
+        steps[name] = re.findall(r'\{"([a-z_0-9]+)", *[-0-9k]', rest)
+    return steps
+
+
+def step_problems(reference):
+    problems = []
+    for step, params in pipeline_steps().items():
+        row = next((line for line in reference.splitlines() if line.startswith(f"| `{step}` |")), None)
+        if row is None:
+            problems.append(f"--pipeline step {step} has no row in docs/configuration.md's step table")
+            continue
+        problems += [f"docs/configuration.md's row of {step} does not name its parameter `{p}`"
+                     for p in params if f"`{p}`" not in row]
+    return problems
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tandem", required=True)
@@ -79,10 +105,12 @@ def main():
         if f"`{name}`" not in text:
             problems.append(f"summary field {field} is not in the Summary section of docs/configuration.md")
 
+    problems += step_problems(reference)
     if problems:
         print("\n".join(problems))
         sys.exit(1)
-    print(f"OK: {len(known)} flags of {len(COMMANDS)} commands and {len(fields)} summary fields are documented")
+    print(f"OK: {len(known)} flags of {len(COMMANDS)} commands, {len(fields)} summary fields and "
+          f"{len(pipeline_steps())} pipeline steps are documented")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-// Geometric transforms: torchvision's crop box draws, crops, flips and rotation.
+// Geometric transforms: torchvision's crop box draws, crops, flips, rotation and affine
+// sampling. Float32 as torch evaluates it: one rounding per operation, no fused multiply-add.
+#pragma GCC optimize("fp-contract=off")
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -92,30 +94,97 @@ void hflip(Image& image) {
 }
 
 void rotate_nearest(const Image& src, double angle_degrees, Image& dst) {
-  // torchvision: inverse matrix [cos, sin; -sin, cos] of radians(-angle), a float32 grid of
-  // pixel centres about the image centre, normalised by (w/2, h/2), grid_sample(nearest,
-  // align_corners=False) with round half to even, zeros outside.
-  const double rot = -angle_degrees * M_PI / 180.0;
-  const float m0 = static_cast<float>(std::cos(rot)), m1 = static_cast<float>(std::sin(rot));
-  const float m3 = -m1, m4 = m0;
+  // F.rotate: the inverse matrix of affine(-angle) about the centre.
+  AffineParams p;
+  p.angle = -angle_degrees;
+  affine_sample(src, inverse_affine_matrix(p), Interpolation::kNearest, dst);
+}
+
+std::array<double, 6> inverse_affine_matrix(const AffineParams& p) {
+  constexpr double kDegToRad = M_PI / 180.0;  // Python's math.radians multiplies by this
+  const double rot = p.angle * kDegToRad, sx = p.shear_x * kDegToRad, sy = p.shear_y * kDegToRad;
+  const double a = std::cos(rot - sy) / std::cos(sy);
+  const double b = -std::cos(rot - sy) * std::tan(sx) / std::cos(sy) - std::sin(rot);
+  const double c = std::sin(rot - sy) / std::cos(sy);
+  const double d = -std::sin(rot - sy) * std::tan(sx) / std::cos(sy) + std::cos(rot);
+  std::array<double, 6> m = {d, -b, 0.0, -c, a, 0.0};
+  for (double& v : m) v /= p.scale;
+  const double cx = p.center_x, cy = p.center_y, tx = p.translate_x, ty = p.translate_y;
+  m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty);
+  m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty);
+  m[2] += cx;
+  m[5] += cy;
+  return m;
+}
+
+namespace {
+
+// The float32 grid of _gen_affine_grid and grid_sample's unnormalisation, per output pixel.
+struct AffineGrid {
+  float a0, a1, a2, b0, b1, b2;  // theta.T / (w/2, h/2)
+  float w, h;
+
+  AffineGrid(const std::array<double, 6>& m, int width, int height)
+      : w(static_cast<float>(width)), h(static_cast<float>(height)) {
+    const float hw = 0.5f * w, hh = 0.5f * h;
+    a0 = static_cast<float>(m[0]) / hw, a1 = static_cast<float>(m[1]) / hw, a2 = static_cast<float>(m[2]) / hw;
+    b0 = static_cast<float>(m[3]) / hh, b1 = static_cast<float>(m[4]) / hh, b2 = static_cast<float>(m[5]) / hh;
+  }
+  // Source coordinates (pixel units, align_corners=False) of output pixel (x, y).
+  void source(int x, int y, float& sx, float& sy) const {
+    const float gx = -w * 0.5f + 0.5f + static_cast<float>(x), gy = -h * 0.5f + 0.5f + static_cast<float>(y);
+    const float nx = gx * a0 + gy * a1 + a2, ny = gx * b0 + gy * b1 + b2;
+    sx = ((nx + 1.0f) * w - 1.0f) / 2.0f;
+    sy = ((ny + 1.0f) * h - 1.0f) / 2.0f;
+  }
+};
+
+void sample_nearest(const Image& src, const AffineGrid& g, Image& dst) {
   const int w = src.width, h = src.height, c = src.channels;
-  const float hw = 0.5f * static_cast<float>(w), hh = 0.5f * static_cast<float>(h);
-  const float a0 = m0 / hw, a1 = m1 / hw, b0 = m3 / hh, b1 = m4 / hh;
-  dst.reshape(h, w, c);
   for (int y = 0; y < h; ++y) {
-    const float gy = -static_cast<float>(h) * 0.5f + 0.5f + static_cast<float>(y);
     uint8_t* out = dst.row(y);
     for (int x = 0; x < w; ++x) {
-      const float gx = -static_cast<float>(w) * 0.5f + 0.5f + static_cast<float>(x);
-      const float nx = gx * a0 + gy * a1, ny = gx * b0 + gy * b1;
-      const float ix = std::nearbyint(((nx + 1.0f) * static_cast<float>(w) - 1.0f) / 2.0f);
-      const float iy = std::nearbyint(((ny + 1.0f) * static_cast<float>(h) - 1.0f) / 2.0f);
+      float fx, fy;
+      g.source(x, y, fx, fy);
+      const float ix = std::nearbyint(fx), iy = std::nearbyint(fy);
       const bool inside = ix >= 0 && ix < w && iy >= 0 && iy < h;
+      const uint8_t* in = inside ? src.row(static_cast<int>(iy)) + static_cast<int>(ix) * c : nullptr;
+      for (int ch = 0; ch < c; ++ch) out[x * c + ch] = inside ? in[ch] : 0;
+    }
+  }
+}
+
+// grid_sample's bilinear kernel: (nw * v_nw + ne * v_ne) + sw * v_sw + se * v_se, zeros
+// outside, then torch.round and the cast back to uint8.
+void sample_bilinear(const Image& src, const AffineGrid& g, Image& dst) {
+  const int w = src.width, h = src.height, c = src.channels;
+  auto at = [&](int x, int y, int ch) -> float {
+    return x >= 0 && x < w && y >= 0 && y < h ? static_cast<float>(src.row(y)[x * c + ch]) : 0.0f;
+  };
+  for (int y = 0; y < h; ++y) {
+    uint8_t* out = dst.row(y);
+    for (int x = 0; x < w; ++x) {
+      float fx, fy;
+      g.source(x, y, fx, fy);
+      const float x0 = std::floor(fx), y0 = std::floor(fy);
+      const float ew = fx - x0, ns = fy - y0, we = 1.0f - ew, sn = 1.0f - ns;
+      const float nw = sn * we, ne = sn * ew, sw = ns * we, se = ns * ew;
+      const int ix = static_cast<int>(x0), iy = static_cast<int>(y0);
       for (int ch = 0; ch < c; ++ch) {
-        out[x * c + ch] = inside ? src.row(static_cast<int>(iy))[static_cast<int>(ix) * c + ch] : 0;
+        const float v = at(ix, iy, ch) * nw + at(ix + 1, iy, ch) * ne + at(ix, iy + 1, ch) * sw + at(ix + 1, iy + 1, ch) * se;
+        out[x * c + ch] = static_cast<uint8_t>(std::clamp(std::nearbyint(v), 0.0f, 255.0f));
       }
     }
   }
+}
+
+}  // namespace
+
+void affine_sample(const Image& src, const std::array<double, 6>& inverse, Interpolation mode, Image& dst) {
+  dst.reshape(src.height, src.width, src.channels);
+  const AffineGrid grid(inverse, src.width, src.height);
+  if (mode == Interpolation::kNearest) sample_nearest(src, grid, dst);
+  else sample_bilinear(src, grid, dst);
 }
 
 }  // namespace tandem::data

@@ -175,11 +175,43 @@ Pipeline::Step Pipeline::parse_step(const StepSpec& s) {
   } else if (s.op == "rotation") {
     step.kind = Kind::kRotation;
     step.degrees = s.param("degrees");
-  } else {
+  } else if (!parse_augment_step(s, step)) {
     throw std::logic_error("pipeline step '" + s.op + "' has no implementation");
   }
   if (s.op == "hflip" || s.op == "color_jitter" || s.op == "gaussian_blur") step.p = s.param("p");
   return step;
+}
+
+// The AutoAugment family and random_erasing; false for any other op.
+bool Pipeline::parse_augment_step(const StepSpec& s, Step& step) {
+  auto count = [&](const char* name) { return static_cast<int>(s.param(name)); };
+  AutoAugmentOptions& a = step.augment;
+  step.kind = Kind::kAutoAugment;
+  if (s.op == "trivial_augment_wide") {
+    a.policy = AugmentPolicy::kTrivialAugmentWide;
+    a.num_magnitude_bins = count("num_magnitude_bins");
+  } else if (s.op == "rand_augment") {
+    a.policy = AugmentPolicy::kRandAugment;
+    a.num_ops = count("num_ops");
+    a.magnitude = count("magnitude");
+    a.num_magnitude_bins = count("num_magnitude_bins");
+  } else if (s.op == "auto_augment") {
+    a.policy = AugmentPolicy::kAutoAugment;
+    a.dataset = static_cast<AutoAugmentDataset>(count("policy"));
+  } else if (s.op == "aug_mix") {
+    a.policy = AugmentPolicy::kAugMix;
+    a.severity = count("severity");
+    a.mixture_width = count("mixture_width");
+    a.chain_depth = count("chain_depth");
+    a.alpha = s.param("alpha");
+  } else if (s.op == "random_erasing") {
+    step.kind = Kind::kRandomErasing;
+    step.erasing = {s.param("p"), s.param("scale_min"), s.param("scale_max"), s.param("ratio_min"),
+                    s.param("ratio_max"), count("value")};
+  } else {
+    return false;
+  }
+  return true;
 }
 
 // Adds one augmentation step and tracks the image size through it (0 = varies).
@@ -257,6 +289,10 @@ void Pipeline::apply(const Step& step, Image*& image, Image*& spare, Rng& rng) c
     case Kind::kRotation:
       rotate_nearest(img, rng.uniform(-step.degrees, step.degrees), *spare);
       return std::swap(image, spare);
+    case Kind::kAutoAugment:
+      return auto_augment(step.augment, image, spare, rng);
+    case Kind::kRandomErasing:
+      return random_erasing(img, step.erasing, rng);
   }
 }
 

@@ -23,6 +23,7 @@ constexpr double kRequired = std::numeric_limits<double>::quiet_NaN();
 struct ParamDef {
   const char* name;
   double fallback;  // kRequired: must be given
+  std::vector<std::string> choices = {};  // named values (auto_augment's policy): the value is the index
 };
 
 struct OpDef {
@@ -44,6 +45,12 @@ const std::vector<OpDef>& ops() {
       {"color_jitter", {{"brightness", 0}, {"contrast", 0}, {"saturation", 0}, {"hue", 0}, {"p", 1}}},
       {"gaussian_blur", {{"kernel_size", kRequired}, {"sigma_min", 0.1}, {"sigma_max", 2.0}, {"p", 1}}},
       {"rotation", {{"degrees", kRequired}}},
+      {"trivial_augment_wide", {{"num_magnitude_bins", 31}}},
+      {"rand_augment", {{"num_ops", 2}, {"magnitude", 9}, {"num_magnitude_bins", 31}}},
+      {"auto_augment", {{"policy", 0, {"imagenet", "cifar10", "svhn"}}}},
+      {"aug_mix", {{"severity", 3}, {"mixture_width", 3}, {"chain_depth", -1}, {"alpha", 1.0}}},
+      {"random_erasing",
+       {{"p", 0.5}, {"scale_min", 0.02}, {"scale_max", 0.33}, {"ratio_min", 0.3}, {"ratio_max", 3.3}, {"value", 0}}},
       {"normalize", {}, true},
       {"to_uint8", {}},
       {"python", {}},  // python(FILE:FUNCTION): parse_python_step
@@ -91,11 +98,24 @@ std::string unknown_parameter(const OpDef& op, const std::string& key) {
          (guess.empty() ? "" : ": did you mean '" + guess + "'?") + " Its parameters: " + all;
 }
 
-// Positional and named values -> the op's full parameter list, defaults filled in.
 void validate(const std::string& text, const StepSpec& s);
+double parse_number(const std::string& text, const std::string& token);
 
-StepSpec bind_params(const std::string& text, const std::string& name, const std::vector<double>& positional,
-              const std::vector<std::pair<std::string, double>>& named) {
+// A parameter's value from its text: a number, or one of its choices' names.
+double param_value(const std::string& text, const ParamDef& def, const std::string& token) {
+  if (def.choices.empty()) return parse_number(text, token);
+  const std::string t = trim(token);
+  std::string all;
+  for (size_t i = 0; i < def.choices.size(); ++i) {
+    if (t == def.choices[i]) return static_cast<double>(i);
+    all += (i ? ", " : "") + def.choices[i];
+  }
+  fail(text, std::string(def.name) + " must be one of " + all + ", not '" + printable(t, 60) + "'");
+}
+
+// Positional and named values -> the op's full parameter list, defaults filled in.
+StepSpec bind_params(const std::string& text, const std::string& name, const std::vector<std::string>& positional,
+                     const std::vector<std::pair<std::string, std::string>>& named) {
   const OpDef* op = find_op(name);
   if (!op) {
     std::string known;
@@ -111,7 +131,7 @@ StepSpec bind_params(const std::string& text, const std::string& name, const std
   StepSpec step{name, {}};
   if (op->variadic) {
     if (!named.empty()) fail(text, name + " takes positional values only");
-    step.params = positional;
+    for (const std::string& token : positional) step.params.push_back(parse_number(text, token));
     validate(text, step);
     return step;
   }
@@ -119,12 +139,12 @@ StepSpec bind_params(const std::string& text, const std::string& name, const std
     fail(text, name + " takes at most " + std::to_string(op->params.size()) + " parameters");
   }
   for (const ParamDef& p : op->params) step.params.push_back(p.fallback);
-  for (size_t i = 0; i < positional.size(); ++i) step.params[i] = positional[i];
+  for (size_t i = 0; i < positional.size(); ++i) step.params[i] = param_value(text, op->params[i], positional[i]);
   for (const auto& [key, value] : named) {
     size_t i = 0;
     while (i < op->params.size() && key != op->params[i].name) ++i;
     if (i == op->params.size()) fail(text, unknown_parameter(*op, key));
-    step.params[i] = value;
+    step.params[i] = param_value(text, op->params[i], value);
   }
   for (size_t i = 0; i < op->params.size(); ++i) {
     if (std::isnan(step.params[i])) fail(text, std::string("parameter '") + op->params[i].name + "' is required");
@@ -138,6 +158,29 @@ void require(bool ok, const std::string& text, const std::string& problem) {
 }
 
 bool is_count(double v, double lo) { return v >= lo && v == std::floor(v) && v < 1e6; }
+
+// The AutoAugment family's counts and magnitudes: whole numbers in torchvision's ranges
+// (the upper bounds on counts keep a typo from making every sample slow).
+void validate_autoaugment(const std::string& text, const StepSpec& s) {
+  auto p = [&](const char* name) { return s.param(name); };
+  auto whole_in = [&](const char* name, double lo, double hi) {
+    const double v = p(name);
+    require(v >= lo && v <= hi && v == std::floor(v), text,
+            std::string(name) + " must be a whole number in [" + format_number(lo) + ", " + format_number(hi) + "]");
+  };
+  if (s.op == "trivial_augment_wide" || s.op == "rand_augment") whole_in("num_magnitude_bins", 2, 1000);
+  if (s.op == "rand_augment") {
+    whole_in("num_ops", 0, 100);
+    whole_in("magnitude", 0, p("num_magnitude_bins") - 1);
+  }
+  if (s.op == "aug_mix") {
+    whole_in("severity", 1, 10);
+    whole_in("mixture_width", 1, 100);
+    require(p("chain_depth") == -1 || (is_count(p("chain_depth"), 1) && p("chain_depth") <= 100), text,
+            "chain_depth must be -1 (1 to 3 at random) or a whole number in [1, 100]");
+    require(p("alpha") > 0 && p("alpha") <= 1e6, text, "alpha must be in (0, 1e6]");
+  }
+}
 
 // Ranges torchvision enforces (or that make the step meaningful).
 void validate(const std::string& text, const StepSpec& s) {
@@ -168,6 +211,14 @@ void validate(const std::string& text, const StepSpec& s) {
     probability();
   } else if (op == "rotation") {
     require(p("degrees") >= 0 && p("degrees") <= 360, text, "degrees must be in [0, 360]");
+  } else if (op == "trivial_augment_wide" || op == "rand_augment" || op == "auto_augment" || op == "aug_mix") {
+    validate_autoaugment(text, s);
+  } else if (op == "random_erasing") {
+    probability();
+    require(p("scale_min") >= 0 && p("scale_min") <= p("scale_max") && p("scale_max") <= 1, text,
+            "need 0 <= scale_min <= scale_max <= 1");
+    require(p("ratio_min") > 0 && p("ratio_min") <= p("ratio_max"), text, "need 0 < ratio_min <= ratio_max");
+    require(is_count(p("value"), 0) && p("value") <= 255, text, "value must be a whole number in [0, 255]");
   } else if (op == "normalize") {
     const size_t n = s.params.size();
     require(n == 2 || n == 6, text, "normalize takes (mean, std) or (m0, m1, m2, s0, s1, s2)");
@@ -216,8 +267,8 @@ StepSpec parse_step_text(const std::string& text) {
   const size_t open = text.find('(');
   const std::string name = trim(text.substr(0, open));
   if (name == "python") return parse_python_text(text, open);
-  std::vector<double> positional;
-  std::vector<std::pair<std::string, double>> named;
+  std::vector<std::string> positional;
+  std::vector<std::pair<std::string, std::string>> named;
   if (open != std::string::npos) {
     if (text.back() != ')') fail(text, "missing ')'");
     const std::string inner = text.substr(open + 1, text.size() - open - 2);
@@ -229,9 +280,9 @@ StepSpec parse_step_text(const std::string& text) {
       const size_t eq = arg.find('=');
       if (eq == std::string::npos) {
         if (!named.empty()) fail(text, "a positional value follows a named one");
-        positional.push_back(parse_number(text, arg));
+        positional.push_back(arg);
       } else {
-        named.emplace_back(trim(arg.substr(0, eq)), parse_number(text, arg.substr(eq + 1)));
+        named.emplace_back(trim(arg.substr(0, eq)), arg.substr(eq + 1));
       }
       start = comma + 1;
     }
@@ -246,19 +297,21 @@ StepSpec parse_step_json(const nlohmann::json& j) {
   if (j["op"] == "python") {
     return python_step(text, j.value("file", std::string()), j.value("function", std::string()));
   }
-  std::vector<double> positional;
-  std::vector<std::pair<std::string, double>> named;
+  // Numbers as their exact text, names (a choice parameter's) as they are: bind_params reads both.
+  auto token = [&](const std::string& key, const nlohmann::json& v) {
+    if (v.is_number()) return format_number(v.get<double>());
+    if (!v.is_string()) fail(text, "'" + printable(key, 60) + "' must be a number (or a name, for a choice)");
+    return v.get<std::string>();
+  };
+  std::vector<std::string> positional;
+  std::vector<std::pair<std::string, std::string>> named;
   for (const auto& [key, value] : j.items()) {
     if (key == "op") continue;
     if (key == "args" && value.is_array()) {
-      for (const auto& v : value) {
-        if (!v.is_number()) fail(text, "\"args\" must hold numbers");
-        positional.push_back(v.get<double>());
-      }
+      for (const auto& v : value) positional.push_back(token("args", v));
       continue;
     }
-    if (!value.is_number()) fail(text, "'" + printable(key, 60) + "' must be a number");
-    named.emplace_back(key, value.get<double>());
+    named.emplace_back(key, token(key, value));
   }
   return bind_params(text, j["op"].get<std::string>(), positional, named);
 }
@@ -313,7 +366,8 @@ std::string PipelineSpec::canonical() const {
     for (size_t i = 0; i < step.params.size(); ++i) {
       if (i) out += ",";
       if (!def->variadic) out += std::string(def->params[i].name) + "=";
-      out += format_number(step.params[i]);
+      const bool choice = !def->variadic && !def->params[i].choices.empty();
+      out += choice ? def->params[i].choices.at(static_cast<size_t>(step.params[i])) : format_number(step.params[i]);
     }
     out += ")";
   }

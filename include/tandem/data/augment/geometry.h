@@ -3,6 +3,7 @@
 // parameters come from the caller's Rng, so each is a pure function of the key.
 #pragma once
 
+#include <array>
 #include <utility>
 
 #include "tandem/data/augment/rng.h"
@@ -29,5 +30,24 @@ void hflip(Image& image);
 
 // rotate(angle) about the centre, counter-clockwise, nearest neighbour, same size, fill 0.
 void rotate_nearest(const Image& src, double angle_degrees, Image& dst);
+
+// An affine transform as F.affine takes it (tensor path): angle (degrees, clockwise as
+// F.affine reads it), translation in pixels, scale, shear (degrees), about `center`
+// given relative to the image centre (torchvision's center_f; {0, 0}: the centre).
+struct AffineParams {
+  double angle = 0, translate_x = 0, translate_y = 0, scale = 1, shear_x = 0, shear_y = 0;
+  double center_x = 0, center_y = 0;
+};
+
+// torchvision's _get_inverse_affine_matrix(inverted=True), in double as Python computes it:
+// the output-to-input matrix [a, b, c, d, e, f] (x_in = a x + b y + c about the centre).
+std::array<double, 6> inverse_affine_matrix(const AffineParams& p);
+
+enum class Interpolation { kNearest, kBilinear };
+
+// F_t.affine: a float32 grid of pixel centres through `inverse` (normalised by half the
+// size), grid_sample(align_corners=False, zeros outside) in float32, then round half to
+// even. Same size as src. Nearest ties go half to even, as torch's round does.
+void affine_sample(const Image& src, const std::array<double, 6>& inverse, Interpolation mode, Image& dst);
 
 }  // namespace tandem::data

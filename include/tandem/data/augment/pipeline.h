@@ -24,6 +24,8 @@
 #include "tandem/common/settings.h"
 #include "tandem/data/codecs/image.h"
 #include "tandem/data/codecs/jpeg.h"  // ImageSize
+#include "tandem/data/augment/autoaugment.h"
+#include "tandem/data/augment/erasing.h"
 #include "tandem/data/augment/pipeline_spec.h"
 #include "tandem/data/augment/rng.h"
 #include "tandem/data/augment/geometry.h"
@@ -81,7 +83,9 @@ class Pipeline {
   void run_image(const Image& image, Rng& rng, uint8_t* out, uint64_t index = 0) const;
 
  private:
-  enum class Kind { kRandomResizedCrop, kResize, kCenterCrop, kHflip, kColorJitter, kBlur, kRotation };
+  enum class Kind {
+    kRandomResizedCrop, kResize, kCenterCrop, kHflip, kColorJitter, kBlur, kRotation, kAutoAugment, kRandomErasing
+  };
   struct Step {
     Kind kind;
     int height = 0, width = 0;  // output size; resize with width 0: the smaller edge
@@ -90,9 +94,12 @@ class Pipeline {
     double jitter[4] = {0, 0, 0, 0};  // brightness, contrast, saturation, hue
     int kernel = 0;
     double sigma_min = 0, sigma_max = 0, degrees = 0;
+    AutoAugmentOptions augment;    // trivial_augment_wide, rand_augment, auto_augment, aug_mix
+    RandomErasingOptions erasing;  // random_erasing
   };
 
   static Step parse_step(const StepSpec& spec);
+  static bool parse_augment_step(const StepSpec& spec, Step& step);
   void decode_and_run(std::span<const uint8_t> file, Rng& rng, uint8_t* out) const;
   void augment_image(const Image& image, Rng& rng, uint8_t* out) const;
   void start_python(const StepSpec& spec, const PipelineSource& source);
