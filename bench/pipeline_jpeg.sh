@@ -10,7 +10,12 @@
 # The three alternate for --rounds rounds and each keeps its best round (a busy machine only
 # ever makes a run slower). Prints images/s per core and tandem / torchvision.
 #
-#   bench/pipeline_jpeg.sh [--dir /tmp/tandem-jpegs] [--seconds 10] [--rounds 3] [--cpu N] [--out FILE.json]
+# --recipe trivial: torchvision's ResNet-50 reference recipe instead, at 176 px:
+#   RandomResizedCrop(176) + flip + TrivialAugmentWide + RandomErasing(0.1)
+#   tandem: decode,random_resized_crop(176),hflip,trivial_augment_wide,random_erasing(0.1)
+#
+#   bench/pipeline_jpeg.sh [--recipe crop|trivial] [--dir /tmp/tandem-jpegs] [--seconds 10] [--rounds 3]
+#                          [--cpu N] [--out FILE.json]
 #   env: TANDEM (default build/tandem)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,6 +25,7 @@ seconds=10
 rounds=3
 cpu=""
 out=""
+recipe=crop
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) dir=$2; shift 2 ;;
@@ -27,7 +33,8 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --cpu) cpu=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --recipe) recipe=$2; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "pipeline_jpeg.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -38,7 +45,13 @@ if ! find "$dir" -name '*.jpg' -print -quit 2>/dev/null | grep -q .; then
   /usr/bin/python3 "$root/bench/make_jpegs.py" --out "$dir" --count 512 >&2
 fi
 pin=(); [ -n "$cpu" ] && pin=(taskset -c "$cpu")
-pipeline='decode,random_resized_crop(224),hflip'
+case "$recipe" in
+  crop) size=224; pipeline='decode,random_resized_crop(224),hflip'
+    title='decode + RandomResizedCrop(224) + flip' ;;
+  trivial) size=176; pipeline='decode,random_resized_crop(176),hflip,trivial_augment_wide,random_erasing(0.1)'
+    title='decode + RandomResizedCrop(176) + flip + TrivialAugmentWide + RandomErasing(0.1)' ;;
+  *) echo "pipeline_jpeg.sh: --recipe is crop or trivial, not $recipe" >&2; exit 2 ;;
+esac
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
@@ -48,13 +61,13 @@ for ((r = 1; r <= rounds; r++)); do
     --seconds "$seconds" --json 2>/dev/null | tail -1 | sed 's/^/tandem /' >>"$results"
   for variant in tensor pil; do
     "${pin[@]}" /usr/bin/python3 "$root/bench/torchvision_jpeg.py" --data-dir "$dir" --variant "$variant" \
-      --seconds "$seconds" --json | sed "s/^/torchvision-$variant /" >>"$results"
+      --recipe "$recipe" --image-size "$size" --seconds "$seconds" --json | sed "s/^/torchvision-$variant /" >>"$results"
   done
 done
 
-/usr/bin/python3 - "$results" "$dir" "$seconds" "$rounds" "$out" <<'EOF'
+/usr/bin/python3 - "$results" "$dir" "$seconds" "$rounds" "$out" "$title" "$pipeline" <<'EOF'
 import json, os, sys
-path, folder, seconds, rounds, out = sys.argv[1:]
+path, folder, seconds, rounds, out, title, pipeline = sys.argv[1:]
 best, runs = {}, {}
 for line in open(path):
     name, _, text = line.partition(" ")
@@ -65,13 +78,14 @@ for line in open(path):
 files = [os.path.join(d, f) for d, _, fs in os.walk(folder) for f in fs if f.endswith(".jpg")]
 mean_kb = sum(os.path.getsize(f) for f in files) / len(files) / 1000
 tv = max(best.get("torchvision-tensor", 0), best.get("torchvision-pil", 0))
-print(f"JPEG pipeline, one core: decode + RandomResizedCrop(224) + flip, {len(files)} files of {mean_kb:.0f} KB")
+print(f"JPEG pipeline, one core: {title}, {len(files)} files of {mean_kb:.0f} KB")
+print(f"tandem --pipeline '{pipeline}'")
 print(f"load average {os.getloadavg()[0]:.2f}; best of {rounds} rounds of {seconds} s")
 for name in ("tandem", "torchvision-tensor", "torchvision-pil"):
     print(f"  {name:<20} {best.get(name, 0):8.1f} images/s   (rounds: {', '.join(f'{x:.0f}' for x in runs.get(name, []))})")
 ratio = best["tandem"] / tv if tv else float("nan")
 print(f"  tandem / torchvision (faster variant): {ratio:.2f}x")
 if out:
-    json.dump({"bench": "pipeline_jpeg", "files": len(files), "mean_kb": mean_kb, "best": best, "runs": runs,
+    json.dump({"bench": "pipeline_jpeg", "pipeline": pipeline, "files": len(files), "mean_kb": mean_kb, "best": best, "runs": runs,
                "ratio": ratio, "load_average": os.getloadavg()[0]}, open(out, "w"), indent=1)
 EOF

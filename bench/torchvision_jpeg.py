@@ -7,6 +7,10 @@ to back for --seconds in one process with torch.set_num_threads(1); prints image
     RandomResizedCrop(S, antialias=True) -> RandomHorizontalFlip(): uint8 CHW, as tandem.
 --variant pil: the classic ImageFolder loader, PIL.Image.open(path).convert("RGB") ->
     RandomResizedCrop(S) -> RandomHorizontalFlip() -> PILToTensor(): uint8 CHW.
+--recipe trivial: torchvision's classification reference recipe (presets.py,
+    ClassificationPresetTrain with auto_augment_policy="ta_wide", random_erase_prob=0.1):
+    TrivialAugmentWide() after the flip (on the tensor, or on the PIL image before
+    PILToTensor), then RandomErasing(p=0.1) on the uint8 tensor. Default --recipe crop: none.
 
     bench/torchvision_jpeg.py --data-dir /tmp/tandem-jpegs [--variant pil] [--seconds 10] [--json]
 """
@@ -33,20 +37,28 @@ def jpeg_files(root):
     return out
 
 
-def make_tensor_pipeline(size):
-    crop = T.RandomResizedCrop(size, antialias=True)
-    flip = T.RandomHorizontalFlip()
+def recipe_steps(recipe):
+    """What the recipe adds after the flip (on the image) and after PILToTensor (on the tensor)."""
+    if recipe == "trivial":
+        return [T.TrivialAugmentWide()], [T.RandomErasing(p=0.1)]
+    return [], []
+
+
+def make_tensor_pipeline(size, recipe):
+    augment, erase = recipe_steps(recipe)
+    transform = T.Compose([T.RandomResizedCrop(size, antialias=True), T.RandomHorizontalFlip()] + augment + erase)
 
     def make(path):
-        return flip(crop(io.decode_jpeg(io.read_file(path), mode=io.ImageReadMode.RGB)))
+        return transform(io.decode_jpeg(io.read_file(path), mode=io.ImageReadMode.RGB))
 
     return make
 
 
-def make_pil_pipeline(size):
+def make_pil_pipeline(size, recipe):
     from PIL import Image
 
-    transform = T.Compose([T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.PILToTensor()])
+    augment, erase = recipe_steps(recipe)
+    transform = T.Compose([T.RandomResizedCrop(size), T.RandomHorizontalFlip()] + augment + [T.PILToTensor()] + erase)
 
     def make(path):
         with open(path, "rb") as f:
@@ -62,6 +74,7 @@ def main():
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--warmup", type=float, default=1.0)
     p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--recipe", choices=("crop", "trivial"), default="crop")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
 
@@ -70,7 +83,8 @@ def main():
         sys.exit(f"torchvision_jpeg.py: no .jpg/.jpeg files under {args.data_dir}")
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    make = make_tensor_pipeline(args.image_size) if args.variant == "tensor" else make_pil_pipeline(args.image_size)
+    make_pipeline = make_tensor_pipeline if args.variant == "tensor" else make_pil_pipeline
+    make = make_pipeline(args.image_size, args.recipe)
 
     i = 0
     start = time.monotonic()
@@ -87,7 +101,7 @@ def main():
             break
     wall, cpu = time.monotonic() - t0, time.thread_time() - cpu0
     assert out.dtype == torch.uint8 and tuple(out.shape) == (3, args.image_size, args.image_size)
-    result = {"peer": f"torchvision-{args.variant}", "images_per_sec_per_core": n / wall,
+    result = {"peer": f"torchvision-{args.variant}", "recipe": args.recipe, "images_per_sec_per_core": n / wall,
               "images_per_cpu_second": n / cpu, "images": n, "seconds": wall,
               "torch": torch.__version__, "torchvision": torchvision.__version__}
     if args.json:
