@@ -137,6 +137,13 @@ TEST(RandomErasing, BoxesFitStrictlyInsideWithTheirAreaAndRatio) {
     }
   }
   EXPECT_GT(drawn, 1900);
+  // The ratio is height / width (torchvision's h = sqrt(area * ratio)): ratios of 2 to 3 stand boxes up.
+  for (int i = 0; i < 200; ++i) {
+    Rng rng(kAugmentStream, 7, 0, i);
+    const auto box = random_erasing_box(60, 80, {1.0, 0.1, 0.3, 2.0, 3.0, 0}, rng);
+    ASSERT_TRUE(box.has_value());
+    EXPECT_GT(box->height, box->width) << box->height << "x" << box->width;
+  }
   // No attempt can fit a box of at least 90% of the area with a ratio of 10 or more.
   Rng rng(1);
   EXPECT_FALSE(random_erasing_box(60, 80, {1.0, 0.9, 1.0, 10.0, 20.0, 0}, rng).has_value());
