@@ -9,6 +9,8 @@
 
 #include "tandem/data/augment/geometry.h"
 
+#include "tandem/common/simd.h"
+
 namespace tandem::data {
 namespace {
 
@@ -119,7 +121,7 @@ std::array<double, 6> inverse_affine_matrix(const AffineParams& p) {
 
 namespace {
 
-// The float32 grid of _gen_affine_grid and grid_sample's unnormalisation, per output pixel.
+// The float32 grid of _gen_affine_grid and grid_sample's unnormalisation.
 struct AffineGrid {
   float a0, a1, a2, b0, b1, b2;  // theta.T / (w/2, h/2)
   float w, h;
@@ -130,51 +132,108 @@ struct AffineGrid {
     a0 = static_cast<float>(m[0]) / hw, a1 = static_cast<float>(m[1]) / hw, a2 = static_cast<float>(m[2]) / hw;
     b0 = static_cast<float>(m[3]) / hh, b1 = static_cast<float>(m[4]) / hh, b2 = static_cast<float>(m[5]) / hh;
   }
-  // Source coordinates (pixel units, align_corners=False) of output pixel (x, y).
-  void source(int x, int y, float& sx, float& sy) const {
-    const float gx = -w * 0.5f + 0.5f + static_cast<float>(x), gy = -h * 0.5f + 0.5f + static_cast<float>(y);
-    const float nx = gx * a0 + gy * a1 + a2, ny = gx * b0 + gy * b1 + b2;
-    sx = ((nx + 1.0f) * w - 1.0f) / 2.0f;
-    sy = ((ny + 1.0f) * h - 1.0f) / 2.0f;
+};
+
+// Row y's source coordinates (pixel units, align_corners=False): the grid point
+// (gx * a0 + gy * a1) + a2 of each output pixel, then ((n + 1) * size - 1) / 2, in float32
+// in torch's order, in a loop the compiler vectorises (the same operations, so the same values).
+TANDEM_VECTOR_CLONES void source_row(const AffineGrid& grid, int y, int width, float* sx, float* sy) {
+  const AffineGrid g = grid;  // locals: sx and sy cannot alias them
+  const float gy = -g.h * 0.5f + 0.5f + static_cast<float>(y), gx0 = -g.w * 0.5f + 0.5f;
+  const float ya = gy * g.a1, yb = gy * g.b1;
+  for (int x = 0; x < width; ++x) {
+    const float gx = gx0 + static_cast<float>(x);
+    const float nx = gx * g.a0 + ya + g.a2, ny = gx * g.b0 + yb + g.b2;
+    sx[x] = ((nx + 1.0f) * g.w - 1.0f) / 2.0f;
+    sy[x] = ((ny + 1.0f) * g.h - 1.0f) / 2.0f;
   }
+}
+
+// Nearest: each pixel's source pixel index (round half to even), -1 outside.
+TANDEM_VECTOR_CLONES void nearest_row(const float* sx, const float* sy, int n, int width, int height, int* index) {
+  const float w = static_cast<float>(width), h = static_cast<float>(height);
+  for (int x = 0; x < n; ++x) {
+    const int ix = static_cast<int>(std::clamp(std::nearbyint(sx[x]), -1.0f, w));
+    const int iy = static_cast<int>(std::clamp(std::nearbyint(sy[x]), -1.0f, h));
+    index[x] = ix >= 0 && ix < width && iy >= 0 && iy < height ? iy * width + ix : -1;
+  }
+}
+
+// Bilinear: each pixel's top-left tap (floor, clamped to [-2, size] before the conversion)
+// and its fractions east and south.
+TANDEM_VECTOR_CLONES void bilinear_row(float* sx, float* sy, int n, int width, int height, int* x0, int* y0) {
+  const float w = static_cast<float>(width), h = static_cast<float>(height);
+  for (int x = 0; x < n; ++x) {
+    const float fx = std::floor(sx[x]), fy = std::floor(sy[x]);
+    sx[x] -= fx;
+    sy[x] -= fy;
+    x0[x] = static_cast<int>(std::clamp(fx, -2.0f, w));
+    y0[x] = static_cast<int>(std::clamp(fy, -2.0f, h));
+  }
+}
+
+// Round half to even without a libm call: adding and subtracting 1.5 * 2^23 leaves an
+// integer in the default rounding mode. Exact for |v| < 2^22; larger values come back
+// large (they are clamped or outside the image either way).
+inline float round_even(float v) {
+  constexpr float kMagic = 0x1.8p23f;
+  return (v + kMagic) - kMagic;
+}
+
+struct RowScratch {
+  std::vector<float> sx, sy;
+  std::vector<int> a, b;
+  explicit RowScratch(int width) : sx(width), sy(width), a(width), b(width) {}
 };
 
 void sample_nearest(const Image& src, const AffineGrid& g, Image& dst) {
   const int w = src.width, h = src.height, c = src.channels;
+  RowScratch r(w);
   for (int y = 0; y < h; ++y) {
+    source_row(g, y, w, r.sx.data(), r.sy.data());
+    nearest_row(r.sx.data(), r.sy.data(), w, w, h, r.a.data());
     uint8_t* out = dst.row(y);
     for (int x = 0; x < w; ++x) {
-      float fx, fy;
-      g.source(x, y, fx, fy);
-      const float ix = std::nearbyint(fx), iy = std::nearbyint(fy);
-      const bool inside = ix >= 0 && ix < w && iy >= 0 && iy < h;
-      const uint8_t* in = inside ? src.row(static_cast<int>(iy)) + static_cast<int>(ix) * c : nullptr;
-      for (int ch = 0; ch < c; ++ch) out[x * c + ch] = inside ? in[ch] : 0;
+      const int i = r.a[x];
+      for (int ch = 0; ch < c; ++ch) out[x * c + ch] = i >= 0 ? src.pixels[static_cast<size_t>(i) * c + ch] : 0;
     }
   }
 }
 
-// grid_sample's bilinear kernel: (nw * v_nw + ne * v_ne) + sw * v_sw + se * v_se, zeros
-// outside, then torch.round and the cast back to uint8.
-void sample_bilinear(const Image& src, const AffineGrid& g, Image& dst) {
+// One output pixel of grid_sample's bilinear kernel: (nw * v_nw + ne * v_ne) + sw * v_sw +
+// se * v_se, zeros outside, then torch.round and the cast back to uint8. Inside the image
+// the four taps are read directly; at the border through `at` (0 outside: adding 0 changes
+// no sum).
+inline void bilinear_pixel(const Image& src, int ix, int iy, float ew, float ns, uint8_t* out) {
   const int w = src.width, h = src.height, c = src.channels;
+  const size_t stride = src.stride();
+  const float we = 1.0f - ew, sn = 1.0f - ns;
+  const float nw = sn * we, ne = sn * ew, sw = ns * we, se = ns * ew;
   auto at = [&](int x, int y, int ch) -> float {
     return x >= 0 && x < w && y >= 0 && y < h ? static_cast<float>(src.row(y)[x * c + ch]) : 0.0f;
   };
+  const bool inside = ix >= 0 && ix + 1 < w && iy >= 0 && iy + 1 < h;
+  const uint8_t* p = inside ? src.row(iy) + ix * c : nullptr;
+  for (int ch = 0; ch < c; ++ch) {
+    const float v = inside ? float(p[ch]) * nw + float(p[c + ch]) * ne + float(p[stride + ch]) * sw +
+                                 float(p[stride + c + ch]) * se
+                           : at(ix, iy, ch) * nw + at(ix + 1, iy, ch) * ne + at(ix, iy + 1, ch) * sw +
+                                 at(ix + 1, iy + 1, ch) * se;
+    float r = round_even(v);  // a convex combination: in [0, 255] but for the last ulp
+    r = r < 0.0f ? 0.0f : r;  // (minss/maxss: no branches)
+    r = r > 255.0f ? 255.0f : r;
+    out[ch] = static_cast<uint8_t>(r);
+  }
+}
+
+void sample_bilinear(const Image& src, const AffineGrid& g, Image& dst) {
+  const int w = src.width, h = src.height, c = src.channels;
+  RowScratch r(w);
   for (int y = 0; y < h; ++y) {
+    source_row(g, y, w, r.sx.data(), r.sy.data());
+    bilinear_row(r.sx.data(), r.sy.data(), w, w, h, r.a.data(), r.b.data());
     uint8_t* out = dst.row(y);
-    for (int x = 0; x < w; ++x) {
-      float fx, fy;
-      g.source(x, y, fx, fy);
-      const float x0 = std::floor(fx), y0 = std::floor(fy);
-      const float ew = fx - x0, ns = fy - y0, we = 1.0f - ew, sn = 1.0f - ns;
-      const float nw = sn * we, ne = sn * ew, sw = ns * we, se = ns * ew;
-      const int ix = static_cast<int>(x0), iy = static_cast<int>(y0);
-      for (int ch = 0; ch < c; ++ch) {
-        const float v = at(ix, iy, ch) * nw + at(ix + 1, iy, ch) * ne + at(ix, iy + 1, ch) * sw + at(ix + 1, iy + 1, ch) * se;
-        out[x * c + ch] = static_cast<uint8_t>(std::clamp(std::nearbyint(v), 0.0f, 255.0f));
-      }
-    }
+    for (int x = 0; x < w; ++x) bilinear_pixel(src, r.a[x], r.b[x], r.sx[x], r.sy[x], out + x * c);
   }
 }
 
