@@ -5,6 +5,7 @@
 // (Torch world: includes the training module's private headers.)
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <utility>
 
 #include <gtest/gtest.h>
@@ -250,17 +251,46 @@ def forward(self, x: Tensor) -> Tensor:
   EXPECT_NE(builtin.find("--model small_cnn: dataset 'detection' has no 'label' field"), std::string::npos) << builtin;
 }
 
-// The loop on one rank: training_step replaces forward + loss even on image + label data,
-// the loss falls, and --eval-data is set aside (the model is no classifier to score).
-TEST(TrainingStepTrainer, TrainsOnFieldsAndTheLossFalls) {
-  // Fits each box's y1 (its index in the sample) from its x1 (the sample's index).
-  const fs::path file = script_file("regress", R"(
+const char* kRegression = R"(
 def training_step(self, batch: Dict[str, Tensor]) -> Tensor:
     x = batch["boxes"][:, 0]
     y = batch["boxes"][:, 1]
     return ((x * self.w[0] + self.w[1] - y) ** 2).mean()
-)",
-                                    2);
+)";
+
+// Batches of detection_info() with 1, 2 and 1 boxes, every step alike.
+NextBatch regression_batches() {
+  auto sequence = std::make_shared<uint64_t>(0);
+  return [sequence]() -> std::optional<data::Batch> { return detection_batch((*sequence)++, {1, 2, 1}); };
+}
+
+// A run stopped after a checkpoint resumes a training_step model where it was: the losses
+// after the checkpoint are those of the run that was not stopped, bit for bit.
+TEST(TrainingStepTrainer, ACheckpointResumesWithTheSameLosses) {
+  const fs::path file = script_file("resume", kRegression, 2);
+  TrainerConfig config;
+  config.model.name = file.string();
+  config.optimizer.steps = config.loop.steps = 12;
+  config.checkpoints.every = 6;
+  const TrainReport whole = Trainer(config, detection_info(), DistInfo{}, RunPaths{})
+                                .run(regression_batches(), std::atomic<bool>(false));
+  const RunPaths paths{(testing::fresh_dir("training-step-checkpoints") / "checkpoints").string(), ""};
+  Trainer(config, detection_info(), DistInfo{}, paths).run(regression_batches(), std::atomic<bool>(false), {6});
+  Trainer resumed(config, detection_info(), DistInfo{}, paths);
+  ASSERT_EQ(resumed.start_step(), 6);
+  NextBatch later = regression_batches();
+  for (int i = 0; i < 6; ++i) later();  // the batches of steps 0 to 5 went to the first run
+  const TrainReport rest = resumed.run(later, std::atomic<bool>(false));
+  ASSERT_EQ(whole.losses.size(), 12u);
+  ASSERT_EQ(rest.losses.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(rest.losses[i], whole.losses[6 + i]) << "step " << 6 + i;
+}
+
+// The loop on one rank: training_step replaces forward + loss even on image + label data,
+// the loss falls, and --eval-data is set aside (the model is no classifier to score).
+TEST(TrainingStepTrainer, TrainsOnFieldsAndTheLossFalls) {
+  // Fits each box's y1 (its index in the sample) from its x1 (the sample's index).
+  const fs::path file = script_file("regress", kRegression, 2);
   TrainerConfig config;
   config.model.name = file.string();
   config.optimizer.steps = config.loop.steps = 30;
@@ -271,11 +301,11 @@ def training_step(self, batch: Dict[str, Tensor]) -> Tensor:
   DataOptions eval_data;
   eval_data.data = "synthetic";
   Trainer trainer(config, info, DistInfo{}, RunPaths{}, data::make_dataset(eval_data));
-  uint64_t sequence = 0;
+  NextBatch batches = regression_batches();
   const TrainReport r = trainer.run(
-      [&]() -> std::optional<data::Batch> {
-        data::Batch b = detection_batch(sequence++, {1, 2, 1});
-        b.labels = {0, 1, 2};
+      [&] {
+        std::optional<data::Batch> b = batches();
+        b->labels = {0, 1, 2};
         return b;
       },
       std::atomic<bool>(false));
