@@ -456,7 +456,8 @@ TEST(PythonDatasetWorkers, TwoWorkersServeByteIdenticalFields) {
   EXPECT_EQ(x.labels, y.labels);
 }
 
-// tandem's own trainer refuses a dataset without an image, naming it and the way out.
+// tandem's own trainer refuses a dataset without an image for a built-in model, naming
+// it and the ways out (a training_step model, or tandem.Feed).
 TEST(PythonDatasetWorkers, TheTrainerRefusesADatasetWithoutAnImage) {
   REQUIRE_NUMPY();
   const fs::path dir = fresh_dir("python-trainer-refuses");
@@ -469,6 +470,7 @@ TEST(PythonDatasetWorkers, TheTrainerRefusesADatasetWithoutAnImage) {
   EXPECT_NE(out.out.find("dataset 'python' has no 'image' field (its fields: target int64 [2], tokens int32 [-1])"),
             std::string::npos) << out.out;
   EXPECT_NE(out.out.find("tandem.Feed"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("training_step(self, batch: Dict[str, Tensor]) -> Tensor"), std::string::npos) << out.out;
 }
 
 // The pids of `worker`'s Python processes, from the files the dataset writes.

@@ -21,19 +21,6 @@
 namespace tandem::training {
 namespace {
 
-
-torch::ScalarType scalar_type(data::DType dtype) {
-  switch (dtype) {
-    case data::DType::kFloat32: return torch::kFloat32;
-    case data::DType::kBFloat16: return torch::kBFloat16;
-    case data::DType::kFloat16: return torch::kFloat16;
-    case data::DType::kUInt8: return torch::kUInt8;
-    case data::DType::kInt32: return torch::kInt32;
-    case data::DType::kInt64: return torch::kInt64;
-  }
-  return torch::kFloat32;
-}
-
 #if defined(TANDEM_WITH_CUDA)
 std::atomic<int> g_pinned_device{0};
 
@@ -73,6 +60,7 @@ torch::Tensor to_input(const torch::Tensor& x, const torch::Tensor& scale, const
 struct DeviceFeed::Slot {
   data::Batch host;
   torch::Tensor labels;  // host copy of the labels (pinned on CUDA)
+  NamedTensors fields;   // InputFormat::fields: the host tensors being copied
   DeviceBatch dev;
 #if defined(TANDEM_WITH_CUDA)
   at::cuda::CUDAEvent start{cudaEventDefault};
@@ -89,6 +77,10 @@ struct DeviceFeed::Cuda {
 
 DeviceFeed::DeviceFeed(NextBatch next, const data::DatasetInfo& info, torch::Device device, InputFormat format)
     : next_(std::move(next)), info_(info), device_(device), format_(std::move(format)) {
+#if defined(TANDEM_WITH_CUDA)
+  if (device.is_cuda()) cuda_ = std::make_unique<Cuda>(device);
+#endif
+  if (format_.fields) return;  // nothing is converted
   const int64_t c = info.sample_shape.empty() ? 1 : info.sample_shape[0];
   const bool normalise = !info.mean.empty();
   // Per channel: uint8 batches scale by 1/255 first; mean and std then normalise.
@@ -106,9 +98,6 @@ DeviceFeed::DeviceFeed(NextBatch next, const data::DatasetInfo& info, torch::Dev
   };
   std::tie(u8_scale_, u8_bias_) = per_channel(1.0f / 255.0f);
   if (normalise) std::tie(float_scale_, float_bias_) = per_channel(1.0f);
-#if defined(TANDEM_WITH_CUDA)
-  if (device.is_cuda()) cuda_ = std::make_unique<Cuda>(device);
-#endif
 }
 
 DeviceFeed::~DeviceFeed() = default;
@@ -127,7 +116,7 @@ bool DeviceFeed::prefetch() {
   check(*batch);
   auto slot = std::make_unique<Slot>();
   slot->host = std::move(*batch);
-  slot->dev = upload(slot->host, *slot);
+  slot->dev = format_.fields ? upload_fields(slot->host, *slot) : upload(slot->host, *slot);
   ready_.push_back(std::move(slot));
   return true;
 }
@@ -163,6 +152,29 @@ DeviceBatch DeviceFeed::upload(data::Batch& batch, Slot& slot) {
   return d;
 }
 
+// Every field as it is: on the CPU the host tensors themselves (views of the batch); on a
+// GPU each copied on the side stream (small ones, over pageable memory, pinned first).
+DeviceBatch DeviceFeed::upload_fields(data::Batch& batch, Slot& slot) {
+  DeviceBatch d;
+  d.sequence = batch.sequence;
+  d.size = batch.size();
+  slot.fields = host_fields(batch, info_);
+  if (!device_.is_cuda()) {
+    d.fields = slot.fields;
+    return d;
+  }
+#if defined(TANDEM_WITH_CUDA)
+  c10::cuda::CUDAStreamGuard guard(cuda_->copy_stream);
+  slot.start.record(cuda_->copy_stream);
+  for (auto& [name, host] : slot.fields) {
+    if (!host.is_pinned()) host = host.pin_memory();
+    d.fields.emplace_back(name, host.to(device_, /*non_blocking=*/true));
+  }
+  slot.done.record(cuda_->copy_stream);
+#endif
+  return d;
+}
+
 std::optional<DeviceBatch> DeviceFeed::take() {
   if (ready_.empty()) return std::nullopt;
   std::unique_ptr<Slot> slot = std::move(ready_.front());
@@ -174,8 +186,9 @@ std::optional<DeviceBatch> DeviceFeed::take() {
     slot->done.block(compute);
     // Made on the copy stream, used on the compute stream: the allocator must not reuse
     // their memory before the compute stream is done with it.
-    d.x.record_stream(compute);
-    d.y.record_stream(compute);
+    if (d.x.defined()) d.x.record_stream(compute);
+    if (d.y.defined()) d.y.record_stream(compute);
+    for (auto& [name, t] : d.fields) t.record_stream(compute);
   }
 #endif
   in_use_.push_back(std::move(slot));

@@ -9,6 +9,8 @@
 //  - `prefetch` is called after a step's kernels are queued, so the next batch travels
 //    while the GPU computes (one batch ahead on the device).
 // On the CPU the same calls convert synchronously.
+// For a training_step model (InputFormat::fields) every field travels as it is, named
+// (fields.h), and nothing is converted.
 #pragma once
 
 #include <cstring>
@@ -18,6 +20,7 @@
 
 #include <torch/types.h>
 
+#include "fields.h"
 #include "tandem/data/sources/dataset.h"
 #include "tandem/training/run_types.h"
 
@@ -27,11 +30,15 @@ namespace tandem::training {
 struct InputFormat {
   torch::ScalarType dtype = torch::kFloat32;  // bfloat16 under bf16 autocast on CUDA
   bool channels_last = false;
+  // Every field of the batch, named, as the dataset made it (DeviceBatch::fields), in
+  // place of x and y: for a training_step model. dtype and channels_last do not apply.
+  bool fields = false;
 };
 
 struct DeviceBatch {
   torch::Tensor x;  // [N, C, H, W] (or the dataset's sample shape) in the InputFormat
   torch::Tensor y;  // [N] int64
+  NamedTensors fields;  // InputFormat::fields: every field, as fields.h says (x, y undefined)
   uint64_t sequence = 0;
   int64_t size = 0;
 };
@@ -68,6 +75,7 @@ class DeviceFeed {
  private:
   struct Slot;
   DeviceBatch upload(data::Batch& batch, Slot& slot);
+  DeviceBatch upload_fields(data::Batch& batch, Slot& slot);
   void check(const data::Batch& batch) const;
   void release_finished();
 

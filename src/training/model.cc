@@ -2,15 +2,21 @@
 // TorchScript file (builtin_model.cc and script_model.cc each implement one kind).
 #include <algorithm>
 #include <filesystem>
+#include <stdexcept>
 
 #include <torch/torch.h>
 
 #include "model.h"
+#include "tandem/common/error.h"
 
 namespace tandem::training {
 
 torch::Tensor Model::loss(const torch::Tensor& outputs, const torch::Tensor& labels) {
   return torch::nn::functional::cross_entropy(outputs.to(torch::kFloat32), labels);
+}
+
+torch::Tensor Model::training_step(const NamedTensors& /*batch*/) {
+  throw std::logic_error("training_step called on a model without one");
 }
 
 std::vector<torch::Tensor> Model::parameters() {
@@ -34,6 +40,9 @@ bool is_model_file(const std::string& spec) {
 
 std::unique_ptr<Model> build_model(const std::string& spec, const data::DatasetInfo& info) {
   if (is_model_file(spec)) return load_script_model(spec, info);
+  if (const std::string problem = data::classification_problem(info); !problem.empty()) {
+    throw ConfigError("--model " + spec + ": " + problem);
+  }
   return make_builtin_model(spec, info);
 }
 

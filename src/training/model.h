@@ -12,11 +12,10 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 
+#include "fields.h"
 #include "tandem/data/sources/dataset.h"
 
 namespace tandem::training {
-
-using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 class Model {
  public:
@@ -26,6 +25,13 @@ class Model {
   // The training objective: cross-entropy over [N, classes] outputs, or the module's own
   // `loss(outputs, labels)`.
   virtual torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels);
+
+  // Whether the model trains through training_step (a TorchScript module that defines
+  // `training_step(self, batch: Dict[str, Tensor]) -> Tensor`) rather than forward + loss.
+  virtual bool has_training_step() const { return false; }
+  // The scalar loss of one batch of named device tensors (DeviceBatch::fields).
+  // REQUIRES: has_training_step().
+  virtual torch::Tensor training_step(const NamedTensors& batch);
 
   // Every parameter and buffer by its dotted name, in registration order (the tensors
   // are the model's own: changing them changes the model).
@@ -44,9 +50,13 @@ class Model {
 };
 
 // --model: a built-in's name, or the path of a TorchScript file (ending in .pt or .pth,
-// or any existing file). A TorchScript module is checked on one zero batch shaped like
-// `info`'s samples before training: ConfigError when the file is not TorchScript, has
-// no trainable parameters, or its outputs (or its loss) do not fit the data.
+// or any existing file). A TorchScript module is checked on one zero batch of two samples
+// shaped like `info`'s before training: ConfigError when the file is not TorchScript, has
+// no trainable parameters, or its outputs (or its loss) do not fit the data; one with
+// training_step is called on a batch built from the schema (device_feed.h's
+// schema_batch) and must
+// return a scalar. A built-in, or a module without training_step, needs an 'image' and a
+// 'label' (ConfigError naming training_step as the way to train on other fields).
 std::unique_ptr<Model> build_model(const std::string& spec, const data::DatasetInfo& info);
 
 // Whether --model names a file rather than a built-in.

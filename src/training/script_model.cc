@@ -34,13 +34,26 @@ std::string shape_text(c10::IntArrayRef sizes) {
 class ScriptModel final : public Model {
  public:
   ScriptModel(torch::jit::Module module, std::string path)
-      : module_(std::move(module)), path_(std::move(path)), has_loss_(module_.find_method("loss").has_value()) {}
+      : module_(std::move(module)), path_(std::move(path)), has_loss_(module_.find_method("loss").has_value()),
+        has_training_step_(module_.find_method("training_step").has_value()) {}
 
   torch::Tensor forward(const torch::Tensor& x) override { return module_.forward({x}).toTensor(); }
 
   torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) override {
     if (!has_loss_) return Model::loss(outputs, labels);
     return module_.get_method("loss")({outputs, labels}).toTensor();
+  }
+
+  bool has_training_step() const override { return has_training_step_; }
+  torch::Tensor training_step(const NamedTensors& batch) override {
+    c10::IValue loss;
+    try {
+      loss = call_training_step(batch);
+    } catch (const std::exception& e) {
+      throw Error("--model " + path_ + "'s training_step failed on a batch of " + batch_text(batch) + ": " +
+                  headline(e));
+    }
+    return loss.toTensor();
   }
 
   NamedTensors named_parameters() override {
@@ -71,13 +84,31 @@ class ScriptModel final : public Model {
     return {{"format", "torchscript"},
             {"source", path_},
             {"custom_loss", has_loss_},
+            {"training_step", has_training_step_},
             {"python", "import torch; model = torch.jit.load('model.pt')"}};
+  }
+
+  // A module with training_step is checked on the schema's batch; one without must fit
+  // a classification dataset.
+  void check_fits(const data::DatasetInfo& info) {
+    if (has_training_step_) return check_training_step(info);
+    if (const std::string problem = data::classification_problem(info); !problem.empty()) {
+      throw ConfigError("--model " + path_ + " has no training_step method: " + problem);
+    }
+    check_forward(info);
+  }
+
+ private:
+  c10::IValue call_training_step(const NamedTensors& batch) {
+    c10::Dict<std::string, at::Tensor> dict;
+    for (const auto& [name, t] : batch) dict.insert(name, t);
+    return module_.get_method("training_step")({dict});
   }
 
   // One zero batch of two samples shaped like the data, in eval mode and without
   // gradients: the outputs must be [2, classes] and the loss (when the module has one) a
   // scalar.
-  void check_fits(const data::DatasetInfo& info) {
+  void check_forward(const data::DatasetInfo& info) {
     torch::NoGradGuard no_grad;
     module_.eval();
     std::vector<int64_t> shape = {2};
@@ -101,25 +132,59 @@ class ScriptModel final : public Model {
                         "; tandem needs " + want + " for the dataset's " + std::to_string(info.num_classes) +
                         " classes: change the model's last layer");
     }
-    if (has_loss_) {
-      c10::IValue l;
-      try {
-        l = module_.get_method("loss")({y, torch::zeros({2}, torch::kInt64)});
-      } catch (const std::exception& e) {
-        throw ConfigError("--model " + path_ + "'s loss(outputs, labels) fails on outputs " + shape_text(y.sizes()) +
-                          " and int64 labels [2]: " + headline(e));
-      }
-      if (!l.isTensor() || l.toTensor().numel() != 1 || !l.toTensor().is_floating_point()) {
-        throw ConfigError("--model " + path_ + "'s loss(outputs, labels) must return a floating-point scalar tensor");
-      }
-    }
+    if (has_loss_) check_loss(y);
     module_.train();
   }
 
- private:
+  void check_loss(const torch::Tensor& y) {
+    c10::IValue l;
+    try {
+      l = module_.get_method("loss")({y, torch::zeros({2}, torch::kInt64)});
+    } catch (const std::exception& e) {
+      throw ConfigError("--model " + path_ + "'s loss(outputs, labels) fails on outputs " + shape_text(y.sizes()) +
+                        " and int64 labels [2]: " + headline(e));
+    }
+    if (!l.isTensor() || l.toTensor().numel() != 1 || !l.toTensor().is_floating_point()) {
+      throw ConfigError("--model " + path_ + "'s loss(outputs, labels) must return a floating-point scalar tensor");
+    }
+  }
+
+  // training_step on two zero samples of every field (schema_batch), in eval mode but
+  // with gradients: the loss must be a floating-point scalar that the parameters' gradients
+  // can come from, or the first step's backward would fail.
+  void check_training_step(const data::DatasetInfo& info) {
+    const NamedTensors batch = schema_batch(info);
+    const std::string what = "a batch of 2 zero samples built from dataset " + info.name + "'s schema (" +
+                             batch_text(batch) + ")";
+    const std::string contract = "training_step(self, batch: Dict[str, Tensor]) -> Tensor must return the loss as a "
+                                 "floating-point scalar tensor (docs/models.md)";
+    module_.eval();
+    c10::IValue out;
+    try {
+      out = call_training_step(batch);
+    } catch (const std::exception& e) {
+      throw ConfigError("--model " + path_ + "'s training_step fails on " + what + ": " + headline(e) + ": " + contract);
+    }
+    module_.train();
+    if (!out.isTensor()) {
+      throw ConfigError("--model " + path_ + "'s training_step returns a " + out.tagKind() + " for " + what + ": " +
+                        contract);
+    }
+    const torch::Tensor loss = out.toTensor();
+    if (loss.numel() != 1 || !loss.is_floating_point()) {
+      throw ConfigError("--model " + path_ + "'s training_step returns " + tensor_text(loss) + " for " + what + ": " +
+                        contract + " (reduce it, e.g. with .mean())");
+    }
+    if (!loss.requires_grad()) {
+      throw ConfigError("--model " + path_ + "'s training_step returns a loss without a gradient for " + what +
+                        ": compute it from the module's parameters (not under torch.no_grad(), not detached)");
+    }
+  }
+
   torch::jit::Module module_;
   std::string path_;
   bool has_loss_;
+  bool has_training_step_;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "tandem/training/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -46,12 +47,23 @@ torch::Device pick_device(const DistInfo& dist) {
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(dist.local_rank));
 }
 
+// model.json's "input" for a training_step model: the batch it trained on, field by field
+// (shape per sample; -1 first for a ragged one, which also came as NAME_lengths and
+// NAME_offsets).
+nlohmann::json fields_input(const data::DatasetInfo& info) {
+  nlohmann::json fields = nlohmann::json::array();
+  for (const data::FieldSpec& f : info.schema()) {
+    fields.push_back({{"name", f.name}, {"dtype", data::dtype_name(f.dtype)}, {"shape", f.shape}, {"ragged", f.ragged()}});
+  }
+  return {{"training_step", "batch: Dict[str, Tensor], every field as the dataset made it (docs/models.md)"},
+          {"fields", fields}};
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainerConfig& config, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths,
                  std::shared_ptr<const data::Dataset> eval)
     : impl_(std::make_unique<Impl>()) {
-  if (const std::string problem = data::classification_problem(info); !problem.empty()) throw ConfigError(problem);
   Impl& m = *impl_;
   const ModelOptions& mo = config.model;
   m.config = config;
@@ -68,6 +80,15 @@ Trainer::Trainer(const TrainerConfig& config, const data::DatasetInfo& info, con
   at::globalContext().setFlushDenormal(true);  // near-zero gradients late in training are slow otherwise
   m.model = build_model(mo.name, info);
   m.model->to(m.device);
+  m.format.fields = m.model->has_training_step();
+  if (m.format.fields && m.eval) {
+    if (dist.rank == 0) {
+      spdlog::warn("--eval-data is not evaluated: --model {} trains through training_step, and tandem's evaluation "
+                   "is the top-1 accuracy of forward(image); evaluate the saved model.pt in Python",
+                   mo.name);
+    }
+    m.eval = nullptr;
+  }
   if (mo.channels_last) {
     for (auto& p : m.model->parameters()) {
       if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
@@ -146,9 +167,7 @@ bool Trainer::Impl::train_step(const DeviceBatch* batch, bool stop, int64_t step
   torch::Tensor loss;
   if (batch) {
     Autocast amp(config.model.amp == "bf16", device.is_cuda());
-    const torch::Tensor out = model->forward(batch->x);
-    if (compute_dtype.empty()) observe_formats(batch->x, out);
-    loss = model->loss(out, batch->y).to(torch::kFloat32);
+    loss = step_loss(*batch);
   }
   if (loss.defined()) loss.backward();
   clock.mark(StepClock::kForwardBackward);
@@ -162,6 +181,23 @@ bool Trainer::Impl::train_step(const DeviceBatch* batch, bool stop, int64_t step
   return true;
 }
 
+// The batch's loss in float32: forward then loss, or the model's training_step on every
+// field (whose returned loss's dtype is what the report calls the compute dtype).
+torch::Tensor Trainer::Impl::step_loss(const DeviceBatch& batch) {
+  if (format.fields) {
+    const torch::Tensor loss = model->training_step(batch.fields);
+    if (compute_dtype.empty()) {
+      const auto image = std::find_if(batch.fields.begin(), batch.fields.end(),
+                                      [](const auto& f) { return f.first == data::kImageField; });
+      observe_formats(image == batch.fields.end() ? torch::Tensor() : image->second, loss);
+    }
+    return loss.reshape({}).to(torch::kFloat32);
+  }
+  const torch::Tensor out = model->forward(batch.x);
+  if (compute_dtype.empty()) observe_formats(batch.x, out);
+  return model->loss(out, batch.y).to(torch::kFloat32);
+}
+
 // What the step really computed with, for the report: a flag that had no effect shows.
 void Trainer::Impl::observe_formats(const torch::Tensor& input, const torch::Tensor& output) {
   const auto t = output.scalar_type();
@@ -172,7 +208,7 @@ void Trainer::Impl::observe_formats(const torch::Tensor& input, const torch::Ten
   const auto last = [](const torch::Tensor& t) {
     return t.dim() == 4 && t.suggest_memory_format() == torch::MemoryFormat::ChannelsLast;
   };
-  bool channels_last = last(input);
+  bool channels_last = input.defined() && last(input);
   for (const auto& p : model->parameters()) {
     if (p.dim() == 4 && p.size(1) > 1 && p.size(2) * p.size(3) > 1) channels_last = channels_last && last(p);
   }
@@ -206,11 +242,14 @@ std::string Trainer::Impl::save_model() {
   meta["classes"] = info.class_names;  // label -> name; empty when the labels have none
   meta["dataset"] = info.name;
   meta["file"] = "model.pt";
-  meta["input"] = {{"shape", info.sample_shape},
-                   {"dtype", "float32"},
-                   {"scaling", info.dtype == data::DType::kUInt8 ? "uint8 pixels / 255" : "as the pipeline makes them"},
-                   {"mean", info.mean},
-                   {"std", info.std}};
+  if (format.fields) meta["input"] = fields_input(info);
+  else {
+    meta["input"] = {{"shape", info.sample_shape},
+                     {"dtype", "float32"},
+                     {"scaling", info.dtype == data::DType::kUInt8 ? "uint8 pixels / 255" : "as the pipeline makes them"},
+                     {"mean", info.mean},
+                     {"std", info.std}};
+  }
   // Folder names need not be UTF-8: such bytes become U+FFFD rather than failing the save.
   write_file_atomically(dir + "/model.json", meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   return dir + "/model.pt";

@@ -46,8 +46,11 @@ class Trainer {
   // parameters equal to rank 0's. `config` comes from derive_rank_options (or
   // trainer_config). `eval` (may be null) is the held-out set; every rank evaluates its
   // share of it. On a GPU, the rank uses GPU LOCAL_RANK and batch buffers become pinned
-  // host memory. Throws ConfigError when this host has more ranks than GPUs, and when
-  // the dataset has no 'image' or no 'label' field (data::classification_problem).
+  // host memory. A TorchScript model with training_step trains on every field of the
+  // dataset (and `eval` is not used: a warning says so); any other model needs an 'image'
+  // and a 'label'. Throws ConfigError when this host has more ranks than GPUs, when the
+  // model does not fit the data (build_model), and when the dataset has no 'image' or no
+  // 'label' field for a model without training_step (data::classification_problem).
   Trainer(const TrainerConfig& config, const data::DatasetInfo& info, const DistInfo& dist, const RunPaths& paths,
           std::shared_ptr<const data::Dataset> eval = nullptr);
   ~Trainer();

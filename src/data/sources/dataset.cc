@@ -135,9 +135,10 @@ std::string classification_problem(const DatasetInfo& info) {
   std::string names;
   for (const FieldSpec& f : info.schema()) names += (names.empty() ? "" : ", ") + field_spec_text(f);
   return "dataset '" + info.name + "' has no '" + (info.has_image() ? kLabelField : kImageField) +
-         "' field (its fields: " + names + "): tandem's trainer classifies 'image' (uint8 [C,H,W]) by 'label' "
-         "(an int), and a training_step model over any fields is not there yet; read these batches with tandem.Feed "
-         "in your own training script (docs/python.md)";
+         "' field (its fields: " + names + "): tandem's built-in models, and TorchScript models without a "
+         "training_step, classify 'image' (uint8 [C,H,W]) by 'label' (an int). To train on any fields, give --model a "
+         "TorchScript module with training_step(self, batch: Dict[str, Tensor]) -> Tensor returning the loss "
+         "(docs/models.md), or read these batches with tandem.Feed in your own training script (docs/python.md)";
 }
 
 std::string schema_problem(const DatasetInfo& info) {
