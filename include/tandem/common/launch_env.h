@@ -16,6 +16,7 @@
 // | MASTER_ADDR         | the first trainer host's address (rank 0 runs there)             |
 // | MASTER_PORT         | --master-port (29500; simulate: a free port), the same everywhere |
 // | OMP_NUM_THREADS     | when unset: this host's cores / LOCAL_WORLD_SIZE (at least 1)     |
+// | GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME | when unset: the interface resourceconfig.json names |
 // | TANDEM_WORKERS      | the job's data workers, "address:port,..." ("" = none)            |
 // | TANDEM_TOKEN        | the job's token (only when there is one)                         |
 // | TANDEM_JOB_NAME     | the job name workers check ("" = none)                           |
@@ -41,6 +42,9 @@ inline constexpr const char* kRoleWorldSize = "ROLE_WORLD_SIZE";
 inline constexpr const char* kMasterAddr = "MASTER_ADDR";
 inline constexpr const char* kMasterPort = "MASTER_PORT";
 inline constexpr const char* kOmpThreads = "OMP_NUM_THREADS";
+// The network interface torch.distributed's Gloo and NCCL use.
+inline constexpr const char* kGlooInterface = "GLOO_SOCKET_IFNAME";
+inline constexpr const char* kNcclInterface = "NCCL_SOCKET_IFNAME";
 
 // tandem's own.
 inline constexpr const char* kWorkers = "TANDEM_WORKERS";
