@@ -12,6 +12,7 @@ Command add_launch_command(CLI::App& root, Settings& s, const std::string& name)
                       : "Discover the cluster, resolve this host's role (trainer or data worker) and run it";
   CLI::App* app = root.add_subcommand(name, about);
   add_host_options(*app, s);
+  add_launch_options(*app, s.launch);
   return {app, [app, &s] {
             std::vector<std::string> forwarded;
             auto text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
@@ -23,7 +24,7 @@ Command add_launch_command(CLI::App& root, Settings& s, const std::string& name)
                 forwarded.push_back("--" + name + "=" + text(value));
               }
             }
-            return launch::run_launch(s, forwarded);
+            return launch::run_launch(s, forwarded, given.dump());
           },
           true, true};
 }

@@ -372,6 +372,22 @@ void add_simulate_options(CLI::App& app, SimulateOptions& o) {
   limit_text(app, before);
 }
 
+void add_launch_options(CLI::App& app, LaunchOptions& o) {
+  const size_t before = app.get_options().size();
+  app.add_option("command,--command", o.command,
+                 "Your program, after --: run as the ranks of every trainer host with torchrun's variables "
+                 "(e.g. -- python3 train.py --lr 0.1); none = tandem's own trainer")
+      ->group(kLaunchGroup);
+  app.add_option("--script", o.script, "A Python script run as the ranks: --python (or python3) FILE --script-args...")
+      ->group(kLaunchGroup);
+  app.add_option("--script-args", o.script_args, "Arguments of --script (repeatable; a list in a settings file)")
+      ->allow_extra_args(false)->group(kLaunchGroup);
+  app.add_option("--stop-grace", o.stop_grace_s,
+                 "Seconds the ranks get between SIGTERM and SIGKILL; default 110 on SageMaker, else 30")
+      ->check(non_negative())->group(kLaunchGroup);
+  limit_text(app, before);
+}
+
 namespace {
 
 std::string normalize(std::string key) {
@@ -389,6 +405,7 @@ const std::set<std::string>& known_settings() {
     add_worker_options(app, s.worker);
     add_trainer_options(app, s.trainer);
     add_security_options(app, s.security);
+    add_launch_options(app, s.launch);
     std::set<std::string> out;
     for (const CLI::Option* o : app.get_options()) {
       if (!o->get_lnames().empty()) out.insert(o->get_lnames().front());

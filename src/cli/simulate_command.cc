@@ -20,8 +20,15 @@ Command add_simulate_command(CLI::App& root, Settings& s) {
   add_worker_options(*app, s.worker);
   add_trainer_options(*app, s.trainer);
   add_security_options(*app, s.security);
+  add_launch_options(*app, s.launch);
   return {app, [app, &s] {
             nlohmann::json hyperparameters = given_settings(*app);
+            // The command reaches every host as SageMaker would give it: in hyperparameters.json.
+            for (const CLI::Option* o : app->get_options()) {
+              if (o->get_group() != kLaunchGroup || o->count() == 0) continue;
+              const std::string name = o->get_lnames().front();
+              hyperparameters[name] = o->get_expected_max() > 1 ? nlohmann::json(o->results()) : nlohmann::json(o->results().back());
+            }
             hyperparameters.erase("summary-json");  // simulate copies the summary itself
             // (run_simulate gives the trainers' rendezvous its own free port.)
             // The simulated GPU-family hosts are make-believe: they train on whatever this

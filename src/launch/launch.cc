@@ -8,9 +8,14 @@
 #include "tandem/cluster/endpoint.h"
 #include "tandem/cluster/roles.h"
 #include "tandem/common/error.h"
+#include "tandem/common/launch_env.h"
 #include "tandem/common/signals.h"
 #include "tandem/common/text.h"
+#include "tandem/data/batching/thread_pool.h"
+#include "tandem/data/python/process_pool.h"
+#include "tandem/launch/command_ranks.h"
 #include "tandem/launch/process.h"
+#include "tandem/launch/rank_env.h"
 #include "tandem/launch/run.h"
 #include "tandem/training/runtime.h"
 #include "tandem/training/trainer.h"
@@ -24,40 +29,49 @@ std::string joined(const std::vector<std::string>& items) {
   return out;
 }
 
+// What every rank of this host is told: MASTER_ADDR is the first trainer host (sorted by
+// name, so every host picks the same one), MASTER_PORT the --master-port every host reads
+// from the same settings.
+RankContext rank_context(const Settings& settings, const cluster::RolePlan& plan,
+                         const std::vector<std::string>& targets) {
+  const ClusterOptions& c = settings.cluster;
+  RankContext ctx;
+  ctx.master_addr =
+      cluster::resolve_host(cluster::worker_endpoint(plan.trainer_hosts.front(), c).address, c.resolve_timeout_s);
+  ctx.master_port = settings.trainer.master_port;
+  ctx.workers = targets;
+  ctx.token = settings.security.token;
+  ctx.job = settings.security.job;
+  ctx.sagemaker_root = c.sagemaker_root;
+  ctx.host = plan.trainer_hosts.at(plan.host_index);
+  return ctx;
+}
+
 // One trainer process per GPU (or --procs-per-host), each a `tandem trainer` with
 // torchrun's variables, supervised: if one dies the others are stopped.
 int run_rank_processes(const Settings& settings, const cluster::RolePlan& plan, const std::vector<std::string>& targets,
                        const std::vector<std::string>& forwarded, int procs) {
   const ClusterOptions& c = settings.cluster;
-  const std::string master_addr =
-      cluster::resolve_host(cluster::worker_endpoint(plan.trainer_hosts.front(), c).address, c.resolve_timeout_s);
-  const std::string my_addr = cluster::worker_endpoint(plan.trainer_hosts.at(plan.host_index), c).address;
-  const int world = static_cast<int>(plan.trainer_hosts.size()) * procs;
+  RankContext ctx = rank_context(settings, plan, targets);
+  const std::string host = plan.trainer_hosts.at(plan.host_index);
+  ctx.gloo_address = cluster::resolve_host(cluster::worker_endpoint(host, c).address, c.resolve_timeout_s);
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe");
   std::vector<ProcessSpec> children;
   for (int local = 0; local < procs; ++local) {
-    const int rank = plan.host_index * procs + local;
+    const RankPlace place{plan.host_index, static_cast<int>(plan.trainer_hosts.size()), local, procs};
     ProcessSpec p;
-    p.name = "rank-" + std::to_string(rank);
-    p.argv = {exe, "trainer", "--sagemaker-root", c.sagemaker_root, "--current-host", plan.trainer_hosts.at(plan.host_index)};
+    p.name = "rank-" + std::to_string(place.rank());
+    p.argv = {exe, "trainer", "--sagemaker-root", c.sagemaker_root, "--current-host", host};
     if (!c.config_file.empty()) p.argv.insert(p.argv.end(), {"--config", c.config_file});
     if (!targets.empty()) p.argv.insert(p.argv.end(), {"--workers", joined(targets)});
     p.argv.insert(p.argv.end(), forwarded.begin(), forwarded.end());
-    p.env = {{"RANK", std::to_string(rank)},
-             {"LOCAL_RANK", std::to_string(local)},
-             {"WORLD_SIZE", std::to_string(world)},
-             {"LOCAL_WORLD_SIZE", std::to_string(procs)},
-             {"GROUP_RANK", std::to_string(plan.host_index)},
-             {"MASTER_ADDR", master_addr},
-             {"MASTER_PORT", std::to_string(settings.trainer.master_port)},
-             {"TANDEM_GLOO_ADDRESS", cluster::resolve_host(my_addr, c.resolve_timeout_s)}};
-    // The token reaches the ranks through the environment, never their command lines.
-    if (!settings.security.token.empty()) p.env["TANDEM_TOKEN"] = settings.security.token;
+    p.env = rank_environment(ctx, place);
     children.push_back(std::move(p));
   }
+  const int first = plan.host_index * procs;
   spdlog::info("starting {} (ranks {}..{} of {}), rendezvous at {}:{}", counted(procs, "trainer process", "trainer processes"),
-               plan.host_index * procs, plan.host_index * procs + procs - 1, world, master_addr,
-               settings.trainer.master_port);
+               first, first + procs - 1, static_cast<int>(plan.trainer_hosts.size()) * procs, ctx.master_addr,
+               ctx.master_port);
   unblock_stop_signals();  // supervise() forwards them to the ranks from a handler
   SuperviseOptions opts;
   opts.timeout_s = 1e9;  // training takes as long as it takes; SIGTERM and failures end it
@@ -70,6 +84,63 @@ int run_rank_processes(const Settings& settings, const cluster::RolePlan& plan, 
     else return kExitFailed;
   }
   return interrupted ? kExitInterrupted : kExitOk;
+}
+
+// GPUs for a user's command: those LibTorch sees, else NVIDIA's device files (this tandem
+// may be built without CUDA while the script's torch has it).
+int host_gpus() {
+  int files = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > 6 && name.rfind("nvidia", 0) == 0 &&
+        name.find_first_not_of("0123456789", 6) == std::string::npos) {
+      ++files;
+    }
+  }
+  return std::max(training::cuda_device_count(), files);
+}
+
+// --stop-grace, or the platform's: SageMaker SIGKILLs the container 120 s after its
+// SIGTERM, so the ranks get 110 and the launcher keeps 10 for output/failure and the
+// workers' release.
+double stop_grace(const LaunchOptions& opts, const cluster::Cluster& c) {
+  if (opts.stop_grace_s >= 0) return opts.stop_grace_s;
+  const bool sagemaker = c.source.find("resourceconfig.json") != std::string::npos || c.source.rfind("SageMaker", 0) == 0;
+  return sagemaker ? 110 : 30;
+}
+
+// A --script that is not there is one message before any rank starts.
+void check_script(const LaunchOptions& opts) {
+  if (opts.script.empty()) return;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(opts.script, ec)) return;
+  throw ConfigError("--script " + printable(opts.script, 200) + ": no such file (relative paths start at " +
+                    std::filesystem::current_path(ec).string() +
+                    "): give the script's path, e.g. /opt/ml/input/data/code/train.py for a channel named code");
+}
+
+// A user's command as the ranks of this trainer host (command_ranks.h). The first trainer
+// host releases the workers once its ranks have ended.
+int run_command(const Settings& settings, const cluster::Cluster& c, const cluster::RolePlan& plan,
+                const std::vector<std::string>& targets, std::vector<std::string> argv, const std::string& given) {
+  check_script(settings.launch);
+  argv[0] = find_command(argv[0], cluster::process_env("PATH").value_or("/usr/local/bin:/usr/bin:/bin"));
+  CommandRanksOptions o;
+  o.procs = settings.trainer.procs_per_host > 0 ? settings.trainer.procs_per_host : std::max(host_gpus(), 1);
+  o.argv = std::move(argv);
+  o.context = rank_context(settings, plan, targets);
+  o.context.settings_json = given;
+  o.context.omp_threads = omp_threads_per_rank(data::available_cores(), o.procs,
+                                               cluster::process_env(launch_env::kOmpThreads).has_value());
+  if (!cluster::process_env(launch_env::kGlooInterface)) o.context.network_interface = c.network_interface;
+  o.group_rank = plan.host_index;
+  o.groups = static_cast<int>(plan.trainer_hosts.size());
+  o.grace_s = stop_grace(settings.launch, c);
+  o.failure_root = settings.cluster.sagemaker_root;
+  if (plan.host_index == 0) o.release = targets;
+  o.security = settings.security;
+  return run_command_ranks(o);
 }
 
 // A trainer on a GPU instance family that cannot use a GPU would train on the CPU
@@ -96,7 +167,7 @@ void check_gpu(const cluster::Cluster& c, const TrainerOptions& opts) {
 
 }  // namespace
 
-int run_launch(const Settings& settings, const std::vector<std::string>& forwarded) {
+int run_launch(const Settings& settings, const std::vector<std::string>& forwarded, const std::string& given) {
   // The role's SignalWatcher takes SIGTERM later; threads started before it (CUDA's,
   // when the GPU check loads the runtime) must not take it instead and die of it.
   block_stop_signals();
@@ -104,6 +175,12 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
   const ClusterOptions& co = settings.cluster;
   const std::vector<std::string> named =
       cluster::explicit_worker_targets(settings.trainer.workers, settings.trainer.worker_service, co);
+  const std::vector<std::string> command =
+      rank_command(settings.launch, data::python_interpreter(settings.data));
+  if (c.ranks_started && !command.empty()) {
+    throw ConfigError("this process is already one rank (" + c.source + "), so it cannot start ranks of " +
+                      printable(command.front(), 200) + ": let that launcher run the command itself");
+  }
   if (c.ranks_started) {
     // torchrun (or a Kubeflow PyTorchJob) started this process as one rank, with its own
     // MASTER_ADDR and MASTER_PORT: train as that rank, start nothing.
@@ -123,9 +200,10 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
   if (plan.role == cluster::Role::kWorker) {
     Settings s = settings;
     if (s.worker.port < 0) s.worker.port = cluster::worker_endpoint(c.current_host, co).port;
+    if (!command.empty()) spdlog::info("{} runs on the trainer hosts; this one serves data", printable(command[0], 200));
     return run_worker(s, c.current_host);
   }
-  check_gpu(c, settings.trainer);
+  if (command.empty()) check_gpu(c, settings.trainer);
   std::vector<std::string> targets = named;
   if (!named.empty() && !plan.worker_hosts.empty()) {
     spdlog::info("data workers from --workers/--worker-service ({}), not from the worker groups", named.size());
@@ -137,6 +215,7 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
       targets.push_back(ep.target());
     }
   }
+  if (!command.empty()) return run_command(settings, c, plan, targets, command, given);
   const int procs = settings.trainer.procs_per_host > 0 ? settings.trainer.procs_per_host
                                                         : std::max(training::cuda_device_count(), 1);
   training::check_ranks_fit_gpus(procs);

@@ -19,6 +19,7 @@
 #include <iostream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -30,6 +31,8 @@ namespace {
 // A line longer than this is cut and emitted anyway, so a child printing without
 // newlines (a progress bar, binary junk) cannot grow our memory without bound.
 constexpr size_t kMaxLine = 1 << 20;
+// A line kept for ExitStatus::tail is cut to this many bytes.
+constexpr size_t kMaxTailLine = 1000;
 // Reads per pipe per poll round: a chatty child must not starve the others.
 constexpr int kReadsPerRound = 16;
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
@@ -116,6 +119,7 @@ class Supervisor {
   void abandon_stuck();
   bool pump(Child& c, int max_reads);
   void emit_lines(Child& c, bool flush_partial);
+  void emit_line(Child& c, std::string_view line);
   void drain_and_close(Child& c);
   void close_pipe(Child& c);
   int live() const;
@@ -225,6 +229,7 @@ void Supervisor::on_exit(Child& c, int wstatus) {
     return;
   }
   spdlog::error("{} {} and is critical", c.spec->name, c.status.describe());
+  c.status.stopped_others = true;
   if (live() > 0) stop(c.spec->name + " " + c.status.describe());
 }
 
@@ -319,15 +324,23 @@ bool Supervisor::pump(Child& c, int max_reads) {
 void Supervisor::emit_lines(Child& c, bool flush_partial) {
   size_t start = 0;
   for (size_t nl; (nl = c.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-    out_ << '[' << c.spec->name << "] ";
-    out_.write(c.partial.data() + start, static_cast<std::streamsize>(nl - start));
-    out_ << '\n' << std::flush;
+    emit_line(c, std::string_view(c.partial).substr(start, nl - start));
   }
   c.partial.erase(0, start);
   if (!c.partial.empty() && (flush_partial || c.partial.size() >= kMaxLine)) {
-    out_ << '[' << c.spec->name << "] " << c.partial << '\n' << std::flush;
+    emit_line(c, c.partial);
     c.partial.clear();
   }
+}
+
+void Supervisor::emit_line(Child& c, std::string_view line) {
+  out_ << '[' << c.spec->name << "] ";
+  out_.write(line.data(), static_cast<std::streamsize>(line.size()));
+  out_ << '\n' << std::flush;
+  if (opts_.tail_lines <= 0) return;
+  std::vector<std::string>& tail = c.status.tail;
+  tail.emplace_back(line.substr(0, kMaxTailLine));
+  if (tail.size() > static_cast<size_t>(opts_.tail_lines)) tail.erase(tail.begin());
 }
 
 void Supervisor::drain_and_close(Child& c) {

@@ -400,6 +400,11 @@ SuperviseOptions simulate_supervision(const SimulateOptions& sim) {
 // signal and checkpointed) is not failed.
 int simulate_exit_code(const std::vector<SimHost>& hosts, const std::vector<ExitStatus>& statuses) {
   if (std::all_of(statuses.begin(), statuses.end(), [](const ExitStatus& s) { return s.ok(); })) return kExitOk;
+  // A trainer host that failed first ended the job: its code is the job's (a training
+  // command's rank's, through `tandem launch`).
+  for (size_t i = 0; i < hosts.size() && i < statuses.size(); ++i) {
+    if (hosts[i].trainer && statuses[i].stopped_others && statuses[i].signal == 0) return statuses[i].exit_code;
+  }
   bool trainers_interrupted = true, others_ok = true;
   for (size_t i = 0; i < hosts.size() && i < statuses.size(); ++i) {
     const ExitStatus& s = statuses[i];

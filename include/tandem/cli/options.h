@@ -16,6 +16,7 @@ inline constexpr const char* kDataGroup = "Data";
 inline constexpr const char* kWorkerGroup = "Data worker";
 inline constexpr const char* kTrainerGroup = "Training";
 inline constexpr const char* kSecurityGroup = "Security";
+inline constexpr const char* kLaunchGroup = "Launch";
 
 // Number checks for flags and settings files: finite, in range, bounds printed plainly.
 CLI::Validator positive();      // more than 0, at most 1e9
@@ -30,6 +31,9 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o);
 void add_worker_list_options(CLI::App& app, TrainerOptions& o);
 void add_security_options(CLI::App& app, SecurityOptions& o);
 void add_simulate_options(CLI::App& app, SimulateOptions& o);
+// A user's command as the ranks (launch, train, simulate): `-- COMMAND ARGS...` (also
+// `command` in a settings file), --script, --script-args, --stop-grace.
+void add_launch_options(CLI::App& app, LaunchOptions& o);
 // Every setting a host's role may use (cluster, security, data, worker, trainer, and the
 // named workers): `launch`, `train` and `inspect`, which checks a host's whole setup.
 void add_host_options(CLI::App& app, Settings& s);

@@ -170,6 +170,20 @@ struct SimulateOptions {
   double timeout_s = 1800;                         // --timeout: stop the cluster after this long
 };
 
+// A user's program run as the ranks of each trainer host (`tandem launch -- COMMAND`,
+// docs/python.md). Neither command nor script set: the ranks are tandem's own trainer.
+struct LaunchOptions {
+  // `-- COMMAND ARGS...` after the flags, or `command` in a settings file (a list).
+  std::vector<std::string> command;
+  // --script FILE (SageMaker's hyperparameters): the command is the Python interpreter
+  // (--python, else /usr/bin/python3, else python3 on PATH), FILE and --script-args.
+  std::string script;
+  std::vector<std::string> script_args;  // --script-args ARG (repeatable; a list in a file)
+  // --stop-grace: seconds the ranks get between SIGTERM and SIGKILL when the job stops;
+  // -1 = 110 on SageMaker (which kills the container 120 s after its SIGTERM), else 30.
+  double stop_grace_s = -1;
+};
+
 // What the launcher that started this process said through its environment, read once
 // at start (cluster::read_launcher_env) so no other code reads the environment.
 struct LauncherEnv {
@@ -199,6 +213,7 @@ struct Settings {
   WorkerOptions worker;
   TrainerOptions trainer;
   SimulateOptions simulate;
+  LaunchOptions launch;
   LauncherEnv launcher;
   // --quiet, or TANDEM_QUIET=1 from the tandem that started this process: warnings and
   // errors only, and no status line.

@@ -35,6 +35,9 @@ struct SuperviseOptions {
   // that exits on its own is never coming back there. Has no effect when every child is
   // critical.
   bool stop_when_helpers_fail = false;
+  // Each child's last this many lines of output are kept in ExitStatus::tail (for
+  // output/failure); 0 = none.
+  int tail_lines = 0;
   // Where the "[name] line" output goes; nullptr = std::cout. A test knob: tests point
   // it at a std::ostringstream to check what the children printed.
   std::ostream* out = nullptr;
@@ -45,6 +48,9 @@ struct ExitStatus {
   int exit_code = -1;  // valid when signal == 0
   int signal = 0;      // the signal that ended it, 0 if it exited
   int pid = 0;         // the child's process id (for logs, and for tests to check it is gone)
+  // A critical child whose failure stopped the others (the cause, not a casualty).
+  bool stopped_others = false;
+  std::vector<std::string> tail;  // its last SuperviseOptions::tail_lines lines, oldest first
   bool ok() const { return signal == 0 && exit_code == 0; }
   // "exited 0", "exited 3", "killed by SIGKILL"; "did not exit" for a child that
   // outlived even SIGKILL (stuck in the kernel) and was abandoned.

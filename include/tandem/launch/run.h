@@ -27,10 +27,15 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
                 const std::string& host, const cluster::Cluster* cluster = nullptr);
 
 // `tandem launch` / `tandem train`: discovers the cluster, resolves this host's role
-// and runs it. A trainer host with several processes (--procs-per-host, GPUs) or in a
-// multi-host trainer group starts one `tandem trainer` per process with torchrun's
-// variables and `forwarded` (this command's own flags) and supervises them.
-int run_launch(const Settings& settings, const std::vector<std::string>& forwarded = {});
+// and runs it. On a trainer host with a command (settings.launch: `-- COMMAND`, --script)
+// it starts one process of the command per GPU (--procs-per-host) with the environment
+// of include/tandem/common/launch_env.h, `given` (the settings given, a JSON object) as
+// TANDEM_SETTINGS, and supervises them (command_ranks.h). Without one, a trainer host
+// with several processes (--procs-per-host, GPUs) or in a multi-host trainer group starts
+// one `tandem trainer` per process with torchrun's variables and `forwarded` (this
+// command's own flags) and supervises them.
+int run_launch(const Settings& settings, const std::vector<std::string>& forwarded = {},
+               const std::string& given = "{}");
 
 // This host's name in logs and summaries: --current-host, else the system's host name,
 // else `fallback`.

@@ -472,10 +472,14 @@ void PythonProcessPool::serve(uint64_t index, const nlohmann::json& request, std
   }
 }
 
+std::string python_interpreter(const DataOptions& opts) {
+  std::error_code ec;
+  return !opts.python.empty() ? opts.python : fs::exists("/usr/bin/python3", ec) ? "/usr/bin/python3" : "python3";
+}
+
 PythonPoolOptions python_runtime_options(const DataOptions& opts) {
   PythonPoolOptions p;
-  std::error_code ec;
-  p.python = !opts.python.empty() ? opts.python : fs::exists("/usr/bin/python3", ec) ? "/usr/bin/python3" : "python3";
+  p.python = python_interpreter(opts);
   p.procs = opts.python_procs > 0 ? opts.python_procs : available_cores();
   p.sample_timeout_s = opts.sample_timeout_s;
   p.script = find_dataset_worker();

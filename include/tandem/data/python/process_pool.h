@@ -53,6 +53,10 @@ struct PythonPoolOptions {
 // without FILE and NAME. Throws ConfigError when the script cannot be found.
 PythonPoolOptions python_runtime_options(const DataOptions& opts);
 
+// The interpreter --python names: itself when set, else /usr/bin/python3 (Debian's
+// python3-torch loads only there), else python3 on PATH. Also runs `tandem launch --script`.
+std::string python_interpreter(const DataOptions& opts);
+
 // What the dataset said about itself at start.
 struct PythonDatasetAbout {
   uint64_t len = 0;                    // len(dataset)

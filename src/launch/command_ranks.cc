@@ -1,0 +1,159 @@
+#include "tandem/launch/command_ranks.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "tandem/common/error.h"
+#include "tandem/common/signals.h"
+#include "tandem/common/text.h"
+#include "tandem/feed/rank_feed.h"
+#include "tandem/report/summary.h"
+
+namespace tandem::launch {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string shown(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) out += (out.empty() ? "" : " ") + printable(a, 200);
+  return out;
+}
+
+// Why `path` cannot be executed, or "" when it can.
+std::string not_runnable(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return "no such file";
+  if (S_ISDIR(st.st_mode)) return "it is a directory";
+  if (access(path.c_str(), X_OK) != 0) return "it is not executable";
+  return "";
+}
+
+int code_of(const ExitStatus& s) { return s.signal != 0 ? 128 + s.signal : std::max(s.exit_code, 1); }
+
+// The rank that ended the host: the one whose failure stopped the others, else the
+// first that did not exit 0; nullptr when every rank exited 0.
+const ExitStatus* culprit(const std::vector<ExitStatus>& ranks) {
+  for (const auto& s : ranks) {
+    if (s.stopped_others) return &s;
+  }
+  for (const auto& s : ranks) {
+    if (!s.ok()) return &s;
+  }
+  return nullptr;
+}
+
+std::vector<ProcessSpec> rank_specs(const CommandRanksOptions& o) {
+  std::vector<ProcessSpec> specs;
+  for (int local = 0; local < o.procs; ++local) {
+    const RankPlace place{o.group_rank, o.groups, local, o.procs};
+    ProcessSpec p;
+    p.name = "rank-" + std::to_string(place.rank());
+    p.argv = o.argv;
+    p.env = rank_environment(o.context, place);
+    specs.push_back(std::move(p));
+  }
+  return specs;
+}
+
+void release(const CommandRanksOptions& o, int code) {
+  if (o.release.empty()) return;
+  const std::string reason = code == 0 ? "every rank of the training command ended" : "the training command failed";
+  const int acknowledged = feed::release_workers(o.release, o.security, reason);
+  spdlog::info("released {} of {} ({})", acknowledged, counted(o.release.size(), "data worker"), reason);
+}
+
+}  // namespace
+
+std::vector<std::string> rank_command(const LaunchOptions& opts, const std::string& python) {
+  if (!opts.command.empty() && !opts.script.empty()) {
+    throw ConfigError("both a command (" + shown(opts.command) + ") and --script " + printable(opts.script, 200) +
+                      " are given: give one of them");
+  }
+  if (opts.script.empty() && !opts.script_args.empty()) {
+    throw ConfigError("--script-args is given without --script: name the script with --script FILE, or put the "
+                      "arguments after the command (-- COMMAND ARGS...)");
+  }
+  if (!opts.command.empty()) return opts.command;
+  if (opts.script.empty()) return {};
+  std::vector<std::string> argv = {python, opts.script};
+  argv.insert(argv.end(), opts.script_args.begin(), opts.script_args.end());
+  return argv;
+}
+
+std::string find_command(const std::string& name, const std::string& path) {
+  if (name.empty()) throw ConfigError("the command is empty: give the program to run after --");
+  if (name.find('/') != std::string::npos) {
+    const std::string why = not_runnable(name);
+    if (why.empty()) return name;
+    throw ConfigError(fmt::format("cannot run the command '{}': {}{}", printable(name, 200), why,
+                                  why == "it is not executable" ? ": chmod +x it, or run it through its interpreter "
+                                                                  "(e.g. -- python3 " + printable(name, 200) + ")"
+                                                                : ": check the path (relative paths start at " +
+                                                                      fs::current_path().string() + ")"));
+  }
+  std::string found_but;
+  std::vector<std::string> dirs{""};
+  for (char ch : path) {
+    if (ch == ':') dirs.emplace_back();
+    else dirs.back() += ch;
+  }
+  for (const std::string& dir : dirs) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    const std::string why = not_runnable(candidate);
+    if (why.empty()) return candidate;
+    if (why != "no such file" && found_but.empty()) found_but = candidate + ": " + why;
+  }
+  throw ConfigError(fmt::format("cannot run the command '{}': {}: install it, or give its full path", printable(name, 200),
+                                found_but.empty() ? "not found on PATH (" + printable(path, 300) + ")" : found_but));
+}
+
+int job_exit_code(const std::vector<ExitStatus>& ranks) {
+  const ExitStatus* s = culprit(ranks);
+  return s == nullptr ? 0 : code_of(*s);
+}
+
+std::string failure_report(const std::vector<ExitStatus>& ranks, const std::vector<std::string>& argv) {
+  const ExitStatus* s = culprit(ranks);
+  if (s == nullptr) return "";
+  std::string text = fmt::format("{} {}{}: {}\n", s->name, s->describe(),
+                                 s->stopped_others ? ", so the other ranks were stopped" : "", shown(argv));
+  if (s->tail.empty()) return text + "(it printed nothing)\n";
+  text += fmt::format("its last {}:\n", counted(s->tail.size(), "line"));
+  for (const auto& line : s->tail) text += line + "\n";
+  return text;
+}
+
+int run_command_ranks(const CommandRanksOptions& o) {
+  const RankPlace first{o.group_rank, o.groups, 0, o.procs};
+  spdlog::info("starting {} (ranks {}..{} of {}) of {}, rendezvous at {}:{}", counted(o.procs, "process", "processes"),
+               first.rank(), first.rank() + o.procs - 1, first.world(), shown(o.argv), o.context.master_addr,
+               o.context.master_port);
+  unblock_stop_signals();  // supervise() forwards them to the ranks from a handler
+  SuperviseOptions sup;
+  sup.timeout_s = 1e9;  // training takes as long as it takes; a stop or a failure ends it
+  sup.grace_s = o.grace_s;
+  sup.tail_lines = o.tail_lines;
+  sup.out = o.out;
+  const std::vector<ExitStatus> ranks = supervise(rank_specs(o), sup);
+  const int code = job_exit_code(ranks);
+  if (code != 0) {
+    std::string why = failure_report(ranks, o.argv);
+    if (!why.empty() && why.back() == '\n') why.pop_back();
+    spdlog::error("the training command failed (exit {}): {}", code, why.substr(0, why.find('\n')));
+    if (!o.failure_root.empty()) report::write_failure(o.failure_root, why);
+  } else {
+    spdlog::info("every rank exited 0");
+  }
+  release(o, code);
+  return code;
+}
+
+}  // namespace tandem::launch

@@ -1,0 +1,244 @@
+// `tandem launch -- COMMAND`: the ranks' environment, the command, the host's exit code
+// and output/failure (pure pieces), and the real binary on a SageMaker root with /bin/sh
+// ranks: variables, a failing rank, SIGTERM, a command that is not there. Python
+// training through simulate and per-host roots: tests/python/launch_script_test.py.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "process_helpers.h"
+#include "tandem/common/error.h"
+#include "tandem/common/launch_env.h"
+#include "tandem/launch/command_ranks.h"
+#include "tandem/launch/rank_env.h"
+#include "tandem/launch/simulate.h"
+
+namespace tandem::launch {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::slurp;
+
+TEST(RankEnv, TorchrunVariablesPlaceEveryRank) {
+  RankContext ctx;
+  ctx.master_addr = "10.0.0.2";
+  ctx.master_port = 29511;
+  ctx.workers = {"10.0.0.5:6000", "10.0.0.6:6000"};
+  ctx.job = "job-1";
+  ctx.settings_json = R"({"image-size":"32"})";
+  ctx.sagemaker_root = "/opt/ml";
+  ctx.host = "algo-3";
+  ctx.omp_threads = 4;
+  ctx.network_interface = "eth0";
+  const auto env = rank_environment(ctx, RankPlace{1, 2, 1, 2});
+  const std::map<std::string, std::string> want = {
+      {"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "1"},
+      {"GROUP_WORLD_SIZE", "2"}, {"ROLE_RANK", "3"}, {"ROLE_WORLD_SIZE", "4"}, {"MASTER_ADDR", "10.0.0.2"},
+      {"MASTER_PORT", "29511"}, {"OMP_NUM_THREADS", "4"}, {"GLOO_SOCKET_IFNAME", "eth0"},
+      {"NCCL_SOCKET_IFNAME", "eth0"}, {"TANDEM_WORKERS", "10.0.0.5:6000,10.0.0.6:6000"},
+      {"TANDEM_JOB_NAME", "job-1"}, {"TANDEM_SETTINGS", R"({"image-size":"32"})"},
+      {"TANDEM_SAGEMAKER_ROOT", "/opt/ml"}, {"TANDEM_HOST", "algo-3"}};
+  EXPECT_EQ(env, want);  // no token: no TANDEM_TOKEN; no TORCHELASTIC_*
+}
+
+TEST(RankEnv, TokenAndThreadsOnlyWhenThere) {
+  RankContext ctx;
+  ctx.token = "s3cret";
+  const auto env = rank_environment(ctx, RankPlace{});
+  EXPECT_EQ(env.at(launch_env::kToken), "s3cret");
+  EXPECT_EQ(env.at(launch_env::kWorkers), "");  // set, empty: no workers
+  EXPECT_EQ(env.count(launch_env::kOmpThreads), 0u);
+  EXPECT_EQ(env.count(launch_env::kGlooInterface), 0u);
+  EXPECT_EQ(omp_threads_per_rank(8, 2, false), 4);
+  EXPECT_EQ(omp_threads_per_rank(2, 4, false), 1);
+  EXPECT_EQ(omp_threads_per_rank(8, 2, true), 0);
+}
+
+TEST(RankCommand, CommandOrScript) {
+  LaunchOptions o;
+  EXPECT_TRUE(rank_command(o, "/usr/bin/python3").empty());
+  o.command = {"torchrun-free", "--x"};
+  EXPECT_EQ(rank_command(o, "py"), o.command);
+  o.command.clear();
+  o.script = "train.py";
+  o.script_args = {"--lr", "0.1"};
+  EXPECT_EQ(rank_command(o, "/usr/bin/python3"),
+            (std::vector<std::string>{"/usr/bin/python3", "train.py", "--lr", "0.1"}));
+  o.command = {"x"};
+  EXPECT_THROW(rank_command(o, "py"), ConfigError);
+  LaunchOptions args_only;
+  args_only.script_args = {"--lr"};
+  try {
+    rank_command(args_only, "py");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--script-args is given without --script"), std::string::npos) << e.what();
+  }
+}
+
+std::string find_error(const std::string& name, const std::string& path) {
+  try {
+    find_command(name, path);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(FindCommand, FindsOnPathOrSaysWhatIsWrong) {
+  EXPECT_EQ(find_command("sh", "/no/such/dir:/bin"), "/bin/sh");
+  EXPECT_EQ(find_command("/bin/sh", ""), "/bin/sh");
+  const std::string missing = find_error("no-such-program-xyz", "/no/such/dir:/bin");
+  EXPECT_NE(missing.find("cannot run the command 'no-such-program-xyz': not found on PATH (/no/such/dir:/bin)"),
+            std::string::npos) << missing;
+  EXPECT_NE(missing.find("install it, or give its full path"), std::string::npos) << missing;
+  const fs::path dir = testing::fresh_dir("find-command");
+  std::ofstream(dir / "script.py") << "print(1)\n";
+  const std::string plain = find_error((dir / "script.py").string(), "");
+  EXPECT_NE(plain.find("it is not executable: chmod +x it"), std::string::npos) << plain;
+  EXPECT_NE(find_error(dir.string(), "").find("it is a directory"), std::string::npos);
+  EXPECT_NE(find_error("./nope.sh", "").find("no such file"), std::string::npos);
+  // On PATH but not executable: named, rather than "not found".
+  const std::string on_path = find_error("script.py", dir.string());
+  EXPECT_NE(on_path.find((dir / "script.py").string() + ": it is not executable"), std::string::npos) << on_path;
+  fs::remove_all(dir);
+}
+
+ExitStatus status(const std::string& name, int code, int sig = 0, bool cause = false) {
+  ExitStatus s;
+  s.name = name;
+  s.exit_code = sig ? -1 : code;
+  s.signal = sig;
+  s.stopped_others = cause;
+  return s;
+}
+
+TEST(JobExitCode, TheCauseDecides) {
+  EXPECT_EQ(job_exit_code({status("rank-0", 0), status("rank-1", 0)}), 0);
+  // rank-1 failed first (exit 7); rank-0 died of the SIGTERM that followed.
+  EXPECT_EQ(job_exit_code({status("rank-0", 0, SIGTERM), status("rank-1", 7, 0, true)}), 7);
+  // A stop from outside: the ranks decide; the first that did not exit 0 counts.
+  EXPECT_EQ(job_exit_code({status("rank-0", 0), status("rank-1", 5), status("rank-2", 6)}), 5);
+  EXPECT_EQ(job_exit_code({status("rank-0", 0, SIGKILL)}), 128 + SIGKILL);
+}
+
+TEST(FailureReport, NamesTheRankTheCommandAndItsLastLines) {
+  ExitStatus bad = status("rank-1", 7, 0, true);
+  bad.tail = {"Traceback (most recent call last):", "ValueError: boom"};
+  const std::string text = failure_report({status("rank-0", 0, SIGTERM), bad}, {"/usr/bin/python3", "train.py"});
+  EXPECT_EQ(text,
+            "rank-1 exited 7, so the other ranks were stopped: /usr/bin/python3 train.py\n"
+            "its last 2 lines:\nTraceback (most recent call last):\nValueError: boom\n");
+  EXPECT_EQ(failure_report({status("rank-0", 0)}, {"x"}), "");
+}
+
+TEST(Supervise, KeepsEachChildsLastLinesAndMarksTheCause) {
+  std::ostringstream out;
+  SuperviseOptions opts;
+  opts.tail_lines = 2;
+  opts.grace_s = 5;
+  opts.out = &out;
+  ProcessSpec bad{"bad", {"/bin/sh", "-c", "echo one; echo two; echo three >&2; exit 4"}, {}, {}, true};
+  ProcessSpec slow{"slow", {"/bin/sh", "-c", "sleep 30"}, {}, {}, true};
+  const auto s = supervise({bad, slow}, opts);
+  EXPECT_EQ(s[0].tail, (std::vector<std::string>{"two", "three"}));
+  EXPECT_TRUE(s[0].stopped_others);
+  EXPECT_FALSE(s[1].stopped_others);
+  EXPECT_EQ(s[1].signal, SIGTERM);
+}
+
+// ---- The real binary on a one-host SageMaker root, ranks as /bin/sh -------------------------
+
+struct Host {
+  fs::path dir;
+  fs::path root;
+  std::string flags;
+};
+
+// A SageMaker root of one trainer host (a single group trains) and its launch flags.
+Host one_host(const std::string& name, const nlohmann::json& hyperparameters = nlohmann::json::object()) {
+  Host h;
+  h.dir = testing::fresh_dir(name);
+  h.root = h.dir / "algo-1";
+  SimulateOptions sim;
+  sim.worker_hosts = 0;
+  write_host_root(h.root.string(), plan_hosts(sim), 0, sagemaker_hyperparameters(hyperparameters));
+  h.flags = "launch --sagemaker-root " + h.root.string() + " --host-map algo-1=127.0.0.1:6000 --master-port " +
+            std::to_string(testing::free_port()) + " --procs-per-host 2 ";
+  return h;
+}
+
+std::string sh_command(const std::string& script) { return "-- /bin/sh -c '" + script + "'"; }
+
+TEST(LaunchCommand, EveryRankGetsTorchrunsAndTandemsVariables) {
+  const Host h = one_host("launch-env", {{"image-size", 32}});
+  const std::string script = "echo \"$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR "
+                             "[$TANDEM_WORKERS] $TANDEM_HOST $TANDEM_SAGEMAKER_ROOT $TANDEM_SETTINGS\" > " +
+                             h.dir.string() + "/rank-$RANK";
+  const auto r = testing::run_capture(h.flags + sh_command(script), h.dir / "log", 60);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string line = slurp(h.dir / ("rank-" + std::to_string(rank)));
+    EXPECT_EQ(line.rfind(std::to_string(rank) + " " + std::to_string(rank) + " 2 2 0 127.0.0.1 [] algo-1 " +
+                             h.root.string() + " {",
+                         0),
+              0u)
+        << line;
+    EXPECT_NE(line.find("\"image-size\":\"32\""), std::string::npos) << line;  // from hyperparameters.json
+  }
+  EXPECT_NE(r.out.find("every rank exited 0"), std::string::npos) << r.out;
+  fs::remove_all(h.dir);
+}
+
+TEST(LaunchCommand, AFailingRankEndsTheOthersWithItsCodeAndLastLines) {
+  const Host h = one_host("launch-fail");
+  const std::string script =
+      "if [ $RANK = 1 ]; then echo about to fail; echo ValueError: boom >&2; exit 7; fi; sleep 60";
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = testing::run_capture(h.flags + sh_command(script), h.dir / "log", 60);
+  EXPECT_EQ(r.code, 7) << r.out;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(45)) << "rank 0 was not stopped";
+  const std::string failure = slurp(h.root / "output/failure");
+  EXPECT_NE(failure.find("rank-1 exited 7, so the other ranks were stopped: /bin/sh -c"), std::string::npos) << failure;
+  EXPECT_NE(failure.find("about to fail\nValueError: boom"), std::string::npos) << failure;
+  fs::remove_all(h.dir);
+}
+
+TEST(LaunchCommand, SigtermReachesEveryRankAndTheScriptDecidesTheExit) {
+  const Host h = one_host("launch-term");
+  const std::string script = "trap \"echo stopped > " + h.dir.string() +
+                             "/term-\\$RANK; exit 5\" TERM; echo ready; while true; do sleep 0.1; done";
+  testing::Child launcher = testing::spawn(h.flags + sh_command(script), h.dir / "log");
+  ASSERT_TRUE(testing::wait_for_text(h.dir / "log", "[rank-0] ready", std::chrono::seconds(60))) << slurp(h.dir / "log");
+  ASSERT_TRUE(testing::wait_for_text(h.dir / "log", "[rank-1] ready", std::chrono::seconds(60))) << slurp(h.dir / "log");
+  kill(launcher.pid, SIGTERM);
+  EXPECT_EQ(testing::wait_exit(launcher, std::chrono::seconds(60)), 5) << slurp(h.dir / "log");
+  EXPECT_EQ(slurp(h.dir / "term-0"), "stopped\n");
+  EXPECT_EQ(slurp(h.dir / "term-1"), "stopped\n");
+  fs::remove_all(h.dir);
+}
+
+TEST(LaunchCommand, ACommandThatIsNotThereIsOneClearError) {
+  const Host h = one_host("launch-missing");
+  auto r = testing::run_capture(h.flags + "-- no-such-program-xyz --flag", h.dir / "log", 60);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("cannot run the command 'no-such-program-xyz': not found on PATH"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("[rank-"), std::string::npos) << "no rank may start:\n" << r.out;
+  EXPECT_NE(slurp(h.root / "output/failure").find("no-such-program-xyz"), std::string::npos);
+  r = testing::run_capture(h.flags + "--script no_such_train.py", h.dir / "log2", 60);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--script no_such_train.py: no such file"), std::string::npos) << r.out;
+  fs::remove_all(h.dir);
+}
+
+}  // namespace
+}  // namespace tandem::launch
