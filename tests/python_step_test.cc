@@ -150,9 +150,11 @@ TEST(PythonStepErrors, WhatItReturnsIsCheckedAgainstOneUint8ArrayOfOneShape) {
   EXPECT_NE(floats.find("on sample 0"), std::string::npos) << floats;
   EXPECT_NE(floats.find("it returned a float32 array of shape [3,16,16], expected a uint8 numpy array [C,H,W]"),
             std::string::npos) << floats;
-  const std::string dict = start_error(folder_data(root, step("fields")));
-  EXPECT_NE(dict.find("it returned a dict of fields ('image', 'mask')"), std::string::npos) << dict;
-  EXPECT_NE(dict.find("later version"), std::string::npos) << dict;
+  const std::string label = start_error(folder_data(root, step("with_label")));
+  EXPECT_NE(label.find("it returned a dict of fields ('image', 'label') with a 'label': the label is the dataset's"),
+            std::string::npos) << label;
+  const std::string no_image = start_error(folder_data(root, step("no_image")));
+  EXPECT_NE(no_image.find("it returned a dict of fields ('mask') without an 'image'"), std::string::npos) << no_image;
   auto shrinks = data::make_dataset(folder_data(root, step("shrinks_bright")));
   const uint64_t bright = 11;  // b/5.png: the classes' files in order, a/0..5 then b/0..5
   const std::string later = sample_error(*shrinks, bright);
@@ -282,6 +284,48 @@ TEST(PythonStepWorkers, TwoWorkersServeByteIdenticalBatches) {
   auto local = data::make_dataset(folder_data(root, step("mark"), 1));
   EXPECT_EQ(std::vector<std::byte>(x.data.data() + 3 * 8 * 16, x.data.data() + 2 * 3 * 8 * 16), sample(*local, 11, 1))
       << "the same bytes as made in this process";
+}
+
+// A step that returns a dict: its 'image' is the sample's image, its other fields join
+// the dataset's schema after image and label (the label still the class folder's), and a
+// worker sends them as fields: dense (mask) and ragged (points, the function's
+// ragged_fields attribute), numbers as float32.
+TEST(PythonStepFields, ADictsFieldsTravelBesideTheImageAndTheFoldersLabel) {
+  REQUIRE_NUMPY();
+  const fs::path root = image_folder("python-step-fields");
+  auto mask = data::make_dataset(folder_data(root, step("fields")));
+  std::string names;
+  for (const data::FieldSpec& f : mask->info().schema()) names += data::field_spec_text(f) + "; ";
+  EXPECT_EQ(names, "image uint8 [3,16,16]; label int64 []; mask uint8 [16,16]; ") << names;
+  EXPECT_EQ(mask->info().num_classes, 2);
+  const fs::path dir = root.parent_path();
+  testing::Worker w = testing::start_worker("--threads 2 --python /usr/bin/python3 --python-procs 2 --data imagefolder:" +
+                                                root.string() + " --pipeline '" + step("with_points") + "'",
+                                            dir / "w.log", 60s);
+  ASSERT_NE(w.port, 0) << slurp(dir / "w.log");
+  const data::BatchRequest request{1, 0, {0, 7, 3, 11}};
+  const data::Batch b = request_batch(w.target(), request);
+  EXPECT_EQ(b.labels, (std::vector<int64_t>{0, 1, 0, 1}));  // a/0..5 then b/0..5
+  ASSERT_EQ(b.fields.size(), 2u);
+  EXPECT_EQ(b.fields[0].name, "brightness");
+  EXPECT_EQ(b.fields[0].dtype, data::DType::kFloat32);
+  const data::Field& points = b.fields[1];
+  EXPECT_EQ(points.name, "points");
+  ASSERT_EQ(points.lengths.size(), 4u);
+  const size_t pixels = 3 * 16 * 16;
+  int64_t rows = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    const auto* image = reinterpret_cast<const uint8_t*>(b.data.data()) + i * pixels;
+    const int64_t n = image[0] % 3 + 1;  // the function's rule, from the image it returned
+    EXPECT_EQ(points.lengths[i], n) << "sample " << i;
+    const auto* values = reinterpret_cast<const float*>(points.data.data()) + rows * 2;
+    for (int64_t v = 0; v < n * 2; ++v) EXPECT_EQ(values[v], static_cast<float>(n)) << "sample " << i;
+    rows += n;
+    double sum = 0;
+    for (size_t p = 0; p < pixels; ++p) sum += image[p];
+    EXPECT_NEAR(reinterpret_cast<const float*>(b.fields[0].data.data())[i], sum / pixels, 1e-3) << "sample " << i;
+  }
+  EXPECT_EQ(points.shape, (std::vector<int64_t>{rows, 2}));
 }
 
 // --- a Python dataset on the trainer's own cores ----------------------------------------

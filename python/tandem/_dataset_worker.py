@@ -18,7 +18,8 @@ JSON object. The worker sends
                                                                                                  (a number)
 and a failure is {"ok": false, "error": "...", "where": "file:line", "traceback": "..."}.
 With "kind": "function" in init (the python(FILE:FUNCTION) step of --pipeline), NAME is
-a function of one array (init answers "len": 0) and the worker sends
+a function of one array (init answers "len": 0 and the function's ragged_fields attribute)
+and the worker sends
 
     {"op": "call", "index": I, "seed": S, "shape": [C, H, W], "nbytes": B}
                                                            -> as "get", with the field "output"
@@ -105,7 +106,7 @@ def _load_function(file, name):
     function = _attribute(_import(file), file, name)
     if not callable(function):
         raise TypeError(f"{file}'s '{name}' is a {type(function).__name__}, not a function: "
-                        "name a function of one uint8 array [C, H, W] that returns an array")
+                        "name a function of one uint8 array [C, H, W] that returns an array or a dict of fields")
     return function
 
 
@@ -313,7 +314,8 @@ def main():
         shared = _Shared(shm_fd, init.get("max_shm", 0))
         if init.get("kind") == "function":
             dataset = _load_function(user_file, init["name"])
-            _send(sock, {"ok": True, "len": 0, "num_classes": None, "classes": None})
+            ragged = [str(f) for f in getattr(dataset, "ragged_fields", None) or ()]
+            _send(sock, {"ok": True, "len": 0, "num_classes": None, "classes": None, "ragged_fields": ragged})
         else:
             dataset = _load(user_file, init["name"], init["args"])
             num_classes, classes = _classes(dataset)

@@ -137,12 +137,12 @@ void Pipeline::learn_output(const std::function<void(uint8_t* out)>& run_first) 
 // The C++ steps' image, made by `made` into a buffer, through the python() step into `out`,
 // seeded as a Python dataset's sample is: the first draw of the sample's fresh Rng.
 void Pipeline::run_python(const Rng& key, uint64_t index, const std::function<void(uint8_t*)>& made,
-                          uint8_t* out) const {
+                          uint8_t* out, const FieldsOut* extra) const {
   thread_local std::vector<uint8_t> input;
   input.resize(static_cast<size_t>(channels_) * height_ * width_);
   made(input.data());
   Rng first = key;
-  python_->run(index, first.next_u64(), input, {channels_, height_, width_}, out);
+  python_->run(index, first.next_u64(), input, {channels_, height_, width_}, out, extra);
 }
 
 // A spec's step with its parameters read out. REQUIRES: an augmentation op (not decode,
@@ -373,16 +373,22 @@ void Pipeline::decode_png_fused(PngReader& png, Image& dst, Rng& rng) const {
   resample(src, out_h, out_w, dst);
 }
 
-void Pipeline::run_file(std::span<const uint8_t> file, Rng& rng, uint8_t* out, uint64_t index) const {
+void Pipeline::run_file(std::span<const uint8_t> file, Rng& rng, uint8_t* out, uint64_t index,
+                        const FieldsOut* extra) const {
   if (!python_) return decode_and_run(file, rng, out);
   const Rng key = rng;
-  run_python(key, index, [&](uint8_t* made) { decode_and_run(file, rng, made); }, out);
+  run_python(key, index, [&](uint8_t* made) { decode_and_run(file, rng, made); }, out, extra);
 }
 
-void Pipeline::run_image(const Image& source, Rng& rng, uint8_t* out, uint64_t index) const {
+void Pipeline::run_image(const Image& source, Rng& rng, uint8_t* out, uint64_t index, const FieldsOut* extra) const {
   if (!python_) return augment_image(source, rng, out);
   const Rng key = rng;
-  run_python(key, index, [&](uint8_t* made) { augment_image(source, rng, made); }, out);
+  run_python(key, index, [&](uint8_t* made) { augment_image(source, rng, made); }, out, extra);
+}
+
+const std::vector<FieldSpec>& Pipeline::extra_fields() const {
+  static const std::vector<FieldSpec> kNone;
+  return python_ ? python_->extra_fields() : kNone;
 }
 
 void Pipeline::decode_and_run(std::span<const uint8_t> file, Rng& rng, uint8_t* out) const {

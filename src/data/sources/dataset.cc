@@ -246,6 +246,13 @@ bool DatasetInfo::has_label() const {
   return std::any_of(fields.begin(), fields.end(), [](const FieldSpec& f) { return f.name == kLabelField; });
 }
 
+void DatasetInfo::add_fields(const std::vector<FieldSpec>& extra) {
+  if (extra.empty()) return;
+  std::vector<FieldSpec> all = schema();
+  all.insert(all.end(), extra.begin(), extra.end());
+  fields = std::move(all);
+}
+
 std::vector<FieldSpec> DatasetInfo::extra_fields() const {
   std::vector<FieldSpec> out;
   for (const FieldSpec& f : fields) {

@@ -165,6 +165,7 @@ class ImageFolderDataset final : public Dataset {
     learn_python_output();
     info_.sample_shape = pipeline_.sample_shape();
     info_.dtype = DType::kUInt8;
+    info_.add_fields(pipeline_.extra_fields());
     info_.num_classes = static_cast<int>(index_.classes.size());
     info_.class_names = index_.classes;
     set_normalisation();
@@ -180,13 +181,24 @@ class ImageFolderDataset final : public Dataset {
   uint64_t shared_memory_bytes() const override { return pipeline_.has_python_step() ? shm_bytes_ : 0; }
 
   int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const override {
+    return produce_into(index, epoch, out, nullptr);
+  }
+
+  int64_t produce_fields(uint64_t index, uint32_t epoch, std::span<std::byte> out,
+                         const FieldsOut& extra) const override {
+    return produce_into(index, epoch, out, &extra);
+  }
+
+ private:
+  // produce_fields(), or produce() when `extra` is null.
+  int64_t produce_into(uint64_t index, uint32_t epoch, std::span<std::byte> out, const FieldsOut* extra) const {
     check_sample_index(index, info_);
     uint64_t item = item_of(index, info_.size, index_.files.size());
     for (uint64_t tries = 0;; ++tries) {
       const ImageFile& file = index_.files[item];
       std::string problem;
       try {
-        problem = try_produce(file, index, epoch, out);
+        problem = try_produce(file, index, epoch, out, extra);
       } catch (const PythonSampleError& e) {  // the python() step: the user's code, not the file
         if (policy_ == BadSamplePolicy::kFail) {
           throw DataError(std::string(e.what()) + " (image " + root_ + "/" + file.path +
@@ -208,15 +220,15 @@ class ImageFolderDataset final : public Dataset {
     }
   }
 
- private:
   // Makes the sample from `file`; returns "" or what was wrong with the file.
-  std::string try_produce(const ImageFile& file, uint64_t index, uint32_t epoch, std::span<std::byte> out) const {
+  std::string try_produce(const ImageFile& file, uint64_t index, uint32_t epoch, std::span<std::byte> out,
+                          const FieldsOut* extra) const {
     thread_local std::vector<uint8_t> bytes;
     std::string problem = read_whole(root_ + "/" + file.path, file.bytes, bytes);
     if (!problem.empty()) return problem;
     Rng rng(kAugmentStream, seed_, epoch, index);
     try {
-      pipeline_.run_file(bytes, rng, reinterpret_cast<uint8_t*>(out.data()), index);
+      pipeline_.run_file(bytes, rng, reinterpret_cast<uint8_t*>(out.data()), index, extra);
     } catch (const ImageTooLarge& e) {
       return e.what();
     } catch (const DecodeError& e) {

@@ -56,19 +56,29 @@ class MnistDataset final : public Dataset {
   uint64_t shared_memory_bytes() const override { return pipeline_->has_python_step() ? shm_bytes_ : 0; }
 
   int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const override {
-    check_sample_index(index, info_);
-    const uint64_t item = item_of(index, info_.size, images_.dims[0]);
-    make(index, epoch, item, reinterpret_cast<uint8_t*>(out.data()));
-    return labels_.values[item];
+    return produce_into(index, epoch, out, nullptr);
+  }
+
+  int64_t produce_fields(uint64_t index, uint32_t epoch, std::span<std::byte> out,
+                         const FieldsOut& extra) const override {
+    return produce_into(index, epoch, out, &extra);
   }
 
  private:
-  void make(uint64_t index, uint32_t epoch, uint64_t item, uint8_t* out) const {
+  // produce_fields(), or produce() when `extra` is null.
+  int64_t produce_into(uint64_t index, uint32_t epoch, std::span<std::byte> out, const FieldsOut* extra) const {
+    check_sample_index(index, info_);
+    const uint64_t item = item_of(index, info_.size, images_.dims[0]);
+    make(index, epoch, item, reinterpret_cast<uint8_t*>(out.data()), extra);
+    return labels_.values[item];
+  }
+
+  void make(uint64_t index, uint32_t epoch, uint64_t item, uint8_t* out, const FieldsOut* extra = nullptr) const {
     thread_local Image image;
     image.reshape(rows_, cols_, 1);
     std::memcpy(image.pixels.data(), images_.values.data() + item * rows_ * cols_, image.bytes());
     Rng rng(kAugmentStream, seed_, epoch, index);
-    pipeline_->run_image(image, rng, out, index);
+    pipeline_->run_image(image, rng, out, index, extra);
   }
 
   void fill_info(const DataOptions& opts, const std::string& images_path, const std::string& labels_path) {
@@ -76,6 +86,7 @@ class MnistDataset final : public Dataset {
     info_.size = samples_per_epoch(opts, images_.dims[0], images_path);
     info_.sample_shape = pipeline_->sample_shape();
     info_.dtype = DType::kUInt8;
+    info_.add_fields(pipeline_->extra_fields());
     info_.num_classes = std::max<int>(10, *std::max_element(labels_.values.begin(), labels_.values.end()) + 1);
     const bool fashion = lowercase(images_path).find("fashion") != std::string::npos;
     info_.mean.assign(pipeline_->channels(), fashion ? 0.2860f : 0.1307f);

@@ -167,6 +167,35 @@ uint64_t python_sample_seed(uint64_t seed, uint32_t epoch, uint64_t index) {
   return Rng(kAugmentStream, seed, epoch, index).next_u64();
 }
 
+void write_python_fields(const SampleFields& fields, const std::vector<FieldSpec>& schema, std::span<std::byte> image,
+                         const FieldsOut* extra) {
+  size_t e = 0;
+  for (const FieldSpec& spec : schema) {
+    const SampleField& f = std::find_if(fields.begin(), fields.end(), [&](const auto& nf) {
+                             return nf.first == spec.name;
+                           })->second;  // python_sample_problem saw every field there
+    if (spec.name == kLabelField) continue;
+    if (spec.name == kImageField) {
+      std::memcpy(image.data(), f.bytes.data(), std::min(image.size(), f.bytes.size()));
+      continue;
+    }
+    if (!extra) continue;
+    const size_t at = e++;
+    int64_t integer = f.integer;
+    float real = static_cast<float>(f.real);
+    std::span<const std::byte> bytes = f.bytes;
+    if (!f.is_array) {
+      bytes = spec.dtype == DType::kInt64 ? std::as_bytes(std::span<const int64_t>(&integer, 1))
+                                          : std::as_bytes(std::span<const float>(&real, 1));
+    }
+    if (std::vector<std::byte>* rows = extra->ragged[at]) {
+      rows->insert(rows->end(), bytes.begin(), bytes.end());
+    } else {
+      std::memcpy(extra->dense[at].data(), bytes.data(), std::min(bytes.size(), extra->dense[at].size()));
+    }
+  }
+}
+
 namespace {
 
 std::string hex64(uint64_t h) {
@@ -315,34 +344,8 @@ class PythonDataset final : public Dataset {
     return label;
   }
 
-  // Copies a checked sample's fields into place: the image, then each extra field in
-  // schema order (a dense field into its row, a ragged one appended to its rows).
   void write(const SampleFields& fields, std::span<std::byte> out, const FieldsOut* extra) const {
-    size_t e = 0;
-    for (const FieldSpec& spec : info_.fields) {
-      const SampleField& f = std::find_if(fields.begin(), fields.end(), [&](const auto& nf) {
-                               return nf.first == spec.name;
-                             })->second;  // python_sample_problem saw every field there
-      if (spec.name == kLabelField) continue;
-      if (spec.name == kImageField) {
-        std::memcpy(out.data(), f.bytes.data(), std::min(out.size(), f.bytes.size()));
-        continue;
-      }
-      if (!extra) continue;
-      const size_t at = e++;
-      int64_t integer = f.integer;
-      float real = static_cast<float>(f.real);
-      std::span<const std::byte> bytes = f.bytes;
-      if (!f.is_array) {
-        bytes = spec.dtype == DType::kInt64 ? std::as_bytes(std::span<const int64_t>(&integer, 1))
-                                            : std::as_bytes(std::span<const float>(&real, 1));
-      }
-      if (std::vector<std::byte>* rows = extra->ragged[at]) {
-        rows->insert(rows->end(), bytes.begin(), bytes.end());
-      } else {
-        std::memcpy(extra->dense[at].data(), bytes.data(), std::min(bytes.size(), extra->dense[at].size()));
-      }
-    }
+    write_python_fields(fields, info_.fields, out, extra);
   }
 
   std::string label_problem(int64_t label) const {

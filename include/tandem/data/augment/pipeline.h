@@ -29,6 +29,7 @@
 #include "tandem/data/augment/pipeline_spec.h"
 #include "tandem/data/augment/rng.h"
 #include "tandem/data/augment/geometry.h"
+#include "tandem/data/sources/dataset.h"  // FieldsOut, FieldSpec
 
 namespace tandem::data {
 
@@ -77,10 +78,18 @@ class Pipeline {
   // DecodeError) when the header declares more than max_pixels pixels, PythonSampleError
   // (a DataError) when the python() step fails on it. `index`, the sample's, names it in
   // the python() step's errors.
-  void run_file(std::span<const uint8_t> file, Rng& rng, uint8_t* out, uint64_t index = 0) const;
+  // With a python() step that returns a dict, its other fields go into `extra` (when not
+  // null), in extra_fields() order.
+  void run_file(std::span<const uint8_t> file, Rng& rng, uint8_t* out, uint64_t index = 0,
+                const FieldsOut* extra = nullptr) const;
 
   // Augments a raw image of the source's size and channels into `out`. Thread-safe.
-  void run_image(const Image& image, Rng& rng, uint8_t* out, uint64_t index = 0) const;
+  void run_image(const Image& image, Rng& rng, uint8_t* out, uint64_t index = 0, const FieldsOut* extra = nullptr) const;
+
+  // The fields a python() step returns beside the image (a dict's other fields), learned
+  // by learn_output(); empty without such a step. A dataset adds them to its schema
+  // (schema_with_extra_fields) and passes FieldsOut to run_file / run_image.
+  const std::vector<FieldSpec>& extra_fields() const;
 
  private:
   enum class Kind {
@@ -103,7 +112,8 @@ class Pipeline {
   void decode_and_run(std::span<const uint8_t> file, Rng& rng, uint8_t* out) const;
   void augment_image(const Image& image, Rng& rng, uint8_t* out) const;
   void start_python(const StepSpec& spec, const PipelineSource& source);
-  void run_python(const Rng& key, uint64_t index, const std::function<void(uint8_t*)>& made, uint8_t* out) const;
+  void run_python(const Rng& key, uint64_t index, const std::function<void(uint8_t*)>& made, uint8_t* out,
+                  const FieldsOut* extra) const;
   void add_step(const StepSpec& spec, int& height, int& width);
   void apply(const Step& step, Image*& image, Image*& spare, Rng& rng) const;
   void run_steps(size_t first, Image*& image, Image*& spare, Rng& rng, uint8_t* out) const;

@@ -52,6 +52,10 @@ struct DatasetInfo {
   bool has_label() const;
   // The schema's fields other than image and label, in order: those of Batch::fields.
   std::vector<FieldSpec> extra_fields() const;
+  // Adds `extra` (fields other than image and label, e.g. a python() step's) after the
+  // schema's own: `fields` becomes schema() + extra. Nothing changes when `extra` is empty.
+  // REQUIRES: sample_shape and dtype set.
+  void add_fields(const std::vector<FieldSpec>& extra);
 };
 
 // Where Dataset::produce_fields writes one sample's extra fields (DatasetInfo::

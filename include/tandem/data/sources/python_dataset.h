@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <span>
 #include <vector>
 
 #include "tandem/common/settings.h"
@@ -32,6 +33,12 @@ std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vect
 // dtype or shape that differs), naming the field, what was expected and what came; empty
 // when nothing is.
 std::string python_sample_problem(const SampleFields& fields, const std::vector<FieldSpec>& schema);
+
+// Copies a sample's fields, checked by python_sample_problem against `schema`, into place:
+// 'image' into `image`, each other field but 'label' into `extra` in schema order (a dense
+// field into its row, a ragged one appended to its rows); nothing into `extra` when null.
+void write_python_fields(const SampleFields& fields, const std::vector<FieldSpec>& schema, std::span<std::byte> image,
+                         const FieldsOut* extra);
 
 // The pool options `opts` asks for: FILE and NAME from opts.data, the arguments checked
 // as a JSON object, the interpreter, processes (0 -> available_cores()), the timeout and
