@@ -1,6 +1,6 @@
+#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <algorithm>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
