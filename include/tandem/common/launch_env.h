@@ -1,0 +1,55 @@
+// The environment `tandem launch` gives each process of a user's command (and each
+// `tandem trainer` rank) on a trainer host: the one definition of the variable names.
+// docs/python.md has the same table for users. Readers: the ranks' own code
+// (`tandem.Feed()` with no arguments, torch.distributed's env:// rendezvous); writer:
+// launch::rank_environment (include/tandem/launch/rank_env.h).
+//
+// | variable            | value                                                            |
+// |---------------------|------------------------------------------------------------------|
+// | RANK                | GROUP_RANK x LOCAL_WORLD_SIZE + LOCAL_RANK                       |
+// | LOCAL_RANK          | 0 .. LOCAL_WORLD_SIZE-1 on this host (the GPU to use)            |
+// | WORLD_SIZE          | trainer hosts x LOCAL_WORLD_SIZE                                  |
+// | LOCAL_WORLD_SIZE    | processes on this host (--procs-per-host; default its GPUs, 1)   |
+// | GROUP_RANK          | this host's index among the trainer hosts (sorted by name)       |
+// | GROUP_WORLD_SIZE    | trainer hosts                                                    |
+// | ROLE_RANK, ROLE_WORLD_SIZE | RANK, WORLD_SIZE (torchrun's, one role)                   |
+// | MASTER_ADDR         | the first trainer host's address (rank 0 runs there)             |
+// | MASTER_PORT         | --master-port (29500; simulate: a free port), the same everywhere |
+// | OMP_NUM_THREADS     | when unset: this host's cores / LOCAL_WORLD_SIZE (at least 1)     |
+// | TANDEM_WORKERS      | the job's data workers, "address:port,..." ("" = none)            |
+// | TANDEM_TOKEN        | the job's token (only when there is one)                         |
+// | TANDEM_JOB_NAME     | the job name workers check ("" = none)                           |
+// | TANDEM_SETTINGS     | JSON object: the tandem settings the launcher was given, by name  |
+// | TANDEM_SAGEMAKER_ROOT | this host's SageMaker root (rank 0's output/ goes under it)     |
+// | TANDEM_HOST         | this host's name (algo-2)                                        |
+//
+// No TORCHELASTIC_* variable is set: the ranks rendezvous at MASTER_ADDR:MASTER_PORT,
+// rank 0 serving the store, as torch.distributed's env:// does by default.
+#pragma once
+
+namespace tandem::launch_env {
+
+// torchrun's (torch.distributed.run) variables.
+inline constexpr const char* kRank = "RANK";
+inline constexpr const char* kLocalRank = "LOCAL_RANK";
+inline constexpr const char* kWorldSize = "WORLD_SIZE";
+inline constexpr const char* kLocalWorldSize = "LOCAL_WORLD_SIZE";
+inline constexpr const char* kGroupRank = "GROUP_RANK";
+inline constexpr const char* kGroupWorldSize = "GROUP_WORLD_SIZE";
+inline constexpr const char* kRoleRank = "ROLE_RANK";
+inline constexpr const char* kRoleWorldSize = "ROLE_WORLD_SIZE";
+inline constexpr const char* kMasterAddr = "MASTER_ADDR";
+inline constexpr const char* kMasterPort = "MASTER_PORT";
+inline constexpr const char* kOmpThreads = "OMP_NUM_THREADS";
+
+// tandem's own.
+inline constexpr const char* kWorkers = "TANDEM_WORKERS";
+inline constexpr const char* kToken = "TANDEM_TOKEN";
+inline constexpr const char* kJobName = "TANDEM_JOB_NAME";
+inline constexpr const char* kSettings = "TANDEM_SETTINGS";
+inline constexpr const char* kSageMakerRoot = "TANDEM_SAGEMAKER_ROOT";
+inline constexpr const char* kHost = "TANDEM_HOST";
+// For `tandem trainer` ranks only: the address Gloo binds to.
+inline constexpr const char* kGlooAddress = "TANDEM_GLOO_ADDRESS";
+
+}  // namespace tandem::launch_env
