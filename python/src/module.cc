@@ -225,7 +225,7 @@ class Feed {
   Feed(const py::object& workers, int rank, int world, int local_threads, uint64_t start_step, bool release,
        const py::kwargs& kwargs)
       : release_(release) {
-    feed::FeederOptions opts{to_targets(workers), rank, world, local_threads, start_step};
+    feed::FeederOptions opts{to_targets(workers), rank, world, local_threads, start_step, std::nullopt};
     const Settings settings = feed_settings(to_settings(kwargs));
     dtype_ = numpy_dtype(data::wire_dtype(settings.data));
     batch_size_ = settings.trainer.batch_size;
@@ -233,9 +233,6 @@ class Feed {
       py::gil_scoped_release nogil;  // a file dataset indexes its files here
       feeder_ = std::make_unique<feed::Feeder>(settings, std::move(opts));
     }
-    length_ = feeder_->steps() - feeder_->start_step();
-    batches_per_epoch_ = feeder_->sampler().batches_per_epoch();
-    dataset_ = dataset_dict(feeder_->info(), dtype_);
     try {
       for (;;) {
         if (without_gil([&] { return feeder_->wait_started(kSliceS); })) break;
@@ -246,6 +243,10 @@ class Feed {
       feeder_.reset();  // closes it
       throw;
     }
+    // Known once the feed has found its dataset (here, or learnt from the workers).
+    length_ = feeder_->steps() - feeder_->start_step();
+    batches_per_epoch_ = feeder_->sampler().batches_per_epoch();
+    dataset_ = dataset_dict(feeder_->info(), dtype_);
   }
 
   // The next batch, or StopIteration after the last step (or after close()).
