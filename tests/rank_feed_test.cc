@@ -3,6 +3,7 @@
 #include "tandem/feed/rank_feed.h"
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <thread>
@@ -11,6 +12,7 @@
 
 #include "fake_worker_client.h"
 #include "tandem/common/error.h"
+#include "tandem/data/sources/image_folder.h"
 #include "worker_fixture.h"
 
 namespace tandem::feed {
@@ -47,6 +49,15 @@ struct Workers {
   std::map<std::string, std::shared_ptr<FakeWorkerState>> states;
 };
 
+// How a worker serving an image folder at image size 16 (seed 0) describes its dataset.
+std::string image_folder_worker() {
+  DataOptions d;
+  d.data = "imagefolder";
+  d.image_size = 16;
+  return "imagefolder/v1 files=0123456789abcdef n=400 size=400 seed=0 pipeline=" + data::image_folder_pipeline(d) +
+         " max_pixels=" + std::to_string(d.max_image_pixels);
+}
+
 template <typename F>
 std::string error_of(F&& f) {
   try {
@@ -60,7 +71,7 @@ std::string error_of(F&& f) {
 TEST(RankFeed, LearnsTheDatasetFromTheFirstWorkerThatAnswers) {
   Workers w;
   w.add("a", /*healthy=*/false);
-  w.add("b");
+  w.add("b")->info.fingerprint_description = image_folder_worker();
   FeedOptions o = w.options();
   o.data.data = "imagefolder:/nonexistent/tandem-test-data";  // no copy on this host
   const std::atomic<bool> stop{false};
@@ -73,6 +84,29 @@ TEST(RankFeed, LearnsTheDatasetFromTheFirstWorkerThatAnswers) {
   EXPECT_FALSE(feed.next());
   feed.close();
   EXPECT_EQ(feed.scheduler().stats()[1].batches, 10u) << "b served every batch";
+}
+
+TEST(RankFeed, ALearntDatasetWhoseSettingsDifferFromOursIsRefusedByName) {
+  const auto refusal = [](const std::function<void(DataOptions&)>& set) {
+    Workers w;
+    w.add("b")->info.fingerprint_description = image_folder_worker();
+    FeedOptions o = w.options();
+    o.data.data = "imagefolder:/nonexistent/tandem-test-data";
+    set(o.data);
+    const std::atomic<bool> stop{false};
+    return error_of([&] { RankFeed feed(o, stop); });
+  };
+  EXPECT_EQ(refusal([](DataOptions&) {}), "") << "settings left at their defaults take the worker's";
+  EXPECT_EQ(refusal([](DataOptions& d) { d.image_size = 16; }), "");
+  EXPECT_EQ(refusal([](DataOptions& d) { d.seed = 7; }),
+            "data worker b (b-host) serves seed 0, this trainer expects 7 (--seed): give every host the same data "
+            "settings");
+  const std::string e = refusal([](DataOptions& d) { d.image_size = 24; });
+  EXPECT_NE(e.find("serves pipeline ...,random_resized_crop(size=16,"), std::string::npos) << e;
+  EXPECT_NE(e.find("this trainer expects ...,random_resized_crop(size=24,"), std::string::npos) << e;
+  EXPECT_NE(refusal([](DataOptions& d) { d.data = "mnist:/nonexistent/tandem-test-data"; })
+                .find("serves dataset imagefolder/v1, this trainer expects mnist/v1 (--data)"),
+            std::string::npos);
 }
 
 TEST(RankFeed, RefusesAWorkerServingAnotherDatasetByName) {

@@ -14,8 +14,9 @@ namespace tandem::python {
 namespace {
 
 // The trainer's settings that shape the feed rather than the training loop.
-const std::set<std::string> kFeedTrainerSettings = {"batch-size",      "steps",        "inflight", "prefetch",
-                                                    "connect-timeout", "batch-timeout"};
+// log-every and summary-json: the run's records (metrics.jsonl, summary.json), as the trainer's.
+const std::set<std::string> kFeedTrainerSettings = {"batch-size",    "steps",     "inflight",    "prefetch",
+                                                    "connect-timeout", "batch-timeout", "log-every", "summary-json"};
 
 std::string dashed(std::string key) {
   std::replace(key.begin(), key.end(), '_', '-');

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -13,12 +14,18 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "feed_env.h"
 #include "feed_settings.h"
+#include "tandem/cluster/endpoint.h"
+#include "tandem/common/clock.h"
 #include "tandem/common/error.h"
 #include "tandem/data/batching/convert.h"
 #include "tandem/data/batching/sampler.h"
 #include "tandem/feed/feeder.h"
 #include "tandem/feed/rank_feed.h"
+#include "tandem/report/output_root.h"
+#include "tandem/report/run_summary.h"
+#include "tandem/report/script_run.h"
 
 namespace py = pybind11;
 
@@ -220,22 +227,59 @@ void check_signals(F&& on_signal) {
   }
 }
 
+std::optional<std::vector<std::string>> optional_targets(const py::object& workers) {
+  if (workers.is_none()) return std::nullopt;
+  return to_targets(workers);
+}
+
+std::optional<int> optional_int(const py::object& v) {
+  return v.is_none() ? std::nullopt : std::optional<int>(v.cast<int>());
+}
+
+// The process's run records (report::ScriptRun), made by its first feed on rank 0: the
+// feeds of one script (one per epoch) add up to one run. A feed told to write elsewhere
+// (another sagemaker_root or summary_json) starts another. Null when there is nowhere to
+// write (the output folder could not be made).
+std::shared_ptr<report::ScriptRun> script_run(const Settings& settings, const FeedPlace& place,
+                                              uint64_t steps_per_epoch, uint64_t start_step) {
+  static std::shared_ptr<report::ScriptRun> run;
+  static std::optional<std::string> made_for;  // where the run was asked to write
+  std::error_code ec;
+  const std::string root = settings.cluster.sagemaker_root;
+  const std::string wanted = settings.trainer.summary_json + "\n" + (std::filesystem::is_directory(root, ec) ? root : "");
+  if (made_for == wanted) return run;
+  made_for = wanted;
+  run.reset();
+  std::string summary = settings.trainer.summary_json;
+  if (summary.empty()) {
+    const std::string out = report::output_root(settings, place.rank);
+    if (out.empty()) return nullptr;
+    summary = out + "/output/data/summary.json";
+  }
+  report::ScriptRunOptions o{summary, start_step > 0, place.rank, place.world, settings.trainer.log_every,
+                             steps_per_epoch};
+  try {
+    run = std::make_shared<report::ScriptRun>(o);
+    spdlog::info("this run's metrics.jsonl, summary.json and report.html go to {}",
+                 std::filesystem::path(summary).parent_path().string());
+  } catch (const std::exception& e) {
+    spdlog::warn("no metrics or summary for this run: {}", e.what());
+  }
+  return run;
+}
+
 class Feed {
  public:
-  Feed(const py::object& workers, int rank, int world, int local_threads, uint64_t start_step, bool release,
-       const py::kwargs& kwargs)
-      : release_(release) {
-    feed::FeederOptions opts{to_targets(workers), rank, world, local_threads, start_step};
-    const Settings settings = feed_settings(to_settings(kwargs));
-    dtype_ = numpy_dtype(data::wire_dtype(settings.data));
-    batch_size_ = settings.trainer.batch_size;
-    {
-      py::gil_scoped_release nogil;  // a file dataset indexes its files here
-      feeder_ = std::make_unique<feed::Feeder>(settings, std::move(opts));
-    }
-    length_ = feeder_->steps() - feeder_->start_step();
-    batches_per_epoch_ = feeder_->sampler().batches_per_epoch();
-    dataset_ = dataset_dict(feeder_->info(), dtype_);
+  Feed(const py::object& workers, const py::object& rank, const py::object& world, int local_threads,
+       uint64_t start_step, const py::object& epoch, bool release, const py::kwargs& kwargs)
+      : release_(release), settings_(feed_settings(with_launcher_settings(to_settings(kwargs)))) {
+    dtype_ = numpy_dtype(data::wire_dtype(settings_.data));
+    batch_size_ = settings_.trainer.batch_size;
+    place_ = feed_place(optional_targets(workers), optional_int(rank), optional_int(world), settings_,
+                        /*need_workers=*/local_threads == 0);
+    feed::FeederOptions opts{place_.workers, place_.rank, place_.world, local_threads, start_step, std::nullopt};
+    if (!epoch.is_none()) opts.epoch = epoch.cast<uint64_t>();
+    feeder_ = std::make_unique<feed::Feeder>(settings_, std::move(opts));
     try {
       for (;;) {
         if (without_gil([&] { return feeder_->wait_started(kSliceS); })) break;
@@ -246,6 +290,10 @@ class Feed {
       feeder_.reset();  // closes it
       throw;
     }
+    length_ = feeder_->steps() - feeder_->start_step();
+    batches_per_epoch_ = feeder_->sampler().batches_per_epoch();
+    dataset_ = dataset_dict(feeder_->info(), dtype_);
+    if (place_.rank == 0) run_ = script_run(settings_, place_, batches_per_epoch_, feeder_->start_step());
   }
 
   // The next batch, or StopIteration after the last step (or after close()).
@@ -253,6 +301,7 @@ class Feed {
     if (closing_) close();
     if (!feeder_) throw py::stop_iteration();
     std::optional<data::Batch> batch;
+    if (run_) run_->waiting();
     for (;;) {
       feed::Feeder::Status status;
       try {
@@ -273,6 +322,7 @@ class Feed {
       throw ConfigError("the data workers send bfloat16 batches (their --wire-dtype), which numpy cannot hold: "
                         "start them with --wire-dtype float16, float32 or uint8");
     }
+    if (run_) run_->taken(batch->size(), batch->sequence, feeder_->steps(), [&] { return feeder_->stats(); });
     return to_python(std::move(*batch), source_name(batch->source));
   }
 
@@ -286,9 +336,11 @@ class Feed {
     if (release) released_ = true;
     without_gil([&] {
       feeder_->close();
-      if (release) feeder_->shutdown_workers("training script finished");
       return 0;
     });
+    // The records first: they ask the workers what they are, before they go.
+    if (busy_ == 0) write_records();
+    if (release) without_gil([&] { return feeder_->shutdown_workers("training script finished"); });
     if (busy_ > 0) return;  // the thread still inside lets it go (its next call ends in close())
     stats_ = stats_of(*feeder_);
     feeder_.reset();
@@ -349,8 +401,38 @@ class Feed {
     return out;
   }
 
+  // Rank 0: adds this feed to the run's records and writes the summary and report.html
+  // (a feed that delivered nothing adds nothing). Never throws: the script's batches
+  // matter more than its records.
+  void write_records() {
+    if (!run_ || !feeder_->started()) return;
+    const std::vector<feed::SourceStats> sources = feeder_->stats();
+    uint64_t batches = 0;
+    for (const auto& s : sources) batches += s.batches;
+    run_->feed_ended(sources, feeder_->hedged());
+    if (batches == 0) return;
+    report::RunSummaryFacts facts{settings_, feeder_->rank_feed(), {}, 0, place_.cluster};
+    facts.world = place_.world;
+    facts.local_world = place_.local_world;
+    facts.local_threads = feeder_->rank_feed().local_threads();
+    facts.batch_size = batch_size_;
+    facts.steps_per_epoch = batches_per_epoch_;
+    facts.simulated = place_.simulated;
+    without_gil([&] {
+      try {
+        run_->write_summary(facts);
+      } catch (const std::exception& e) {
+        spdlog::warn("no summary for this run: {}", e.what());
+      }
+      return 0;
+    });
+  }
+
   std::unique_ptr<feed::Feeder> feeder_;
   bool release_ = false;
+  Settings settings_;
+  FeedPlace place_;
+  std::shared_ptr<report::ScriptRun> run_;  // the process's run (rank 0), or null
   bool released_ = false;
   int batch_size_ = 0;
   size_t length_ = 0;
@@ -370,22 +452,41 @@ int shutdown_workers(const py::object& workers, const std::string& reason, const
   return feed::release_workers(targets, settings.security, reason);
 }
 
-// What a Feed with these arguments would deliver, checked without the network: steps,
-// batch size, batches per epoch and the dataset. Raises ValueError as Feed would.
-py::dict plan(int rank, int world, uint64_t start_step, const py::kwargs& kwargs) {
-  const Settings settings = feed_settings(to_settings(kwargs));
-  if (world < 1 || rank < 0 || rank >= world) {
-    throw ConfigError("rank " + std::to_string(rank) + " of world " + std::to_string(world) +
-                      " is impossible: use 0 <= rank < world (torchrun sets RANK and WORLD_SIZE)");
+// Runs `f` on a thread of its own, looking at Python's signals every slice: Ctrl-C sets
+// `stop` (which `f` watches), waits for it to end and raises KeyboardInterrupt.
+template <typename F>
+auto interruptibly(std::atomic<bool>& stop, F&& f) -> decltype(f()) {
+  auto result = std::async(std::launch::async, std::forward<F>(f));
+  for (;;) {
+    {
+      py::gil_scoped_release nogil;
+      if (result.wait_for(seconds(kSliceS)) == std::future_status::ready) break;
+    }
+    check_signals([&] {
+      stop = true;
+      py::gil_scoped_release nogil;
+      result.wait();
+    });
   }
+  return result.get();
+}
+
+// What a Feed with these arguments would deliver: steps, batch size, batches per epoch and
+// the dataset, found as the Feed finds it (this host's copy of --data, else learnt from
+// the workers: then it waits for one to answer, up to connect_timeout). Raises ValueError
+// as Feed would.
+py::dict plan(const py::object& workers, const py::object& rank, const py::object& world, int local_threads,
+              uint64_t start_step, const py::kwargs& kwargs) {
+  const Settings settings = feed_settings(with_launcher_settings(to_settings(kwargs)));
+  const FeedPlace place = feed_place(optional_targets(workers), optional_int(rank), optional_int(world), settings,
+                                     /*need_workers=*/false);
   const py::dtype dtype = numpy_dtype(data::wire_dtype(settings.data));
-  std::shared_ptr<const data::Dataset> dataset;
-  {
-    py::gil_scoped_release nogil;
-    dataset = data::make_dataset(settings.data);
-  }
-  const data::DatasetInfo& i = dataset->info();
-  const data::Sampler sampler(i.size, settings.trainer.batch_size, settings.data.seed, rank, world);
+  feed::FeederOptions f{place.workers, place.rank, place.world, local_threads, start_step, std::nullopt};
+  for (auto& w : f.workers) w = cluster::with_default_port(w, settings.cluster.worker_port);
+  std::atomic<bool> stop{false};
+  const auto feed = interruptibly(stop, [&] {
+    return std::make_unique<feed::RankFeed>(feed::feeder_feed_options(settings, f), stop);
+  });
   const auto steps = static_cast<uint64_t>(settings.trainer.steps);
   if (start_step > steps) {
     throw ConfigError("start_step " + std::to_string(start_step) + " is past steps " + std::to_string(steps) +
@@ -394,8 +495,11 @@ py::dict plan(int rank, int world, uint64_t start_step, const py::kwargs& kwargs
   py::dict d;
   d["steps"] = steps - start_step;
   d["batch_size"] = settings.trainer.batch_size;
-  d["batches_per_epoch"] = sampler.batches_per_epoch();
-  d["dataset"] = dataset_dict(i, dtype);
+  d["batches_per_epoch"] = feed->sampler().batches_per_epoch();
+  d["dataset"] = dataset_dict(feed->info(), dtype);
+  d["rank"] = place.rank;
+  d["world"] = place.world;
+  d["workers"] = place.workers;
   return d;
 }
 
@@ -414,35 +518,46 @@ namespace {
 
 const char* const kFeedDoc = R"(Streams batches from tandem data workers, and from threads of this process, in step order.
 
-Feed(workers=None, *, rank=0, world=1, local_threads=0, start_step=0, release_workers=False, **settings)
+Feed(workers=None, *, rank=None, world=None, local_threads=0, start_step=0, epoch=None,
+     release_workers=False, **settings)
 
-workers: the data workers, a list of "host:port" (or one "a:1,b:2" string, like --workers);
-    None: local_threads only.
-rank, world: this process's slice of every global batch of world x batch_size samples
-    (torchrun's RANK and WORLD_SIZE).
+workers: the data workers, a list of "host:port" (or one "a:1,b:2" string, like --workers).
+    None: those `tandem launch` names ($TANDEM_WORKERS), else the worker groups of the
+    cluster tandem discovers (SageMaker's resourceconfig.json under sagemaker_root, ...),
+    else none (local_threads only).
+rank, world: this process's slice of every global batch of world x batch_size samples.
+    None: $RANK and $WORLD_SIZE (torchrun, tandem launch), else this host's place among
+    the cluster's trainer hosts, else 0 and 1.
 local_threads: threads of this process that make batches too (0: workers only).
 start_step: the first step delivered, to resume (batches are a pure function of seed and step).
+epoch: deliver exactly this epoch (its batches_per_epoch steps, a new shuffle and
+    augmentation per epoch) instead of steps [start_step, steps).
 release_workers: when the feed ends or is closed, tell every worker to exit.
 **settings: tandem's own settings with '_' for '-' (tandem.setting_names() lists them):
     data, seed, image_size, dataset_size, num_classes, wire_dtype, pipeline, split, channel,
     on_bad_sample, sagemaker_root, batch_size, steps, inflight, prefetch, connect_timeout,
-    batch_timeout, token, token_file, job_name, tls_ca, tls_cert, tls_key, tls_server_name.
+    batch_timeout, log_every, summary_json, token, token_file, job_name, tls_ca, tls_cert,
+    tls_key, tls_server_name. Under `tandem launch`, those in $TANDEM_SETTINGS come first.
 
+A dataset this host has no copy of (no data on a GPU host) is learnt from the workers; the
+settings it fixes without the files (seed, pipeline, image size, ...) must match theirs.
 Iterating gives a Batch per step: numpy arrays over tandem's own buffers (no copy) by field
 name, batch["image"] (N, C, H, W) in the wire dtype, batch["label"] (N,) int64, and the
 dataset's other fields (a ragged field NAME as NAME, NAME_lengths, NAME_offsets; see
-batch.rows(NAME)). A batch with image and label unpacks: for images, labels in feed. A bad setting, or a worker serving other
-data, raises ValueError with tandem's message; a feed that cannot go on (no worker answers
-within connect_timeout, every source failed, no batch within batch_timeout) raises
-RuntimeError. Every wait can be interrupted with Ctrl-C. See docs/python.md.)";
+batch.rows(NAME)). A batch with image and label unpacks: for images, labels in feed. A bad
+setting, or a worker serving other data, raises ValueError with tandem's message; a feed
+that cannot go on (no worker answers within connect_timeout, every source failed, no batch
+within batch_timeout) raises RuntimeError. Every wait can be interrupted with Ctrl-C.
+Rank 0 measures the run (the time spent waiting in next() is its data wait) and writes
+metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/python.md.)";
 
 }  // namespace
 
 namespace tandem::python {
 namespace {
 
-// tandem.Batch and tandem.Feed.
-void bind_feed(py::module_& m) {
+// tandem.Batch.
+void bind_batch(py::module_& m) {
   py::class_<PyBatch>(m, "Batch",
                       "One batch's fields by name (batch['image'], batch['mask'], 'boxes' with 'boxes_lengths' and "
                       "'boxes_offsets' for a ragged field), numpy arrays over tandem's buffers; keys(), values(), "
@@ -475,12 +590,18 @@ void bind_feed(py::module_& m) {
       .def_readonly("sequence", &PyBatch::sequence)
       .def_readonly("epoch", &PyBatch::epoch)
       .def_readonly("source", &PyBatch::source);
+}
+
+// tandem.Feed.
+void bind_feed(py::module_& m) {
   py::class_<Feed>(m, "Feed", kFeedDoc)
-      .def(py::init<const py::object&, int, int, int, uint64_t, bool, const py::kwargs&>(),
-           py::arg("workers") = py::none(), py::kw_only(), py::arg("rank") = 0, py::arg("world") = 1,
-           py::arg("local_threads") = 0, py::arg("start_step") = 0, py::arg("release_workers") = false,
+      .def(py::init<const py::object&, const py::object&, const py::object&, int, uint64_t, const py::object&, bool,
+                    const py::kwargs&>(),
+           py::arg("workers") = py::none(), py::kw_only(), py::arg("rank") = py::none(),
+           py::arg("world") = py::none(), py::arg("local_threads") = 0, py::arg("start_step") = 0,
+           py::arg("epoch") = py::none(), py::arg("release_workers") = false,
            "Connects to the workers (waiting up to connect_timeout for one to answer), checks that they serve "
-           "this dataset, and starts streaming: workers, rank, world, local_threads, start_step, "
+           "this dataset, and starts streaming: workers, rank, world, local_threads, start_step, epoch, "
            "release_workers and **settings as in help(tandem.Feed)")
       .def("__iter__", [](py::object self) { return self; }, "The feed itself: it is its own iterator")
       .def("__next__", &Feed::next_batch, "The next Batch (unpacks as images, labels); StopIteration after the last step")
@@ -538,15 +659,18 @@ PYBIND11_MODULE(_tandem, m) {
       PyErr_SetString(PyExc_ValueError, e.what());
     }
   });
+  bind_batch(m);
   bind_feed(m);
   m.def("shutdown_workers", &shutdown_workers, py::arg("workers"), py::kw_only(),
         py::arg("reason") = "training script finished",
         "Tells each of workers (a list of \"host:port\", or one \"a:1,b:2\" string) to exit, with reason in its "
         "log; takes the security settings (token, token_file, job_name, tls_*) as keyword arguments. Returns how "
         "many acknowledged");
-  m.def("plan", &plan, py::kw_only(), py::arg("rank") = 0, py::arg("world") = 1, py::arg("start_step") = 0,
-        "What a Feed with these settings would deliver (steps, batch_size, batches_per_epoch, dataset), "
-        "checked without the network");
+  m.def("plan", &plan, py::arg("workers") = py::none(), py::kw_only(), py::arg("rank") = py::none(),
+        py::arg("world") = py::none(), py::arg("local_threads") = 0, py::arg("start_step") = 0,
+        "What a Feed with these arguments would deliver (steps, batch_size, batches_per_epoch, dataset, and the "
+        "rank, world and workers it found), its dataset found as the Feed finds it: this host's copy of the "
+        "data, else learnt from the workers (waiting up to connect_timeout for one)");
   m.def("setting_names", &feed_setting_names, "The data settings tandem.Feed accepts as keyword arguments");
   m.def("set_log_level", &set_log_level, py::arg("level"),
         "tandem's log level on stderr: level is debug, info, warning, error or off");

@@ -1,28 +1,20 @@
 """tandem.Feed as a torch.utils.data.IterableDataset, for torchrun + DDP scripts.
 
-    ds = TandemDataset(["10.0.0.5:6000"], batch_size=64, steps=1000, data="synthetic")
+    ds = TandemDataset(["10.0.0.5:6000"], batch_size=64, data="synthetic")
     loader = torch.utils.data.DataLoader(ds, batch_size=None)   # the feed batches already
-    for images, labels in loader: ...                            # or batch["mask"], batch.rows("boxes")
+    for epoch in range(10):
+        for images, labels in loader: ...                        # or batch["mask"], batch.rows("boxes")
 
-Each rank reads RANK and WORLD_SIZE (set by torchrun) unless rank/world are given, and
-takes its own disjoint slice of every global batch.
+Each pass is a new epoch (a new shuffle and new augmentation), as with a DataLoader;
+set_epoch(n) chooses the next pass's epoch. Given steps=N instead, one pass delivers steps
+[start_step, N) across epochs. Each rank reads RANK and WORLD_SIZE (set by torchrun and
+tandem launch) unless rank/world are given, and takes its own disjoint slice of every
+global batch.
 """
-import os
-
 import torch
 import torch.utils.data
 
 from . import _tandem
-
-
-def _env_int(name, default):
-    text = os.environ.get(name)
-    if text is None or text == "":
-        return default
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"${name} is '{text}', not an integer: torchrun sets it; unset it or fix it") from None
 
 
 class TandemDataset(torch.utils.data.IterableDataset):
@@ -34,14 +26,21 @@ class TandemDataset(torch.utils.data.IterableDataset):
     Use it with DataLoader(ds, batch_size=None) and num_workers=0: tandem makes batches
     in its own threads and on its data workers, not in DataLoader processes.
 
-    Every iteration opens a new tandem.Feed over steps [start_step, steps); the settings
-    are tandem.Feed's. release_workers=True tells the workers to exit when an iteration
-    ends: with several ranks, let one rank call shutdown_workers() after a barrier
-    instead.
+    Two forms. By epoch (no steps=): each pass (each iteration) delivers one epoch, its
+    batches_per_epoch steps, in a new shuffle with new augmentation: the epochs 0, 1, 2,
+    ... in turn, as a DataLoader gives them; set_epoch(n) makes the next pass epoch n (as
+    DistributedSampler.set_epoch does; then n+1, ...). The same (seed, epoch) gives the
+    same batches. By step (steps=N): one pass delivers steps [start_step, N) across
+    epochs, for a loop that counts steps; a second pass is an error (it would replay the
+    same batches). Every pass opens a new tandem.Feed; the settings are tandem.Feed's.
+    release_workers=True tells the workers to exit when a pass ends: with several ranks,
+    let one rank call shutdown_workers() after a barrier instead.
 
-    Known when it is made (the settings are checked then, without the network):
-    len(ds): steps this rank's iterations deliver (steps - start_step);
+    Known when it is made (the settings are checked then; a dataset not on this host is
+    learnt from the workers, waiting up to connect_timeout for one):
+    len(ds): steps of one pass (batches_per_epoch by epoch, steps - start_step by step);
     ds.batches_per_epoch: global batches in one pass over the dataset;
+    ds.epoch: the epoch of the next pass (by epoch; None by step);
     ds.dataset_info: the dataset as a dict, the same as tandem.Feed's .dataset: name,
         size (samples per epoch), sample_shape [C, H, W], num_classes, dtype (numpy),
         mean and std (per channel, for values scaled to [0, 1]; empty: none),
@@ -52,23 +51,43 @@ class TandemDataset(torch.utils.data.IterableDataset):
     def __init__(self, workers=None, *, rank=None, world=None, local_threads=0, start_step=0,
                  release_workers=False, **settings):
         super().__init__()
-        self.workers = workers
-        self.rank = _env_int("RANK", 0) if rank is None else int(rank)
-        self.world = _env_int("WORLD_SIZE", 1) if world is None else int(world)
         self.local_threads = local_threads
         self.start_step = start_step
         self.release_workers = release_workers
         self.settings = settings
+        self.by_epoch = "steps" not in settings
+        if self.by_epoch and start_step:
+            raise ValueError("start_step belongs to the step form (steps=N): by epoch, resume with set_epoch(n)")
         self._feed = None
-        # Every setting is checked now, where the mistake is made (without the network).
-        plan = _tandem.plan(rank=self.rank, world=self.world, start_step=start_step, **settings)
-        self._len = plan["steps"]
+        self._passes = 0
+        # Every setting is checked now, where the mistake is made; the workers, rank and
+        # world are found once (arguments, else tandem launch's or torchrun's environment).
+        plan = _tandem.plan(workers, rank=rank, world=world, local_threads=local_threads, start_step=start_step,
+                            **settings)
+        self.workers = plan["workers"]
+        self.rank = plan["rank"]
+        self.world = plan["world"]
         self.dataset_info = plan["dataset"]
         self.batches_per_epoch = plan["batches_per_epoch"]
+        self._len = self.batches_per_epoch if self.by_epoch else plan["steps"]
+        self.epoch = 0 if self.by_epoch else None
+
+    def set_epoch(self, epoch):
+        """Makes the next pass deliver epoch `epoch` (then epoch + 1, ...): its own shuffle
+        and augmentation, the same batches for the same (seed, epoch). By epoch only."""
+        if not self.by_epoch:
+            raise ValueError("set_epoch() belongs to the epoch form: this TandemDataset was given steps=, so one "
+                             "pass delivers steps [start_step, steps); leave steps out to iterate by epoch")
+        if int(epoch) < 0:
+            raise ValueError(f"epoch {epoch} is negative: epochs count from 0")
+        self.epoch = int(epoch)
 
     def _open(self, release=False):
-        return _tandem.Feed(self.workers, rank=self.rank, world=self.world, local_threads=self.local_threads,
-                            start_step=self.start_step, release_workers=release, **self.settings)
+        args = dict(rank=self.rank, world=self.world, local_threads=self.local_threads,
+                    release_workers=release, **self.settings)
+        if self.by_epoch:
+            return _tandem.Feed(self.workers, epoch=self.epoch, **args)
+        return _tandem.Feed(self.workers, start_step=self.start_step, **args)
 
     def __len__(self):
         return self._len
@@ -78,7 +97,14 @@ class TandemDataset(torch.utils.data.IterableDataset):
         if info is not None:
             raise RuntimeError("TandemDataset runs in the main process: use DataLoader(ds, batch_size=None, "
                                "num_workers=0); tandem makes batches in its own threads and on its workers")
+        if not self.by_epoch and self._passes > 0:
+            raise RuntimeError("this TandemDataset was given steps=, and its one pass over steps [start_step, steps) "
+                               "is done: a second would replay the same batches. Leave steps out to iterate by "
+                               "epoch (each pass a new epoch), or make a new one with start_step")
+        self._passes += 1
         feed = self._open(self.release_workers)
+        if self.by_epoch:
+            self.epoch += 1
         self._feed = feed
         try:
             for batch in feed:

@@ -230,4 +230,15 @@ std::vector<std::string> explicit_worker_targets(const std::vector<std::string>&
   return out;
 }
 
+std::vector<std::string> group_worker_targets(const std::vector<std::string>& worker_hosts,
+                                              const ClusterOptions& opts) {
+  std::vector<std::string> targets;
+  for (const std::string& host : worker_hosts) {
+    Endpoint ep = worker_endpoint(host, opts);
+    ep.address = resolve_host(ep.address, opts.resolve_timeout_s);
+    targets.push_back(ep.target());
+  }
+  return targets;
+}
+
 }  // namespace tandem::cluster

@@ -5,6 +5,8 @@
 #include "tandem/cluster/endpoint.h"
 #include "tandem/common/clock.h"
 #include "tandem/common/error.h"
+#include "tandem/common/text.h"
+#include "tandem/data/sources/dataset.h"
 
 namespace tandem::feed {
 namespace {
@@ -13,7 +15,9 @@ namespace {
 // the next is moved, so the consumer never waits on the pump itself.
 constexpr size_t kAhead = 2;
 
-FeedOptions options_of(const Settings& settings, const FeederOptions& f) {
+}  // namespace
+
+FeedOptions feeder_feed_options(const Settings& settings, const FeederOptions& f) {
   FeedOptions o = feed_options(settings, f.workers, f.rank, f.world);
   // With local threads the Python module makes samples from its own copy of --data; with
   // workers only, a dataset not here is learnt from them, and a Python dataset always is
@@ -22,12 +26,12 @@ FeedOptions options_of(const Settings& settings, const FeederOptions& f) {
   o.learn_python = f.local_threads == 0;
   o.check_deadline_s = 3 * kReleaseDeadlineS;
   o.timeout_setting = "connect_timeout";
+  o.consumer = "this feed";
   return o;
 }
 
-}  // namespace
-
-Feeder::Feeder(const Settings& settings, FeederOptions opts) : opts_(std::move(opts)) {
+Feeder::Feeder(const Settings& settings, FeederOptions opts)
+    : opts_(std::move(opts)), security_(settings.security) {
   if (opts_.local_threads < 0) {
     throw ConfigError("local_threads must be 0 or more, got " + std::to_string(opts_.local_threads));
   }
@@ -37,19 +41,44 @@ Feeder::Feeder(const Settings& settings, FeederOptions opts) : opts_(std::move(o
                       "pass workers=[\"host:port\", ...] or local_threads=N");
   }
   steps_ = static_cast<uint64_t>(settings.trainer.steps);
-  if (opts_.start_step > steps_) {
+  start_step_ = opts_.start_step;
+  if (opts_.epoch && opts_.start_step > 0) {
+    throw ConfigError("start_step and epoch are both given: an epoch's feed starts at its first step; give one");
+  }
+  if (!opts_.epoch && opts_.start_step > steps_) {
     throw ConfigError("start_step " + std::to_string(opts_.start_step) + " is past steps " + std::to_string(steps_) +
                       ": resume at a step before the last");
   }
-  feed_ = std::make_unique<RankFeed>(options_of(settings, opts_), stop_);
+  if (opts_.local_threads > 0 && !data::dataset_is_here(settings.data)) {
+    throw ConfigError("local_threads=" + std::to_string(opts_.local_threads) + " make batches from this host's copy of "
+                      "--data " + printable(settings.data.data) + ", which is not here: give this host the data, or "
+                      "local_threads=0 to learn the dataset from the workers, which then make every batch");
+  }
+  feed_options_ = feeder_feed_options(settings, opts_);
   pump_ = std::thread([this] { pump(); });
 }
 
 Feeder::~Feeder() { close(); }
 
+void Feeder::start_feed() {
+  // Made here, not in the constructor: learning the dataset from the workers waits for
+  // them, and close() must be able to end that wait (stop_).
+  auto feed = std::make_unique<RankFeed>(feed_options_, stop_);
+  if (opts_.epoch) {
+    const uint64_t per_epoch = feed->sampler().batches_per_epoch();
+    start_step_ = *opts_.epoch * per_epoch;
+    steps_ = start_step_ + per_epoch;
+  }
+  {
+    std::lock_guard lock(mu_);
+    feed_ = std::move(feed);
+  }
+  feed_->start(steps_, start_step_, opts_.local_threads);
+}
+
 void Feeder::pump() {
   try {
-    feed_->start(steps_, opts_.start_step, opts_.local_threads);
+    start_feed();
     {
       std::lock_guard lock(mu_);
       started_ = true;
@@ -105,9 +134,17 @@ void Feeder::close() {
     stop_ = true;
   }
   cv_.notify_all();
-  feed_->interrupt();  // ends a pump waiting to connect or for a batch
+  {
+    std::lock_guard lock(mu_);
+    if (feed_) feed_->interrupt();  // ends a pump waiting to connect or for a batch
+  }
   if (pump_.joinable()) pump_.join();
-  feed_->close();
+  if (feed_) feed_->close();
+}
+
+bool Feeder::started() const {
+  std::lock_guard lock(mu_);
+  return started_;
 }
 
 std::vector<SourceStats> Feeder::stats() const {
@@ -120,6 +157,13 @@ uint64_t Feeder::hedged() const {
   return started_ ? feed_->scheduler().hedged() : 0;
 }
 
-int Feeder::shutdown_workers(const std::string& reason) const { return feed_->release_workers(reason); }
+int Feeder::shutdown_workers(const std::string& reason) const {
+  const RankFeed* feed = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    feed = feed_.get();  // once set, it stays until the Feeder goes
+  }
+  return feed ? feed->release_workers(reason) : release_workers(opts_.workers, security_, reason);
+}
 
 }  // namespace tandem::feed

@@ -36,6 +36,13 @@ void warn_if_open(const FeedOptions& o) {
                "or stop its workers. Set TANDEM_TOKEN (or a token file) on every host of the job (docs/security.md)");
 }
 
+// Refuses a worker whose data differs from this feed's, naming how (`problem`; empty: none).
+void check_serves(const transport::WorkerInfo& wi, const std::string& target, const std::string& problem) {
+  if (problem.empty()) return;
+  throw ConfigError("data worker " + target + " (" + wi.host + ") serves " + problem +
+                    ": give every host the same data settings");
+}
+
 int release_all(std::vector<std::unique_ptr<transport::WorkerClient>> clients, const std::string& reason) {
   std::vector<std::future<bool>> calls;
   for (auto& c : clients) {
@@ -136,6 +143,8 @@ data::DatasetInfo RankFeed::learn_from_workers() {
       clients, ready,
       [&](size_t i) {
         const transport::WorkerInfo wi = clients[i]->info(opts_.check_deadline_s);
+        check_serves(wi, clients[i]->target(),
+                     data::describe_difference(wi.fingerprint_description, opts_.data, opts_.consumer));
         learnt = dataset_of(wi, clients[i]->target());
         spdlog::info("dataset learnt from data worker {} ({}): '{}' of {} samples, {} classes, fingerprint {}",
                      clients[i]->target(), wi.host, learnt->name, learnt->size, learnt->num_classes,
@@ -182,10 +191,7 @@ void RankFeed::connect_workers() {
       clients, ready,
       [&](size_t i) {
         const transport::WorkerInfo wi = clients[i]->info(std::min(opts_.check_deadline_s, opts_.connect_timeout_s));
-        if (const std::string problem = identity_problem(wi, info_); !problem.empty()) {
-          throw ConfigError("data worker " + clients[i]->target() + " (" + wi.host + ") serves " + problem +
-                            ": give every host the same data settings");
-        }
+        check_serves(wi, clients[i]->target(), identity_problem(wi, info_, opts_.consumer));
         spdlog::info("data worker {} ({}) ready: {}", clients[i]->target(), wi.host, counted(wi.threads, "thread"));
       },
       // This process makes batches too: it need not wait for a worker.

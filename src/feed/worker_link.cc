@@ -9,14 +9,15 @@
 
 namespace tandem::feed {
 
-std::string identity_problem(const transport::WorkerInfo& worker, const data::DatasetInfo& expected) {
+std::string identity_problem(const transport::WorkerInfo& worker, const data::DatasetInfo& expected,
+                             std::string_view who) {
   if (worker.fingerprint == expected.fingerprint && worker.size == expected.size) return "";
-  if (std::string named = data::describe_difference(worker.fingerprint_description, expected.description);
+  if (std::string named = data::describe_difference(worker.fingerprint_description, expected.description, who);
       !named.empty()) {
     return named;
   }
   return "dataset '" + printable(worker.dataset, 80) + "' of " + std::to_string(worker.size) + " samples, fingerprint " +
-         printable(worker.fingerprint, 40) + ", but this trainer expects '" + expected.name + "' of " +
+         printable(worker.fingerprint, 40) + ", but " + std::string(who) + " expects '" + expected.name + "' of " +
          std::to_string(expected.size) + " samples, fingerprint " + expected.fingerprint +
          " (--data, --seed, --image-size, ...)";
 }

@@ -208,13 +208,7 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
   if (!named.empty() && !plan.worker_hosts.empty()) {
     spdlog::info("data workers from --workers/--worker-service ({}), not from the worker groups", named.size());
   }
-  if (named.empty()) {
-    for (const std::string& host : plan.worker_hosts) {
-      cluster::Endpoint ep = cluster::worker_endpoint(host, co);
-      ep.address = cluster::resolve_host(ep.address, co.resolve_timeout_s);
-      targets.push_back(ep.target());
-    }
-  }
+  if (named.empty()) targets = cluster::group_worker_targets(plan.worker_hosts, co);
   if (!command.empty()) return run_command(settings, c, plan, targets, command, given);
   const int procs = settings.trainer.procs_per_host > 0 ? settings.trainer.procs_per_host
                                                         : std::max(training::cuda_device_count(), 1);

@@ -138,10 +138,10 @@ class FeedTest(unittest.TestCase):
                 with self.assertRaises(ValueError) as e:
                     tandem.Feed(SHARED.targets, steps=3, **kwargs)
                 self.assertIn(message, str(e.exception))
-        with self.assertRaisesRegex(ValueError, "no data source"):
+        with self.assertRaisesRegex(ValueError, "no data workers for this feed"):
             tandem.Feed(batch_size=4, steps=3, **DATA)
         # A worker serving other data is refused, naming the setting that differs and the fix.
-        with self.assertRaisesRegex(ValueError, r"serves image size 16, this trainer expects 24 \(--image-size\): "
+        with self.assertRaisesRegex(ValueError, r"serves image size 16, this feed expects 24 \(--image-size\): "
                                                 "give every host the same data settings"):
             tandem.Feed(SHARED.targets, batch_size=4, steps=3, **dict(DATA, image_size=24))
 

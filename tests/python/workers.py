@@ -3,7 +3,9 @@
 Every wait is bounded; readiness is a condition (the port accepts connections), not a
 sleep. Workers are killed when their group is closed, whatever happened."""
 import argparse
+import atexit
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,7 +21,12 @@ def parse_args():
     p.add_argument("--module-dir", required=True, help="build/python: holds the tandem package")
     p.add_argument("--tandem", required=True, help="the tandem binary (workers)")
     args = p.parse_args()
-    sys.path.insert(0, os.path.abspath(args.module_dir))
+    args.module_dir, args.tandem = os.path.abspath(args.module_dir), os.path.abspath(args.tandem)
+    sys.path.insert(0, args.module_dir)
+    # A feed on rank 0 keeps its run's records in ./tandem-output: here, not in the tree.
+    scratch = tempfile.mkdtemp(prefix="tandem-pytest-")
+    atexit.register(shutil.rmtree, scratch, True)
+    os.chdir(scratch)
     return args
 
 

@@ -42,4 +42,10 @@ std::vector<std::string> explicit_worker_targets(const std::vector<std::string>&
                                                  const std::string& service, const ClusterOptions& opts,
                                                  const Resolver& resolve = resolve_all);
 
+// The worker groups' hosts as a trainer dials them: each through --host-map and
+// --worker-port (worker_endpoint), its address resolved (resolve_host). What `tandem
+// launch` gives its trainer, and tandem.Feed() finds on SageMaker.
+std::vector<std::string> group_worker_targets(const std::vector<std::string>& worker_hosts,
+                                              const ClusterOptions& opts);
+
 }  // namespace tandem::cluster

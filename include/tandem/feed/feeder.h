@@ -31,15 +31,23 @@ struct FeederOptions {
   int world = 1;                     // ranks sharing each global batch
   int local_threads = 0;             // threads of this process that make batches too
   uint64_t start_step = 0;           // first step delivered (a resumed run)
+  // Deliver exactly this epoch (its batches_per_epoch steps from epoch x batches_per_epoch)
+  // instead of steps [start_step, --steps): a pass over the data, as a DataLoader gives.
+  std::optional<uint64_t> epoch;
 };
+
+// The RankFeed options of a Feeder: the settings' (feed_options), learning the dataset
+// from the workers when this process makes no batches itself, errors worded for
+// tandem.Feed (connect_timeout, "this feed"). tandem.plan() finds its dataset with them.
+FeedOptions feeder_feed_options(const Settings& settings, const FeederOptions& f);
 
 class Feeder {
  public:
-  // Builds the dataset from `settings` (data, security, and the trainer's batch_size,
-  // steps, inflight, prefetch, connect_timeout_s, batch_timeout_s), then starts a thread
-  // that starts the feed (RankFeed::start) and keeps the next batches ready. Does not
-  // wait for the network. Throws ConfigError for settings
-  // that cannot work (no source, a bad rank, a dataset smaller than a global batch).
+  // Checks the options, then starts a thread that finds the dataset (RankFeed: this
+  // host's copy of --data, or learnt from the workers), starts the feed (RankFeed::start)
+  // and keeps the next batches ready. Does not wait: wait_started() does, and throws what
+  // that thread met. Throws ConfigError for options that cannot work (no source, a
+  // negative local_threads, start_step past steps or given with epoch).
   Feeder(const Settings& settings, FeederOptions opts);
   ~Feeder();  // close()
   Feeder(const Feeder&) = delete;
@@ -47,9 +55,10 @@ class Feeder {
 
   // Waits up to `seconds` until the feed serves: a worker answered with our dataset, or
   // local threads make batches (absent workers join later). True once it does. Throws
-  // what connecting threw: NetworkError when no worker answered within
-  // --connect-timeout or one refused us (token, job), ConfigError when a worker serves
-  // another dataset.
+  // what finding the dataset or connecting threw: NetworkError when no worker answered
+  // within --connect-timeout or one refused us (token, job), ConfigError for settings
+  // that cannot work (a bad rank, a dataset smaller than a global batch, no data here
+  // for local threads) or a worker serving another dataset.
   bool wait_started(double seconds);
 
   enum class Status { kBatch, kPending, kEnd };
@@ -68,22 +77,29 @@ class Feeder {
   // many acknowledged.
   int shutdown_workers(const std::string& reason) const;
 
+  // Whether the feed has started (wait_started() returned true once).
+  bool started() const;
+  // REQUIRES (these five): started().
+  const RankFeed& rank_feed() const { return *feed_; }
   const data::DatasetInfo& info() const { return feed_->info(); }
-  // REQUIRES: wait_started() returned true.
   const data::Sampler& sampler() const { return feed_->sampler(); }
-  uint64_t steps() const { return steps_; }             // total steps, including skipped ones
-  uint64_t start_step() const { return opts_.start_step; }
+  uint64_t steps() const { return steps_; }             // the step after the last one delivered
+  uint64_t start_step() const { return start_step_; }   // the first step delivered
   // REQUIRES: wait_started() returned true.
   std::vector<SourceStats> stats() const;
   uint64_t hedged() const;
 
  private:
-  void pump();     // the feed's thread: connect, then move batches from the scheduler
+  void pump();     // the feed's thread: find the dataset, connect, then move batches from the scheduler
+  void start_feed();  // pump's first part: makes and starts feed_
 
   FeederOptions opts_;
-  uint64_t steps_ = 0;
+  FeedOptions feed_options_;
+  SecurityOptions security_;  // for shutdown_workers() when there is no feed_
+  uint64_t steps_ = 0;        // written by pump() before started_
+  uint64_t start_step_ = 0;   // likewise
   std::atomic<bool> stop_{false};
-  std::unique_ptr<RankFeed> feed_;  // started by pump()
+  std::unique_ptr<RankFeed> feed_;  // made by pump(), set under mu_
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

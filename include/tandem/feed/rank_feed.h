@@ -52,6 +52,8 @@ struct FeedOptions {
   bool learn_python = false;
   // How the user names the connect timeout, for the error that says to raise it.
   std::string timeout_setting = "--connect-timeout";
+  // How errors name this side when a worker serves other data ("this feed expects ...").
+  std::string consumer = "this trainer";
   // Test-only: how a worker is reached (default: gRPC, transport::make_worker_client).
   std::function<std::unique_ptr<transport::WorkerClient>(const std::string& target)> connect;
 };
@@ -64,9 +66,11 @@ class RankFeed {
  public:
   // Finds the dataset: this host's copy of opts.data when it has one, else (opts.may_learn
   // and workers given; or opts.learn_python for a Python dataset) the description of the
-  // first worker that answers, waiting up to
-  // opts.connect_timeout_s; then builds this rank's sampler. Throws ConfigError for settings that cannot work (a bad rank,
-  // no data here and nobody to learn from), NetworkError when no worker answered,
+  // first worker that answers, waiting up to opts.connect_timeout_s, checked against the
+  // settings opts.data fixes without the files (data::describe_difference); then builds
+  // this rank's sampler. Throws ConfigError for settings that cannot work (a bad rank,
+  // no data here and nobody to learn from, a worker whose settings differ, naming them),
+  // NetworkError when no worker answered,
   // PeerError for an unusable description, Interrupted as soon as `stop` is set.
   // `stop` outlives this.
   RankFeed(FeedOptions opts, const std::atomic<bool>& stop);

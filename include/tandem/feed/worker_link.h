@@ -22,7 +22,9 @@ namespace tandem::feed {
 // the settings that differ ("image size 64, this trainer expects 32 (--image-size)"), or
 // both fingerprints when the worker does not say what its fingerprint is made of (an
 // older tandem); empty when it serves exactly that dataset (fingerprint and size).
-std::string identity_problem(const transport::WorkerInfo& worker, const data::DatasetInfo& expected);
+// `who` names the feed's side ("this trainer", "this feed").
+std::string identity_problem(const transport::WorkerInfo& worker, const data::DatasetInfo& expected,
+                             std::string_view who = "this trainer");
 
 // A worker's description as a dataset, for a feed with no copy of the data. Throws
 // PeerError naming `target` when a trainer could not build a model on it

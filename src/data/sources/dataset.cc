@@ -4,9 +4,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
+#include "tandem/data/augment/pipeline_spec.h"
 #include "tandem/data/sources/file_dataset.h"
 #include "tandem/data/sources/image_folder.h"
 #include "tandem/data/sources/mnist.h"
@@ -353,34 +355,108 @@ constexpr SettingWords kSettingWords[] = {
     {"fields", "sample fields", "--data python:FILE:NAME: the fields its __getitem__ returns"},
 };
 
-std::string one_difference(const std::string& name, const std::string& theirs, const std::string& ours) {
+// Where the step of `pipeline` that holds position `at` starts (steps are name(args)
+// separated by commas at depth 0).
+size_t step_start(const std::string& pipeline, size_t at) {
+  size_t start = 0;
+  int depth = 0;
+  for (size_t i = 0; i < std::min(at, pipeline.size()); ++i) {
+    if (pipeline[i] == '(') ++depth;
+    if (pipeline[i] == ')') --depth;
+    if (pipeline[i] == ',' && depth == 0) start = i + 1;
+  }
+  return start;
+}
+
+// Two pipelines from the first step that differs ("...,random_resized_crop(size=32,...)"):
+// their common start says nothing and would push the difference out of a shortened value.
+std::pair<std::string, std::string> from_first_difference(const std::string& a, const std::string& b) {
+  const auto diff = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
+  const size_t start = step_start(a, static_cast<size_t>(diff.first - a.begin()));
+  if (start == 0) return {a, b};
+  return {"...," + a.substr(start), "...," + b.substr(start)};
+}
+
+std::string one_difference(const std::string& name, const std::string& theirs, const std::string& ours,
+                           std::string_view who) {
   SettingWords words{name.c_str(), name.c_str(), ""};
   for (const SettingWords& w : kSettingWords) {
     if (name == w.name) words = w;
   }
-  std::string out = std::string(words.label) + " " + printable(theirs, 120) + ", this trainer expects " +
-                    printable(ours, 120);
+  const auto [a, b] = name == "pipeline" ? from_first_difference(theirs, ours) : std::make_pair(theirs, ours);
+  std::string out = std::string(words.label) + " " + printable(a, 120) + ", " + std::string(who) + " expects " +
+                    printable(b, 120);
   return *words.flag ? out + " (" + words.flag + ")" : out;
+}
+
+using DescribedSettings = std::vector<std::pair<std::string, std::string>>;
+
+// The description's settings that `opts` sets, away from their defaults, without the
+// files (the kind first): what a host that learns its dataset from a worker can still
+// check; a setting left at its default takes the worker's. Empty for a dataset that is
+// made, not read (it is never learnt).
+DescribedSettings settings_without_files(const DataOptions& opts) {
+  const DataOptions defaults;
+  const std::string source = split_source(opts.data).first;
+  const bool pipeline_set = !opts.pipeline.empty() || opts.image_size != defaults.image_size ||
+                            opts.split != defaults.split;
+  DescribedSettings out;
+  if (source == "imagefolder") {
+    out = {{"", "imagefolder/v1"}};
+    if (pipeline_set) out.emplace_back("pipeline", image_folder_pipeline(opts));
+    if (opts.max_image_pixels != defaults.max_image_pixels) {
+      out.emplace_back("max_pixels", std::to_string(opts.max_image_pixels));
+    }
+  } else if (source == "mnist") {
+    out = {{"", "mnist/v1"}};
+    if (!opts.pipeline.empty()) out.emplace_back("pipeline", parse_pipeline(opts.pipeline).canonical());
+  } else if (source == "python") {
+    const std::string rest = split_source(opts.data).second;
+    out = {{"", "python/v1"},
+           {"file", std::filesystem::path(python_file_of(opts)).filename().string()},
+           {"name", rest.substr(rest.rfind(':') + 1)}};
+  } else {
+    return {};
+  }
+  if (opts.seed != defaults.seed) out.emplace_back("seed", std::to_string(opts.seed));
+  if (opts.dataset_size > 0) out.emplace_back("size", std::to_string(opts.dataset_size));
+  return out;
 }
 
 }  // namespace
 
-std::string describe_difference(const std::string& theirs, const std::string& ours) {
+std::string describe_difference(const std::string& theirs, const DataOptions& ours, std::string_view who) {
+  if (theirs.empty()) return "";
+  const DescribedSettings mine = settings_without_files(ours);
+  if (mine.empty()) return "";
+  const auto a = settings_of(theirs);
+  if (a.front().second != mine.front().second) return one_difference("", a.front().second, mine.front().second, who);
+  std::string out;
+  for (const auto& setting : mine) {
+    const std::string& name = setting.first;
+    const auto worker = std::find_if(a.begin(), a.end(), [&](const auto& s) { return s.first == name; });
+    if (name.empty() || worker == a.end() || worker->second == setting.second) continue;
+    out += (out.empty() ? "" : "; ") + one_difference(name, worker->second, setting.second, who);
+  }
+  return out;
+}
+
+std::string describe_difference(const std::string& theirs, const std::string& ours, std::string_view who) {
   if (theirs.empty() || ours.empty()) return "";
   const auto a = settings_of(theirs), b = settings_of(ours);
-  if (a.front().second != b.front().second) return one_difference("", a.front().second, b.front().second);
+  if (a.front().second != b.front().second) return one_difference("", a.front().second, b.front().second, who);
   std::string out;
   // Named pairs, not structured bindings: clang 14 (the fuzz build) cannot capture those.
   for (const auto& setting : a) {
     const std::string& name = setting.first;
     const auto mine = std::find_if(b.begin(), b.end(), [&](const auto& s) { return s.first == name; });
     const std::string expected = mine == b.end() ? "(none)" : mine->second;
-    if (expected != setting.second) out += (out.empty() ? "" : "; ") + one_difference(name, setting.second, expected);
+    if (expected != setting.second) out += (out.empty() ? "" : "; ") + one_difference(name, setting.second, expected, who);
   }
   for (const auto& setting : b) {
     const std::string& name = setting.first;
     const bool theirs_too = std::any_of(a.begin(), a.end(), [&](const auto& s) { return s.first == name; });
-    if (!theirs_too) out += (out.empty() ? "" : "; ") + one_difference(name, "(none)", setting.second);
+    if (!theirs_too) out += (out.empty() ? "" : "; ") + one_difference(name, "(none)", setting.second, who);
   }
   return out;
 }

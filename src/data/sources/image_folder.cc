@@ -128,6 +128,10 @@ std::string default_pipeline(const DataOptions& opts) {
 
 }  // namespace
 
+std::string image_folder_pipeline(const DataOptions& opts) {
+  return parse_pipeline(opts.pipeline.empty() ? default_pipeline(opts) : opts.pipeline).canonical();
+}
+
 FolderIndex index_folder(const std::string& root) {
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {

@@ -136,7 +136,18 @@ DType dataset_dtype(const DataOptions& opts);
 // description): one "image size 64, this trainer expects 32 (--image-size)" per setting
 // that differs, joined by "; " (values shortened and escaped). Empty when either
 // description is empty or they name no differing setting.
-std::string describe_difference(const std::string& theirs, const std::string& ours);
+// `who` names our side ("this trainer", "this feed").
+std::string describe_difference(const std::string& theirs, const std::string& ours,
+                                std::string_view who = "this trainer");
+
+// The same against this host's own settings, for a host that learns its dataset from a
+// worker (no copy of the files here): the settings `ours` fixes without the files and
+// sets away from their defaults (the kind of dataset; seed, --dataset-size; imagefolder's
+// pipeline, from --pipeline, --image-size or --split, and pixel limit; a Python dataset's
+// file name and NAME) that the worker's description says otherwise. A setting left at
+// its default takes the worker's.
+std::string describe_difference(const std::string& theirs, const DataOptions& ours,
+                                std::string_view who = "this trainer");
 
 // Hex FNV-1a of a description string; stable across builds and machines.
 std::string fingerprint_of(const std::string& description);

@@ -37,4 +37,8 @@ FolderIndex index_folder(const std::string& root);
 // An empty class folder is a ConfigError, or a skipped() entry under --on-bad-sample skip.
 std::shared_ptr<const Dataset> make_image_folder(const DataOptions& opts, const std::string& root);
 
+// The canonical text of the pipeline make_image_folder(opts, ...) runs (as its description
+// says it), known without the files. Throws ConfigError for a bad --pipeline.
+std::string image_folder_pipeline(const DataOptions& opts);
+
 }  // namespace tandem::data

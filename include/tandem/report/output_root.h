@@ -1,12 +1,12 @@
-// Internal to the trainer role: where a trainer keeps what it writes (checkpoints, the
-// model, the summary and metrics, output/failure).
+// Where a run keeps what it writes (checkpoints, the model, the summary and metrics,
+// output/failure): the trainer role's, and a tandem.Feed-fed script's (rank 0).
 #pragma once
 
 #include <string>
 
 #include "tandem/common/settings.h"
 
-namespace tandem::launch {
+namespace tandem::report {
 
 // The folder under which a trainer writes, laid out as a SageMaker root (checkpoints/,
 // model/, output/data/summary.json, output/failure):
@@ -24,4 +24,4 @@ std::string output_root(const Settings& settings, int rank);
 // replaced by '-', or "" when nothing usable is left ("", ".", "..").
 std::string output_folder_name(const std::string& job);
 
-}  // namespace tandem::launch
+}  // namespace tandem::report

@@ -1,4 +1,4 @@
-#include "output_root.h"
+#include "tandem/report/output_root.h"
 
 #include <ctime>
 #include <filesystem>
@@ -9,7 +9,7 @@
 
 #include "tandem/common/text.h"
 
-namespace tandem::launch {
+namespace tandem::report {
 namespace {
 
 namespace fs = std::filesystem;
@@ -62,4 +62,4 @@ std::string output_root(const Settings& settings, int rank) {
   return dir.string();
 }
 
-}  // namespace tandem::launch
+}  // namespace tandem::report

@@ -1,0 +1,74 @@
+// A training script's run measured from its feed (tandem.Feed), as the C++ trainer's run
+// is: the time the script waits in next() is its data wait, the time between two batches
+// its step. Rank 0 keeps metrics.jsonl while it runs and the summary (run_summary.h) and
+// report.html when a feed ends. One run per process: the feeds a script opens one after
+// the other (one per epoch) add up; the time between two feeds is not training time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/common/clock.h"
+#include "tandem/feed/scheduler.h"
+#include "tandem/report/run_log.h"
+#include "tandem/report/run_records.h"
+#include "tandem/report/run_summary.h"
+
+namespace tandem::report {
+
+struct ScriptRunOptions {
+  std::string summary_path;      // summary.json; metrics.jsonl and report.html go beside it
+  bool append_metrics = false;   // a resumed run keeps the earlier lines
+  int rank = 0;
+  int world = 1;
+  int log_every = 50;            // batches between two metrics.jsonl lines
+  uint64_t steps_per_epoch = 0;  // for the lines' epoch
+};
+
+class ScriptRun {
+ public:
+  // Opens metrics.jsonl (creating its directory). Throws std::runtime_error naming the
+  // path when it cannot be written.
+  explicit ScriptRun(ScriptRunOptions opts);
+
+  // The script asks for the next batch (enters next()).
+  void waiting();
+  // It has one: `samples` of them, step `step` of `total_steps`. Writes a metrics line
+  // every log_every batches, with `sources()`: the feed's counts so far (they restart
+  // with each feed).
+  void taken(uint64_t samples, uint64_t step, uint64_t total_steps,
+             const std::function<std::vector<feed::SourceStats>()>& sources);
+  // The feed ended (or was closed): until the next waiting() nothing counts; the feed's
+  // sources are added to the run's.
+  void feed_ended(const std::vector<feed::SourceStats>& sources, uint64_t hedged);
+
+  // The run so far as the trainer reports one (no loss: the script keeps its own).
+  TrainReport report() const;
+  // Every feed's sources so far, by name, and their hedged requests.
+  const std::vector<feed::SourceStats>& sources() const { return sources_; }
+  uint64_t hedged() const { return hedged_; }
+  // Writes the summary and report.html. `facts.sources` and `facts.hedged` are replaced
+  // by the run's. Returns the summary's path.
+  std::string write_summary(RunSummaryFacts facts) const;
+  const ScriptRunOptions& options() const { return opts_; }
+
+ private:
+  void log_point(uint64_t step, uint64_t total_steps, const std::vector<feed::SourceStats>& sources);
+
+  ScriptRunOptions opts_;
+  std::unique_ptr<MetricsLog> metrics_;
+  bool paused_ = true;
+  Clock::time_point first_{}, mark_{}, asked_{};  // first request; end of the last step; this request
+  uint64_t steps_ = 0, samples_ = 0;
+  uint64_t start_step_ = 0;       // the first step taken (a resumed run)
+  double training_s_ = 0, wait_s_ = 0;
+  uint64_t window_steps_ = 0, window_samples_ = 0;
+  double window_s_ = 0, window_wait_s_ = 0;
+  std::vector<feed::SourceStats> sources_;  // of the feeds that ended
+  uint64_t hedged_ = 0;
+};
+
+}  // namespace tandem::report

@@ -1,0 +1,114 @@
+#include "tandem/report/script_run.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+
+namespace tandem::report {
+namespace {
+
+// `base` with `more` added, source by source (by name): counts add up, the latest
+// failure state stays.
+std::vector<feed::SourceStats> added(std::vector<feed::SourceStats> base, const std::vector<feed::SourceStats>& more) {
+  for (const feed::SourceStats& s : more) {
+    auto it = std::find_if(base.begin(), base.end(), [&](const feed::SourceStats& b) { return b.name == s.name; });
+    if (it == base.end()) {
+      base.push_back(s);
+      continue;
+    }
+    it->batches += s.batches;
+    it->samples += s.samples;
+    it->compute_seconds += s.compute_seconds;
+    it->rejoins += s.rejoins;
+    it->failed = s.failed;
+    if (!s.error.empty()) it->error = s.error;
+  }
+  return base;
+}
+
+}  // namespace
+
+ScriptRun::ScriptRun(ScriptRunOptions opts) : opts_(std::move(opts)) {
+  const std::filesystem::path dir = std::filesystem::path(opts_.summary_path).parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir);
+  metrics_ = std::make_unique<MetricsLog>((dir / "metrics.jsonl").string(), opts_.append_metrics, opts_.steps_per_epoch);
+}
+
+void ScriptRun::waiting() {
+  const Clock::time_point now = Clock::now();
+  if (paused_) {  // a feed's first request: its step starts here
+    if (steps_ == 0) first_ = now;
+    mark_ = now;
+    paused_ = false;
+  }
+  asked_ = now;
+}
+
+void ScriptRun::taken(uint64_t samples, uint64_t step, uint64_t total_steps,
+                      const std::function<std::vector<feed::SourceStats>()>& sources) {
+  const Clock::time_point now = Clock::now();
+  const double step_s = seconds_between(mark_, now), wait_s = seconds_between(asked_, now);
+  mark_ = now;
+  if (steps_ == 0) start_step_ = step;
+  ++steps_;
+  samples_ += samples;
+  training_s_ += step_s;
+  wait_s_ += wait_s;
+  ++window_steps_;
+  window_samples_ += samples;
+  window_s_ += step_s;
+  window_wait_s_ += wait_s;
+  if (window_steps_ >= static_cast<uint64_t>(std::max(opts_.log_every, 1))) log_point(step + 1, total_steps, sources());
+}
+
+void ScriptRun::log_point(uint64_t step, uint64_t total_steps, const std::vector<feed::SourceStats>& sources) {
+  LogPoint p;
+  p.step = static_cast<int64_t>(step);
+  p.total_steps = static_cast<int64_t>(total_steps);
+  p.elapsed_s = seconds_between(first_, mark_);
+  p.window_s = window_s_;
+  p.samples_per_sec_per_rank = window_s_ > 0 ? static_cast<double>(window_samples_) / window_s_ : 0;
+  p.samples_per_sec = p.samples_per_sec_per_rank * opts_.world;
+  p.data_wait_pct = window_s_ > 0 ? 100 * window_wait_s_ / window_s_ : 0;
+  p.loss = std::numeric_limits<double>::quiet_NaN();  // the script's own: unknown here
+  p.step_ms.data_wait = 1000 * window_wait_s_ / static_cast<double>(window_steps_);
+  metrics_->write(p, added(sources_, sources));
+  window_steps_ = window_samples_ = 0;
+  window_s_ = window_wait_s_ = 0;
+}
+
+void ScriptRun::feed_ended(const std::vector<feed::SourceStats>& sources, uint64_t hedged) {
+  paused_ = true;
+  sources_ = added(std::move(sources_), sources);
+  hedged_ += hedged;
+}
+
+TrainReport ScriptRun::report() const {
+  TrainReport r;
+  r.start_step = static_cast<int64_t>(start_step_);
+  r.steps = static_cast<int64_t>(steps_);
+  r.samples = static_cast<int64_t>(samples_);
+  r.wall_seconds = steps_ ? seconds_between(first_, mark_) : 0;
+  r.paused_seconds = std::max(r.wall_seconds - training_s_, 0.0);  // between feeds
+  r.samples_per_sec = training_s_ > 0 ? static_cast<double>(samples_) / training_s_ : 0;
+  r.data_wait_seconds = wait_s_;
+  r.data_wait_fraction = training_s_ > 0 ? wait_s_ / training_s_ : 0;
+  r.step_times.data_wait = wait_s_;
+  r.first_loss = r.final_loss = std::numeric_limits<double>::quiet_NaN();
+  r.device = "python";
+  r.model = "(the script's)";
+  r.rank = opts_.rank;
+  r.world = opts_.world;
+  return r;
+}
+
+std::string ScriptRun::write_summary(RunSummaryFacts facts) const {
+  facts.sources = sources_;
+  facts.hedged = hedged_;
+  nlohmann::json summary = run_summary(report(), facts);
+  summary["metrics_file"] = metrics_->path();
+  write_summary_and_report(opts_.summary_path, summary);
+  return opts_.summary_path;
+}
+
+}  // namespace tandem::report

@@ -1,0 +1,235 @@
+#!/usr/bin/python3
+"""tandem.Feed as a launched training script meets it (issue 24), against real `tandem worker`
+processes on loopback: a dataset learnt from the workers (no data on this host), a setting
+that differs named, workers/rank/world/settings from tandem launch's environment or from a
+SageMaker resourceconfig.json, a new epoch per pass, and the run's records.
+
+    /usr/bin/python3 tests/python/feed_run_test.py --module-dir build/python --tandem build/tandem
+
+Exits 77 (skipped) only when numpy or PIL is missing; the TandemDataset tests are skipped
+alone without torch."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+from contextlib import contextmanager
+
+from workers import Workers, parse_args, require
+
+ARGS = parse_args()
+require("numpy", "PIL")
+import numpy as np  # noqa: E402
+from PIL import Image  # noqa: E402
+
+import tandem  # noqa: E402
+
+SYNTHETIC = dict(data="synthetic", image_size=16, dataset_size=64)
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def make_image_folder(root, classes=("cat", "dog"), per_class=6):
+    rng = np.random.default_rng(0)
+    for c in classes:
+        os.makedirs(os.path.join(root, c))
+        for i in range(per_class):
+            pixels = rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(os.path.join(root, c, f"{i}.png"))
+
+
+@contextmanager
+def environment(**values):
+    """os.environ with `values` set (None: unset), restored afterwards."""
+    before = {k: os.environ.get(k) for k in values}
+    try:
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def indices_of(feed):
+    return [b.indices.tolist() for b in feed]
+
+
+class LearnTest(unittest.TestCase):
+    """Workers serve an image folder this process does not have."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        folder = os.path.join(cls.tmp.name, "train")
+        make_image_folder(folder)
+        cls.workers = Workers(ARGS.tandem, 1, data=f"imagefolder:{folder}", image_size=16)
+        # data="imagefolder" reads <sagemaker_root>/input/data/train: not on this host.
+        cls.here = dict(data="imagefolder", sagemaker_root=os.path.join(cls.tmp.name, "no-such-root"),
+                        connect_timeout=60, batch_size=4)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.workers.close()
+        cls.tmp.cleanup()
+
+    def test_the_dataset_is_learnt_from_the_workers(self):
+        with tandem.Feed(self.workers.targets, steps=2, image_size=16, **self.here) as feed:
+            self.assertEqual(feed.dataset["class_names"], ["cat", "dog"])
+            batches = list(feed)
+        self.assertEqual(len(batches), 2)
+        self.assertEqual(batches[0]["image"].shape, (4, 3, 16, 16))
+
+    def test_a_setting_that_differs_is_named(self):
+        with self.assertRaisesRegex(ValueError, r"serves pipeline \.\.\.,random_resized_crop\(size=16,.*, this feed "
+                                                r"expects \.\.\.,random_resized_crop\(size=24,.* \(--pipeline"):
+            tandem.Feed(self.workers.targets, steps=2, image_size=24, **self.here)
+        with self.assertRaisesRegex(ValueError, r"seed 0, this feed expects 7 \(--seed\)"):
+            tandem.Feed(self.workers.targets, steps=2, image_size=16, seed=7, **self.here)
+
+    def test_local_threads_without_the_data_is_one_clear_error(self):
+        with self.assertRaisesRegex(ValueError, r"local_threads=1 make batches from this host's copy of --data "
+                                                r"imagefolder, which is not here: .*local_threads=0"):
+            tandem.Feed(self.workers.targets, steps=2, image_size=16, local_threads=1, **self.here)
+
+    def test_each_epoch_has_its_own_augmentation(self):
+        def images_by_index(epoch):
+            with tandem.Feed(self.workers.targets, epoch=epoch, image_size=16, **self.here) as feed:
+                return {int(i): b["image"][k].copy() for b in feed for k, i in enumerate(b.indices)}
+        first, second, again = images_by_index(0), images_by_index(1), images_by_index(0)
+        self.assertEqual(sorted(first), sorted(second))  # one pass over the same samples
+        self.assertTrue(any(not np.array_equal(first[i], second[i]) for i in first), "epoch 1 crops as epoch 0 did")
+        self.assertTrue(all(np.array_equal(first[i], again[i]) for i in first), "epoch 0 is not reproduced")
+
+    @unittest.skipUnless(HAS_TORCH, "torch is missing")
+    def test_tandem_dataset_learns_too(self):
+        from tandem.torch import TandemDataset
+        ds = TandemDataset(self.workers.targets, image_size=16, rank=0, world=1, **self.here)
+        self.assertEqual(ds.dataset_info["num_classes"], 2)
+        self.assertEqual(len(list(ds)), len(ds))
+
+
+class PlaceTest(unittest.TestCase):
+    """Workers, rank, world and settings found without arguments."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.workers = Workers(ARGS.tandem, 1, **SYNTHETIC)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.workers.close()
+
+    def test_feed_takes_everything_from_tandem_launchs_environment(self):
+        settings = {"data": "synthetic", "image-size": "16", "dataset-size": "64", "batch-size": "8", "steps": "3",
+                    "lr": "0.5", "model": "resnet18"}  # the trainer's own are left out
+        with environment(TANDEM_WORKERS=",".join(self.workers.targets), RANK="1", WORLD_SIZE="2",
+                         TANDEM_SETTINGS=json.dumps(settings)):
+            with tandem.Feed() as feed:
+                self.assertEqual((len(feed), feed.batch_size), (3, 8))
+                launched = indices_of(feed)
+            with tandem.Feed(batch_size=4) as feed:  # a keyword argument wins
+                self.assertEqual(feed.batch_size, 4)
+        with tandem.Feed(self.workers.targets, rank=1, world=2, batch_size=8, steps=3, **SYNTHETIC) as feed:
+            self.assertEqual(launched, indices_of(feed))
+
+    def test_no_workers_anywhere_names_what_was_looked_at(self):
+        with environment(TANDEM_WORKERS=None):
+            with self.assertRaisesRegex(ValueError, r"no data workers for this feed: workers= was not given, "
+                                                    r"\$TANDEM_WORKERS is not set .*has no data worker group"):
+                tandem.Feed(None, **SYNTHETIC)
+        with environment(TANDEM_WORKERS=""):
+            with self.assertRaisesRegex(ValueError, r"tandem launch found no data workers for this job"):
+                tandem.Feed(None, **SYNTHETIC)
+
+    def test_a_sagemaker_script_finds_the_cpu_group_and_leaves_its_records(self):
+        """A script on the GPU host of a two-group job, as SageMaker starts it: its own process."""
+        with tempfile.TemporaryDirectory() as root:
+            os.makedirs(os.path.join(root, "input", "config"))
+            with open(os.path.join(root, "input", "config", "resourceconfig.json"), "w") as f:
+                json.dump({"current_host": "algo-2", "current_group_name": "gpu", "hosts": ["algo-1", "algo-2"],
+                           "current_instance_type": "ml.g5.xlarge",
+                           "instance_groups": [
+                               {"instance_group_name": "cpu", "instance_type": "ml.c5.xlarge", "hosts": ["algo-1"]},
+                               {"instance_group_name": "gpu", "instance_type": "ml.g5.xlarge", "hosts": ["algo-2"]}]},
+                          f)
+            script = textwrap.dedent(f"""
+                import sys, tandem
+                with tandem.Feed(None, sagemaker_root={root!r}, batch_size=4, steps=6, log_every=2,
+                                 data="synthetic", image_size=16, dataset_size=64) as feed:
+                    for batch in feed:
+                        pass
+                    print(sorted(s["name"] for s in feed.stats()["sources"]))
+                """)
+            env = {**os.environ, "PYTHONPATH": ARGS.module_dir, "TANDEM_HOST_MAP": f"algo-1={self.workers.targets[0]}"}
+            for k in ("RANK", "WORLD_SIZE", "TANDEM_WORKERS", "TANDEM_SETTINGS"):
+                env.pop(k, None)
+            out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(out.stdout.strip(), str(self.workers.targets))
+            self.check_records(os.path.join(root, "output", "data"))
+
+    def check_records(self, data):
+        with open(os.path.join(data, "metrics.jsonl")) as f:
+            lines = [json.loads(line) for line in f]
+        self.assertEqual([line["step"] for line in lines], [2, 4, 6])
+        self.assertTrue(all(line["samples_per_sec"] > 0 and 0 <= line["data_wait_pct"] <= 100 for line in lines))
+        with open(os.path.join(data, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["steps"], summary["samples"]), (6, 24))
+        self.assertGreater(summary["throughput"]["global_samples_per_sec"], 0)
+        self.assertGreater(summary["step_seconds"]["data_wait"], 0)
+        plan_inputs = summary["plan_inputs"]
+        self.assertEqual(plan_inputs["trainer_instance_type"], "ml.g5.xlarge")
+        self.assertEqual([w["address"] for w in plan_inputs["workers"]], self.workers.targets)
+        self.assertTrue(os.path.getsize(os.path.join(data, "report.html")) > 0)
+        plan = subprocess.run([ARGS.tandem, "plan", os.path.join(data, "summary.json"), "--worker-type",
+                               "ml.c5.xlarge", "--json"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(plan.returncode, 0, plan.stderr)
+        self.assertEqual(json.loads(plan.stdout)["worker"]["instance_type"], "ml.c5.xlarge")
+
+
+@unittest.skipUnless(HAS_TORCH, "torch is missing")
+class EpochTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.workers = Workers(ARGS.tandem, 1, **SYNTHETIC)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.workers.close()
+
+    def test_each_pass_is_a_new_epoch_and_set_epoch_reproduces_one(self):
+        from tandem.torch import TandemDataset
+        ds = TandemDataset(self.workers.targets, batch_size=8, rank=0, world=1, **SYNTHETIC)
+        self.assertEqual(len(ds), 8)
+        first, second = indices_of(ds), indices_of(ds)
+        self.assertEqual(len(first), 8)
+        self.assertNotEqual(first[0], second[0], "the second pass replays the first")
+        self.assertEqual(sorted(sum(second, [])), list(range(64)))  # still one pass over the data
+        ds.set_epoch(0)
+        self.assertEqual(indices_of(ds), first)
+        self.assertEqual(ds.epoch, 1)
+
+    def test_the_step_form_refuses_to_replay(self):
+        from tandem.torch import TandemDataset
+        ds = TandemDataset(self.workers.targets, batch_size=8, steps=3, rank=0, world=1, **SYNTHETIC)
+        self.assertEqual(len(indices_of(ds)), 3)
+        with self.assertRaisesRegex(RuntimeError, "a second would replay the same batches"):
+            indices_of(ds)
+        with self.assertRaisesRegex(ValueError, "set_epoch.. belongs to the epoch form"):
+            ds.set_epoch(1)
+
+
+if __name__ == "__main__":
+    sys.argv = sys.argv[:1]
+    result = unittest.main(exit=False, verbosity=2).result
+    sys.exit(0 if result.wasSuccessful() else 1)
