@@ -106,9 +106,9 @@ class BuiltinModel final : public Model {
     nlohmann::json meta = {{"format", "state_dict"}, {"parameter_names", torchvision ? "torchvision" : "tandem"}};
     if (!ctor.empty()) {
       meta["python"] = "import torch, torchvision; model = " + ctor +
-                       "; model.load_state_dict(torch.load('model.pt')); model.eval()";
+                       "; model.load_state_dict(torch.load('model.pt', weights_only=False)); model.eval()";
     } else {
-      meta["python"] = "state = torch.load('model.pt'): tandem's " + name_ +
+      meta["python"] = "state = torch.load('model.pt', weights_only=False): tandem's " + name_ +
                        " has no torchvision equivalent; docs/models.md has a matching Python class";
     }
     return meta;

@@ -28,10 +28,10 @@ def main(kind: str, model_file: str, input_file: str, expected_file: str) -> int
         model = scope["model"]
     else:
         model = eval(kind)  # a constructor expression from the test, e.g. torchvision.models.resnet18(...)
-        model.load_state_dict(torch.load(model_file))  # strict: every name and shape must match
+        model.load_state_dict(torch.load(model_file, weights_only=False))  # strict: every name and shape must match
     model.eval()
-    x = torch.load(input_file)
-    expected = torch.load(expected_file)
+    x = torch.load(input_file, weights_only=False)
+    expected = torch.load(expected_file, weights_only=False)
     with torch.no_grad():
         got = model(x)
     diff = (got - expected).abs().max().item()
