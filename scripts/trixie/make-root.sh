@@ -73,13 +73,13 @@ CONTROL
 }
 
 packages() {
-  local lists=("$here/build-packages.txt" "$here/test-packages.txt") sum
+  local lists=("$here/build-packages.txt" "$here/python-packages.txt" "$here/test-packages.txt") sum
   sum=$(cat "${lists[@]}" | sha256sum | cut -c1-16)
   [ -f "$root/.stamp-packages-$sum" ] && return 0
   "${sudo[@]}" cp /etc/resolv.conf "$root/etc/resolv.conf"
   in_root apt-get update -qq
   # shellcheck disable=SC2046
-  in_root apt-get install -y -qq --no-install-recommends $(trixie_packages "${lists[0]}") $(trixie_packages "${lists[1]}") >/dev/null
+  in_root apt-get install -y -qq --no-install-recommends $(for l in "${lists[@]}"; do trixie_packages "$l"; done) >/dev/null
   in_root apt-get clean
   # New packages may take new symbols from libcudnn: make the stand-in again.
   "${sudo[@]}" rm -f "$root/.stamp-cudnn-stand-in"
