@@ -73,24 +73,26 @@ CONTROL
 }
 
 packages() {
-  local lists=("$here/build-packages.txt" "$here/test-packages.txt") sum
+  local lists=("$here/build-packages.txt" "$here/python-packages.txt" "$here/test-packages.txt") sum
   sum=$(cat "${lists[@]}" | sha256sum | cut -c1-16)
   [ -f "$root/.stamp-packages-$sum" ] && return 0
   "${sudo[@]}" cp /etc/resolv.conf "$root/etc/resolv.conf"
   in_root apt-get update -qq
   # shellcheck disable=SC2046
-  in_root apt-get install -y -qq --no-install-recommends $(trixie_packages "${lists[0]}") $(trixie_packages "${lists[1]}") >/dev/null
+  in_root apt-get install -y -qq --no-install-recommends $(for l in "${lists[@]}"; do trixie_packages "$l"; done) >/dev/null
   in_root apt-get clean
   # New packages may take new symbols from libcudnn: make the stand-in again.
-  "${sudo[@]}" rm -f "$root/.stamp-cudnn-stand-in"
+  "${sudo[@]}" rm -f "$root/.stamp-cudnn-stand-in-2"
   "${sudo[@]}" touch "$root/.stamp-packages-$sum"
 }
 
 cudnn_stand_in() {
-  [ -f "$root/.stamp-cudnn-stand-in" ] && return 0
-  local lib; lib=$(in_root sh -c 'ls /usr/lib/x86_64-linux-gnu/libtorch_cuda.so* | head -1')
-  local syms; syms=$(in_root nm -D --undefined-only "$lib" | awk '$2 ~ /@libcudnn\.so\.9$/ {sub(/@.*/, "", $2); print $2}' | sort -u)
-  [ -n "$syms" ] || { echo "make-root.sh: $lib takes no symbols from libcudnn.so.9" >&2; return 1; }
+  [ -f "$root/.stamp-cudnn-stand-in-2" ] && return 0
+  # Every symbol LibTorch's libraries take from it: libtorch_cuda's, and libtorch_python's
+  # (python3-torch-cuda, `import torch`).
+  local syms; syms=$(in_root sh -c 'for lib in /usr/lib/x86_64-linux-gnu/libtorch_cuda.so.* /usr/lib/x86_64-linux-gnu/libtorch_python.so.*; do
+      [ -e "$lib" ] && nm -D --undefined-only "$lib"; done' | awk '$2 ~ /@libcudnn\.so\.9$/ {sub(/@.*/, "", $2); print $2}' | sort -u)
+  [ -n "$syms" ] || { echo "make-root.sh: LibTorch takes no symbols from libcudnn.so.9" >&2; return 1; }
   local dir="$root/tmp/cudnn-stand-in"
   "${sudo[@]}" mkdir -p "$dir"
   {
@@ -107,7 +109,7 @@ cudnn_stand_in() {
   in_root gcc -shared -fPIC -O1 -o /usr/lib/x86_64-linux-gnu/libcudnn.so.9 \
     -Wl,-soname,libcudnn.so.9 -Wl,--version-script=/tmp/cudnn-stand-in/cudnn.map /tmp/cudnn-stand-in/cudnn.c
   in_root ldconfig
-  "${sudo[@]}" touch "$root/.stamp-cudnn-stand-in"
+  "${sudo[@]}" touch "$root/.stamp-cudnn-stand-in-2"
 }
 
 stage bootstrap
