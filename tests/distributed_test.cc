@@ -83,39 +83,53 @@ std::string trainer_args(const fs::path& root, int steps, const std::string& ext
          " --sagemaker-root " + root.string() + " --summary-json " + (root / "s.json").string() + extra;
 }
 
+// A trainer of `model` with `flags`, stopped by SIGTERM after step 10 of 40 and run
+// again, gives the losses of the run that was not stopped, bit for bit.
+void expect_sigterm_then_resume_reproduces_the_losses(const std::string& model, const std::string& flags,
+                                                      const std::string& name) {
+  const fs::path dir = fresh_dir("resume-" + name);
+  const std::string extra = " --model " + model + flags;
+  ASSERT_EQ(run(trainer_args(dir / "straight", 40, extra), dir / "straight.log"), 0) << slurp(dir / "straight.log");
+  const auto straight = summary(dir / "straight/s.json")["losses"].get<std::vector<double>>();
+  ASSERT_EQ(straight.size(), 40u);
+
+  const fs::path root = dir / "stopped";
+  Child p = spawn(trainer_args(root, 40, extra), dir / "first.log");
+  ASSERT_TRUE(wait_for_text(dir / "first.log", "step=10 ", 60s)) << slurp(dir / "first.log");
+  kill(p.pid, SIGTERM);
+  ASSERT_EQ(wait_exit(p, 30s), 2) << slurp(dir / "first.log");
+  const auto first = summary(root / "s.json");
+  const auto before = first["losses"].get<std::vector<double>>();
+  ASSERT_TRUE(first["interrupted"].get<bool>());
+  ASSERT_GE(before.size(), 10u);
+  ASSERT_LT(before.size(), 40u) << "SIGTERM came too late to test a resume";
+  for (size_t i = 0; i < before.size(); ++i) ASSERT_EQ(before[i], straight[i]) << "step " << i;
+
+  ASSERT_EQ(run(trainer_args(root, 40, extra), dir / "second.log"), 0) << slurp(dir / "second.log");
+  const auto second = summary(root / "s.json");
+  EXPECT_EQ(second["start_step"].get<size_t>(), before.size());
+  const auto after = second["losses"].get<std::vector<double>>();
+  ASSERT_EQ(before.size() + after.size(), 40u);
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i], straight[before.size() + i]) << "step " << before.size() + i << ": not bit-exact";
+  }
+  EXPECT_TRUE(fs::exists(root / "model/model.pt"));
+  EXPECT_TRUE(fs::exists(root / "model/model.json"));
+}
+
 // A built-in and a TorchScript model (tests/fixtures/models/tiny_net.pt) alike.
 TEST(Checkpoints, SigtermThenResumeReproducesTheUninterruptedLosses) {
   for (const std::string model : {"small_cnn", TANDEM_FIXTURES "/models/tiny_net.pt"}) {
     SCOPED_TRACE(model);
-    const fs::path dir = fresh_dir("resume-" + fs::path(model).stem().string());
-    ASSERT_EQ(run(trainer_args(dir / "straight", 40, " --model " + model), dir / "straight.log"), 0)
-        << slurp(dir / "straight.log");
-    const auto straight = summary(dir / "straight/s.json")["losses"].get<std::vector<double>>();
-    ASSERT_EQ(straight.size(), 40u);
-
-    const fs::path root = dir / "stopped";
-    Child p = spawn(trainer_args(root, 40, " --model " + model), dir / "first.log");
-    ASSERT_TRUE(wait_for_text(dir / "first.log", "step=10 ", 60s)) << slurp(dir / "first.log");
-    kill(p.pid, SIGTERM);
-    ASSERT_EQ(wait_exit(p, 30s), 2) << slurp(dir / "first.log");
-    const auto first = summary(root / "s.json");
-    const auto before = first["losses"].get<std::vector<double>>();
-    ASSERT_TRUE(first["interrupted"].get<bool>());
-    ASSERT_GE(before.size(), 10u);
-    ASSERT_LT(before.size(), 40u) << "SIGTERM came too late to test a resume";
-    for (size_t i = 0; i < before.size(); ++i) ASSERT_EQ(before[i], straight[i]) << "step " << i;
-
-    ASSERT_EQ(run(trainer_args(root, 40, " --model " + model), dir / "second.log"), 0) << slurp(dir / "second.log");
-    const auto second = summary(root / "s.json");
-    EXPECT_EQ(second["start_step"].get<size_t>(), before.size());
-    const auto after = second["losses"].get<std::vector<double>>();
-    ASSERT_EQ(before.size() + after.size(), 40u);
-    for (size_t i = 0; i < after.size(); ++i) {
-      EXPECT_EQ(after[i], straight[before.size() + i]) << "step " << before.size() + i << ": not bit-exact";
-    }
-    EXPECT_TRUE(fs::exists(root / "model/model.pt"));
-    EXPECT_TRUE(fs::exists(root / "model/model.json"));
+    expect_sigterm_then_resume_reproduces_the_losses(model, "", fs::path(model).stem().string());
   }
+}
+
+// Mixing is drawn from (seed, step, rank): the resumed run mixes its batches as the
+// uninterrupted one did.
+TEST(Checkpoints, SigtermThenResumeReproducesTheLossesWithMixupCutmixAndSmoothing) {
+  expect_sigterm_then_resume_reproduces_the_losses(
+      "small_cnn", " --mixup 0.2 --cutmix 1.0 --label-smoothing 0.1 --seed 3", "mixing");
 }
 
 TEST(Checkpoints, ACorruptCheckpointIsReportedAndSkipped) {

@@ -33,6 +33,7 @@ TEST(TrainerConfig, DefaultsAreTheFlagsDefaults) {
   EXPECT_EQ(c.optimizer, OptimizerOptions{});
   EXPECT_EQ(c.loop, LoopOptions{});
   EXPECT_EQ(c.checkpoints, CheckpointOptions{});
+  EXPECT_EQ(c.mix, MixOptions{});
 }
 
 TEST(TrainerConfig, EveryFlagReachesItsComponent) {
@@ -53,11 +54,15 @@ TEST(TrainerConfig, EveryFlagReachesItsComponent) {
   o.eval_every = 11;
   o.checkpoint_every = 13;
   o.keep_checkpoints = 2;
+  o.mixup = 0.2;
+  o.cutmix = 1.0;
+  o.label_smoothing = 0.1;
   const TrainerConfig c = trainer_config(o, 99);
   EXPECT_EQ(c.model, (ModelOptions{"resnet18", "bf16", true, false}));
   EXPECT_EQ(c.optimizer, (OptimizerOptions{"adamw", 0.3, 0.5, 0.01, false, 1.5, 7, "cosine", 99}));
   EXPECT_EQ(c.loop, (LoopOptions{99, 3, 11}));
   EXPECT_EQ(c.checkpoints, (CheckpointOptions{13, 2}));
+  EXPECT_EQ(c.mix, (MixOptions{0.2, 1.0, 0.1, 0})) << "the seed is the data's, set by the caller";
 }
 
 TEST(RankOptions, EpochsBecomeWholeGlobalBatchesForTheLoopAndTheSchedule) {

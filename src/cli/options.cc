@@ -273,6 +273,18 @@ void add_model_options(CLI::App& app, TrainerOptions& o) {
       ->group(kTrainerGroup);
 }
 
+// Batch-level mixing and label smoothing (training/batch_mix.h).
+void add_mixing_options(CLI::App& app, TrainerOptions& o) {
+  app.add_option("--mixup", o.mixup,
+                 "MixUp: mix each batch with itself rolled by one, lambda ~ Beta(ALPHA, ALPHA); 0 = off")
+      ->capture_default_str()->check(in_range(0.0, 1000.0))->group(kTrainerGroup);
+  app.add_option("--cutmix", o.cutmix, "CutMix: paste a box of the rolled batch, area from Beta(ALPHA, ALPHA); 0 = off "
+                 "(with --mixup, one of the two per batch)")
+      ->capture_default_str()->check(in_range(0.0, 1000.0))->group(kTrainerGroup);
+  app.add_option("--label-smoothing", o.label_smoothing, "Targets (1 - EPS) x one-hot + EPS / classes; 0 = off")
+      ->capture_default_str()->check(in_range(0.0, 1.0))->group(kTrainerGroup);
+}
+
 // Data parallelism: ranks, rendezvous, gradient sync.
 void add_parallel_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--grad-sync", o.grad_sync,
@@ -335,6 +347,7 @@ void add_feed_options(CLI::App& app, TrainerOptions& o) {
 void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   const size_t before = app.get_options().size();
   add_model_options(app, o);
+  add_mixing_options(app, o);
   add_parallel_options(app, o);
   add_schedule_options(app, o);
   add_feed_options(app, o);

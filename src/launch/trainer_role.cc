@@ -135,8 +135,8 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     rank = dist.rank;
     if (dist.local_rank == 0) spdlog::info("trainer {}: {}", host, training::describe(training::torch_runtime()));
     feed::RankFeed feed(rank_feed_options(settings, worker_targets, dist), signals.stop());
-    const training::RankOptions opts =
-        training::derive_rank_options(settings.trainer, feed.info(), dist, rank_host(feed));
+    training::RankOptions opts = training::derive_rank_options(settings.trainer, feed.info(), dist, rank_host(feed));
+    opts.trainer.mix.seed = settings.data.seed;  // the data's seed also fixes the batches' mixing
     training::set_torch_threads(opts.torch_threads);
     const RunFiles files = run_files(settings, dist.rank);
     out = files.root;

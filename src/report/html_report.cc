@@ -114,6 +114,7 @@ std::string settings_table(const nlohmann::json& s) {
       {"num_classes", "classes"}, {"seed", "seed"}, {"pipeline", "pipeline"}, {"wire_dtype", "wire dtype"},
       {"optimizer", "optimizer"}, {"lr", "learning rate"}, {"lr_schedule", "schedule"}, {"warmup_steps", "warmup steps"},
       {"momentum", "momentum"}, {"weight_decay", "weight decay"}, {"clip_grad_norm", "gradient clipping"},
+      {"mixup", "mixup alpha"}, {"cutmix", "cutmix alpha"}, {"label_smoothing", "label smoothing"},
       {"amp", "mixed precision"}, {"fused_optimizer", "fused optimizer"}};
   std::string out = "<table>";
   for (const auto& [key, name] : kRows) {

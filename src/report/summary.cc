@@ -146,6 +146,9 @@ nlohmann::json run_settings(const Settings& settings, const data::DatasetInfo& i
           {"momentum", t.momentum},
           {"weight_decay", t.weight_decay},
           {"clip_grad_norm", t.clip_grad_norm},
+          {"mixup", t.mixup},
+          {"cutmix", t.cutmix},
+          {"label_smoothing", t.label_smoothing},
           {"amp", t.amp},
           {"fused_optimizer", t.fused_optimizer}};
 }

@@ -23,8 +23,13 @@ class Model {
 
   virtual torch::Tensor forward(const torch::Tensor& x) = 0;
   // The training objective: cross-entropy over [N, classes] outputs, or the module's own
-  // `loss(outputs, labels)`.
+  // `loss(outputs, labels)`. `labels` are int64 [N], or soft targets, float32
+  // [N, classes] with rows summing to 1, when batches are mixed or labels smoothed
+  // (batch_mix.h).
   virtual torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels);
+  // Throws ConfigError when loss() cannot take soft targets for `classes` classes
+  // (cross-entropy can; a TorchScript module's own loss is tried on a zero batch).
+  virtual void check_soft_targets(int64_t /*classes*/) {}
 
   // Whether the model trains through training_step (a TorchScript module that defines
   // `training_step(self, batch: Dict[str, Tensor]) -> Tensor`) rather than forward + loss.

@@ -44,6 +44,28 @@ class ScriptModel final : public Model {
     return module_.get_method("loss")({outputs, labels}).toTensor();
   }
 
+  // The module's loss on zero outputs [2, classes] and uniform soft targets, without
+  // gradients: a floating-point scalar, or a ConfigError naming the fix.
+  void check_soft_targets(int64_t classes) override {
+    if (!has_loss_) return;
+    torch::NoGradGuard no_grad;
+    const torch::Tensor y = torch::zeros({2, classes});
+    const std::string what = "outputs " + shape_text(y.sizes()) + " and soft targets float32 " + shape_text(y.sizes());
+    const std::string fix = ": --mixup, --cutmix and --label-smoothing give loss(outputs, labels) each sample's "
+                            "class probabilities, float32 [N, classes], in place of int64 labels [N] (docs/models.md); "
+                            "make it accept them (F.cross_entropy takes both) or leave those flags at 0";
+    c10::IValue l;
+    try {
+      l = module_.get_method("loss")({y, torch::full({2, classes}, 1.0 / static_cast<double>(classes))});
+    } catch (const std::exception& e) {
+      throw ConfigError("--model " + path_ + "'s loss(outputs, labels) fails on " + what + ": " + headline(e) + fix);
+    }
+    if (!l.isTensor() || l.toTensor().numel() != 1 || !l.toTensor().is_floating_point()) {
+      throw ConfigError("--model " + path_ + "'s loss(outputs, labels) does not return a floating-point scalar for " +
+                        what + fix);
+    }
+  }
+
   bool has_training_step() const override { return has_training_step_; }
   torch::Tensor training_step(const NamedTensors& batch) override {
     c10::IValue loss;

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "autocast.h"
+#include "batch_mix.h"
 #include "checkpoint.h"
 #include "evaluate.h"
 #include "optim.h"
@@ -79,6 +80,7 @@ Trainer::Trainer(const TrainerConfig& config, const data::DatasetInfo& info, con
   torch::manual_seed(0);
   at::globalContext().setFlushDenormal(true);  // near-zero gradients late in training are slow otherwise
   m.model = build_model(mo.name, info);
+  check_mixing(config.mix, *m.model, info, mo.name);
   m.model->to(m.device);
   m.format.fields = m.model->has_training_step();
   if (m.format.fields && m.eval) {
@@ -167,7 +169,7 @@ bool Trainer::Impl::train_step(const DeviceBatch* batch, bool stop, int64_t step
   torch::Tensor loss;
   if (batch) {
     Autocast amp(config.model.amp == "bf16", device.is_cuda());
-    loss = step_loss(*batch);
+    loss = step_loss(*batch, step);
   }
   if (loss.defined()) loss.backward();
   clock.mark(StepClock::kForwardBackward);
@@ -181,9 +183,11 @@ bool Trainer::Impl::train_step(const DeviceBatch* batch, bool stop, int64_t step
   return true;
 }
 
-// The batch's loss in float32: forward then loss, or the model's training_step on every
-// field (whose returned loss's dtype is what the report calls the compute dtype).
-torch::Tensor Trainer::Impl::step_loss(const DeviceBatch& batch) {
+// The batch's loss in float32: forward then loss (on the batch mixed for `step`, against
+// soft targets, with --mixup, --cutmix or --label-smoothing), or the model's
+// training_step on every field (whose returned loss's dtype is what the report calls the
+// compute dtype).
+torch::Tensor Trainer::Impl::step_loss(const DeviceBatch& batch, int64_t step) {
   if (format.fields) {
     const torch::Tensor loss = model->training_step(batch.fields);
     if (compute_dtype.empty()) {
@@ -192,6 +196,12 @@ torch::Tensor Trainer::Impl::step_loss(const DeviceBatch& batch) {
       observe_formats(image == batch.fields.end() ? torch::Tensor() : image->second, loss);
     }
     return loss.reshape({}).to(torch::kFloat32);
+  }
+  if (config.mix.soft_targets()) {
+    const MixedBatch mixed = mix_batch(batch.x, batch.y, config.mix, step, dist.rank, info.num_classes);
+    const torch::Tensor out = model->forward(mixed.x);
+    if (compute_dtype.empty()) observe_formats(mixed.x, out);
+    return model->loss(out, mixed.targets).to(torch::kFloat32);
   }
   const torch::Tensor out = model->forward(batch.x);
   if (compute_dtype.empty()) observe_formats(batch.x, out);

@@ -46,7 +46,7 @@ struct Trainer::Impl {
   bool train_step(const DeviceBatch* batch, bool stop, int64_t step, StepClock& clock,
                   std::vector<torch::Tensor>& losses);
   void log_line(const LogPoint& p) const;
-  torch::Tensor step_loss(const DeviceBatch& batch);
+  torch::Tensor step_loss(const DeviceBatch& batch, int64_t step);
   void observe_formats(const torch::Tensor& input, const torch::Tensor& output);
   std::string save_checkpoint(int64_t step);
   std::string save_model();

@@ -52,6 +52,7 @@ TrainerConfig trainer_config(const TrainerOptions& opts, int64_t steps) {
                  opts.clip_grad_norm, opts.warmup_steps, opts.schedule, steps};
   c.loop = {steps, opts.log_every, opts.eval_every};
   c.checkpoints = {opts.checkpoint_every, opts.keep_checkpoints};
+  c.mix = {opts.mixup, opts.cutmix, opts.label_smoothing};
   return c;
 }
 

@@ -123,6 +123,11 @@ struct TrainerOptions {
   std::string schedule = "constant"; // --lr-schedule: constant | cosine
   double clip_grad_norm = 0;         // --clip-grad-norm: 0 = off
   std::string amp = "none";          // --amp: none | bf16 (autocast on CUDA and CPU)
+  // Batch-level mixing and label smoothing (torchvision's classification reference), on
+  // the trainer's device, for classification (image + label) models: 0 = off.
+  double mixup = 0;                  // --mixup ALPHA: lambda ~ Beta(ALPHA, ALPHA)
+  double cutmix = 0;                 // --cutmix ALPHA (with --mixup, one of the two per batch)
+  double label_smoothing = 0;        // --label-smoothing EPS: targets (1-EPS) onehot + EPS/classes
   bool channels_last = false;        // --channels-last
   int procs_per_host = 0;            // --procs-per-host: trainer processes per host; 0 = GPUs (1 on CPU)
   // --allow-cpu-training: let a host of a GPU instance family (ml.p*, ml.g*) train on its

@@ -49,6 +49,18 @@ struct LoopOptions {
   bool operator==(const LoopOptions&) const = default;
 };
 
+// Batch-level mixing and label smoothing (batch_mix.h), drawn per batch from (seed,
+// step, rank) alone, so a resumed run mixes its batches as the uninterrupted one did.
+struct MixOptions {
+  double mixup = 0;            // --mixup ALPHA: 0 = off
+  double cutmix = 0;           // --cutmix ALPHA: 0 = off; with --mixup, one of the two per batch
+  double label_smoothing = 0;  // --label-smoothing EPS: 0 = off
+  uint64_t seed = 0;           // --seed (the data's): with the step and the rank, fixes each draw
+  // Whether the model trains on soft targets ([N, classes] float) rather than labels.
+  bool soft_targets() const { return mixup > 0 || cutmix > 0 || label_smoothing > 0; }
+  bool operator==(const MixOptions&) const = default;
+};
+
 // Checkpoints: how often and how many. They go to RunPaths::checkpoint_dir (none when it
 // is empty), and a run resumes from the newest valid one there.
 struct CheckpointOptions {
@@ -63,9 +75,11 @@ struct TrainerConfig {
   OptimizerOptions optimizer;
   LoopOptions loop;
   CheckpointOptions checkpoints;
+  MixOptions mix;
 };
 
-// The components' options from the flags, for a run whose last step is `steps`.
+// The components' options from the flags, for a run whose last step is `steps` (the
+// mixing seed is the data's: the caller sets mix.seed from DataOptions::seed).
 TrainerConfig trainer_config(const TrainerOptions& opts, int64_t steps);
 
 // What a rank's host offers, for the thread split.

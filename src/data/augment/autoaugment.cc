@@ -223,20 +223,6 @@ std::vector<OpDraw> draw_auto(const AutoAugmentOptions& o, int height, int width
   return ops;
 }
 
-// Gamma(alpha, 1): Marsaglia and Tsang's method (boosted below alpha 1).
-double sample_gamma(Rng& rng, double alpha) {
-  if (alpha < 1.0) return sample_gamma(rng, alpha + 1.0) * std::pow(1.0 - rng.uniform(), 1.0 / alpha);
-  const double d = alpha - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
-  for (;;) {
-    const double x = rng.normal();
-    double v = 1.0 + c * x;
-    if (v <= 0) continue;
-    v = v * v * v;
-    const double u = 1.0 - rng.uniform();  // (0, 1]
-    if (u < 1.0 - 0.0331 * x * x * x * x || std::log(u) < 0.5 * x * x + d * (1.0 - v + std::log(v))) return d * v;
-  }
-}
-
 // A Dirichlet(alpha, ..., alpha) draw of `k` weights (normalised gamma draws), float32 as torch's.
 std::vector<float> sample_dirichlet(Rng& rng, double alpha, int k) {
   std::vector<double> g(k);

@@ -62,9 +62,25 @@ class Rng {
   uint64_t s_[4];
 };
 
+// Gamma(alpha, 1): Marsaglia and Tsang's method (boosted below alpha 1). From rng's
+// uniforms and normals only, so as portable as they are.
+inline double sample_gamma(Rng& rng, double alpha) {
+  if (alpha < 1.0) return sample_gamma(rng, alpha + 1.0) * std::pow(1.0 - rng.uniform(), 1.0 / alpha);
+  const double d = alpha - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
+  for (;;) {
+    const double x = rng.normal();
+    double v = 1.0 + c * x;
+    if (v <= 0) continue;
+    v = v * v * v;
+    const double u = 1.0 - rng.uniform();  // (0, 1]
+    if (u < 1.0 - 0.0331 * x * x * x * x || std::log(u) < 0.5 * x * x + d * (1.0 - v + std::log(v))) return d * v;
+  }
+}
+
 // Domain tags keep the streams for different purposes independent.
 inline constexpr uint64_t kContentStream = 0xC0;   // a sample's base content: (seed, index)
 inline constexpr uint64_t kAugmentStream = 0xA6;   // its augmentation: (seed, epoch, index)
 inline constexpr uint64_t kShuffleStream = 0x5F;   // an epoch's order: (seed, epoch)
+inline constexpr uint64_t kMixStream = 0x3B;       // a batch's mixing in the trainer: (seed, step, rank)
 
 }  // namespace tandem::data
