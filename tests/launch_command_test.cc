@@ -199,6 +199,21 @@ TEST(LaunchCommand, EveryRankGetsTorchrunsAndTandemsVariables) {
   fs::remove_all(h.dir);
 }
 
+// A list flag (--host-map, --workers) just before `--` takes its own value only: the
+// command's words stay the command's (CLI11 took them as more of the list, and launch
+// refused the command line with "unknown flag '--'").
+TEST(LaunchCommand, AListFlagJustBeforeTheCommandLeavesTheCommandWhole) {
+  const Host h = one_host("launch-list-last");
+  const std::string flags = "launch --sagemaker-root " + h.root.string() + " --master-port " +
+                            std::to_string(testing::free_port()) + " --procs-per-host 1 --host-map algo-1=127.0.0.1:6000 ";
+  const std::string words = (h.dir / "words").string();
+  const auto r = testing::run_capture(flags + "-- /bin/sh -c 'echo \"$0 $1\" > " + words + "' first second",
+                                      h.dir / "log", 60);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(slurp(words), "first second\n");
+  fs::remove_all(h.dir);
+}
+
 TEST(LaunchCommand, AFailingRankEndsTheOthersWithItsCodeAndLastLines) {
   const Host h = one_host("launch-fail");
   const std::string script =

@@ -123,11 +123,15 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
       ->envname("TANDEM_SAGEMAKER_ROOT")->capture_default_str()->group(kClusterGroup);
   app.add_option("--config", o.config_file, "JSON file of settings (keys are flag names without --)")
       ->check(CLI::ExistingFile)->group(kClusterGroup);
-  app.add_option("--trainer-group", o.trainer_groups, "Instance group that trains (repeatable)")->group(kClusterGroup);
-  app.add_option("--worker-group", o.worker_groups, "Instance group that serves data (repeatable)")->group(kClusterGroup);
+  // List options take one value per flag (allow_extra_args(false)): otherwise the words
+  // after `--` (tandem launch -- COMMAND ARGS) are taken for more of the list's values.
+  app.add_option("--trainer-group", o.trainer_groups, "Instance group that trains (repeatable)")
+      ->allow_extra_args(false)->group(kClusterGroup);
+  app.add_option("--worker-group", o.worker_groups, "Instance group that serves data (repeatable)")
+      ->allow_extra_args(false)->group(kClusterGroup);
   app.add_option("--current-host", o.current_host, "This host's name, overriding discovery")->group(kClusterGroup);
   app.add_option("--host-map", o.host_map, "How to reach hosts: name=addr[:port],...")
-      ->envname("TANDEM_HOST_MAP")->delimiter(',')->group(kClusterGroup);
+      ->envname("TANDEM_HOST_MAP")->delimiter(',')->allow_extra_args(false)->group(kClusterGroup);
   app.add_option("--worker-port", o.worker_port, "Port data workers listen on")
       ->capture_default_str()->check(in_range(1, 65535))->group(kClusterGroup);
   app.add_option("--resolve-timeout", o.resolve_timeout_s, "Seconds to wait for host names to resolve")
@@ -138,7 +142,7 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
 void add_worker_list_options(CLI::App& app, TrainerOptions& o) {
   const size_t before = app.get_options().size();
   app.add_option("--workers", o.workers, "Data workers to pull from: host[:port],... (the port defaults to --worker-port)")
-      ->delimiter(',')->group(kTrainerGroup);
+      ->delimiter(',')->allow_extra_args(false)->group(kTrainerGroup);
   app.add_option("--worker-service", o.worker_service,
                  "A DNS name with one address per data worker (a Kubernetes headless Service): NAME[:PORT]")
       ->group(kTrainerGroup);
