@@ -63,6 +63,15 @@ TEST(RankEnv, TokenAndThreadsOnlyWhenThere) {
   EXPECT_EQ(omp_threads_per_rank(8, 2, true), 0);
 }
 
+// USE_LIBUV=0 unless the launcher's environment sets it: Debian's PyTorch (the image's
+// python3-torch-cuda) has no libuv TCPStore, and init_process_group() fails without it.
+TEST(RankEnv, LibuvOffUnlessTheLauncherSetsIt) {
+  RankContext ctx;
+  EXPECT_EQ(rank_environment(ctx, RankPlace{}).count(launch_env::kUseLibuv), 0u);
+  ctx.libuv_off = true;
+  EXPECT_EQ(rank_environment(ctx, RankPlace{}).at(launch_env::kUseLibuv), "0");
+}
+
 TEST(RankCommand, CommandOrScript) {
   LaunchOptions o;
   EXPECT_TRUE(rank_command(o, "/usr/bin/python3").empty());

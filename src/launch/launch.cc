@@ -134,6 +134,7 @@ int run_command(const Settings& settings, const cluster::Cluster& c, const clust
   o.context.omp_threads = omp_threads_per_rank(data::available_cores(), o.procs,
                                                cluster::process_env(launch_env::kOmpThreads).has_value());
   if (!cluster::process_env(launch_env::kGlooInterface)) o.context.network_interface = c.network_interface;
+  o.context.libuv_off = !cluster::process_env(launch_env::kUseLibuv).has_value();
   o.group_rank = plan.host_index;
   o.groups = static_cast<int>(plan.trainer_hosts.size());
   o.grace_s = stop_grace(settings.launch, c);

@@ -51,6 +51,19 @@ def free_ports(n):
             s.close()
 
 
+def _torchrun_can_rendezvous():
+    """False where torchrun cannot start: its static rendezvous makes a TCPStore with libuv,
+    which Debian's PyTorch 2.x (trixie's, in scripts/test-cuda's root) is built without."""
+    import torch.distributed as dist
+    try:
+        dist.TCPStore("127.0.0.1", 0, 1, True, use_libuv=True)
+    except TypeError:
+        return True  # PyTorch < 2.2: no libuv option, torchrun works
+    except RuntimeError as e:
+        return "libuv" not in str(e)
+    return True
+
+
 def torchrun(args, env, timeout):
     """Runs `python -m torch.distributed.run ARGS` in its own session, so that a timeout
     stops torchrun and every rank; exits the test with the output when it fails. Returns
@@ -60,6 +73,10 @@ def torchrun(args, env, timeout):
     if int(torch.__version__.split(".")[0]) < 2:
         flags = ["--redirects", "1", "--tee", "1"]  # torch < 2 under Python 3.11 cannot parse the default
     argv = [sys.executable, "-m", "torch.distributed.run", "--master_port", str(free_ports(1)[0]), *flags, *args]
+    if not _torchrun_can_rendezvous():
+        print("skipped: this PyTorch was built without libuv, and torchrun's static rendezvous always asks "
+              "for a libuv TCPStore (Debian's PyTorch 2.x); `tandem launch` ranks use USE_LIBUV=0 instead")
+        sys.exit(77)
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:

@@ -17,6 +17,7 @@
 // | MASTER_PORT         | --master-port (29500; simulate: a free port), the same everywhere |
 // | OMP_NUM_THREADS     | when unset: this host's cores / LOCAL_WORLD_SIZE (at least 1)     |
 // | GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME | when unset: the interface resourceconfig.json names |
+// | USE_LIBUV           | when unset: 0 (Debian's PyTorch has no libuv TCPStore)            |
 // | TANDEM_WORKERS      | the job's data workers, "address:port,..." ("" = none)            |
 // | TANDEM_TOKEN        | the job's token (only when there is one)                         |
 // | TANDEM_JOB_NAME     | the job name workers check ("" = none)                           |
@@ -45,6 +46,8 @@ inline constexpr const char* kOmpThreads = "OMP_NUM_THREADS";
 // The network interface torch.distributed's Gloo and NCCL use.
 inline constexpr const char* kGlooInterface = "GLOO_SOCKET_IFNAME";
 inline constexpr const char* kNcclInterface = "NCCL_SOCKET_IFNAME";
+// torch.distributed's TCPStore without libuv, which Debian's PyTorch lacks.
+inline constexpr const char* kUseLibuv = "USE_LIBUV";
 
 // tandem's own.
 inline constexpr const char* kWorkers = "TANDEM_WORKERS";

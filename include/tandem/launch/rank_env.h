@@ -35,6 +35,10 @@ struct RankContext {
   // GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME; "" = not set (unknown, or the launcher's
   // environment has them).
   std::string network_interface;
+  // USE_LIBUV=0 for the ranks (when the launcher's environment does not set it): Debian's
+  // PyTorch 2.x is built without libuv, and its TCPStore (init_process_group's env://
+  // rendezvous) refuses the libuv default there; the other backend works everywhere.
+  bool libuv_off = false;
 };
 
 // The variables to add to a rank's environment (launch_env.h's table).
