@@ -117,8 +117,8 @@ class LearnTest(unittest.TestCase):
         self.assertEqual(len(list(ds)), len(ds))
 
 
-class PlaceTest(unittest.TestCase):
-    """Workers, rank, world and settings found without arguments."""
+class SyntheticWorkerTest(unittest.TestCase):
+    """One real worker serving SYNTHETIC for the whole class."""
 
     @classmethod
     def setUpClass(cls):
@@ -127,6 +127,10 @@ class PlaceTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.workers.close()
+
+
+class PlaceTest(SyntheticWorkerTest):
+    """Workers, rank, world and settings found without arguments."""
 
     def test_feed_takes_everything_from_tandem_launchs_environment(self):
         settings = {"data": "synthetic", "image-size": "16", "dataset-size": "64", "batch-size": "8", "steps": "3",
@@ -198,14 +202,7 @@ class PlaceTest(unittest.TestCase):
 
 
 @unittest.skipUnless(HAS_TORCH, "torch is missing")
-class EpochTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.workers = Workers(ARGS.tandem, 1, **SYNTHETIC)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.workers.close()
+class EpochTest(SyntheticWorkerTest):
 
     def test_each_pass_is_a_new_epoch_and_set_epoch_reproduces_one(self):
         from tandem.torch import TandemDataset
