@@ -7,7 +7,8 @@ images/s; that what needs a GPU says so; and the summary's ratios and table.
 
     tests/python/gpu_experiment_test.py --build build [--python /usr/bin/python3]
 
-Exits 77 (ctest: skipped) only when no Python with torch is found.
+Exits 77 (ctest: skipped) only when no Python with torch is found, or its PyTorch has no
+libuv TCPStore (Debian's 2.x), which torchrun needs.
 """
 import argparse
 import json
@@ -33,6 +34,16 @@ def check(ok, what):
     return ok
 
 
+# Exits non-zero where torch.distributed.TCPStore cannot use libuv (PyTorch >= 2.2 built without it).
+LIBUV_PROBE = """
+import torch.distributed as dist
+try:
+    dist.TCPStore("127.0.0.1", 0, 1, True, use_libuv=True)
+except TypeError:
+    pass  # PyTorch < 2.2: no libuv option, torchrun works
+"""
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", required=True)
@@ -40,6 +51,11 @@ def main():
     args = p.parse_args()
     if subprocess.run([args.python, "-c", "import torch"], capture_output=True).returncode != 0:
         print(f"skipped: {args.python} cannot import torch")
+        return 77
+    # Step 4 runs torchrun, whose rendezvous asks for a libuv TCPStore: Debian's PyTorch 2.x
+    # (trixie's, in scripts/test-cuda's root) is built without one.
+    if subprocess.run([args.python, "-c", LIBUV_PROBE], capture_output=True).returncode != 0:
+        print(f"skipped: {args.python}'s PyTorch has no libuv TCPStore, which torchrun (step 4) needs")
         return 77
     tmp = tempfile.mkdtemp(prefix="tandem-gpu-experiment-test-")
     out = os.path.join(tmp, "out")
