@@ -1,6 +1,7 @@
 // `tandem launch -- COMMAND`: the ranks' environment, the command, the host's exit code
 // and output/failure (pure pieces), and the real binary on a SageMaker root with /bin/sh
-// ranks: variables, a failing rank, SIGTERM, a command that is not there. Python
+// ranks: variables, a failing rank, SIGTERM, a command that is not there. The workers'
+// release after every trainer host's ranks (release_gate.h): its reports. Python
 // training through simulate and per-host roots: tests/python/launch_script_test.py.
 #include <signal.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -20,6 +22,7 @@
 #include "tandem/common/launch_env.h"
 #include "tandem/launch/command_ranks.h"
 #include "tandem/launch/rank_env.h"
+#include "tandem/launch/release_gate.h"
 #include "tandem/launch/simulate.h"
 
 namespace tandem::launch {
@@ -238,6 +241,91 @@ TEST(LaunchCommand, ACommandThatIsNotThereIsOneClearError) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--script no_such_train.py: no such file"), std::string::npos) << r.out;
   fs::remove_all(h.dir);
+}
+
+// ---- The workers go when every trainer host's ranks have ended ------------------------------
+
+SecurityOptions job_security(const std::string& token = "t0k3n") {
+  SecurityOptions s;
+  s.token = token;
+  s.job = "job-7";
+  return s;
+}
+
+TEST(ReleaseGate, AReportIsOfThisJobSignedWithItsTokenAndFromATrainerHost) {
+  const std::vector<std::string> peers = {"algo-3", "algo-4"};
+  HostDone got;
+  const std::string line = done_message({"algo-3", 7}, job_security());
+  EXPECT_EQ(check_done_message(line, job_security(), peers, got), "") << line;
+  EXPECT_EQ(got.host, "algo-3");
+  EXPECT_EQ(got.code, 7);
+  EXPECT_EQ(line.find("t0k3n"), std::string::npos) << "the token never travels: " << line;
+  auto why = [&](const std::string& l, const SecurityOptions& s) { return check_done_message(l, s, peers, got); };
+  EXPECT_NE(why(line, job_security("other")).find("signature does not match this job's token"), std::string::npos);
+  SecurityOptions other_job = job_security();
+  other_job.job = "job-8";
+  EXPECT_NE(why(line, other_job).find("it is of job 'job-7', not 'job-8'"), std::string::npos);
+  EXPECT_NE(why(done_message({"algo-9", 0}, job_security()), job_security())
+                .find("host 'algo-9' is not one of the other trainer hosts (algo-3, algo-4)"),
+            std::string::npos);
+  // A report signed for exit 0 cannot say exit 1: the code is signed too.
+  std::string forged = line;
+  forged.replace(forged.find("\"code\":7"), 8, "\"code\":0");
+  EXPECT_NE(why(forged, job_security()).find("signature does not match"), std::string::npos) << forged;
+  EXPECT_NE(why("GET / HTTP/1.1", job_security()).find("not a tandem launcher's report"), std::string::npos);
+  EXPECT_NE(why(done_message({"algo-3", 300}, job_security()), job_security()).find("exit code 300 is not one"),
+            std::string::npos);
+  // A job without a token signs nothing and asks for nothing.
+  EXPECT_EQ(why(done_message({"algo-4", 0}, job_security("")), job_security("")), "");
+}
+
+TEST(ReleaseGate, WaitsForEveryHostUntilTheDeadlineOverLoopback) {
+  ReleaseGateOptions o;
+  o.expected = {"algo-3", "algo-4"};
+  o.security = job_security();
+  ReleaseGate gate(o);  // port 0: the system's
+  ReportDoneOptions to{"127.0.0.1", gate.port(), 30, job_security()};
+  // Reported before the wait began, as a host whose ranks ended first does.
+  EXPECT_TRUE(report_done({"algo-3", 0}, to, nullptr));
+  ReleaseGate::Outcome seen = gate.wait(0.5, nullptr);
+  ASSERT_EQ(seen.reports.size(), 1u);
+  EXPECT_EQ(seen.reports[0].host, "algo-3");
+  EXPECT_EQ(seen.missing, std::vector<std::string>{"algo-4"});
+  // A stranger is refused (its launcher hears why and stops trying) and changes nothing.
+  EXPECT_FALSE(report_done({"algo-4", 0}, {"127.0.0.1", gate.port(), 30, job_security("wrong")}, nullptr));
+  EXPECT_EQ(gate.wait(0.2, nullptr).missing, std::vector<std::string>{"algo-4"});
+  // The last host's report ends a long wait at once.
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    report_done({"algo-4", 0}, to, nullptr);
+  });
+  seen = gate.wait(120, nullptr);
+  late.join();
+  EXPECT_TRUE(seen.missing.empty());
+  EXPECT_EQ(seen.reports.size(), 2u);
+}
+
+TEST(ReleaseGate, AFailedHostEndsTheWaitAndAStopToo) {
+  ReleaseGateOptions o;
+  o.expected = {"algo-3", "algo-4"};
+  o.security = job_security();
+  ReleaseGate gate(o);
+  EXPECT_TRUE(report_done({"algo-4", 9}, {"127.0.0.1", gate.port(), 30, job_security()}, nullptr));
+  const ReleaseGate::Outcome seen = gate.wait(120, nullptr);  // returns at once: the job is failing
+  ASSERT_EQ(seen.reports.size(), 1u);
+  EXPECT_EQ(seen.reports[0].code, 9);
+  EXPECT_EQ(seen.missing, std::vector<std::string>{"algo-3"});
+  ReleaseGateOptions quiet = o;
+  ReleaseGate idle(quiet);
+  EXPECT_TRUE(idle.wait(120, [] { return true; }).stopped);
+  // A host that cannot reach the first one gives up at its deadline, with a log line.
+  const int closed = testing::free_port();
+  EXPECT_FALSE(report_done({"algo-3", 0}, {"127.0.0.1", closed, 0.5, job_security()}, nullptr));
+  EXPECT_EQ(release_port(LaunchOptions{}, 29500), 29501);
+  LaunchOptions given;
+  given.release_port = 7000;
+  EXPECT_EQ(release_port(given, 29500), 7000);
+  EXPECT_THROW(release_port(LaunchOptions{}, 65535), ConfigError);
 }
 
 }  // namespace
