@@ -1,8 +1,9 @@
 // `tandem launch -- COMMAND`: the ranks' environment, the command, the host's exit code
 // and output/failure (pure pieces), and the real binary on a SageMaker root with /bin/sh
 // ranks: variables, a failing rank, SIGTERM, a command that is not there. The workers'
-// release after every trainer host's ranks (release_gate.h): its reports. Python
-// training through simulate and per-host roots: tests/python/launch_script_test.py.
+// release after every trainer host's ranks (release_gate.h): its reports, in process and
+// between real launchers on two roots. Python training through simulate and per-host
+// roots: tests/python/launch_script_test.py.
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -24,6 +25,7 @@
 #include "tandem/launch/rank_env.h"
 #include "tandem/launch/release_gate.h"
 #include "tandem/launch/simulate.h"
+#include "worker_fixture.h"
 
 namespace tandem::launch {
 namespace {
@@ -326,6 +328,122 @@ TEST(ReleaseGate, AFailedHostEndsTheWaitAndAStopToo) {
   given.release_port = 7000;
   EXPECT_EQ(release_port(given, 29500), 7000);
   EXPECT_THROW(release_port(LaunchOptions{}, 65535), ConfigError);
+}
+
+// Two trainer hosts' launchers (algo-1 first, algo-2) on SageMaker roots of their own,
+// with /bin/sh ranks, and one `tandem worker` both are given by --workers.
+struct TwoHosts {
+  fs::path dir;
+  testing::Worker worker;
+  std::string flags[2];  // `tandem launch ...` for algo-1, algo-2, without the command
+};
+
+TwoHosts two_hosts(const std::string& name, const std::string& extra = "") {
+  TwoHosts t;
+  t.dir = testing::fresh_dir(name);
+  t.worker = testing::start_worker("--token t0k3n --job-name job-7 --idle-timeout 300 --threads 1",
+                                   t.dir / "worker.log");
+  SimulateOptions sim;
+  sim.trainer_hosts = 2;
+  sim.worker_hosts = 0;
+  const std::vector<SimHost> hosts = plan_hosts(sim);
+  const std::vector<int> ports = free_loopback_ports(4);
+  const std::string map = host_map(hosts, {ports[0], ports[1]});
+  for (size_t i = 0; i < 2; ++i) {
+    const fs::path root = t.dir / hosts[i].name;
+    write_host_root(root.string(), hosts, i, nlohmann::json::object());
+    t.flags[i] = "launch --sagemaker-root " + root.string() + " --host-map " + map + " --master-port " +
+                 std::to_string(ports[2]) + " --release-port " + std::to_string(ports[3]) +
+                 " --procs-per-host 1 --token t0k3n --job-name job-7 " + extra +
+                 // --workers last before the command: a list option must leave `-- COMMAND ARGS` alone
+                 " --workers " + t.worker.target() + " ";
+  }
+  return t;
+}
+
+// A rank command: on the host of GROUP_RANK `group`, wait for the file `gate` and then
+// `then`; elsewhere end at once.
+std::string rank_script(int group, const fs::path& gate, const std::string& then = "exit 0") {
+  return sh_command("echo started; if [ \"$GROUP_RANK\" = " + std::to_string(group) + " ]; then while [ ! -e " +
+                    gate.string() + " ]; do sleep 0.1; done; " + then + "; fi");
+}
+
+bool serving(const testing::Worker& w) {
+  try {
+    testing::ready_client(w.target(), {}, 5);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+TEST(LaunchRelease, TheWorkersServeUntilTheLastTrainerHostsRanksEnd) {
+  TwoHosts t = two_hosts("release-wait");
+  ASSERT_GT(t.worker.port, 0) << slurp(t.dir / "worker.log");
+  const fs::path go = t.dir / "go";
+  testing::Child first = testing::spawn(t.flags[0] + rank_script(1, go), t.dir / "algo-1.log");
+  testing::Child second = testing::spawn(t.flags[1] + rank_script(1, go), t.dir / "algo-2.log");
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-1.log", "every rank exited 0", std::chrono::seconds(60)))
+      << slurp(t.dir / "algo-1.log");
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "[rank-1] started", std::chrono::seconds(60)))
+      << slurp(t.dir / "algo-2.log");
+  // algo-1's ranks have ended, algo-2's run on: the worker must still serve them.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_TRUE(serving(t.worker)) << "the worker was released while algo-2's rank ran:\n"
+                                 << slurp(t.dir / "algo-1.log") << slurp(t.dir / "worker.log");
+  EXPECT_EQ(slurp(t.dir / "algo-1.log").find("released"), std::string::npos) << slurp(t.dir / "algo-1.log");
+  std::ofstream(go) << "";
+  EXPECT_EQ(testing::wait_exit(second, std::chrono::seconds(60)), 0) << slurp(t.dir / "algo-2.log");
+  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 0) << slurp(t.dir / "algo-1.log");
+  EXPECT_EQ(testing::wait_exit(t.worker.child, std::chrono::seconds(60)), 0) << slurp(t.dir / "worker.log");
+  const std::string log = slurp(t.dir / "algo-1.log");
+  EXPECT_NE(log.find("trainer host algo-2 reports its ranks ended (exit 0)"), std::string::npos) << log;
+  EXPECT_NE(log.find("released 1 of 1 data worker"), std::string::npos) << log;
+  EXPECT_NE(slurp(t.dir / "algo-2.log").find("told the first trainer host"), std::string::npos);
+  fs::remove_all(t.dir);
+}
+
+TEST(LaunchRelease, AHostThatNeverReportsIsWaitedForUntilReleaseWait) {
+  TwoHosts t = two_hosts("release-lost", "--release-wait 3");
+  ASSERT_GT(t.worker.port, 0) << slurp(t.dir / "worker.log");
+  const fs::path go = t.dir / "go";  // never made: algo-2's rank waits until it is killed
+  testing::Child first = testing::spawn(t.flags[0] + rank_script(0, t.dir / "go-1"), t.dir / "algo-1.log");
+  testing::Child second = testing::spawn(t.flags[1] + rank_script(1, go), t.dir / "algo-2.log");
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-1.log", "[rank-0] started", std::chrono::seconds(60)))
+      << slurp(t.dir / "algo-1.log");
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "[rank-1] started", std::chrono::seconds(60)))
+      << slurp(t.dir / "algo-2.log");
+  kill(second.pid, SIGKILL);  // its rank dies with it (PR_SET_PDEATHSIG): no report ever comes
+  EXPECT_EQ(testing::wait_exit(second, std::chrono::seconds(30)), 128 + SIGKILL);
+  std::ofstream(t.dir / "go-1") << "";
+  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 0) << slurp(t.dir / "algo-1.log");
+  EXPECT_EQ(testing::wait_exit(t.worker.child, std::chrono::seconds(60)), 0) << slurp(t.dir / "worker.log");
+  const std::string log = slurp(t.dir / "algo-1.log");
+  EXPECT_NE(log.find("releasing the workers without word from 1 trainer host (algo-2) that their ranks ended: "
+                     "--release-wait 3 s has passed"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("released 1 of 1 data worker"), std::string::npos) << log;
+  fs::remove_all(t.dir);
+}
+
+TEST(LaunchRelease, AnotherHostsFailureIsTheFirstHostsToo) {
+  TwoHosts t = two_hosts("release-fail");
+  ASSERT_GT(t.worker.port, 0) << slurp(t.dir / "worker.log");
+  const fs::path go = t.dir / "go";
+  testing::Child first = testing::spawn(t.flags[0] + rank_script(1, go), t.dir / "algo-1.log");
+  testing::Child second = testing::spawn(t.flags[1] + rank_script(1, go, "echo boom >&2; exit 7"), t.dir / "algo-2.log");
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-1.log", "every rank exited 0", std::chrono::seconds(60)))
+      << slurp(t.dir / "algo-1.log");
+  std::ofstream(go) << "";
+  EXPECT_EQ(testing::wait_exit(second, std::chrono::seconds(60)), 7) << slurp(t.dir / "algo-2.log");
+  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 7) << slurp(t.dir / "algo-1.log");
+  EXPECT_EQ(testing::wait_exit(t.worker.child, std::chrono::seconds(60)), 0) << slurp(t.dir / "worker.log");
+  EXPECT_NE(slurp(t.dir / "algo-1/output/failure").find("trainer host algo-2 failed (exit 7): its output/failure says why"),
+            std::string::npos)
+      << slurp(t.dir / "algo-1.log");
+  EXPECT_NE(slurp(t.dir / "algo-2/output/failure").find("boom"), std::string::npos);
+  fs::remove_all(t.dir);
 }
 
 }  // namespace

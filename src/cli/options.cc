@@ -123,11 +123,13 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
       ->envname("TANDEM_SAGEMAKER_ROOT")->capture_default_str()->group(kClusterGroup);
   app.add_option("--config", o.config_file, "JSON file of settings (keys are flag names without --)")
       ->check(CLI::ExistingFile)->group(kClusterGroup);
-  app.add_option("--trainer-group", o.trainer_groups, "Instance group that trains (repeatable)")->group(kClusterGroup);
-  app.add_option("--worker-group", o.worker_groups, "Instance group that serves data (repeatable)")->group(kClusterGroup);
+  app.add_option("--trainer-group", o.trainer_groups, "Instance group that trains (repeatable)")
+      ->allow_extra_args(false)->group(kClusterGroup);
+  app.add_option("--worker-group", o.worker_groups, "Instance group that serves data (repeatable)")
+      ->allow_extra_args(false)->group(kClusterGroup);
   app.add_option("--current-host", o.current_host, "This host's name, overriding discovery")->group(kClusterGroup);
   app.add_option("--host-map", o.host_map, "How to reach hosts: name=addr[:port],...")
-      ->envname("TANDEM_HOST_MAP")->delimiter(',')->group(kClusterGroup);
+      ->envname("TANDEM_HOST_MAP")->delimiter(',')->allow_extra_args(false)->group(kClusterGroup);
   app.add_option("--worker-port", o.worker_port, "Port data workers listen on")
       ->capture_default_str()->check(in_range(1, 65535))->group(kClusterGroup);
   app.add_option("--resolve-timeout", o.resolve_timeout_s, "Seconds to wait for host names to resolve")
@@ -138,7 +140,7 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
 void add_worker_list_options(CLI::App& app, TrainerOptions& o) {
   const size_t before = app.get_options().size();
   app.add_option("--workers", o.workers, "Data workers to pull from: host[:port],... (the port defaults to --worker-port)")
-      ->delimiter(',')->group(kTrainerGroup);
+      ->delimiter(',')->allow_extra_args(false)->group(kTrainerGroup);
   app.add_option("--worker-service", o.worker_service,
                  "A DNS name with one address per data worker (a Kubernetes headless Service): NAME[:PORT]")
       ->group(kTrainerGroup);
@@ -385,6 +387,13 @@ void add_launch_options(CLI::App& app, LaunchOptions& o) {
   app.add_option("--stop-grace", o.stop_grace_s,
                  "Seconds the ranks get between SIGTERM and SIGKILL; default 110 on SageMaker, else 30")
       ->check(non_negative())->group(kLaunchGroup);
+  app.add_option("--release-port", o.release_port,
+                 "Port of the first trainer host where the others report that their ranks ended; 0 = --master-port + 1")
+      ->check(in_range(0, 65535))->group(kLaunchGroup);
+  app.add_option("--release-wait", o.release_wait_s,
+                 "Seconds the first trainer host waits, after its own ranks ended, for the other hosts' ranks before "
+                 "it releases the workers")
+      ->capture_default_str()->check(non_negative())->group(kLaunchGroup);
   limit_text(app, before);
 }
 
