@@ -1,7 +1,9 @@
 // `tandem launch -- COMMAND`: the ranks' environment, the command, the host's exit code
 // and output/failure (pure pieces), and the real binary on a SageMaker root with /bin/sh
-// ranks: variables, a failing rank, SIGTERM, a command that is not there. Python
-// training through simulate and per-host roots: tests/python/launch_script_test.py.
+// ranks: variables, a failing rank, SIGTERM, a command that is not there. The workers'
+// release after every trainer host's ranks (release_gate.h): its reports, in process and
+// between real launchers on two roots. Python training through simulate and per-host
+// roots: tests/python/launch_script_test.py.
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -10,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -20,7 +23,9 @@
 #include "tandem/common/launch_env.h"
 #include "tandem/launch/command_ranks.h"
 #include "tandem/launch/rank_env.h"
+#include "tandem/launch/release_gate.h"
 #include "tandem/launch/simulate.h"
+#include "worker_fixture.h"
 
 namespace tandem::launch {
 namespace {
@@ -262,6 +267,207 @@ TEST(LaunchCommand, ACommandThatIsNotThereIsOneClearError) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--script no_such_train.py: no such file"), std::string::npos) << r.out;
   fs::remove_all(h.dir);
+}
+
+// ---- The workers go when every trainer host's ranks have ended ------------------------------
+
+SecurityOptions job_security(const std::string& token = "t0k3n") {
+  SecurityOptions s;
+  s.token = token;
+  s.job = "job-7";
+  return s;
+}
+
+TEST(ReleaseGate, AReportIsOfThisJobSignedWithItsTokenAndFromATrainerHost) {
+  const std::vector<std::string> peers = {"algo-3", "algo-4"};
+  HostDone got;
+  const std::string line = done_message({"algo-3", 7}, job_security());
+  EXPECT_EQ(check_done_message(line, job_security(), peers, got), "") << line;
+  EXPECT_EQ(got.host, "algo-3");
+  EXPECT_EQ(got.code, 7);
+  EXPECT_EQ(line.find("t0k3n"), std::string::npos) << "the token never travels: " << line;
+  auto why = [&](const std::string& l, const SecurityOptions& s) { return check_done_message(l, s, peers, got); };
+  EXPECT_NE(why(line, job_security("other")).find("signature does not match this job's token"), std::string::npos);
+  SecurityOptions other_job = job_security();
+  other_job.job = "job-8";
+  EXPECT_NE(why(line, other_job).find("it is of job 'job-7', not 'job-8'"), std::string::npos);
+  EXPECT_NE(why(done_message({"algo-9", 0}, job_security()), job_security())
+                .find("host 'algo-9' is not one of the other trainer hosts (algo-3, algo-4)"),
+            std::string::npos);
+  // A report signed for exit 0 cannot say exit 1: the code is signed too.
+  std::string forged = line;
+  forged.replace(forged.find("\"code\":7"), 8, "\"code\":0");
+  EXPECT_NE(why(forged, job_security()).find("signature does not match"), std::string::npos) << forged;
+  EXPECT_NE(why("GET / HTTP/1.1", job_security()).find("not a tandem launcher's report"), std::string::npos);
+  EXPECT_NE(why(done_message({"algo-3", 300}, job_security()), job_security()).find("exit code 300 is not one"),
+            std::string::npos);
+  // A job without a token signs nothing and asks for nothing.
+  EXPECT_EQ(why(done_message({"algo-4", 0}, job_security("")), job_security("")), "");
+}
+
+TEST(ReleaseGate, WaitsForEveryHostUntilTheDeadlineOverLoopback) {
+  ReleaseGateOptions o;
+  o.expected = {"algo-3", "algo-4"};
+  o.security = job_security();
+  ReleaseGate gate(o);  // port 0: the system's
+  ReportDoneOptions to{"127.0.0.1", gate.port(), 30, job_security()};
+  // Reported before the wait began, as a host whose ranks ended first does.
+  EXPECT_TRUE(report_done({"algo-3", 0}, to, nullptr));
+  ReleaseGate::Outcome seen = gate.wait(0.5, nullptr);
+  ASSERT_EQ(seen.reports.size(), 1u);
+  EXPECT_EQ(seen.reports[0].host, "algo-3");
+  EXPECT_EQ(seen.missing, std::vector<std::string>{"algo-4"});
+  // A stranger is refused (its launcher hears why and stops trying) and changes nothing.
+  EXPECT_FALSE(report_done({"algo-4", 0}, {"127.0.0.1", gate.port(), 30, job_security("wrong")}, nullptr));
+  EXPECT_EQ(gate.wait(0.2, nullptr).missing, std::vector<std::string>{"algo-4"});
+  // The last host's report ends a long wait at once.
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    report_done({"algo-4", 0}, to, nullptr);
+  });
+  seen = gate.wait(120, nullptr);
+  late.join();
+  EXPECT_TRUE(seen.missing.empty());
+  EXPECT_EQ(seen.reports.size(), 2u);
+}
+
+TEST(ReleaseGate, AFailedHostEndsTheWaitAndAStopToo) {
+  ReleaseGateOptions o;
+  o.expected = {"algo-3", "algo-4"};
+  o.security = job_security();
+  ReleaseGate gate(o);
+  EXPECT_TRUE(report_done({"algo-4", 9}, {"127.0.0.1", gate.port(), 30, job_security()}, nullptr));
+  const ReleaseGate::Outcome seen = gate.wait(120, nullptr);  // returns at once: the job is failing
+  ASSERT_EQ(seen.reports.size(), 1u);
+  EXPECT_EQ(seen.reports[0].code, 9);
+  EXPECT_EQ(seen.missing, std::vector<std::string>{"algo-3"});
+  ReleaseGateOptions quiet = o;
+  ReleaseGate idle(quiet);
+  EXPECT_TRUE(idle.wait(120, [] { return true; }).stopped);
+  // A host that cannot reach the first one gives up at its deadline, with a log line.
+  const int closed = testing::free_port();
+  EXPECT_FALSE(report_done({"algo-3", 0}, {"127.0.0.1", closed, 0.5, job_security()}, nullptr));
+  EXPECT_EQ(release_port(LaunchOptions{}, 29500), 29501);
+  LaunchOptions given;
+  given.release_port = 7000;
+  EXPECT_EQ(release_port(given, 29500), 7000);
+  EXPECT_THROW(release_port(LaunchOptions{}, 65535), ConfigError);
+}
+
+// Two trainer hosts' launchers (algo-1 first, algo-2) on SageMaker roots of their own,
+// with /bin/sh ranks, and one `tandem worker` both are given by --workers.
+struct TwoHosts {
+  fs::path dir;
+  testing::Worker worker;
+  std::string flags[2];  // `tandem launch ...` for algo-1, algo-2, without the command
+};
+
+TwoHosts two_hosts(const std::string& name, const std::string& extra = "") {
+  TwoHosts t;
+  t.dir = testing::fresh_dir(name);
+  t.worker = testing::start_worker("--token t0k3n --job-name job-7 --idle-timeout 300 --threads 1",
+                                   t.dir / "worker.log");
+  SimulateOptions sim;
+  sim.trainer_hosts = 2;
+  sim.worker_hosts = 0;
+  const std::vector<SimHost> hosts = plan_hosts(sim);
+  const std::vector<int> ports = free_loopback_ports(4);
+  const std::string map = host_map(hosts, {ports[0], ports[1]});
+  for (size_t i = 0; i < 2; ++i) {
+    const fs::path root = t.dir / hosts[i].name;
+    write_host_root(root.string(), hosts, i, nlohmann::json::object());
+    t.flags[i] = "launch --sagemaker-root " + root.string() + " --host-map " + map + " --master-port " +
+                 std::to_string(ports[2]) + " --release-port " + std::to_string(ports[3]) +
+                 " --procs-per-host 1 --token t0k3n --job-name job-7 " + extra +
+                 // --workers last before the command: a list option must leave `-- COMMAND ARGS` alone
+                 " --workers " + t.worker.target() + " ";
+  }
+  return t;
+}
+
+// A rank command: on the host of GROUP_RANK `group`, wait for the file `gate` and then
+// `then`; elsewhere end at once.
+std::string rank_script(int group, const fs::path& gate, const std::string& then = "exit 0") {
+  return sh_command("echo started; if [ \"$GROUP_RANK\" = " + std::to_string(group) + " ]; then while [ ! -e " +
+                    gate.string() + " ]; do sleep 0.1; done; " + then + "; fi");
+}
+
+bool serving(const testing::Worker& w) {
+  try {
+    testing::ready_client(w.target(), {}, 5);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+TEST(LaunchRelease, TheWorkersServeUntilTheLastTrainerHostsRanksEnd) {
+  TwoHosts t = two_hosts("release-wait");
+  ASSERT_GT(t.worker.port, 0) << slurp(t.dir / "worker.log");
+  const fs::path go = t.dir / "go";
+  testing::Child first = testing::spawn(t.flags[0] + rank_script(1, go), t.dir / "algo-1.log");
+  testing::Child second = testing::spawn(t.flags[1] + rank_script(1, go), t.dir / "algo-2.log");
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-1.log", "every rank exited 0", std::chrono::seconds(60)))
+      << slurp(t.dir / "algo-1.log");
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "[rank-1] started", std::chrono::seconds(60)))
+      << slurp(t.dir / "algo-2.log");
+  // algo-1's ranks have ended, algo-2's run on: the worker must still serve them.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_TRUE(serving(t.worker)) << "the worker was released while algo-2's rank ran:\n"
+                                 << slurp(t.dir / "algo-1.log") << slurp(t.dir / "worker.log");
+  EXPECT_EQ(slurp(t.dir / "algo-1.log").find("released"), std::string::npos) << slurp(t.dir / "algo-1.log");
+  std::ofstream(go) << "";
+  EXPECT_EQ(testing::wait_exit(second, std::chrono::seconds(60)), 0) << slurp(t.dir / "algo-2.log");
+  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 0) << slurp(t.dir / "algo-1.log");
+  EXPECT_EQ(testing::wait_exit(t.worker.child, std::chrono::seconds(60)), 0) << slurp(t.dir / "worker.log");
+  const std::string log = slurp(t.dir / "algo-1.log");
+  EXPECT_NE(log.find("trainer host algo-2 reports its ranks ended (exit 0)"), std::string::npos) << log;
+  EXPECT_NE(log.find("released 1 of 1 data worker"), std::string::npos) << log;
+  EXPECT_NE(slurp(t.dir / "algo-2.log").find("told the first trainer host"), std::string::npos);
+  fs::remove_all(t.dir);
+}
+
+TEST(LaunchRelease, AHostThatNeverReportsIsWaitedForUntilReleaseWait) {
+  TwoHosts t = two_hosts("release-lost", "--release-wait 3");
+  ASSERT_GT(t.worker.port, 0) << slurp(t.dir / "worker.log");
+  const fs::path go = t.dir / "go";  // never made: algo-2's rank waits until it is killed
+  testing::Child first = testing::spawn(t.flags[0] + rank_script(0, t.dir / "go-1"), t.dir / "algo-1.log");
+  testing::Child second = testing::spawn(t.flags[1] + rank_script(1, go), t.dir / "algo-2.log");
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-1.log", "[rank-0] started", std::chrono::seconds(60)))
+      << slurp(t.dir / "algo-1.log");
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "[rank-1] started", std::chrono::seconds(60)))
+      << slurp(t.dir / "algo-2.log");
+  kill(second.pid, SIGKILL);  // its rank dies with it (PR_SET_PDEATHSIG): no report ever comes
+  EXPECT_EQ(testing::wait_exit(second, std::chrono::seconds(30)), 128 + SIGKILL);
+  std::ofstream(t.dir / "go-1") << "";
+  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 0) << slurp(t.dir / "algo-1.log");
+  EXPECT_EQ(testing::wait_exit(t.worker.child, std::chrono::seconds(60)), 0) << slurp(t.dir / "worker.log");
+  const std::string log = slurp(t.dir / "algo-1.log");
+  EXPECT_NE(log.find("releasing the workers without word from 1 trainer host (algo-2) that their ranks ended: "
+                     "--release-wait 3 s has passed"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("released 1 of 1 data worker"), std::string::npos) << log;
+  fs::remove_all(t.dir);
+}
+
+TEST(LaunchRelease, AnotherHostsFailureIsTheFirstHostsToo) {
+  TwoHosts t = two_hosts("release-fail");
+  ASSERT_GT(t.worker.port, 0) << slurp(t.dir / "worker.log");
+  const fs::path go = t.dir / "go";
+  testing::Child first = testing::spawn(t.flags[0] + rank_script(1, go), t.dir / "algo-1.log");
+  testing::Child second = testing::spawn(t.flags[1] + rank_script(1, go, "echo boom >&2; exit 7"), t.dir / "algo-2.log");
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-1.log", "every rank exited 0", std::chrono::seconds(60)))
+      << slurp(t.dir / "algo-1.log");
+  std::ofstream(go) << "";
+  EXPECT_EQ(testing::wait_exit(second, std::chrono::seconds(60)), 7) << slurp(t.dir / "algo-2.log");
+  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 7) << slurp(t.dir / "algo-1.log");
+  EXPECT_EQ(testing::wait_exit(t.worker.child, std::chrono::seconds(60)), 0) << slurp(t.dir / "worker.log");
+  EXPECT_NE(slurp(t.dir / "algo-1/output/failure").find("trainer host algo-2 failed (exit 7): its output/failure says why"),
+            std::string::npos)
+      << slurp(t.dir / "algo-1.log");
+  EXPECT_NE(slurp(t.dir / "algo-2/output/failure").find("boom"), std::string::npos);
+  fs::remove_all(t.dir);
 }
 
 }  // namespace

@@ -402,6 +402,13 @@ void add_launch_options(CLI::App& app, LaunchOptions& o) {
   app.add_option("--stop-grace", o.stop_grace_s,
                  "Seconds the ranks get between SIGTERM and SIGKILL; default 110 on SageMaker, else 30")
       ->check(non_negative())->group(kLaunchGroup);
+  app.add_option("--release-port", o.release_port,
+                 "Port of the first trainer host where the others report that their ranks ended; 0 = --master-port + 1")
+      ->check(in_range(0, 65535))->group(kLaunchGroup);
+  app.add_option("--release-wait", o.release_wait_s,
+                 "Seconds the first trainer host waits, after its own ranks ended, for the other hosts' ranks before "
+                 "it releases the workers")
+      ->capture_default_str()->check(non_negative())->group(kLaunchGroup);
   limit_text(app, before);
 }
 

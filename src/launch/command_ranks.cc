@@ -1,11 +1,14 @@
 #include "tandem/launch/command_ranks.h"
 
+#include "signal_pipe.h"
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -14,6 +17,7 @@
 #include "tandem/common/signals.h"
 #include "tandem/common/text.h"
 #include "tandem/feed/rank_feed.h"
+#include "tandem/launch/release_gate.h"
 #include "tandem/report/summary.h"
 
 namespace tandem::launch {
@@ -50,6 +54,14 @@ const ExitStatus* culprit(const std::vector<ExitStatus>& ranks) {
   return nullptr;
 }
 
+ReleaseGateOptions gate_options(const CommandRanksOptions& o) {
+  ReleaseGateOptions g;
+  g.port = o.release_port;
+  g.expected = o.peers;
+  g.security = o.security;
+  return g;
+}
+
 std::vector<ProcessSpec> rank_specs(const CommandRanksOptions& o) {
   std::vector<ProcessSpec> specs;
   for (int local = 0; local < o.procs; ++local) {
@@ -64,10 +76,54 @@ std::vector<ProcessSpec> rank_specs(const CommandRanksOptions& o) {
 }
 
 void release(const CommandRanksOptions& o, int code) {
-  if (o.release.empty()) return;
   const std::string reason = code == 0 ? "every rank of the training command ended" : "the training command failed";
   const int acknowledged = feed::release_workers(o.release, o.security, reason);
   spdlog::info("released {} of {} ({})", acknowledged, counted(o.release.size(), "data worker"), reason);
+}
+
+std::string names(const std::vector<std::string>& hosts) {
+  std::string out;
+  for (const auto& h : hosts) out += (out.empty() ? "" : ", ") + h;
+  return out;
+}
+
+// The first trainer host, its ranks ended with `code`: waits for the other hosts' ranks
+// (not when its own failed: the job is ending), releases the workers, and returns the
+// host's exit code: its own, else the first failure another host reported.
+int release_after_peers(const CommandRanksOptions& o, ReleaseGate& gate, int code) {
+  SignalCatcher signals;  // a stop ends the wait: the workers go at once
+  bool stopped = false;
+  auto stop = [&] { return stopped = stopped || !signals.take().empty(); };
+  if (code == 0) {
+    spdlog::info("waiting up to {} s (--release-wait) for the ranks of {} before releasing the workers",
+                 o.release_wait_s, names(o.peers));
+  }
+  const ReleaseGate::Outcome seen = gate.wait(code == 0 ? o.release_wait_s : 0, stop);
+  if (!seen.missing.empty()) {
+    const std::string why = code != 0 ? "this host's ranks failed" : seen.stopped ? "this launcher was stopped"
+                                        : fmt::format("--release-wait {} s has passed", o.release_wait_s);
+    spdlog::warn("releasing the workers without word from {} that their ranks ended: {}",
+                 counted(seen.missing.size(), "trainer host") + " (" + names(seen.missing) + ")", why);
+  }
+  const auto failed = std::find_if(seen.reports.begin(), seen.reports.end(), [](const HostDone& d) { return d.code; });
+  int job = code;
+  if (code == 0 && failed != seen.reports.end()) {
+    job = failed->code;
+    const std::string why = fmt::format("trainer host {} failed (exit {}): its output/failure says why; the ranks of "
+                                        "this host ({}) exited 0\n", failed->host, failed->code, o.context.host);
+    spdlog::error("{}", why.substr(0, why.size() - 1));
+    if (!o.failure_root.empty()) report::write_failure(o.failure_root, why);
+  }
+  release(o, job);
+  return job;
+}
+
+// Another trainer host: tells the first one its ranks ended, so the workers can go.
+void report_end(const CommandRanksOptions& o, int code) {
+  SignalCatcher signals;
+  bool stopped = false;
+  auto stop = [&] { return stopped = stopped || !signals.take().empty(); };
+  report_done({o.context.host, code}, {o.report_to, o.release_port, o.release_wait_s, o.security}, stop);
 }
 
 }  // namespace
@@ -136,6 +192,9 @@ int run_command_ranks(const CommandRanksOptions& o) {
   spdlog::info("starting {} (ranks {}..{} of {}) of {}, rendezvous at {}:{}", counted(o.procs, "process", "processes"),
                first.rank(), first.rank() + o.procs - 1, first.world(), shown(o.argv), o.context.master_addr,
                o.context.master_port);
+  // Listening before any rank starts: another host's ranks may end before this one's.
+  std::unique_ptr<ReleaseGate> gate;
+  if (!o.release.empty() && !o.peers.empty()) gate = std::make_unique<ReleaseGate>(gate_options(o));
   unblock_stop_signals();  // supervise() forwards them to the ranks from a handler
   SuperviseOptions sup;
   sup.timeout_s = 1e9;  // training takes as long as it takes; a stop or a failure ends it
@@ -152,7 +211,9 @@ int run_command_ranks(const CommandRanksOptions& o) {
   } else {
     spdlog::info("every rank exited 0");
   }
-  release(o, code);
+  if (gate) return release_after_peers(o, *gate, code);
+  if (!o.release.empty()) release(o, code);
+  if (!o.report_to.empty()) report_end(o, code);
   return code;
 }
 

@@ -16,6 +16,7 @@
 #include "tandem/launch/command_ranks.h"
 #include "tandem/launch/process.h"
 #include "tandem/launch/rank_env.h"
+#include "tandem/launch/release_gate.h"
 #include "tandem/launch/run.h"
 #include "tandem/training/runtime.h"
 #include "tandem/training/trainer.h"
@@ -121,7 +122,7 @@ void check_script(const LaunchOptions& opts) {
 }
 
 // A user's command as the ranks of this trainer host (command_ranks.h). The first trainer
-// host releases the workers once its ranks have ended.
+// host releases the workers once every trainer host's ranks have ended (release_gate.h).
 int run_command(const Settings& settings, const cluster::Cluster& c, const cluster::RolePlan& plan,
                 const std::vector<std::string>& targets, std::vector<std::string> argv, const std::string& given) {
   check_script(settings.launch);
@@ -139,8 +140,17 @@ int run_command(const Settings& settings, const cluster::Cluster& c, const clust
   o.groups = static_cast<int>(plan.trainer_hosts.size());
   o.grace_s = stop_grace(settings.launch, c);
   o.failure_root = settings.cluster.sagemaker_root;
-  if (plan.host_index == 0) o.release = targets;
   o.security = settings.security;
+  if (plan.host_index == 0) {
+    o.release = targets;
+    o.peers.assign(plan.trainer_hosts.begin() + 1, plan.trainer_hosts.end());
+  } else if (!targets.empty()) {
+    o.report_to = o.context.master_addr;
+  }
+  if (!targets.empty() && plan.trainer_hosts.size() > 1) {
+    o.release_port = release_port(settings.launch, settings.trainer.master_port);
+    o.release_wait_s = settings.launch.release_wait_s;
+  }
   return run_command_ranks(o);
 }
 

@@ -427,9 +427,11 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
                                               std::thread::hardware_concurrency());
   if (!shared.empty()) spdlog::warn("{}", shared);
   nlohmann::json hp = sagemaker_hyperparameters(hyperparameters);
-  // Every host's worker port and the trainers' rendezvous port, chosen in one go so that
-  // none can be handed out twice.
-  std::vector<int> ports = free_loopback_ports(hosts.size() + 1);
+  // Every host's worker port, the trainers' rendezvous port and the port of their end
+  // reports (release_gate.h), chosen in one go so that none can be handed out twice.
+  std::vector<int> ports = free_loopback_ports(hosts.size() + 2);
+  if (!hp.contains("release-port")) hp["release-port"] = std::to_string(ports.back());
+  ports.pop_back();
   if (!hp.contains("master-port")) hp["master-port"] = std::to_string(ports.back());
   ports.pop_back();
   const std::string run = make_run_dir(settings.simulate.run_dir);

@@ -5,7 +5,8 @@ of a heterogeneous cluster, fed by the worker hosts, all real processes on this 
 - `tandem simulate --trainer-hosts 2 --procs-per-host 2 -- python3 examples/python/train_ddp.py`:
   4 Gloo ranks on 2 trainer hosts train from 2 worker hosts (no data on the trainer hosts;
   the script takes its workers and data settings from the environment), losses fall,
-  every process exits 0, the workers are released;
+  every process exits 0, the workers are released (by the first trainer host, once the
+  other has reported that its ranks ended);
 - a rank that raises ends the job with its exit code, its traceback in output/failure;
 - SIGTERM to the launcher reaches every rank (their handler runs) and the job exits as
   the script decides;
@@ -89,6 +90,8 @@ def simulated_training(tmp):
     assert len(table) == 4 and all(status == "exited 0" for _, _, status in table), table
     assert out.count("shutdown requested by the trainer") == 2, out
     assert "released 2 of 2 data workers" in out, out
+    # ... by the first trainer host, once the other had said its ranks ended.
+    assert "trainer host algo-4 reports its ranks ended (exit 0)" in out, out
     for r in range(4):
         assert f"[rank-{r}]" in out, f"rank {r} did not run:\n{out}"
     print(f"simulate 2x2: {s}")
@@ -130,10 +133,11 @@ def sagemaker_hosts(tmp):
     command in hyperparameters.json, as SageMaker starts a bring-your-own container."""
     hosts = [("algo-1", "data_group", "ml.c5.xlarge"), ("algo-2", "train_group", "ml.p3.2xlarge"),
              ("algo-3", "data_group", "ml.c5.xlarge"), ("algo-4", "train_group", "ml.p3.2xlarge")]
-    ports = free_ports(5)
+    ports = free_ports(6)
     host_map = ",".join(f"{h}=127.0.0.1:{p}" for (h, _, _), p in zip(hosts, ports))
     hp = {"script": TRAIN, "script-args": json.dumps(TRAIN_ARGS), "image-size": "32", "batch-size": "16",
-          "steps": str(STEPS), "threads": "1", "master-port": str(ports[4]), "procs-per-host": "1",
+          "steps": str(STEPS), "threads": "1", "master-port": str(ports[4]), "release-port": str(ports[5]),
+          "procs-per-host": "1",
           "allow-cpu-training": "true"}
     procs = []
     for name, group, itype in hosts:
@@ -162,6 +166,7 @@ def sagemaker_hosts(tmp):
     assert codes == {h: 0 for h, _, _ in hosts}, f"{codes}\n" + "\n".join(f"== {h}\n{o}" for h, o in outs.items())
     s = check_trained(outs["algo-2"], 2)
     assert "released 2 of 2 data workers" in outs["algo-2"], outs["algo-2"]
+    assert "trainer host algo-4 reports its ranks ended (exit 0)" in outs["algo-2"], outs["algo-2"]
     print(f"tandem train on 4 SageMaker roots: {s}")
 
 

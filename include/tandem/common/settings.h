@@ -187,6 +187,12 @@ struct LaunchOptions {
   // --stop-grace: seconds the ranks get between SIGTERM and SIGKILL when the job stops;
   // -1 = 110 on SageMaker (which kills the container 120 s after its SIGTERM), else 30.
   double stop_grace_s = -1;
+  // --release-port: where the first trainer host hears that another's ranks have ended
+  // (launch/release_gate.h); 0 = --master-port + 1.
+  int release_port = 0;
+  // --release-wait: how long the first trainer host waits, once its own ranks have ended,
+  // for the other trainer hosts' ranks before it releases the workers anyway.
+  double release_wait_s = 300;
 };
 
 // What the launcher that started this process said through its environment, read once

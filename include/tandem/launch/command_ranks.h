@@ -22,16 +22,28 @@ struct CommandRanksOptions {
   int procs = 1;                  // ranks on this host
   double grace_s = 30;            // SIGTERM -> SIGKILL, on a stop
   std::string failure_root;       // <root>/output/failure says why the host failed; "" = nowhere
-  // The data workers this host releases (Shutdown) once every rank has ended: the
-  // first trainer host's job; empty = none.
+  // The data workers this host releases (Shutdown) once every rank of every trainer host
+  // has ended: the first trainer host's job; empty = none.
   std::vector<std::string> release;
-  SecurityOptions security;       // the token and job name of the release calls
+  SecurityOptions security;       // the token and job name of the release calls and reports
+  // Every trainer host's ranks end before the workers go (release_gate.h): the first host
+  // (`release` given) hears from `peers`, the other trainer hosts, on `release_port` and
+  // waits for them up to release_wait_s after its own ranks ended; another host with
+  // workers to think of tells `report_to` (MASTER_ADDR) when its ranks have ended.
+  std::vector<std::string> peers;
+  std::string report_to;          // "" = report to nobody (the first host, or no workers)
+  int release_port = 0;
+  double release_wait_s = 300;
   int tail_lines = 20;            // the failing rank's last lines in output/failure
   std::ostream* out = nullptr;    // test knob: where the ranks' "[rank-N] line"s go (nullptr = stdout)
 };
 
-// Starts the ranks, waits for all of them, releases the workers, and returns the host's
-// exit code (job_exit_code). SIGINT/SIGTERM to this process reach every rank as SIGTERM.
+// Starts the ranks and waits for all of them. The first trainer host then waits for the
+// other hosts' reports (at once when a rank failed) and releases the workers; another
+// reports its end. Returns the host's exit code (job_exit_code); on the first host, when
+// its ranks exited 0, that of the first other host that reported a failure (output/failure
+// names it). SIGINT/SIGTERM to this process reach every rank as SIGTERM, and end the
+// wait for the other hosts at once. Throws ConfigError when the release port is taken.
 int run_command_ranks(const CommandRanksOptions& opts);
 
 // The command of the ranks: opts.command, else [python, opts.script, script_args...];
