@@ -14,7 +14,9 @@
 namespace tandem::bench {
 
 nlohmann::json bench_pipeline(const BenchOptions& opts) {
-  auto dataset = data::make_dataset(opts.data);
+  const auto made = Clock::now();
+  auto dataset = data::make_dataset(opts.data);  // file datasets index their files here
+  const double index_seconds = std::chrono::duration<double>(Clock::now() - made).count();
   const int threads = opts.threads > 0 ? opts.threads : data::available_cores();
   data::ThreadPool pool(threads);
   data::BatchMaker maker(dataset, &pool);
@@ -72,7 +74,10 @@ nlohmann::json bench_pipeline(const BenchOptions& opts) {
           {"threads", threads},
           {"batch_size", opts.batch_size},
           {"dtype", data::dtype_name(info.dtype)},
-          {"seconds", opts.seconds}};
+          {"seconds", opts.seconds},
+          {"index_seconds", index_seconds},
+          {"io_threads", dataset->read_ahead_bytes() > 0 ? opts.data.io_threads : 0},
+          {"read_latency_ms", opts.data.emulate_read_latency_ms}};
 }
 
 }  // namespace tandem::bench

@@ -180,8 +180,9 @@ void add_data_options(CLI::App& app, DataOptions& o) {
   const size_t before = app.get_options().size();
   app.add_option("--data", o.data,
                  "Dataset: synthetic (learnable) | blur-benchmark | premade (no augmentation) | imagefolder[:PATH] "
-                 "(one folder per class) | mnist[:PATH] (idx files) | python:FILE:NAME (your dataset); no PATH = the "
-                 "SageMaker channel --channel")
+                 "(one folder per class) | mnist[:PATH] (idx files) | webdataset[:PATH] (tar shards: a folder or "
+                 "train-{000000..001023}.tar) | manifest:FILE (CSV path,label or JSON lines) | python:FILE:NAME "
+                 "(your dataset); no PATH = the SageMaker channel --channel")
       ->capture_default_str()->group(kDataGroup);
   app.add_option("--seed", o.seed, "Seed of every random choice")->capture_default_str()
       ->transform(whole_number(0, UINT64_MAX))->group(kDataGroup);
@@ -209,6 +210,13 @@ void add_data_options(CLI::App& app, DataOptions& o) {
                  "An image file whose header declares more pixels is a bad sample, refused before decoding "
                  "(a decompression bomb); default Pillow's")
       ->capture_default_str()->check(in_range(1, 1e12))->group(kDataGroup);
+  app.add_option("--io-threads", o.io_threads,
+                 "imagefolder/webdataset/manifest: concurrent reads fetching requested samples ahead of "
+                 "preprocessing (sized for network storage); 0 = none, each thread reads its own")
+      ->capture_default_str()->check(in_range(0, 1024))->group(kDataGroup);
+  app.add_option("--emulate-read-latency-ms", o.emulate_read_latency_ms,
+                 "Simulations only: add this many milliseconds to every sample read (slow storage)")
+      ->capture_default_str()->check(in_range(0.0, 10000.0))->group(kDataGroup);
   app.add_option("--data-args", o.data_args, "--data python:FILE:NAME: NAME's keyword arguments, a JSON object")
       ->capture_default_str()->group(kDataGroup);
   app.add_option("--python", o.python, "--data python:...: the interpreter; default /usr/bin/python3, else python3")

@@ -40,7 +40,7 @@ int run_cli(int argc, char** argv) {
       add_worker_command(app, settings),           add_trainer_command(app, settings),
       add_simulate_command(app, settings),         add_inspect_command(app, settings),
       add_bench_command(app, settings),            add_plan_command(app, settings),
-      add_report_command(app, settings)};
+      add_report_command(app, settings),           add_index_command(app, settings)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -39,6 +39,7 @@ int run_worker(const Settings& settings, const std::string& host) {
   WorkerOptions worker = settings.worker;
   if (worker.max_inflight_mb <= 0) worker.max_inflight_mb = static_cast<int64_t>(transport::default_inflight_bytes() >> 20);
   data.python_shm_bytes = static_cast<uint64_t>(worker.max_inflight_mb) << 19;
+  data.read_ahead_bytes = static_cast<uint64_t>(worker.max_inflight_mb) << 18;  // a quarter, for files read ahead
   auto dataset = data::make_dataset(data);
   if (dataset->shared_memory_bytes() > 0) {
     spdlog::info("its Python processes may map {} MiB of shared memory, half of --max-inflight-mb {}",

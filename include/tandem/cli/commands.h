@@ -24,6 +24,7 @@ Command add_inspect_command(CLI::App& root, Settings& s);
 Command add_bench_command(CLI::App& root, Settings& s);
 Command add_plan_command(CLI::App& root, Settings& s);
 Command add_report_command(CLI::App& root, Settings& s);
+Command add_index_command(CLI::App& root, Settings& s);
 
 // Parses argv and runs the chosen command; catches everything at this edge.
 int run_cli(int argc, char** argv);

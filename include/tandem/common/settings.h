@@ -47,7 +47,8 @@ inline constexpr uint64_t kDefaultMaxImagePixels = 89478485;
 // What every sample is and how it is augmented. Trainer and workers must agree.
 struct DataOptions {
   // --data: synthetic | blur-benchmark | premade | imagefolder[:PATH] | mnist[:PATH] |
-  // python:FILE:NAME (without PATH: the SageMaker channel <sagemaker_root>/input/data/<channel>)
+  // webdataset[:PATH] | manifest:FILE | python:FILE:NAME (without PATH: the SageMaker
+  // channel <sagemaker_root>/input/data/<channel>)
   std::string data = "synthetic";
   uint64_t seed = 0;               // --seed: with (epoch, index) it fixes every random choice
   int num_classes = 10;            // --num-classes
@@ -80,6 +81,15 @@ struct DataOptions {
   // python_start_procs of them at once (0 = all) and the others as its threads need them.
   uint64_t python_shm_bytes = 0;
   int python_start_procs = 0;
+  // Reading from slow storage (imagefolder, webdataset, manifest): threads that fetch the
+  // bytes of requested samples ahead of preprocessing, many reads at once (--io-threads;
+  // 0 = none, each preprocessing thread reads its own), and, for simulations only, a delay
+  // added to every sample read (--emulate-read-latency-ms). Neither changes a sample.
+  int io_threads = 32;
+  double emulate_read_latency_ms = 0;
+  // Not a flag: set by the roles. Fetched bytes the read-ahead may hold (a worker: a
+  // quarter of --max-inflight-mb; 0 = 256 MiB).
+  uint64_t read_ahead_bytes = 0;
   // Not a flag: the command line copies ClusterOptions::sagemaker_root here.
   std::string sagemaker_root = "/opt/ml";
 };

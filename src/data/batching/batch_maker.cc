@@ -23,6 +23,8 @@ double thread_cpu_seconds() {
 // Shared by the chunks of one batch; the last chunk to finish hands the batch on.
 struct Job {
   BatchRequest request;
+  std::unique_ptr<SampleReads> reads;  // the samples' stored bytes, fetched ahead; null without
+
   Batch batch;
   RaggedRows ragged;
   std::atomic<int> remaining{0};
@@ -36,33 +38,33 @@ struct Job {
 // Makes sample i of the batch, its image into `image`, its label into the batch's labels
 // (where the dataset has them) and its other fields into their rows (ragged: `ragged`).
 void produce_one(const Dataset& dataset, const BatchRequest& request, size_t i, std::span<std::byte> image,
-                 Batch& batch, RaggedRows& ragged) {
-  int64_t label = 0;
-  if (batch.fields.empty()) {
-    label = dataset.produce(request.indices[i], request.epoch, image);
-  } else {
-    FieldsOut out;
-    for (size_t f = 0; f < batch.fields.size(); ++f) {
-      Field& field = batch.fields[f];
-      const bool is_ragged = !ragged[f].empty();
-      const size_t row = is_ragged ? 0 : field.data.size() / batch.indices.size();
-      out.dense.push_back(is_ragged ? std::span<std::byte>() : std::span<std::byte>(field.data.data() + i * row, row));
-      out.ragged.push_back(is_ragged ? &ragged[f][i] : nullptr);
-    }
-    label = dataset.produce_fields(request.indices[i], request.epoch, image, out);
+                 Batch& batch, RaggedRows& ragged, SampleReads* reads) {
+  FieldsOut out;
+  for (size_t f = 0; f < batch.fields.size(); ++f) {
+    Field& field = batch.fields[f];
+    const bool is_ragged = !ragged[f].empty();
+    const size_t row = is_ragged ? 0 : field.data.size() / batch.indices.size();
+    out.dense.push_back(is_ragged ? std::span<std::byte>() : std::span<std::byte>(field.data.data() + i * row, row));
+    out.ragged.push_back(is_ragged ? &ragged[f][i] : nullptr);
   }
+  const FieldsOut* extra = batch.fields.empty() ? nullptr : &out;
+  int64_t label = 0;
+  if (reads) label = dataset.produce_read(*reads, i, request.indices[i], request.epoch, image, extra);
+  else if (extra) label = dataset.produce_fields(request.indices[i], request.epoch, image, out);
+  else label = dataset.produce(request.indices[i], request.epoch, image);
   if (!batch.labels.empty()) batch.labels[i] = label;
 }
 
 template <typename T>
 void make_converted(const Dataset& dataset, const BatchRequest& request, size_t begin, size_t end, DType wire,
-                    void (*convert)(const T*, size_t, DType, std::byte*), Batch& batch, RaggedRows& ragged) {
+                    void (*convert)(const T*, size_t, DType, std::byte*), Batch& batch, RaggedRows& ragged,
+                    SampleReads* reads) {
   const size_t values = dataset.info().sample_bytes() / sizeof(T);
   const size_t wire_bytes = values * dtype_size(wire);
   thread_local std::vector<T> scratch;
   scratch.resize(values);
   for (size_t i = begin; i < end; ++i) {
-    produce_one(dataset, request, i, std::as_writable_bytes(std::span<T>(scratch)), batch, ragged);
+    produce_one(dataset, request, i, std::as_writable_bytes(std::span<T>(scratch)), batch, ragged, reads);
     convert(scratch.data(), values, wire, batch.data.data() + i * wire_bytes);
   }
 }
@@ -125,30 +127,35 @@ Batch BatchMaker::allocate(const BatchRequest& request, RaggedRows& ragged) cons
   return batch;
 }
 
-void BatchMaker::fill(Batch& batch, const BatchRequest& request, size_t begin, size_t end,
-                      RaggedRows& ragged) const {
+void BatchMaker::fill(Batch& batch, const BatchRequest& request, size_t begin, size_t end, RaggedRows& ragged,
+                      SampleReads* reads) const {
   const DatasetInfo& info = dataset_->info();
   const size_t bytes = info.sample_bytes();
   if (wire_ == info.dtype) {
     for (size_t i = begin; i < end; ++i) {
-      produce_one(*dataset_, request, i, std::span<std::byte>(batch.data.data() + i * bytes, bytes), batch, ragged);
+      produce_one(*dataset_, request, i, std::span<std::byte>(batch.data.data() + i * bytes, bytes), batch, ragged,
+                  reads);
     }
     return;
   }
   // Each sample is made in scratch in the dataset's own type (uint8 for image datasets,
   // else float32), then converted into place.
   if (info.dtype == DType::kUInt8) {
-    make_converted<uint8_t>(*dataset_, request, begin, end, wire_, convert_from_uint8, batch, ragged);
+    make_converted<uint8_t>(*dataset_, request, begin, end, wire_, convert_from_uint8, batch, ragged, reads);
   } else {
-    make_converted<float>(*dataset_, request, begin, end, wire_, convert_from_float, batch, ragged);
+    make_converted<float>(*dataset_, request, begin, end, wire_, convert_from_float, batch, ragged, reads);
   }
 }
 
-Batch BatchMaker::make(const BatchRequest& request) const {
+std::unique_ptr<SampleReads> BatchMaker::read_ahead(const BatchRequest& request) const {
+  return dataset_->read_ahead(request.indices);
+}
+
+Batch BatchMaker::make(const BatchRequest& request, SampleReads* reads) const {
   const double start = thread_cpu_seconds();
   RaggedRows ragged;
   Batch batch = allocate(request, ragged);
-  fill(batch, request, 0, request.indices.size(), ragged);
+  fill(batch, request, 0, request.indices.size(), ragged, reads);
   gather_ragged(batch, ragged, dataset_->info().extra_fields());
   batch.compute_seconds = thread_cpu_seconds() - start;
   return batch;
@@ -158,6 +165,7 @@ void BatchMaker::make_async(BatchRequest request, std::function<void(Batch)> don
                             std::function<void(std::exception_ptr)> failed) {
   auto job = std::make_shared<Job>();
   job->batch = allocate(request, job->ragged);
+  job->reads = read_ahead(request);  // fetching starts now, while the chunks wait for threads
   job->request = std::move(request);
   job->done = std::move(done);
   job->failed = std::move(failed);
@@ -169,7 +177,7 @@ void BatchMaker::make_async(BatchRequest request, std::function<void(Batch)> don
     pool_->submit([this, job, begin, end] {
       const double start = thread_cpu_seconds();
       try {
-        fill(job->batch, job->request, begin, end, job->ragged);
+        fill(job->batch, job->request, begin, end, job->ragged, job->reads.get());
       } catch (...) {
         std::lock_guard lock(job->mu);
         if (!job->error) job->error = std::current_exception();
@@ -178,6 +186,7 @@ void BatchMaker::make_async(BatchRequest request, std::function<void(Batch)> don
       if (slowdown_ > 1) std::this_thread::sleep_for(std::chrono::duration<double>((slowdown_ - 1) * cpu));
       job->cpu_seconds.fetch_add(cpu * slowdown_);
       if (job->remaining.fetch_sub(1) != 1) return;
+      job->reads.reset();  // bytes of samples a failed chunk never reached go back now
       if (job->error) return job->failed(job->error);
       gather_ragged(job->batch, job->ragged, dataset().info().extra_fields());
       job->batch.compute_seconds = job->cpu_seconds.load();

@@ -11,9 +11,11 @@
 #include "tandem/data/augment/pipeline_spec.h"
 #include "tandem/data/sources/file_dataset.h"
 #include "tandem/data/sources/image_folder.h"
+#include "tandem/data/sources/manifest.h"
 #include "tandem/data/sources/mnist.h"
 #include "tandem/data/sources/python_dataset.h"
 #include "tandem/data/sources/synthetic.h"
+#include "tandem/data/sources/webdataset.h"
 
 namespace tandem::data {
 
@@ -295,10 +297,13 @@ std::shared_ptr<const Dataset> make_any(const DataOptions& opts) {
   const std::string source = split_source(opts.data).first;
   if (source == "imagefolder") return make_image_folder(opts, data_path(opts));
   if (source == "mnist") return make_mnist(opts, data_path(opts));
+  if (source == "webdataset") return make_webdataset(opts, data_path(opts));
+  if (source == "manifest") return make_manifest(opts, data_path(opts));
   if (source == "python") return make_python_dataset(opts);
   throw ConfigError("unknown --data '" + printable(opts.data, 80) +
                     "': use 'synthetic' (a small learnable task), 'blur-benchmark', 'premade', "
-                    "'imagefolder[:PATH]' (one folder per class), 'mnist[:PATH]' (idx files) or "
+                    "'imagefolder[:PATH]' (one folder per class), 'mnist[:PATH]' (idx files), "
+                    "'webdataset[:PATH]' (tar shards), 'manifest:FILE' (paths and labels) or "
                     "'python:FILE:NAME' (your own dataset)");
 }
 
@@ -308,7 +313,10 @@ std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts) { return wi
 
 DType dataset_dtype(const DataOptions& opts) {
   const std::string source = split_source(opts.data).first;
-  return source == "imagefolder" || source == "mnist" || source == "python" ? DType::kUInt8 : DType::kFloat32;
+  return source == "imagefolder" || source == "mnist" || source == "python" || source == "webdataset" ||
+                 source == "manifest"
+             ? DType::kUInt8
+             : DType::kFloat32;
 }
 
 namespace {
@@ -353,6 +361,8 @@ constexpr SettingWords kSettingWords[] = {
     {"name", "Python dataset", "--data python:FILE:NAME"},
     {"args", "Python dataset arguments", "--data-args"},
     {"fields", "sample fields", "--data python:FILE:NAME: the fields its __getitem__ returns"},
+    {"shards", "shards whose names, sizes and index hash to", "--data: give every host the same shards"},
+    {"manifest", "manifest whose bytes hash to", "--data: give every host the same manifest"},
 };
 
 // Where the step of `pipeline` that holds position `at` starts (steps are name(args)

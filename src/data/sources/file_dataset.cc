@@ -17,7 +17,9 @@ std::pair<std::string, std::string> split_source(const std::string& data) {
 std::string data_path(const DataOptions& opts) {
   const auto [source, path] = split_source(opts.data);
   if (!path.empty()) {
-    if (!std::filesystem::exists(path)) {
+    // A webdataset brace pattern names files that find_shards checks one by one.
+    const bool pattern = source == "webdataset" && path.find('{') != std::string::npos;
+    if (!pattern && !std::filesystem::exists(path)) {
       throw ConfigError("--data " + printable(opts.data, 200) + ": " + printable(path, 200) +
                         " does not exist: check the path");
     }
@@ -53,7 +55,7 @@ bool dataset_is_here(const DataOptions& opts) {
   // A Python dataset is here when its FILE is: a trainer with it makes samples on its own
   // cores too (through its own pool) and checks the workers' fingerprint against its own.
   if (source == "python") return python_file_is_here(opts);
-  if (source != "imagefolder" && source != "mnist") return true;
+  if (source != "imagefolder" && source != "mnist" && source != "webdataset" && source != "manifest") return true;
   try {
     data_path(opts);
     return true;

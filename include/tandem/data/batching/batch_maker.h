@@ -30,8 +30,13 @@ class BatchMaker {
   void make_async(BatchRequest request, std::function<void(Batch)> done,
                   std::function<void(std::exception_ptr)> failed);
 
-  // Builds the batch on the calling thread.
-  Batch make(const BatchRequest& request) const;
+  // Builds the batch on the calling thread, its samples' stored bytes from `reads` (what
+  // read_ahead(request) returned) where given.
+  Batch make(const BatchRequest& request, SampleReads* reads = nullptr) const;
+
+  // Starts fetching the stored bytes of the request's samples (Dataset::read_ahead): null
+  // for a dataset that reads no files or reads none ahead. make_async() calls it itself.
+  std::unique_ptr<SampleReads> read_ahead(const BatchRequest& request) const;
 
   const Dataset& dataset() const { return *dataset_; }
 
@@ -42,7 +47,8 @@ class BatchMaker {
 
  private:
   Batch allocate(const BatchRequest& request, RaggedRows& ragged) const;
-  void fill(Batch& batch, const BatchRequest& request, size_t begin, size_t end, RaggedRows& ragged) const;
+  void fill(Batch& batch, const BatchRequest& request, size_t begin, size_t end, RaggedRows& ragged,
+            SampleReads* reads) const;
 
   std::shared_ptr<const Dataset> dataset_;
   ThreadPool* pool_;

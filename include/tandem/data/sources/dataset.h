@@ -11,6 +11,7 @@
 
 #include "tandem/common/settings.h"
 #include "tandem/data/batching/batch.h"
+#include "tandem/data/sources/read_ahead.h"
 
 namespace tandem::data {
 
@@ -91,6 +92,22 @@ class Dataset {
   // map together: DataOptions::python_shm_bytes when it has them, else 0. A worker keeps
   // it out of its budget for batches in flight.
   virtual uint64_t shared_memory_bytes() const { return 0; }
+
+  // Datasets that read each sample from storage (imagefolder, webdataset, manifest) with
+  // --io-threads above 0: starts fetching the stored bytes of samples `indices` on their
+  // I/O threads (read_ahead.h) and returns what produce_read() takes them from; null when
+  // there is nothing to fetch. Call it when a batch is asked for. Thread-safe.
+  virtual std::unique_ptr<SampleReads> read_ahead(const std::vector<uint64_t>& /*indices*/) const { return nullptr; }
+  // produce_fields() of sample `index`, the one at `position` of the read_ahead() that gave
+  // `reads`, from the bytes fetched for it (or read now, when they were not); `extra` is
+  // null for a dataset without extra fields.
+  virtual int64_t produce_read(SampleReads& /*reads*/, size_t /*position*/, uint64_t index, uint32_t epoch,
+                               std::span<std::byte> out, const FieldsOut* extra) const {
+    return extra ? produce_fields(index, epoch, out, *extra) : produce(index, epoch, out);
+  }
+  // The most fetched bytes its read-ahead may hold (DataOptions::read_ahead_bytes), 0
+  // without one. A worker keeps them out of its budget for batches in flight.
+  virtual uint64_t read_ahead_bytes() const { return 0; }
 };
 
 // What is wrong with `batch` as a batch of this dataset (sample shape, label count and
@@ -116,20 +133,21 @@ std::string classification_problem(const DatasetInfo& info);
 // dtype, a 'label' that is not int64 [].
 std::string schema_problem(const DatasetInfo& info);
 
-// False when `opts` names files (imagefolder, mnist: a PATH or the SageMaker channel;
+// False when `opts` names files (imagefolder, mnist, webdataset, manifest: a PATH or the SageMaker channel;
 // python:FILE:NAME: FILE) that this host does not have; true for generated datasets. A
 // trainer without the files learns the dataset from its workers.
 bool dataset_is_here(const DataOptions& opts);
 
 // Builds the dataset that `opts.data` names: synthetic | blur-benchmark | premade |
-// imagefolder[:PATH] | mnist[:PATH] (without PATH: <sagemaker root>/input/data/<channel>) |
-// python:FILE:NAME (python_dataset.h: starts its Python processes).
+// imagefolder[:PATH] | mnist[:PATH] | webdataset[:PATH] (without PATH:
+// <sagemaker root>/input/data/<channel>) | manifest:FILE | python:FILE:NAME
+// (python_dataset.h: starts its Python processes).
 // File datasets index their files here, once. Throws ConfigError for unknown names,
 // settings the dataset cannot honour, and unusable data (naming the path).
 std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts);
 
 // The dtype make_dataset(opts) produces samples in, without building it: uint8 for
-// imagefolder, mnist and python, float32 for the others.
+// imagefolder, webdataset, manifest, mnist and python, float32 for the others.
 DType dataset_dtype(const DataOptions& opts);
 
 // How a peer's dataset differs from ours, from the two descriptions (DatasetInfo::

@@ -1,0 +1,55 @@
+// Test helpers for webdataset shards and manifests: tar files written by Python's tarfile
+// (GNU, PAX or USTAR format, as real shards are made), and class folders of generated JPEGs
+// to compare them with.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "image_fixtures.h"
+
+namespace tandem::data::testing {
+
+// One member of a tar: its name in the archive (ending in '/': a directory) and its bytes.
+using TarEntry = std::pair<std::string, std::vector<uint8_t>>;
+
+// Writes `entries`, in order, into the tar file `tar` with /usr/bin/python3's tarfile in
+// `format` ("GNU": long names as 'L' entries; "PAX": as pax path records; "USTAR").
+// Returns whether Python succeeded.
+inline bool write_tar(const std::filesystem::path& tar, const std::vector<TarEntry>& entries,
+                      const std::string& format = "GNU") {
+  const std::filesystem::path staging = tar.string() + ".src";
+  std::filesystem::create_directories(staging);
+  std::ofstream list(staging / "list");
+  for (size_t i = 0; i < entries.size(); ++i) {
+    list << i << '\t' << entries[i].first << '\n';
+    if (entries[i].first.back() != '/') write_bytes(staging / std::to_string(i), entries[i].second);
+  }
+  list.close();
+  const std::string script =
+      "import os, sys, tarfile\n"
+      "src, out, fmt = sys.argv[1:4]\n"
+      "with tarfile.open(out, 'w', format=getattr(tarfile, fmt + '_FORMAT')) as t:\n"
+      "    for line in open(os.path.join(src, 'list')):\n"
+      "        i, name = line.rstrip('\\n').split('\\t', 1)\n"
+      "        if name.endswith('/'):\n"
+      "            ti = tarfile.TarInfo(name.rstrip('/')); ti.type = tarfile.DIRTYPE; t.addfile(ti)\n"
+      "        else:\n"
+      "            p = os.path.join(src, i); ti = tarfile.TarInfo(name); ti.size = os.path.getsize(p)\n"
+      "            t.addfile(ti, open(p, 'rb'))\n";
+  const std::filesystem::path py = staging / "write.py";
+  std::ofstream(py) << script;
+  const std::string cmd = "/usr/bin/python3 " + py.string() + " " + staging.string() + " " + tar.string() + " " + format;
+  const int rc = std::system(cmd.c_str());
+  std::filesystem::remove_all(staging);
+  return rc == 0;
+}
+
+inline std::string cls(int label) { return std::to_string(label) + "\n"; }
+inline std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+
+}  // namespace tandem::data::testing
