@@ -13,6 +13,7 @@
 
 #include "image_fixtures.h"
 #include "process_helpers.h"
+#include "shard_fixtures.h"
 #include "tandem/common/error.h"
 #include "tandem/common/settings.h"
 #include "tandem/data/batching/batch_maker.h"
@@ -252,13 +253,14 @@ double mean_of(const std::vector<double>& v, size_t from, size_t count) {
 }
 
 // The reference recipe's augmentations on the workers and its mixing and smoothing in the
-// trainer, set as flags that `simulate` hands every host in hyperparameters.json: the
-// loss falls, and the summary and report say what was on.
-TEST(MixingSimulate, TheRecipeTrainsAnImageFolderToAFallingLoss) {
+// trainer, set as flags that `simulate` hands every host in hyperparameters.json, on data
+// stored as WebDataset shards: the loss falls, and the summary and report say what was on.
+TEST(MixingSimulate, TheRecipeTrainsWebDatasetShardsToAFallingLoss) {
   const fs::path dir = testing::fresh_dir("mixing-simulate");
   const fs::path images = colour_folder(dir / "images");
+  ASSERT_TRUE(data::testing::folder_as_shards(images, dir / "shards", 4));
   const int code = testing::run_tandem(
-      "simulate --data imagefolder:" + images.string() +
+      "simulate --data webdataset:" + (dir / "shards/shard-{000..003}.tar").string() +
           " --pipeline 'decode,random_resized_crop(32),hflip,trivial_augment_wide' --mixup 0.2 --cutmix 1.0"
           " --label-smoothing 0.1 --worker-hosts 1 --steps 150 --batch-size 16 --lr 0.02 --log-every 50 --run-dir " +
           (dir / "run").string() + " --summary-json " + (dir / "out/summary.json").string(),
@@ -273,6 +275,9 @@ TEST(MixingSimulate, TheRecipeTrainsAnImageFolderToAFallingLoss) {
   EXPECT_EQ(s["settings"]["mixup"], 0.2);
   EXPECT_EQ(s["settings"]["cutmix"], 1.0);
   EXPECT_EQ(s["settings"]["label_smoothing"], 0.1);
+  EXPECT_EQ(s["settings"]["dataset"], "webdataset");
+  EXPECT_EQ(s["settings"]["dataset_size"], 64) << s["settings"].dump();
+  EXPECT_EQ(s["settings"]["num_classes"], 4) << s["settings"].dump();
   fs::path report;  // beside the trainer host's own summary
   for (const auto& f : fs::recursive_directory_iterator(dir / "run")) {
     if (f.path().filename() == "report.html") report = f.path();

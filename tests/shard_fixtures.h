@@ -3,6 +3,7 @@
 // to compare them with.
 #pragma once
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "image_fixtures.h"
+#include "tandem/data/sources/image_folder.h"
 
 namespace tandem::data::testing {
 
@@ -51,5 +53,30 @@ inline bool write_tar(const std::filesystem::path& tar, const std::vector<TarEnt
 
 inline std::string cls(int label) { return std::to_string(label) + "\n"; }
 inline std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+
+// The image folder's files as WebDataset members (KEY.ext, KEY.cls), in the folder's index
+// order, split evenly over `count` shards shards/shard-000.tar...; `prefix` goes before every
+// member name, and the first shard opens with a directory entry (which is no member).
+// Returns whether every shard was written.
+inline bool folder_as_shards(const std::filesystem::path& folder, const std::filesystem::path& shards, size_t count,
+                             const std::string& format = "GNU", const std::string& prefix = "") {
+  const FolderIndex index = index_folder(folder.string());
+  std::vector<std::vector<TarEntry>> parts(count);
+  parts[0].push_back({prefix + "dir/", {}});
+  for (size_t i = 0; i < index.files.size(); ++i) {
+    const ImageFile& f = index.files[i];
+    const std::string stem = f.path.substr(0, f.path.find('.'));
+    auto& part = parts[i * count / index.files.size()];
+    part.push_back({prefix + f.path, read_bytes(folder / f.path)});
+    part.push_back({prefix + stem + ".cls", bytes_of(cls(f.label))});
+  }
+  std::filesystem::create_directories(shards);
+  for (size_t k = 0; k < count; ++k) {
+    char name[32];
+    std::snprintf(name, sizeof name, "shard-%03zu.tar", k);
+    if (!write_tar(shards / name, parts[k], format)) return false;
+  }
+  return true;
+}
 
 }  // namespace tandem::data::testing

@@ -42,23 +42,9 @@ void make_classes(const fs::path& folder) {
   write_bytes(folder / "dogs" / "e.jpg", encode_jpeg(gradient_image(64, 48, 3, 5)));
 }
 
-// The folder's files as WebDataset members (KEY.ext, KEY.cls), in the folder's index
-// order, split over two shards; `prefix` goes before every member name.
 void make_shards(const fs::path& folder, const fs::path& shards, const std::string& format,
                  const std::string& prefix = "") {
-  const FolderIndex index = index_folder(folder.string());
-  std::vector<TarEntry> parts[2];
-  for (size_t i = 0; i < index.files.size(); ++i) {
-    const ImageFile& f = index.files[i];
-    const std::string stem = f.path.substr(0, f.path.find('.'));
-    auto& part = parts[i * 2 / index.files.size()];
-    part.push_back({prefix + f.path, read_bytes(folder / f.path)});
-    part.push_back({prefix + stem + ".cls", bytes_of(cls(f.label))});
-  }
-  parts[0].insert(parts[0].begin(), TarEntry{"cats/", {}});  // a directory entry is no member
-  fs::create_directories(shards);
-  ASSERT_TRUE(write_tar(shards / "shard-000.tar", parts[0], format));
-  ASSERT_TRUE(write_tar(shards / "shard-001.tar", parts[1], format));
+  ASSERT_TRUE(testing::folder_as_shards(folder, shards, 2, format, prefix));
 }
 
 DataOptions options(const std::string& data) {

@@ -13,7 +13,7 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
-#include "tandem/data/sources/dataset.h"  // fnv1a
+#include "tandem/data/sources/dataset.h"  // fnv1a, hex64
 
 namespace tandem::data {
 namespace {
@@ -245,12 +245,10 @@ StepSpec python_step(const std::string& text, const std::string& file, const std
   std::stringstream bytes;
   bytes << in.rdbuf();
   if (!in) fail(text, "cannot read " + printable(file, 200) + ": check its permissions");
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(bytes.str())));
   StepSpec step{"python", {}};
   step.file = std::filesystem::absolute(file).lexically_normal().string();
   step.function = function;
-  step.code = hex;
+  step.code = hex64(fnv1a(bytes.str()));
   return step;
 }
 

@@ -479,11 +479,12 @@ uint64_t fnv1a(std::string_view data, uint64_t hash) {
   return hash;
 }
 
-std::string fingerprint_of(const std::string& description) {
-  const uint64_t h = fnv1a(description);
+std::string hex64(uint64_t h) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
 }
+
+std::string fingerprint_of(const std::string& description) { return hex64(fnv1a(description)); }
 
 }  // namespace tandem::data

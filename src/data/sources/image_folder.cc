@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <filesystem>
 #include <tuple>
 
@@ -145,9 +144,7 @@ StoredIndex stored_index(const std::string& root, const FolderIndex& index) {
     out.items.push_back({static_cast<uint32_t>(out.files.size()), 0, f.bytes, f.label, ""});
     out.files.push_back(f.path);
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(files));
-  out.description = "imagefolder/v1 files=" + std::string(hex) + " n=" + std::to_string(index.files.size());
+  out.description = "imagefolder/v1 files=" + hex64(files) + " n=" + std::to_string(index.files.size());
   return out;
 }
 

@@ -118,9 +118,7 @@ StoredIndex read_manifest(const std::string& file) {
     }
     json ? json_line(index, l, line) : csv_line(index, l, line);
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(text)));
-  index.description = "manifest/v1 manifest=" + std::string(hex) + " n=" + std::to_string(index.items.size());
+  index.description = "manifest/v1 manifest=" + hex64(fnv1a(text)) + " n=" + std::to_string(index.items.size());
   return index;
 }
 

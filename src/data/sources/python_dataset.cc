@@ -198,11 +198,6 @@ void write_python_fields(const SampleFields& fields, const std::vector<FieldSpec
 
 namespace {
 
-std::string hex64(uint64_t h) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -443,9 +443,7 @@ StoredIndex stored_index(const DataOptions& opts, const ShardSet& shards, ShardI
     out.num_classes = std::max(out.num_classes, it.label + 1);
   }
   out.items = std::move(index.items);
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  out.description = "webdataset/v1 shards=" + std::string(hex) + " n=" + std::to_string(out.items.size());
+  out.description = "webdataset/v1 shards=" + hex64(h) + " n=" + std::to_string(out.items.size());
   return out;
 }
 

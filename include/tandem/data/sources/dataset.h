@@ -174,4 +174,7 @@ std::string fingerprint_of(const std::string& description);
 inline constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
 uint64_t fnv1a(std::string_view data, uint64_t hash = kFnvOffset);
 
+// `h` as 16 lowercase hex digits, the form fingerprints and descriptions print hashes in.
+std::string hex64(uint64_t h);
+
 }  // namespace tandem::data
