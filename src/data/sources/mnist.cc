@@ -55,18 +55,8 @@ class MnistDataset final : public Dataset {
   const DatasetInfo& info() const override { return info_; }
   uint64_t shared_memory_bytes() const override { return pipeline_->has_python_step() ? shm_bytes_ : 0; }
 
-  int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const override {
-    return produce_into(index, epoch, out, nullptr);
-  }
-
-  int64_t produce_fields(uint64_t index, uint32_t epoch, std::span<std::byte> out,
-                         const FieldsOut& extra) const override {
-    return produce_into(index, epoch, out, &extra);
-  }
-
  private:
-  // produce_fields(), or produce() when `extra` is null.
-  int64_t produce_into(uint64_t index, uint32_t epoch, std::span<std::byte> out, const FieldsOut* extra) const {
+  int64_t make_sample(uint64_t index, uint32_t epoch, std::span<std::byte> out, const FieldsOut* extra) const override {
     check_sample_index(index, info_);
     const uint64_t item = item_of(index, info_.size, images_.dims[0]);
     make(index, epoch, item, reinterpret_cast<uint8_t*>(out.data()), extra);

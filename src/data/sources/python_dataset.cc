@@ -271,18 +271,8 @@ class PythonDataset final : public Dataset {
   uint64_t skipped_count() const override { return skips_.count(); }
   uint64_t shared_memory_bytes() const override { return shm_bytes_; }
 
-  int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const override {
-    return produce_into(index, epoch, out, nullptr);
-  }
-
-  int64_t produce_fields(uint64_t index, uint32_t epoch, std::span<std::byte> out,
-                         const FieldsOut& extra) const override {
-    return produce_into(index, epoch, out, &extra);
-  }
-
  private:
-  // produce_fields(), or produce() without the extra fields when `extra` is null.
-  int64_t produce_into(uint64_t index, uint32_t epoch, std::span<std::byte> out, const FieldsOut* extra) const {
+  int64_t make_sample(uint64_t index, uint32_t epoch, std::span<std::byte> out, const FieldsOut* extra) const override {
     check_sample_index(index, info_);
     const uint64_t seed = python_sample_seed(seed_, epoch, index);
     const uint64_t len = pool_.about().len;

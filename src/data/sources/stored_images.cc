@@ -145,21 +145,16 @@ class StoredImageDataset final : public Dataset {
     return reads_->start(items);
   }
 
-  int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const override {
-    return produce_from(index, epoch, out, nullptr, std::nullopt);
-  }
-
-  int64_t produce_fields(uint64_t index, uint32_t epoch, std::span<std::byte> out,
-                         const FieldsOut& extra) const override {
-    return produce_from(index, epoch, out, &extra, std::nullopt);
-  }
-
   int64_t produce_read(SampleReads& reads, size_t position, uint64_t index, uint32_t epoch, std::span<std::byte> out,
                        const FieldsOut* extra) const override {
     return produce_from(index, epoch, out, extra, reads.take(position));
   }
 
  private:
+  int64_t make_sample(uint64_t index, uint32_t epoch, std::span<std::byte> out, const FieldsOut* extra) const override {
+    return produce_from(index, epoch, out, extra, std::nullopt);
+  }
+
   // One read of item `item`, after the emulated latency (--emulate-read-latency-ms).
   Fetched fetch(uint64_t item) const {
     if (latency_.count() > 0) std::this_thread::sleep_for(latency_);

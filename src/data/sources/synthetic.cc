@@ -52,7 +52,7 @@ class SyntheticDataset final : public Dataset {
 
   const DatasetInfo& info() const override { return info_; }
 
-  int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const override {
+  int64_t make_sample(uint64_t index, uint32_t epoch, std::span<std::byte> out, const FieldsOut*) const override {
     check_index(index, info_);
     const int s = static_cast<int>(info_.sample_shape[1]);
     const int64_t label = static_cast<int64_t>(index % info_.num_classes);
@@ -91,7 +91,7 @@ class BlurBenchmarkDataset final : public Dataset {
 
   const DatasetInfo& info() const override { return info_; }
 
-  int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const override {
+  int64_t make_sample(uint64_t index, uint32_t epoch, std::span<std::byte> out, const FieldsOut*) const override {
     check_index(index, info_);
     const int s = static_cast<int>(info_.sample_shape[1]);
     std::span<float> px(reinterpret_cast<float*>(out.data()), static_cast<size_t>(3) * s * s);
@@ -125,7 +125,7 @@ class PremadeDataset final : public Dataset {
 
   const DatasetInfo& info() const override { return info_; }
 
-  int64_t produce(uint64_t index, uint32_t, std::span<std::byte> out) const override {
+  int64_t make_sample(uint64_t index, uint32_t, std::span<std::byte> out, const FieldsOut*) const override {
     check_index(index, info_);
     std::memcpy(out.data(), image_.data(), info_.sample_bytes());
     return static_cast<int64_t>(index % info_.num_classes);

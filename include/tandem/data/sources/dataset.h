@@ -73,13 +73,13 @@ class Dataset {
   virtual const DatasetInfo& info() const = 0;
   // Writes sample `index` as augmented in `epoch` into `out` (info().sample_bytes()
   // bytes) and returns its label. Thread-safe. Throws std::out_of_range for a bad index.
-  virtual int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const = 0;
+  int64_t produce(uint64_t index, uint32_t epoch, std::span<std::byte> out) const {
+    return make_sample(index, epoch, out, nullptr);
+  }
   // produce() with the sample's extra fields too (`extra` as FieldsOut says; `out` is empty
-  // without an image; the label is 0 without one). The default, for datasets with image
-  // and label only, is produce().
-  virtual int64_t produce_fields(uint64_t index, uint32_t epoch, std::span<std::byte> out,
-                                 const FieldsOut& /*extra*/) const {
-    return produce(index, epoch, out);
+  // without an image; the label is 0 without one).
+  int64_t produce_fields(uint64_t index, uint32_t epoch, std::span<std::byte> out, const FieldsOut& extra) const {
+    return make_sample(index, epoch, out, &extra);
   }
 
   // Under --on-bad-sample skip, what could not be used: one "path: problem" line per
@@ -103,11 +103,18 @@ class Dataset {
   // null for a dataset without extra fields.
   virtual int64_t produce_read(SampleReads& /*reads*/, size_t /*position*/, uint64_t index, uint32_t epoch,
                                std::span<std::byte> out, const FieldsOut* extra) const {
-    return extra ? produce_fields(index, epoch, out, *extra) : produce(index, epoch, out);
+    return make_sample(index, epoch, out, extra);
   }
   // The most fetched bytes its read-ahead may hold (DataOptions::read_ahead_bytes), 0
   // without one. A worker keeps them out of its budget for batches in flight.
   virtual uint64_t read_ahead_bytes() const { return 0; }
+
+ protected:
+  // What every dataset implements, behind produce() and produce_fields(): sample `index`
+  // of `epoch` into `out`, and its extra fields into `extra` unless it is null (a dataset
+  // without extra fields ignores it); returns the label.
+  virtual int64_t make_sample(uint64_t index, uint32_t epoch, std::span<std::byte> out,
+                              const FieldsOut* extra) const = 0;
 };
 
 // What is wrong with `batch` as a batch of this dataset (sample shape, label count and
