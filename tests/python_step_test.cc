@@ -155,6 +155,13 @@ TEST(PythonStepErrors, WhatItReturnsIsCheckedAgainstOneUint8ArrayOfOneShape) {
             std::string::npos) << label;
   const std::string no_image = start_error(folder_data(root, step("no_image")));
   EXPECT_NE(no_image.find("it returned a dict of fields ('mask') without an 'image'"), std::string::npos) << no_image;
+  const std::string typo = start_error(folder_data(root, step("ragged_typo")));
+  EXPECT_NE(typo.find("the function's ragged_fields attribute names 'boxes', which sample 0 does not have"),
+            std::string::npos) << typo;
+  auto unnamed = data::make_dataset(folder_data(root, step("points_not_ragged")));
+  std::string varies;
+  for (uint64_t i = 1; i < unnamed->info().size && varies.empty(); ++i) varies = sample_error(*unnamed, i);
+  EXPECT_NE(varies.find("name 'points' in the function's ragged_fields attribute"), std::string::npos) << varies;
   auto shrinks = data::make_dataset(folder_data(root, step("shrinks_bright")));
   const uint64_t bright = 11;  // b/5.png: the classes' files in order, a/0..5 then b/0..5
   const std::string later = sample_error(*shrinks, bright);

@@ -40,7 +40,7 @@ std::string PythonStep::problem(const SampleFields& fields) const {
     if (is_single_array(fields)) {
       return "it returned one array, and for sample 0 a dict of fields: return the same fields from every sample";
     }
-    return python_sample_problem(fields, schema_);
+    return python_sample_problem(fields, schema_, kStepRaggedFields);
   }
   const std::string expected = "a uint8 numpy array of shape " + shape_text(shape_) + " (the shape it returned for sample 0)";
   if (!is_single_array(fields)) return "it returned a dict of fields, and for sample 0 one array: return " + expected;
@@ -62,7 +62,7 @@ std::string PythonStep::learn(const SampleFields& fields) const {
   }
   std::vector<FieldSpec> schema;
   try {
-    schema = python_schema(fields, pool_.about().ragged_fields);
+    schema = python_schema(fields, pool_.about().ragged_fields, kStepRaggedFields);
   } catch (const ConfigError& e) {
     return e.what();
   }

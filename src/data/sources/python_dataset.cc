@@ -82,7 +82,8 @@ FieldSpec spec_of(const std::string& name, const SampleField& f, bool ragged) {
 }
 
 // What is wrong with field `f` of a later sample against `spec`.
-std::string field_problem(const std::string& name, const SampleField& f, const FieldSpec& spec) {
+std::string field_problem(const std::string& name, const SampleField& f, const FieldSpec& spec,
+                          std::string_view ragged_owner) {
   bool fits = f.shape.has_value() && f.is_array == !spec.shape.empty() && (f.is_array || f.dtype == "int64" ||
                                                                           (f.dtype == "float64" && spec.dtype == DType::kFloat32));
   if (fits && f.is_array) {
@@ -100,7 +101,7 @@ std::string field_problem(const std::string& name, const SampleField& f, const F
                                        : "return the first sample's dtype and shape";
   if (!spec.ragged() && f.is_array && field_dtype(f.dtype) == spec.dtype) {
     fix = "resize or crop every sample to one shape, or, if its first dimension varies (boxes, tokens), name '" +
-          printable(name, 60) + "' in the dataset's ragged_fields";
+          printable(name, 60) + "' in " + std::string(ragged_owner);
   }
   return is_text(name, f) + ", the first sample's was " +
          (spec.shape.empty() ? expected : shape_text(spec.shape) + " (" + expected + ")") + ": " + fix;
@@ -114,7 +115,8 @@ std::string names_text(const std::vector<FieldSpec>& schema) {
 
 }  // namespace
 
-std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vector<std::string>& ragged) {
+std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vector<std::string>& ragged,
+                                     std::string_view ragged_owner) {
   std::vector<FieldSpec> schema;
   for (const auto& [name, f] : fields) {
     schema.push_back(spec_of(name, f, std::find(ragged.begin(), ragged.end(), name) != ragged.end()));
@@ -127,7 +129,7 @@ std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vect
   });
   for (const std::string& r : ragged) {
     if (std::none_of(schema.begin(), schema.end(), [&](const FieldSpec& s) { return s.name == r; })) {
-      throw ConfigError("the dataset's ragged_fields names '" + printable(r, 60) + "', which sample 0 does not have (" +
+      throw ConfigError(std::string(ragged_owner) + " names '" + printable(r, 60) + "', which sample 0 does not have (" +
                         names_text(schema) + "): name only fields it returns");
     }
   }
@@ -143,7 +145,8 @@ std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vect
   return schema;
 }
 
-std::string python_sample_problem(const SampleFields& fields, const std::vector<FieldSpec>& schema) {
+std::string python_sample_problem(const SampleFields& fields, const std::vector<FieldSpec>& schema,
+                                  std::string_view ragged_owner) {
   for (const auto& field : fields) {  // not a structured binding: clang 14 (the fuzz build) cannot capture one
     const std::string& name = field.first;
     const SampleField& f = field.second;
@@ -158,7 +161,7 @@ std::string python_sample_problem(const SampleFields& fields, const std::vector<
       return "the sample has no '" + spec.name + "', which the first sample had (" + field_spec_text(spec) +
              "): return the same fields from every sample";
     }
-    if (std::string problem = field_problem(spec.name, f->second, spec); !problem.empty()) return problem;
+    if (std::string problem = field_problem(spec.name, f->second, spec, ragged_owner); !problem.empty()) return problem;
   }
   return "";
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <span>
 #include <vector>
 
@@ -23,16 +24,24 @@ inline constexpr const char* kPythonSampleSchema =
     "shape in every sample, or a first dimension that varies for a field named in the dataset's ragged_fields), "
     "a Python int (int64) or a Python float (float32); 'image', if any, is uint8 [C,H,W] and 'label', if any, an int";
 
+// Who names the ragged fields, in the errors below: a Python dataset's class attribute, or
+// the attribute of a python() step's function.
+inline constexpr const char* kDatasetRaggedFields = "the dataset's ragged_fields";
+inline constexpr const char* kStepRaggedFields = "the function's ragged_fields attribute";
+
 // The schema sample 0's `fields` give, 'image' and 'label' first, then the others by
 // name: arrays as they came (a field named
 // in `ragged` with -1 for its first dimension), ints as int64 [], floats as float32 [].
-// Throws ConfigError naming the field, what it is and what would do (kPythonSampleSchema).
-std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vector<std::string>& ragged);
+// Throws ConfigError naming the field, what it is and what would do (kPythonSampleSchema);
+// `ragged_owner` says where `ragged` came from (kDatasetRaggedFields, kStepRaggedFields).
+std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vector<std::string>& ragged,
+                                     std::string_view ragged_owner = kDatasetRaggedFields);
 
 // What is wrong with `fields` as a sample of `schema` (a field missing, one too many, a
 // dtype or shape that differs), naming the field, what was expected and what came; empty
 // when nothing is.
-std::string python_sample_problem(const SampleFields& fields, const std::vector<FieldSpec>& schema);
+std::string python_sample_problem(const SampleFields& fields, const std::vector<FieldSpec>& schema,
+                                  std::string_view ragged_owner = kDatasetRaggedFields);
 
 // Copies a sample's fields, checked by python_sample_problem against `schema`, into place:
 // 'image' into `image`, each other field but 'label' into `extra` in schema order (a dense
