@@ -57,10 +57,10 @@ for ((r = 1; r <= rounds; r++)); do
   echo "round $r/$rounds" >&2
   for src in imagefolder webdataset; do
     data="imagefolder:$dir"; [ "$src" = webdataset ] && data="webdataset:$shards"
-    bench "$src-2t-0ms" 2 0 32 "$data"
-    bench "$src-2t-20ms" 2 20 32 "$data"
+    bench "$src-2t-0ms" 2 0 auto "$data"
+    bench "$src-2t-20ms" 2 20 auto "$data"
     bench "$src-2t-20ms-noahead" 2 20 0 "$data"
-    bench "$src-1t-0ms" 1 0 32 "$data"
+    bench "$src-1t-0ms" 1 0 auto "$data"
   done
 done
 
@@ -90,7 +90,8 @@ rate = lambda n: best[n]["images_per_sec"] if n in best else float("nan")
 files = [os.path.join(d, f) for d, _, fs in os.walk(folder) for f in fs if f.endswith(".jpg")]
 print(f"decode + RandomResizedCrop(224) + flip, {len(files)} files of "
       f"{sum(os.path.getsize(f) for f in files) / len(files) / 1000:.0f} KB; best of {rounds} rounds of {seconds} s; "
-      f"load average {os.getloadavg()[0]:.2f}")
+      f"load average {os.getloadavg()[0]:.2f}; reading ahead with --io-threads auto = "
+      f"{best.get('imagefolder-2t-20ms', {}).get('io_threads', 'nan')} reads in flight")
 print(f"{'':<12}{'2 threads, 0 ms':>18}{'20 ms':>10}{'ratio':>8}{'20 ms, no read-ahead':>24}{'1 thread, 0 ms':>17}")
 summary = {}
 for src in ("imagefolder", "webdataset"):

@@ -11,7 +11,10 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "image_fixtures.h"
+#include "process_helpers.h"
 #include "tandem/data/batching/batch_maker.h"
 #include "tandem/data/batching/sampler.h"
 #include "tandem/data/batching/thread_pool.h"
@@ -128,11 +131,12 @@ std::pair<std::vector<std::vector<std::byte>>, double> one_epoch(const DataOptio
   return {out, seconds_since(start)};
 }
 
+// The default (--io-threads auto, -1) reads ahead.
 TEST(ReadAhead, AWorkersPoolUnderReadLatencyMakesTheSameBatchesFarFaster) {
   constexpr int kImages = 128;
   TempDir dir;
   make_jpegs(dir.path(), kImages);
-  const auto [ahead, ahead_s] = one_epoch(slow_folder(dir.str(), 32), 32);
+  const auto [ahead, ahead_s] = one_epoch(slow_folder(dir.str(), DataOptions{}.io_threads), 32);
   const auto [plain, plain_s] = one_epoch(slow_folder(dir.str(), 0), 32);
   EXPECT_EQ(ahead, plain);
   // Without reading ahead, 2 threads wait 128 x 20 ms / 2 = 1.28 s at least.
@@ -165,6 +169,34 @@ TEST(ReadAhead, TheTrainersLocalThreadsReadAheadToo) {
     EXPECT_EQ(got[s].labels, expected.labels);
   }
   EXPECT_LT(took, kImages * 0.020 / 2 / 2);  // one by one on 2 threads: 0.96 s at least
+}
+
+// --io-threads auto (the default) is 32 reads in flight per core of the host, 64 to 1024;
+// a number is taken as given, and 0 turns reading ahead off. `bench pipeline` reports
+// what it ran with.
+TEST(IoThreads, AutoIs32PerCoreWithinBoundsAndTheFlagTakesAutoOrANumber) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(io_threads_for(-1), std::clamp(32 * cores, 64, 1024));
+  EXPECT_EQ(io_threads_for(0), 0);
+  EXPECT_EQ(io_threads_for(7), 7);
+  TempDir dir;
+  make_jpegs(dir.path(), 8);
+  auto io_threads_run = [&](const std::string& flag) {
+    const std::string args = "bench pipeline --data imagefolder:" + dir.str() +
+                             " --pipeline decode,center_crop(16) --threads 1 --seconds 0.2 --json " + flag;
+    const tandem::testing::Outcome run = tandem::testing::run_capture(args, dir.path() / "bench.log", 60);
+    EXPECT_EQ(run.code, 0) << run.out;
+    const std::string last = run.out.substr(run.out.rfind('{'));
+    return nlohmann::json::parse(last).value("io_threads", -100);
+  };
+  EXPECT_EQ(io_threads_run(""), io_threads_for(-1));
+  EXPECT_EQ(io_threads_run("--io-threads auto"), io_threads_for(-1));
+  EXPECT_EQ(io_threads_run("--io-threads 5"), 5);
+  EXPECT_EQ(io_threads_run("--io-threads 0"), 0);
+  const tandem::testing::Outcome bad = tandem::testing::run_capture(
+      "bench pipeline --data imagefolder:" + dir.str() + " --io-threads many", dir.path() / "bad.log");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--io-threads"), std::string::npos) << bad.out;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "tandem/data/batching/batch_maker.h"
 #include "tandem/data/batching/sampler.h"
 #include "tandem/data/batching/thread_pool.h"
+#include "tandem/data/sources/read_ahead.h"
 
 namespace tandem::bench {
 
@@ -76,7 +77,7 @@ nlohmann::json bench_pipeline(const BenchOptions& opts) {
           {"dtype", data::dtype_name(info.dtype)},
           {"seconds", opts.seconds},
           {"index_seconds", index_seconds},
-          {"io_threads", dataset->read_ahead_bytes() > 0 ? opts.data.io_threads : 0},
+          {"io_threads", dataset->read_ahead_bytes() > 0 ? data::io_threads_for(opts.data.io_threads) : 0},
           {"read_latency_ms", opts.data.emulate_read_latency_ms}};
 }
 

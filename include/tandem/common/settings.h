@@ -83,9 +83,10 @@ struct DataOptions {
   int python_start_procs = 0;
   // Reading from slow storage (imagefolder, webdataset, manifest): threads that fetch the
   // bytes of requested samples ahead of preprocessing, many reads at once (--io-threads;
-  // 0 = none, each preprocessing thread reads its own), and, for simulations only, a delay
-  // added to every sample read (--emulate-read-latency-ms). Neither changes a sample.
-  int io_threads = 32;
+  // -1 = auto, io_threads_for(); 0 = none, each preprocessing thread reads its own), and,
+  // for simulations only, a delay added to every sample read (--emulate-read-latency-ms).
+  // Neither changes a sample.
+  int io_threads = -1;
   double emulate_read_latency_ms = 0;
   // Not a flag: set by the roles. Fetched bytes the read-ahead may hold (a worker: a
   // quarter of --max-inflight-mb; 0 = 256 MiB).

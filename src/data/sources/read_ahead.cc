@@ -1,8 +1,17 @@
 #include "tandem/data/sources/read_ahead.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "tandem/data/batching/thread_pool.h"
 
 namespace tandem::data {
+
+int io_threads_for(int requested) {
+  if (requested >= 0) return requested;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::clamp(32 * cores, 64, 1024);
+}
 
 // What the I/O threads and every batch's reads share: one lock for the slots of every
 // batch and the bytes held (reads are milliseconds; the lock is held for nanoseconds).

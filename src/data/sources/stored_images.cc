@@ -125,8 +125,8 @@ class StoredImageDataset final : public Dataset {
                         std::to_string(seed_) + " pipeline=" + spec_.canonical() +
                         " max_pixels=" + std::to_string(max_pixels_);
     info_.fingerprint = fingerprint_of(info_.description);
-    if (opts.io_threads > 0) {
-      const ReadAheadOptions ahead{opts.io_threads, opts.read_ahead_bytes ? opts.read_ahead_bytes : kDefaultReadAheadBytes};
+    if (const int io = io_threads_for(opts.io_threads); io > 0) {
+      const ReadAheadOptions ahead{io, opts.read_ahead_bytes ? opts.read_ahead_bytes : kDefaultReadAheadBytes};
       reads_ = std::make_unique<ReadAhead>(ahead, [this](uint64_t item) { return fetch(item); });
     }
   }

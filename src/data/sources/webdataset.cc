@@ -19,6 +19,7 @@
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
 #include "tandem/data/sources/bad_samples.h"
+#include "tandem/data/sources/read_ahead.h"
 #include "tandem/data/sources/tar.h"
 
 namespace tandem::data {
@@ -454,7 +455,7 @@ std::shared_ptr<const Dataset> make_webdataset(const DataOptions& opts, const st
   const ShardSet shards = find_shards(path);
   std::optional<ShardIndex> index = read_shard_index(shards);
   const bool from_file = index.has_value();
-  if (!index) index = walk_shards(shards, std::max(1, opts.io_threads), opts.emulate_read_latency_ms);
+  if (!index) index = walk_shards(shards, std::max(1, io_threads_for(opts.io_threads)), opts.emulate_read_latency_ms);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("webdataset {}: {} samples in {} shards, indexed in {:.2f} s ({})", path, index->items.size(),
                shards.names.size(), seconds, from_file ? "from " + shards.index_file : "walking the tar headers");

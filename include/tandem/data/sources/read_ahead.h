@@ -24,6 +24,12 @@ struct Fetched {
   std::string problem;
 };
 
+// The reads in flight for --io-threads `requested`: itself when 0 or more; for -1 ("auto")
+// 32 per core of this host, 64 to 1024. A preprocessing thread makes about 1,000 small
+// images/s (500x375 JPEG, RandomResizedCrop(224)), and keeping it fed from storage that
+// takes 20-30 ms a read needs 20-30 reads in flight for it.
+int io_threads_for(int requested);
+
 struct ReadAheadOptions {
   int io_threads = 32;              // concurrent reads (--io-threads); REQUIRES >= 1
   uint64_t max_bytes = 256 << 20;   // fetched bytes not yet taken, at most (a soft limit: reads
