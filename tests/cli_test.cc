@@ -49,6 +49,22 @@ TEST(CommandLine, BadValuesExitTwoWithTheRangeAsWritten) {
   EXPECT_NE(r.out.find("A subcommand is required"), std::string::npos) << r.out;
 }
 
+// A command's own command (bench pipeline) is where its flags and values are checked: a bad
+// value is named as such, not as an unknown flag of the parent command.
+TEST(CommandLine, ACommandsOwnCommandNamesItsBadValuesAndTypos) {
+  Outcome r = tandem_run("bench pipeline --data synthetic --seconds -1", "cli-nested-range");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--seconds: -1 is out of range"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(tandem bench pipeline --help)"), std::string::npos) << r.out;
+  r = tandem_run("bench pipeline --io-threads many", "cli-nested-nan");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--io-threads: 'many' is not a number"), std::string::npos) << r.out;
+  r = tandem_run("bench pipeline --treads 2", "cli-nested-typo");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown flag '--treads' for 'tandem bench pipeline', did you mean '--threads'?"),
+            std::string::npos) << r.out;
+}
+
 TEST(CommandLine, HelpAndVersionExitZero) {
   EXPECT_EQ(tandem_run("--help", "cli-help").code, 0);
   EXPECT_EQ(tandem_run("launch --help", "cli-help-launch").code, 0);

@@ -183,11 +183,14 @@ TEST(IoThreads, AutoIs32PerCoreWithinBoundsAndTheFlagTakesAutoOrANumber) {
   make_jpegs(dir.path(), 8);
   auto io_threads_run = [&](const std::string& flag) {
     const std::string args = "bench pipeline --data imagefolder:" + dir.str() +
-                             " --pipeline decode,center_crop(16) --threads 1 --seconds 0.2 --json " + flag;
+                             " --pipeline 'decode,center_crop(16)' --threads 1 --batch-size 4 --seconds 0.2 --json " + flag;
     const tandem::testing::Outcome run = tandem::testing::run_capture(args, dir.path() / "bench.log", 60);
-    EXPECT_EQ(run.code, 0) << run.out;
-    const std::string last = run.out.substr(run.out.rfind('{'));
-    return nlohmann::json::parse(last).value("io_threads", -100);
+    const size_t json = run.out.rfind('{');
+    if (run.code != 0 || json == std::string::npos) {
+      ADD_FAILURE() << "exit " << run.code << ": " << run.out;
+      return -100;
+    }
+    return nlohmann::json::parse(run.out.substr(json)).value("io_threads", -100);
   };
   EXPECT_EQ(io_threads_run(""), io_threads_for(-1));
   EXPECT_EQ(io_threads_run("--io-threads auto"), io_threads_for(-1));
@@ -196,7 +199,7 @@ TEST(IoThreads, AutoIs32PerCoreWithinBoundsAndTheFlagTakesAutoOrANumber) {
   const tandem::testing::Outcome bad = tandem::testing::run_capture(
       "bench pipeline --data imagefolder:" + dir.str() + " --io-threads many", dir.path() / "bad.log");
   EXPECT_EQ(bad.code, 2) << bad.out;
-  EXPECT_NE(bad.out.find("--io-threads"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("--io-threads: 'many' is not a number"), std::string::npos) << bad.out;
 }
 
 }  // namespace

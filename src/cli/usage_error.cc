@@ -62,17 +62,24 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& error, int
     break;
   }
   if (command == nullptr) return one_line(error.what()) + ": name one (tandem --help lists them)";
+  // A command's own commands (tandem bench pipeline) follow it directly.
+  std::string path = command->get_name();
+  for (; first + 1 < argc; ++first) {
+    const std::vector<std::string> subs = command_names(*command);
+    if (std::find(subs.begin(), subs.end(), argv[first + 1]) == subs.end()) break;
+    command = command->get_subcommand(argv[first + 1]);
+    path += std::string(" ") + argv[first + 1];
+  }
   const std::vector<std::string> flags = flag_names(*command);
   for (int i = first + 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (!arg.starts_with("--") || is_flag_of(flags, arg)) continue;
     const std::string name = arg.substr(0, arg.find('='));
     const std::string guess = nearest_name(name, flags);
-    return "unknown flag '" + printable(name, 40) + "' for 'tandem " + command->get_name() + "'" +
-           (guess.empty() ? "" : ", did you mean '" + guess + "'?") + " (tandem " + command->get_name() +
-           " --help lists its flags)";
+    return "unknown flag '" + printable(name, 40) + "' for 'tandem " + path + "'" +
+           (guess.empty() ? "" : ", did you mean '" + guess + "'?") + " (tandem " + path + " --help lists its flags)";
   }
-  return one_line(error.what()) + " (tandem " + command->get_name() + " --help)";
+  return one_line(error.what()) + " (tandem " + path + " --help)";
 }
 
 }  // namespace tandem::cli
