@@ -32,7 +32,10 @@ nlohmann::json bench_pipeline(const BenchOptions& opts) {
   const auto start = Clock::now();
   const auto warm = start + std::chrono::milliseconds(500);
   const auto end = warm + seconds(opts.seconds);
-  // Two batches per thread in flight keep every thread busy between batches.
+  // Two batches per thread in flight keep every thread busy between batches, and give the
+  // read-ahead (--io-threads) batches to fetch before a thread reaches them, as a worker's
+  // queue of requests from its trainers does.
+  const int depth = 2 * threads;
   std::function<void()> submit = [&] {
     maker.make_async(sampler.request(next_seq++), [&](data::Batch b) {
           std::lock_guard lock(mu);
@@ -55,12 +58,12 @@ nlohmann::json bench_pipeline(const BenchOptions& opts) {
   };
   std::unique_lock lock(mu);
   while ((Clock::now() < end || measured_images == 0) && !failure) {
-    while (in_flight < 2) {
+    while (in_flight < depth) {
       ++in_flight;
       submit();
     }
     // Each batch in flight ends in done or failed, so the wait past `end` ends too.
-    cv.wait_until(lock, std::max(end, Clock::now() + std::chrono::seconds(1)), [&] { return in_flight < 2; });
+    cv.wait_until(lock, std::max(end, Clock::now() + std::chrono::seconds(1)), [&] { return in_flight < depth; });
   }
   cv.wait(lock, [&] { return in_flight == 0; });
   if (failure) std::rethrow_exception(failure);  // a bad sample (--on-bad-sample fail) ends the bench, named
