@@ -16,7 +16,8 @@
 
 namespace tandem::data::testing {
 
-// One member of a tar: its name in the archive (ending in '/': a directory) and its bytes.
+// One member of a tar: its name in the archive (ending in '/': a directory; "NAME -> TARGET":
+// a hard link to the earlier member TARGET) and its bytes.
 using TarEntry = std::pair<std::string, std::vector<uint8_t>>;
 
 // Writes `entries`, in order, into the tar file `tar` with /usr/bin/python3's tarfile in
@@ -29,7 +30,7 @@ inline bool write_tar(const std::filesystem::path& tar, const std::vector<TarEnt
   std::ofstream list(staging / "list");
   for (size_t i = 0; i < entries.size(); ++i) {
     list << i << '\t' << entries[i].first << '\n';
-    if (entries[i].first.back() != '/') write_bytes(staging / std::to_string(i), entries[i].second);
+    if (entries[i].first.back() != '/' && entries[i].first.find(" -> ") == std::string::npos) write_bytes(staging / std::to_string(i), entries[i].second);
   }
   list.close();
   const std::string script =
@@ -38,7 +39,10 @@ inline bool write_tar(const std::filesystem::path& tar, const std::vector<TarEnt
       "with tarfile.open(out, 'w', format=getattr(tarfile, fmt + '_FORMAT')) as t:\n"
       "    for line in open(os.path.join(src, 'list')):\n"
       "        i, name = line.rstrip('\\n').split('\\t', 1)\n"
-      "        if name.endswith('/'):\n"
+      "        if ' -> ' in name:\n"
+      "            name, target = name.split(' -> ')\n"
+      "            ti = tarfile.TarInfo(name); ti.type = tarfile.LNKTYPE; ti.linkname = target; t.addfile(ti)\n"
+      "        elif name.endswith('/'):\n"
       "            ti = tarfile.TarInfo(name.rstrip('/')); ti.type = tarfile.DIRTYPE; t.addfile(ti)\n"
       "        else:\n"
       "            p = os.path.join(src, i); ti = tarfile.TarInfo(name); ti.size = os.path.getsize(p)\n"

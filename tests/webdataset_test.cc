@@ -164,6 +164,15 @@ std::vector<BrokenCase> broken_cases() {
       {"bad cls", {{{"k0.jpg", jpeg}, {"k0.cls", bytes_of("0")}, {"k1.jpg", jpeg}, {"k1.cls", bytes_of("cat")}}}, {"shard-000.tar", "member k1.cls", "label 'cat'"}},
       {"bad json", {{{"k0.jpg", jpeg}, {"k0.json", bytes_of("{\"label\": 0}")}, {"k1.jpg", jpeg},
                      {"k1.json", bytes_of("{\"class\": 2}")}}}, {"shard-000.tar", "member k1.json", "\"label\""}},
+      {"dotted key", {{{"k0.jpg", jpeg}, {"k0.cls", bytes_of("0")}, {"k1.0001.jpg", jpeg}, {"k1.0001.cls", bytes_of("1")}}},
+       {"shard-000.tar", "member k1.0001.jpg", "its key is 'k1'", "e.g. k1_0001.jpg"}},
+      {"webp", {{{"k0.jpg", jpeg}, {"k0.cls", bytes_of("0")}, {"k1.webp", jpeg}, {"k1.cls", bytes_of("1")}}},
+       {"shard-000.tar", "member k1.webp", "a .webp image: tandem decodes .jpg, .jpeg and .png"}},
+      {"link", {{{"k0.jpg", jpeg}, {"k0.cls", bytes_of("0")}, {"k1.jpg -> k0.jpg", {}}, {"k1.cls", bytes_of("1")}}},
+       {"shard-000.tar", "member k1.jpg is a link"}},
+      {"big label", {{{"k0.jpg", jpeg}, {"k0.cls", bytes_of("0")}, {"k1.jpg", jpeg},
+                      {"k1.json", bytes_of("{\"label\": 1, \"caption\": \"" + std::string(70000, 'x') + "\"}")}}},
+       {"shard-000.tar", "member k1.json", "a label of 70027 bytes, more than the 64 KiB"}},
   };
 }
 
@@ -183,6 +192,22 @@ TEST(WebDatasetBadShards, EachProblemNamesTheShardAndMemberOrIsSkipped) {
     EXPECT_NE(d->skipped()[0].find(c.words[0]), std::string::npos) << c.name;
     EXPECT_EQ(d->info().size, 1u) << c.name;  // the one good sample
   }
+}
+
+// Under --on-bad-sample skip every problem is listed, several in one shard too.
+TEST(WebDatasetBadShards, SkipListsEveryProblemOfAShard) {
+  TempDir dir;
+  const std::vector<uint8_t> jpeg = encode_jpeg(gradient_image(20, 20, 3, 9));
+  ASSERT_TRUE(write_tar(dir.path() / "s-000.tar", {{"k0.jpg", jpeg}, {"k0.cls", bytes_of("0")}, {"k1.jpg", jpeg},
+                                                     {"k1.cls", bytes_of("cat")}, {"k2.jpg", jpeg},
+                                                     {"k2.cls", bytes_of("dog")}, {"k3.jpg", jpeg}}));
+  DataOptions opts = options("webdataset:" + dir.str());
+  opts.on_bad_sample = "skip";
+  const std::vector<std::string> skipped = make_dataset(opts)->skipped();
+  ASSERT_EQ(skipped.size(), 3u);
+  EXPECT_NE(skipped[0].find("member k1.cls: label 'cat'"), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[1].find("member k2.cls: label 'dog'"), std::string::npos) << skipped[1];
+  EXPECT_NE(skipped[2].find("key k3 has no label"), std::string::npos) << skipped[2];
 }
 
 TEST(WebDatasetBadShards, NotATarAndATruncatedShardAreNamed) {
@@ -262,10 +287,57 @@ TEST(WebDatasetIndex, TheIndexFileIsUsedWhileItMatchesAndAStaleOneIsWalkedAgain)
   EXPECT_NE(error.find("tandem-index.txt line 2"), std::string::npos) << error;
 }
 
+// A shard rewritten to the same size (tar pads to 10 KiB blocks) passes the index's size
+// check; the member's tar header, read with it, names the stale index. A corrupt index is
+// named by its line, whatever its numbers.
+TEST(WebDatasetIndex, AShardRewrittenToTheSameSizeAndACorruptIndexAreNamed) {
+  TempDir dir;
+  const fs::path shards = dir.path() / "shards";
+  const std::vector<uint8_t> a = encode_jpeg(gradient_image(20, 20, 3, 1)), b = encode_jpeg(gradient_image(40, 30, 3, 2));
+  ASSERT_NE(a.size(), b.size());
+  fs::create_directories(shards);
+  ASSERT_TRUE(write_tar(shards / "s-000.tar", {{"k1.jpg", a}, {"k1.cls", bytes_of("0")}, {"k2.jpg", b}, {"k2.cls", bytes_of("1")}}));
+  const uint64_t size = fs::file_size(shards / "s-000.tar");
+  const tandem::testing::Outcome out =
+      tandem::testing::run_capture("index webdataset:" + shards.string(), dir.path() / "index.log");
+  ASSERT_EQ(out.code, 0) << out.out;
+  ASSERT_TRUE(write_tar(shards / "s-000.tar", {{"k2.jpg", b}, {"k2.cls", bytes_of("1")}, {"k1.jpg", a}, {"k1.cls", bytes_of("0")}}));
+  ASSERT_EQ(fs::file_size(shards / "s-000.tar"), size);
+  const std::string moved = error_of(options("webdataset:" + shards.string()));
+  EXPECT_NE(moved.find("s-000.tar: member k1.jpg: the shard is not as it was indexed"), std::string::npos) << moved;
+  EXPECT_NE(moved.find("run `tandem index`"), std::string::npos) << moved;
+
+  const fs::path file = shards / "tandem-index.txt";
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const auto corrupt = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    std::ofstream(file) << t.replace(at, from.size(), to);
+    return error_of(options("webdataset:" + shards.string()));
+  };
+  const std::string many = corrupt("samples 2\n", "samples 99999999999\n");
+  EXPECT_NE(many.find("tandem-index.txt line"), std::string::npos) << many;
+  EXPECT_NE(many.find("run `tandem index`"), std::string::npos) << many;
+  const size_t line = text.find("samples 2\n") + 10;
+  const std::string first = text.substr(line, text.find('\n', line) - line);  // "0 OFFSET BYTES 0 k1.jpg"
+  const std::string wrapped = corrupt(first, "0 1 18446744073709551615 0 k1.jpg");
+  EXPECT_NE(wrapped.find("a sample outside the shards"), std::string::npos) << wrapped;
+}
+
 TEST(WebDataset, BracePatternsExpandAndMissingShardsAreNamed) {
   EXPECT_EQ(expand_braces("a-{08..11}.tar"), (std::vector<std::string>{"a-08.tar", "a-09.tar", "a-10.tar", "a-11.tar"}));
   EXPECT_EQ(expand_braces("{x,y}-{1..2}"), (std::vector<std::string>{"x-1", "x-2", "y-1", "y-2"}));
   EXPECT_THROW(expand_braces("a-{1..b}.tar"), ConfigError);
+  try {
+    expand_braces("a-{11..08}.tar");
+    ADD_FAILURE() << "a backward range expanded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("runs backwards: write the smaller number first, {08..11}"), std::string::npos)
+        << e.what();
+  }
   TempDir dir;
   ASSERT_TRUE(write_tar(dir.path() / "t-0.tar", {{"k.jpg", bytes_of("x")}, {"k.cls", bytes_of("0")}}));
   const std::string error = error_of(options("webdataset:" + (dir.path() / "t-{0..2}.tar").string()));
@@ -302,12 +374,29 @@ TEST(Manifest, BadLinesNameFileAndLine) {
       {"path,label\n,1\n", "m.csv:2: an empty path"},
       {"{\"path\": \"a.jpg\", \"label\": 0}\n{\"path\": 3}\n", "m.csv:2: no \"path\" string"},
       {"{\"path\": \"a.jpg\", \"label\": -1}\n", "m.csv:1: label '-1'"},
+      {"{\"path\": \"a.jpg\", \"label\": 18446744073709551615}\n", "m.csv:1: label '18446744073709551615'"},
+      {"[{\"path\": \"a.jpg\", \"label\": 0}]\n", "m.csv:1: a JSON array: write JSON lines"},
+      {"path,label\na.jpg,0\nb.jpg,1\na.jpg,2\n", "m.csv:4: a.jpg with label 2, listed on line 2 with label 0"},
+      {"path,label\n\n", "lists no samples"},
   };
   for (const auto& [text, words] : cases) {
     std::ofstream(dir.path() / "m.csv") << text;
     const std::string error = error_of(options("manifest:" + (dir.path() / "m.csv").string()));
     EXPECT_NE(error.find(words), std::string::npos) << text << " -> " << error;
   }
+}
+
+// Excel's "CSV UTF-8" starts the file with a byte-order mark; a file listed twice with one
+// label is sampled twice.
+TEST(Manifest, AByteOrderMarkIsSkippedAndARepeatedLineSamplesTwice) {
+  TempDir dir;
+  write_bytes(dir.path() / "b.jpg", encode_jpeg(gradient_image(20, 20, 3, 1)));
+  std::ofstream(dir.path() / "m.csv") << "\xEF\xBB\xBFpath,label\nb.jpg,1\nb.jpg,1\n";
+  const auto d = make_dataset(options("manifest:" + (dir.path() / "m.csv").string()));
+  EXPECT_EQ(d->info().size, 2u);
+  int64_t label = -1;
+  sample(*d, 1, 0, &label);
+  EXPECT_EQ(label, 1);
 }
 
 TEST(Manifest, MissingFilesAreBadSamples) {

@@ -16,12 +16,14 @@ BadSamplePolicy parse_bad_sample_policy(const std::string& name) {
 
 void SkipLog::record(const std::string& path, const std::string& problem) {
   count_.fetch_add(1);
-  note(path, problem);
+  list(path, path, problem);
 }
 
-void SkipLog::note(const std::string& path, const std::string& problem) {
+void SkipLog::note(const std::string& path, const std::string& problem) { list(path + ": " + problem, path, problem); }
+
+void SkipLog::list(const std::string& key, const std::string& path, const std::string& problem) {
   std::lock_guard lock(mu_);
-  if (!paths_.insert(path).second) return;
+  if (!keys_.insert(key).second) return;
   entries_.push_back(path + ": " + problem);
   spdlog::warn("skipping {}: {} (--on-bad-sample skip)", path, problem);
 }

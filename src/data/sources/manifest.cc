@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -52,22 +53,31 @@ int label_of(const std::string& text, const Line& line) {
   return v;
 }
 
-void add_sample(StoredIndex& index, const std::string& path, int label, const Line& line) {
+// Each path's label and the line that first gave it: a file listed twice must keep its label.
+using Seen = std::unordered_map<std::string, std::pair<int, size_t>>;
+
+void add_sample(StoredIndex& index, Seen& seen, const std::string& path, int label, const Line& line) {
   if (path.empty()) line.fail("an empty path", "name the image file, relative to the manifest's folder");
+  const auto [it, fresh] = seen.emplace(path, std::make_pair(label, line.number));
+  if (!fresh && it->second.first != label) {
+    line.fail(printable(path, 100) + " with label " + std::to_string(label) + ", listed on line " +
+                  std::to_string(it->second.second) + " with label " + std::to_string(it->second.first),
+              "give a file one label (listing it twice with the same label samples it twice)");
+  }
   index.items.push_back({static_cast<uint32_t>(index.files.size()), 0, 0, label, ""});
   index.files.push_back(path);
   index.num_classes = std::max(index.num_classes, label + 1);
 }
 
-void csv_line(StoredIndex& index, const std::string& text, const Line& line) {
+void csv_line(StoredIndex& index, Seen& seen, const std::string& text, const Line& line) {
   const std::vector<std::string> f = csv_fields(text, line);
   if (f.size() != 2) {
     line.fail(std::to_string(f.size()) + " fields", "write path,label (quote a path that holds a comma)");
   }
-  add_sample(index, f[0], label_of(f[1], line), line);
+  add_sample(index, seen, f[0], label_of(f[1], line), line);
 }
 
-void json_line(StoredIndex& index, const std::string& text, const Line& line) {
+void json_line(StoredIndex& index, Seen& seen, const std::string& text, const Line& line) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) line.fail("not a JSON object", "write {\"path\": \"a/b.jpg\", \"label\": 3}");
   if (!j.contains("path") || !j["path"].is_string()) {
@@ -76,7 +86,7 @@ void json_line(StoredIndex& index, const std::string& text, const Line& line) {
   if (!j.contains("label") || !j["label"].is_number_integer()) {
     line.fail("no whole-number \"label\"", "write {\"path\": \"a/b.jpg\", \"label\": 3}");
   }
-  add_sample(index, j["path"].get<std::string>(), label_of(std::to_string(j["label"].get<int64_t>()), line), line);
+  add_sample(index, seen, j["path"].get<std::string>(), label_of(j["label"].dump(), line), line);
 }
 
 std::string read_text(const std::string& file) {
@@ -94,8 +104,10 @@ StoredIndex read_manifest(const std::string& file) {
     throw ConfigError("--data manifest:" + printable(file, 200) + " is a folder: name the manifest file itself "
                       "(a .csv with a path,label header, or JSON lines)");
   }
-  const std::string text = read_text(file);
+  std::string text = read_text(file);
+  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);  // a UTF-8 byte-order mark (Excel's "CSV UTF-8")
   StoredIndex index;
+  Seen seen;
   index.name = "manifest";
   const std::string parent = std::filesystem::path(file).parent_path().string();
   index.root = parent.empty() ? "." : parent;
@@ -108,7 +120,11 @@ StoredIndex read_manifest(const std::string& file) {
     if (l.find_first_not_of(" \t") == std::string::npos) continue;
     if (!started) {
       started = true;
-      json = l[l.find_first_not_of(" \t")] == '{';
+      const char first = l[l.find_first_not_of(" \t")];
+      json = first == '{';
+      if (first == '[') {
+        line.fail("a JSON array", "write JSON lines: one object {\"path\": ..., \"label\": ...} per line");
+      }
       if (!json) {
         if (csv_fields(l, line) != std::vector<std::string>{"path", "label"}) {
           line.fail("the header is '" + printable(l, 80) + "'", "start a CSV manifest with the line path,label");
@@ -116,7 +132,11 @@ StoredIndex read_manifest(const std::string& file) {
         continue;
       }
     }
-    json ? json_line(index, l, line) : csv_line(index, l, line);
+    json ? json_line(index, seen, l, line) : csv_line(index, seen, l, line);
+  }
+  if (index.items.empty()) {
+    throw ConfigError("the manifest " + printable(file, 200) + " lists no samples: add lines path,label (CSV, after " +
+                      "the header) or {\"path\": ..., \"label\": ...} (JSON lines)");
   }
   index.description = "manifest/v1 manifest=" + hex64(fnv1a(text)) + " n=" + std::to_string(index.items.size());
   return index;

@@ -21,6 +21,7 @@
 #include "tandem/data/python/process_pool.h"
 #include "tandem/data/sources/bad_samples.h"
 #include "tandem/data/sources/file_dataset.h"
+#include "tandem/data/sources/tar.h"
 
 namespace tandem::data {
 namespace {
@@ -74,11 +75,19 @@ std::string path_of(const StoredIndex& index, const StoredItem& item) {
 std::string read_item(const StoredIndex& index, const StoredItem& item, std::vector<uint8_t>& out) {
   const std::string path = path_of(index, item);
   if (!index.members) return read_whole(path, item.bytes, out);
+  // The member's tar header comes in the same read: a shard rewritten since it was indexed
+  // (same size, members moved) is named, not taken for a corrupt image or a wrong label.
+  const std::string stale = "the shard is not as it was indexed (no tar header of this " + std::to_string(item.bytes) +
+                            "-byte member at byte " + std::to_string(item.offset) + "): run `tandem index` on the " +
+                            "shards again, or delete their tandem-index.txt";
+  if (item.offset < kTarHeaderBytes) return stale;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::string("cannot open the shard: ") + std::strerror(errno);
-  out.resize(static_cast<size_t>(item.bytes));
-  std::string problem = pread_all(fd, item.offset, out);
+  out.resize(static_cast<size_t>(kTarHeaderBytes + item.bytes));
+  std::string problem = pread_all(fd, item.offset - kTarHeaderBytes, out);
   ::close(fd);
+  if (problem.empty() && !is_member_header(reinterpret_cast<const char*>(out.data()), item.bytes)) problem = stale;
+  out.erase(out.begin(), out.begin() + kTarHeaderBytes);
   return problem;
 }
 

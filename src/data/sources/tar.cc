@@ -14,8 +14,8 @@
 namespace tandem::data {
 namespace {
 
-constexpr uint64_t kBlock = 512;
-constexpr size_t kWindow = 64 << 10;
+constexpr uint64_t kBlock = kTarHeaderBytes;
+constexpr size_t kWindow = kMaxKeptMemberBytes;
 
 // Reads the file through one 64 KiB window: the headers of small members share a read.
 class Window {
@@ -180,11 +180,18 @@ std::optional<uint64_t> Walk::step(uint64_t pos) {
       m.data = std::move(*kept);
     }
     out.members.push_back(std::move(m));
-  }  // directories, links, devices, GNU long link names, pax global headers: not members
+  } else if (type == '1' || type == '2') {
+    out.members.push_back(TarMember{name, data, 0, {}, true});
+  }  // directories, devices, GNU long link names, pax global headers: not members
   return data + (*bytes + kBlock - 1) / kBlock * kBlock;
 }
 
 }  // namespace
+
+bool is_member_header(const char* header, uint64_t bytes) {
+  const char type = header[156];
+  return checksum_ok(header) && (type == '0' || type == '\0' || type == '7') && number(header + 124, 12) == bytes;
+}
 
 TarListing list_tar(const std::string& path, const std::function<bool(const std::string&)>& keep,
                     double read_latency_ms) {

@@ -35,7 +35,12 @@ std::optional<std::vector<std::string>> numeric_range(const std::string& body) {
   const auto whole = [](const std::string& t, uint64_t& v) {
     return !t.empty() && std::from_chars(t.data(), t.data() + t.size(), v).ptr == t.data() + t.size();
   };
-  if (!whole(a, lo) || !whole(b, hi) || hi < lo || hi - lo >= 10000000) return std::nullopt;
+  if (!whole(a, lo) || !whole(b, hi)) return std::nullopt;
+  if (hi < lo) {
+    throw ConfigError("the brace {" + printable(body, 60) + "} runs backwards: write the smaller number first, {" + b +
+                      ".." + a + "}");
+  }
+  if (hi - lo >= 10000000) return std::nullopt;
   std::vector<std::string> out;
   for (uint64_t v = lo; v <= hi; ++v) {
     std::string digits = std::to_string(v);
@@ -102,12 +107,13 @@ ShardSet find_shards(const std::string& path) {
                         " is not a folder: name a folder of .tar shards or a pattern like train-{000000..001023}.tar");
     }
     set.root = path;
+    while (set.root.size() > 1 && set.root.back() == '/') set.root.pop_back();  // "dir/" names shards dir/x.tar
     for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
       const std::string name = e.path().filename().string();
       if (name[0] != '.' && e.path().extension() == ".tar" && e.is_regular_file()) set.names.push_back(name);
     }
     if (set.names.empty()) throw ConfigError(printable(path, 200) + " holds no .tar shards: put the shards there");
-    set.index_file = index_file_of(path, "");
+    set.index_file = index_file_of(set.root, "");
   } else {
     const fs::path pattern(path);
     if (pattern.parent_path().string().find('{') != std::string::npos) {
@@ -138,6 +144,27 @@ namespace {
 
 bool is_image_ext(const std::string& ext) { return ext == "jpg" || ext == "jpeg" || ext == "png"; }
 bool is_label_ext(const std::string& ext) { return ext == "cls" || ext == "json"; }
+// Images of a kind tandem does not decode: a shard of them would otherwise give no samples.
+bool is_other_image_ext(const std::string& ext) {
+  return ext == "webp" || ext == "tif" || ext == "tiff" || ext == "bmp" || ext == "gif" || ext == "ppm" ||
+         ext == "jxl" || ext == "avif" || ext == "heic";
+}
+
+// What is wrong with a member whose extension `ext` tandem does not use, when it looks like
+// part of a sample: an image or label behind a second dot (the key ends at the first), or
+// an image format tandem does not read. Empty for other files (captions, metadata).
+std::string unused_member_problem(const std::string& key, const std::string& ext) {
+  const std::string last = ext.substr(ext.rfind('.') + 1);
+  if (last != ext && (is_image_ext(last) || is_label_ext(last))) {
+    return "its key is '" + key + "' (a key ends at the first dot of the file name), so its extension '" + ext +
+           "' is neither an image nor a label: rename the members without dots in the key (e.g. " + key + "_" +
+           ext.substr(0, ext.rfind('.')) + "." + last + ")";
+  }
+  if (is_other_image_ext(last)) {
+    return "a ." + last + " image: tandem decodes .jpg, .jpeg and .png; convert the images";
+  }
+  return "";
+}
 
 // "dir/n0144_10026.JPEG" -> {"dir/n0144_10026", "jpeg"}: the key is the path up to the
 // first dot of the file name; the extension what follows, lower-cased.
@@ -184,9 +211,25 @@ struct Group {
   const TarMember* label = nullptr;  // .cls, else .json
   std::string label_ext;
   std::string problem;               // with the member it concerns, when there is one
+  bool sample_like = false;          // a member that was meant as part of a sample but cannot be
 };
 
 void add_member(Group& g, const TarMember& m, const std::string& ext) {
+  const bool used = is_image_ext(ext) || is_label_ext(ext);
+  const std::string unused = used ? "" : unused_member_problem(g.key, ext);
+  if (m.link && (used || !unused.empty())) {
+    g.sample_like = true;
+    if (g.problem.empty()) {
+      g.problem = "member " + m.name + " is a link, not a file: write the shard with the files themselves "
+                  "(tar --dereference --hard-dereference)";
+    }
+    return;
+  }
+  if (!unused.empty()) {
+    g.sample_like = true;
+    if (g.problem.empty()) g.problem = "member " + m.name + ": " + unused;
+    return;
+  }
   if (is_image_ext(ext)) {
     if (g.image) g.problem = "member " + m.name + ": a second image for key " + g.key + " (after " + g.image->name + ")";
     g.image = &m;
@@ -201,13 +244,17 @@ void add_member(Group& g, const TarMember& m, const std::string& ext) {
 // label (other files) are no samples.
 void finish_group(const Group& g, uint32_t shard, const ShardSet& set, ShardIndex& out) {
   const std::string where = set.root + "/" + set.names[shard];
-  if (!g.image && !g.label) return;
+  if (!g.image && !g.label && !g.sample_like) return;
   std::string problem = g.problem;
   int label = -1;
   if (problem.empty() && !g.image) {
     problem = "key " + g.key + " has no image (" + g.key + ".jpg, .jpeg or .png; it has " + g.label->name + ")";
   } else if (problem.empty() && !g.label) {
     problem = "key " + g.key + " has no label (" + g.key + ".cls or .json; it has " + g.image->name + ")";
+  } else if (problem.empty() && g.label->bytes > kMaxKeptMemberBytes) {
+    problem = "member " + g.label->name + ": a label of " + std::to_string(g.label->bytes) + " bytes, more than the " +
+              std::to_string(kMaxKeptMemberBytes / 1024) + " KiB a label member may have: keep other data in a " +
+              "member of its own";
   } else if (problem.empty()) {
     label = parse_label(g.label_ext, g.label->data, problem);
     if (!problem.empty()) problem = "member " + g.label->name + ": " + problem;
@@ -323,6 +370,7 @@ class IndexReader {
                       ": it is not an index tandem wrote; delete it, or run `tandem index` on the shards again");
   }
   bool done() const { return at_ == text_.size(); }
+  size_t left() const { return text_.size() - at_; }
 
  private:
   static bool number(const std::string& t, uint64_t& v) {
@@ -355,7 +403,7 @@ ShardIndex read_entries(IndexReader& r, const ShardSet& shards) {
   ShardIndex index;
   index.from_file = true;
   const uint64_t samples = r.count("samples");
-  index.items.reserve(static_cast<size_t>(std::min<uint64_t>(samples, uint64_t{1} << 32)));
+  index.items.reserve(static_cast<size_t>(std::min<uint64_t>(samples, r.left() / 8)));  // a line is 8 bytes or more
   for (uint64_t i = 0; i < samples; ++i) {
     const std::string l = r.line();
     size_t at = 0;
@@ -365,7 +413,7 @@ ShardIndex read_entries(IndexReader& r, const ShardSet& shards) {
     it.bytes = r.field(l, at);
     const uint64_t label = r.field(l, at);
     if (file >= shards.names.size() || label > static_cast<uint64_t>(kMaxLabel) || at > l.size() ||
-        it.offset + it.bytes > shards.sizes[file]) {
+        it.offset > shards.sizes[file] || it.bytes > shards.sizes[file] - it.offset) {
       r.fail("a sample outside the shards it lists");
     }
     it.file = static_cast<uint32_t>(file);
@@ -398,7 +446,11 @@ void write_shard_index(const ShardSet& shards, const ShardIndex& index) {
     throw ConfigError("cannot write the index " + shards.index_file + ": check that its folder is writable");
   }
   fs::rename(tmp, shards.index_file, ec);
-  if (ec) throw ConfigError("cannot write the index " + shards.index_file + " (" + ec.message() + ")");
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw ConfigError("cannot write the index " + shards.index_file + " (" + ec.message() + ")");
+  }
 }
 
 std::optional<ShardIndex> read_shard_index(const ShardSet& shards) {

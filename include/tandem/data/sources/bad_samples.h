@@ -21,14 +21,18 @@ class SkipLog {
  public:
   // Counts one substitution of `path`; lists it the first time. Logs a warning then.
   void record(const std::string& path, const std::string& problem);
-  // Lists `path` without counting a substitution (e.g. an empty class folder).
+  // Lists `path: problem` without counting a substitution (an empty class folder, each
+  // problem an index found: one shard may have several).
   void note(const std::string& path, const std::string& problem);
   std::vector<std::string> entries() const;
   uint64_t count() const { return count_.load(); }
 
  private:
+  // Lists `entry` unless `key` was listed before.
+  void list(const std::string& key, const std::string& path, const std::string& problem);
+
   mutable std::mutex mu_;
-  std::set<std::string> paths_;       // GUARDED_BY(mu_)
+  std::set<std::string> keys_;        // GUARDED_BY(mu_): paths recorded, entries noted
   std::vector<std::string> entries_;  // GUARDED_BY(mu_)
   std::atomic<uint64_t> count_{0};
 };

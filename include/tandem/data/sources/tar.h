@@ -10,15 +10,19 @@
 
 namespace tandem::data {
 
+// The largest member whose bytes list_tar() keeps (a label): one read window.
+inline constexpr uint64_t kMaxKeptMemberBytes = 64 << 10;
+
 struct TarMember {
   std::string name;     // its path in the archive
   uint64_t offset = 0;  // where its bytes start in the file
   uint64_t bytes = 0;
-  std::string data;     // its bytes, for a member the caller asked to keep
+  std::string data;     // its bytes, for a member the caller asked to keep (at most kMaxKeptMemberBytes)
+  bool link = false;    // a hard or symbolic link: a name without bytes of its own
 };
 
 struct TarListing {
-  std::vector<TarMember> members;  // regular files, in archive order (directories, links and
+  std::vector<TarMember> members;  // regular files and links, in archive order (directories and
                                    // pax / GNU extension entries are not members)
   // What stopped the walk early, or empty: "not a tar file (...)", "member X (N bytes at
   // offset O) runs past the end of the file (S bytes)", "a corrupt header at byte B".
@@ -33,5 +37,11 @@ struct TarListing {
 // storage: --emulate-read-latency-ms).
 TarListing list_tar(const std::string& path, const std::function<bool(const std::string&)>& keep,
                     double read_latency_ms = 0);
+
+// Whether the 512 bytes at `header` are the tar header of a regular member of `bytes` bytes
+// (a valid checksum, a file type, that size): what a shard holds just before a member's
+// bytes, when the shard is still the one it was indexed from.
+bool is_member_header(const char* header, uint64_t bytes);
+inline constexpr uint64_t kTarHeaderBytes = 512;
 
 }  // namespace tandem::data
