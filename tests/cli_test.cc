@@ -65,6 +65,21 @@ TEST(CommandLine, ACommandsOwnCommandNamesItsBadValuesAndTypos) {
             std::string::npos) << r.out;
 }
 
+// The user's program goes after `--`: a bad value before it is named as such; `--` with
+// nothing after it, or a program without `--`, is a usage error saying where it goes.
+TEST(CommandLine, TheProgramGoesAfterTheSeparator) {
+  Outcome r = tandem_run("launch --stop-grace -1 -- /bin/true", "cli-sep-range");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--stop-grace: -1 is out of range"), std::string::npos) << r.out;
+  r = tandem_run("launch --procs-per-host 1 --", "cli-sep-empty");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("nothing follows --: give the program to run after it"), std::string::npos) << r.out;
+  r = tandem_run("simulate echo hi --steps 3", "cli-sep-missing");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("put -- before your program (tandem simulate [flags] -- PROGRAM ARGS...)"), std::string::npos)
+      << r.out;
+}
+
 TEST(CommandLine, HelpAndVersionExitZero) {
   EXPECT_EQ(tandem_run("--help", "cli-help").code, 0);
   EXPECT_EQ(tandem_run("launch --help", "cli-help-launch").code, 0);

@@ -124,6 +124,21 @@ TEST(FindCommand, FindsOnPathOrSaysWhatIsWrong) {
   // On PATH but not executable: named, rather than "not found".
   const std::string on_path = find_error("script.py", dir.string());
   EXPECT_NE(on_path.find((dir / "script.py").string() + ": it is not executable"), std::string::npos) << on_path;
+  // Executable, but exec would not start it as meant: no #! line, or a missing interpreter.
+  std::ofstream(dir / "noshebang.py") << "import sys\nprint(sys.argv)\n";
+  std::ofstream(dir / "badinterp.sh") << "#!/no/such/interpreter -u\necho hi\n";
+  std::ofstream(dir / "good.sh") << "#!/bin/sh\necho hi\n";
+  for (const char* f : {"noshebang.py", "badinterp.sh", "good.sh"}) fs::permissions(dir / f, fs::perms::owner_all);
+  const std::string no_shebang = find_error((dir / "noshebang.py").string(), "");
+  EXPECT_NE(no_shebang.find("it is a text file without a #! line: add one (e.g. #!/usr/bin/env python3)"),
+            std::string::npos) << no_shebang;
+  const std::string bad_interp = find_error("badinterp.sh", dir.string());
+  EXPECT_NE(bad_interp.find("its #! line names /no/such/interpreter (no such file): install it, or fix the #! line"),
+            std::string::npos) << bad_interp;
+  EXPECT_EQ(find_command((dir / "good.sh").string(), ""), (dir / "good.sh").string());
+  // A command from a settings file written as one string: the fix is a JSON list.
+  const std::string one_string = find_error("/bin/echo hello world", "");
+  EXPECT_NE(one_string.find("a command in a settings file is a JSON list of words"), std::string::npos) << one_string;
   fs::remove_all(dir);
 }
 
@@ -153,6 +168,23 @@ TEST(FailureReport, NamesTheRankTheCommandAndItsLastLines) {
             "rank-1 exited 7, so the other ranks were stopped: /usr/bin/python3 train.py\n"
             "its last 2 lines:\nTraceback (most recent call last):\nValueError: boom\n");
   EXPECT_EQ(failure_report({status("rank-0", 0)}, {"x"}), "");
+}
+
+// SageMaker shows 1,024 characters of output/failure: the report keeps the last lines that
+// fit (the exception is the last), with control characters and binary shown as escapes.
+TEST(FailureReport, FitsSageMakersLimitKeepingTheLastLinesPrintable) {
+  ExitStatus bad = status("rank-0", 9);
+  for (int i = 0; i < 20; ++i) bad.tail.push_back("line " + std::to_string(i) + " " + std::string(180, 'x'));
+  bad.tail.push_back("\x1b[31mred\r\x01\xff");
+  bad.tail.push_back("RuntimeError: the last line");
+  const std::string text = failure_report({bad}, {"/usr/bin/python3", "train.py"});
+  EXPECT_LE(text.size(), 1024u) << text;
+  EXPECT_EQ(text.find("so the other ranks"), std::string::npos) << "one rank: " << text;
+  EXPECT_NE(text.find("RuntimeError: the last line\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_EQ(text.find('\r'), std::string::npos) << text;
+  EXPECT_NE(text.find("line 19 "), std::string::npos) << text;
+  EXPECT_EQ(text.find("line 0 "), std::string::npos) << text;
 }
 
 TEST(Supervise, KeepsEachChildsLastLinesAndMarksTheCause) {
@@ -267,6 +299,53 @@ TEST(LaunchCommand, ACommandThatIsNotThereIsOneClearError) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--script no_such_train.py: no such file"), std::string::npos) << r.out;
   fs::remove_all(h.dir);
+}
+
+// What a rank leaves running in its process group (`cmd &`) ends with the job.
+TEST(LaunchCommand, NothingARankStartedOutlivesTheJob) {
+  const Host h = one_host("launch-leftover");
+  const std::string pids = (h.dir / "pids").string();
+  const auto r = testing::run_capture(h.flags + sh_command("sleep 300 & echo $! >> " + pids + "; exit 0"), h.dir / "log", 60);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("left processes running in its process group"), std::string::npos) << r.out;
+  std::ifstream in(pids);
+  int n = 0;
+  for (pid_t pid; in >> pid; ++n) {
+    EXPECT_TRUE(kill(pid, 0) != 0 && errno == ESRCH) << "sleep " << pid << " outlived the job";
+  }
+  EXPECT_EQ(n, 2);
+  fs::remove_all(h.dir);
+}
+
+// `timeout` and `tini -g` send SIGTERM to the launcher and to its group at once: one stop,
+// with its grace, not "SIGTERM again: SIGKILL".
+TEST(LaunchCommand, TwoCopiesOfOneSigtermAreOneStop) {
+  const Host h = one_host("launch-term-twice");
+  const std::string script = "trap \"sleep 1; exit 5\" TERM; echo ready; while true; do sleep 0.1; done";
+  testing::Child launcher = testing::spawn(h.flags + sh_command(script), h.dir / "log");
+  ASSERT_TRUE(testing::wait_for_text(h.dir / "log", "[rank-1] ready", std::chrono::seconds(60))) << slurp(h.dir / "log");
+  ASSERT_TRUE(testing::wait_for_text(h.dir / "log", "[rank-0] ready", std::chrono::seconds(60))) << slurp(h.dir / "log");
+  kill(launcher.pid, SIGTERM);
+  kill(launcher.pid, SIGTERM);
+  EXPECT_EQ(testing::wait_exit(launcher, std::chrono::seconds(60)), 5) << slurp(h.dir / "log");
+  fs::remove_all(h.dir);
+}
+
+// An empty program runs nothing of the user's: it is an error, not tandem's own trainer.
+TEST(LaunchCommand, AnEmptyScriptOrCommandIsAnError) {
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {{{"script", ""}}, "script is given but empty: name your training script"},
+      {{{"command", nlohmann::json::array()}}, "bad value for 'command' in"}};
+  for (const auto& [given, words] : cases) {
+    const Host h = one_host("launch-empty", given);
+    const auto r = testing::run_capture("train --sagemaker-root " + h.root.string() +
+                                            " --host-map algo-1=127.0.0.1:6000 --procs-per-host 1 --allow-cpu-training",
+                                        h.dir / "log", 60);
+    EXPECT_EQ(r.code, 1) << given.dump() << r.out;
+    EXPECT_NE(r.out.find(words), std::string::npos) << given.dump() << r.out;
+    EXPECT_EQ(r.out.find("[rank-"), std::string::npos) << r.out;
+    fs::remove_all(h.dir);
+  }
 }
 
 // ---- The workers go when every trainer host's ranks have ended ------------------------------

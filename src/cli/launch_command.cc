@@ -2,9 +2,21 @@
 
 #include "tandem/cli/commands.h"
 #include "tandem/cli/options.h"
+#include "tandem/common/error.h"
 #include "tandem/launch/run.h"
 
 namespace tandem::cli {
+namespace {
+
+// A `script` that is set but empty would run tandem's own trainer instead of the user's.
+void check_script_given(const CLI::App& app, const LaunchOptions& o) {
+  if (app.get_option("--script")->count() > 0 && o.script.empty()) {
+    throw ConfigError("script is given but empty: name your training script (e.g. \"script\": \"train.py\" in "
+                      "hyperparameters.json, or --script train.py), or leave it out to run tandem's own trainer");
+  }
+}
+
+}  // namespace
 
 Command add_launch_command(CLI::App& root, Settings& s, const std::string& name) {
   const std::string about =
@@ -17,6 +29,7 @@ Command add_launch_command(CLI::App& root, Settings& s, const std::string& name)
             std::vector<std::string> forwarded;
             auto text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
             const nlohmann::json given = given_settings(*app);  // items() must not outlive it
+            check_script_given(*app, s.launch);
             for (const auto& [name, value] : given.items()) {
               if (value.is_array()) {
                 for (const auto& v : value) forwarded.push_back("--" + name + "=" + text(v));

@@ -48,6 +48,10 @@ int run_cli(int argc, char** argv) {
     std::cerr << "tandem: " << usage_message(app, e, argc, argv) << std::endl;
     return kExitUsage;
   }
+  if (const std::string problem = separator_problem(app, argc, argv); !problem.empty()) {
+    std::cerr << "tandem: " << problem << std::endl;
+    return kExitUsage;
+  }
   static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
   if (!kLevels.count(log_level)) {
     spdlog::error("TANDEM_LOG_LEVEL is '{}': use trace, debug, info, warn or error", printable(log_level, 40));

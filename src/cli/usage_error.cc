@@ -73,6 +73,7 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& error, int
   const std::vector<std::string> flags = flag_names(*command);
   for (int i = first + 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "--") break;  // what follows is the user's command, not tandem's flags
     if (!arg.starts_with("--") || is_flag_of(flags, arg)) continue;
     const std::string name = arg.substr(0, arg.find('='));
     const std::string guess = nearest_name(name, flags);
@@ -80,6 +81,33 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& error, int
            (guess.empty() ? "" : ", did you mean '" + guess + "'?") + " (tandem " + path + " --help lists its flags)";
   }
   return one_line(error.what()) + " (tandem " + path + " --help)";
+}
+
+std::string separator_problem(const CLI::App& app, int argc, char** argv) {
+  const std::vector<CLI::App*> parsed = app.get_subcommands();
+  if (parsed.empty()) return "";
+  const CLI::App& cmd = *parsed.front();
+  const CLI::Option* command = cmd.get_option_no_throw("command");
+  if (command == nullptr) return "";
+  const std::string name = "tandem " + cmd.get_name();
+  int separator = -1, flag = -1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") {
+      separator = i;
+      break;
+    }
+    if (arg == "--command" || arg.starts_with("--command=")) flag = i;
+  }
+  if (separator == argc - 1) {
+    return "nothing follows --: give the program to run after it (" + name + " [flags] -- python3 train.py ...), or "
+           "leave -- out to run tandem's own trainer";
+  }
+  if (command->count() > 0 && separator < 0 && flag < 0) {
+    return "put -- before your program (" + name + " [flags] -- PROGRAM ARGS...): without it, the flags after the "
+           "program are taken as tandem's own";
+  }
+  return "";
 }
 
 }  // namespace tandem::cli

@@ -18,4 +18,9 @@ std::string nearest_name(const std::string& word, const std::vector<std::string>
 // plus "did you mean ..." for an unknown command or flag.
 std::string usage_message(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv);
 
+// For a command that runs the user's program (launch, train, simulate): `--` with nothing
+// after it, or the program given without `--` before it (its own flags would be taken as
+// tandem's); else "". REQUIRES: `app` parsed `argv`, before settings files are applied.
+std::string separator_problem(const CLI::App& app, int argc, char** argv);
+
 }  // namespace tandem::cli

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include <fmt/format.h>
@@ -25,9 +26,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// What SageMaker shows of output/failure (DescribeTrainingJob's FailureReason).
+constexpr size_t kFailureChars = 1024;
+
 std::string shown(const std::vector<std::string>& argv) {
   std::string out;
-  for (const auto& a : argv) out += (out.empty() ? "" : " ") + printable(a, 200);
+  for (const auto& a : argv) {
+    if (!out.empty()) out += ' ';
+    out += printable(a, 200);
+  }
   return out;
 }
 
@@ -38,6 +45,48 @@ std::string not_runnable(const std::string& path) {
   if (S_ISDIR(st.st_mode)) return "it is a directory";
   if (access(path.c_str(), X_OK) != 0) return "it is not executable";
   return "";
+}
+
+// Why the executable file `path` will not start although it is executable: a text file
+// without a #! line (exec would hand it to /bin/sh), or a #! line whose interpreter is
+// missing; "" for a program or a script whose interpreter is there.
+std::string not_startable(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(256, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  if (head.starts_with("\x7f" "ELF")) return "";
+  if (head.starts_with("#!")) {
+    const std::string line = head.substr(2, std::min(head.find('\n'), head.size()) - 2);
+    const size_t a = line.find_first_not_of(" \t");
+    const std::string interpreter = a == std::string::npos ? "" : line.substr(a, line.find_first_of(" \t\r", a) - a);
+    if (interpreter.empty()) return "its #! line names no interpreter: write e.g. #!/usr/bin/env python3";
+    if (const std::string why = not_runnable(interpreter); !why.empty()) {
+      return "its #! line names " + printable(interpreter, 200) + " (" + why + "): install it, or fix the #! line";
+    }
+    return "";
+  }
+  const bool text = !head.empty() && std::all_of(head.begin(), head.end(), [](char ch) {
+    const auto u = static_cast<unsigned char>(ch);
+    return u >= 0x20 || ch == '\n' || ch == '\t' || ch == '\r';
+  });
+  return text ? "it is a text file without a #! line: add one (e.g. #!/usr/bin/env python3), or run it through its "
+                "interpreter (-- python3 " + printable(path, 200) + ")"
+              : "";
+}
+
+// The message for command `name` that cannot run because of `why`, with its fix.
+std::string cannot_run(const std::string& name, const std::string& why) {
+  std::string fix;
+  if (why == "it is not executable") {
+    fix = ": chmod +x it, or run it through its interpreter (e.g. -- python3 " + printable(name, 200) + ")";
+  } else if (why == "no such file") {
+    fix = ": check the path (relative paths start at " + fs::current_path().string() + ")";
+    if (name.find(' ') != std::string::npos) {
+      fix += "; a command in a settings file is a JSON list of words, e.g. [\"python3\", \"train.py\"]";
+    }
+  }
+  return fmt::format("cannot run the command '{}': {}{}", printable(name, 200), why, fix);
 }
 
 int code_of(const ExitStatus& s) { return s.signal != 0 ? 128 + s.signal : std::max(s.exit_code, 1); }
@@ -147,13 +196,10 @@ std::vector<std::string> rank_command(const LaunchOptions& opts, const std::stri
 std::string find_command(const std::string& name, const std::string& path) {
   if (name.empty()) throw ConfigError("the command is empty: give the program to run after --");
   if (name.find('/') != std::string::npos) {
-    const std::string why = not_runnable(name);
+    std::string why = not_runnable(name);
+    if (why.empty()) why = not_startable(name);
     if (why.empty()) return name;
-    throw ConfigError(fmt::format("cannot run the command '{}': {}{}", printable(name, 200), why,
-                                  why == "it is not executable" ? ": chmod +x it, or run it through its interpreter "
-                                                                  "(e.g. -- python3 " + printable(name, 200) + ")"
-                                                                : ": check the path (relative paths start at " +
-                                                                      fs::current_path().string() + ")"));
+    throw ConfigError(cannot_run(name, why));
   }
   std::string found_but;
   std::vector<std::string> dirs{""};
@@ -163,12 +209,17 @@ std::string find_command(const std::string& name, const std::string& path) {
   }
   for (const std::string& dir : dirs) {
     const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    const std::string why = not_runnable(candidate);
+    std::string why = not_runnable(candidate);
+    if (why.empty()) why = not_startable(candidate);
     if (why.empty()) return candidate;
     if (why != "no such file" && found_but.empty()) found_but = candidate + ": " + why;
   }
-  throw ConfigError(fmt::format("cannot run the command '{}': {}: install it, or give its full path", printable(name, 200),
-                                found_but.empty() ? "not found on PATH (" + printable(path, 300) + ")" : found_but));
+  throw ConfigError(fmt::format("cannot run the command '{}': {}: install it, or give its full path{}", printable(name, 200),
+                                found_but.empty() ? "not found on PATH (" + printable(path, 300) + ")" : found_but,
+                                name.find(' ') != std::string::npos
+                                    ? "; a command in a settings file is a JSON list of words, e.g. [\"python3\", "
+                                      "\"train.py\"]"
+                                    : ""));
 }
 
 int job_exit_code(const std::vector<ExitStatus>& ranks) {
@@ -179,11 +230,22 @@ int job_exit_code(const std::vector<ExitStatus>& ranks) {
 std::string failure_report(const std::vector<ExitStatus>& ranks, const std::vector<std::string>& argv) {
   const ExitStatus* s = culprit(ranks);
   if (s == nullptr) return "";
-  std::string text = fmt::format("{} {}{}: {}\n", s->name, s->describe(),
-                                 s->stopped_others ? ", so the other ranks were stopped" : "", shown(argv));
-  if (s->tail.empty()) return text + "(it printed nothing)\n";
-  text += fmt::format("its last {}:\n", counted(s->tail.size(), "line"));
-  for (const auto& line : s->tail) text += line + "\n";
+  std::string head = fmt::format("{} {}{}: {}\n", s->name, s->describe(),
+                                 s->stopped_others && ranks.size() > 1 ? ", so the other ranks were stopped" : "",
+                                 printable(shown(argv), 300));
+  if (s->tail.empty()) return head + "(it printed nothing)\n";
+  // SageMaker shows the first 1,024 characters of output/failure: its last lines that fit,
+  // each printable (escape sequences, carriage returns and binary shown, not replayed).
+  std::vector<std::string> lines;
+  size_t room = kFailureChars - std::min(kFailureChars, head.size() + 32);
+  for (auto it = s->tail.rbegin(); it != s->tail.rend(); ++it) {
+    std::string line = printable(*it, 300);
+    if (line.size() + 1 > room) break;
+    room -= line.size() + 1;
+    lines.insert(lines.begin(), std::move(line));
+  }
+  std::string text = head + fmt::format("its last {}:\n", counted(lines.size(), "line"));
+  for (const auto& line : lines) text += line + "\n";
   return text;
 }
 

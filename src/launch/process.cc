@@ -36,6 +36,11 @@ constexpr size_t kMaxTailLine = 1000;
 // Reads per pipe per poll round: a chatty child must not starve the others.
 constexpr int kReadsPerRound = 16;
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
+// A stop signal this soon after the stop began is the same stop, not a second one that
+// asks for SIGKILL.
+constexpr auto kSameSignal = std::chrono::milliseconds(1000);
+// How long what a child left running in its process group gets between SIGTERM and SIGKILL.
+constexpr auto kLeftoverGrace = std::chrono::seconds(2);
 // How long we keep waiting for children after SIGKILL. A process stuck in
 // uninterruptible sleep can outlive SIGKILL; we give up on it rather than hang.
 constexpr auto kKillWait = std::chrono::seconds(5);
@@ -117,6 +122,7 @@ class Supervisor {
   void stop_if_helpers_failed();
   void signal_live(int sig);
   void abandon_stuck();
+  void end_leftovers();
   bool pump(Child& c, int max_reads);
   void emit_lines(Child& c, bool flush_partial);
   void emit_line(Child& c, std::string_view line);
@@ -150,6 +156,7 @@ std::vector<ExitStatus> Supervisor::run() {
     check_clock();
   }
   for (auto& c : children_) drain_and_close(c);
+  end_leftovers();
   std::vector<ExitStatus> result;
   for (const auto& c : children_) result.push_back(c.status);
   return result;
@@ -185,6 +192,9 @@ void Supervisor::on_signals() {
   for (int sig : signals_.take()) {
     if (!stopping_) {
       stop("received " + signal_name(sig));
+    } else if (Clock::now() < term_sent_ + kSameSignal) {
+      // `timeout` and `tini -g` send one stop to the process and to its group: one stop.
+      spdlog::debug("received {} again within {} ms of the stop: the same stop", signal_name(sig), kSameSignal.count());
     } else if (!killed_) {
       spdlog::warn("received {} again; sending SIGKILL to {}", signal_name(sig), live_names());
       signal_live(SIGKILL);
@@ -292,6 +302,25 @@ void Supervisor::signal_live(int sig) {
     if (!c.running) continue;
     if (kill(-c.pid, sig) != 0) kill(c.pid, sig);  // in case it is not (yet) a group leader
   }
+}
+
+// Whatever a child left running in its process group (`cmd &` in a rank's script) ends
+// with it: SIGTERM, and SIGKILL kLeftoverGrace later, so nothing outlives the job.
+void Supervisor::end_leftovers() {
+  std::vector<pid_t> groups;
+  for (const auto& c : children_) {
+    if (c.pid > 0 && kill(-c.pid, 0) == 0) {
+      spdlog::warn("{} left processes running in its process group {}; sending them SIGTERM", c.spec->name, c.pid);
+      kill(-c.pid, SIGTERM);
+      groups.push_back(c.pid);
+    }
+  }
+  const auto give_up = Clock::now() + kLeftoverGrace;
+  const auto any_left = [&] {
+    return std::any_of(groups.begin(), groups.end(), [](pid_t g) { return kill(-g, 0) == 0; });
+  };
+  while (any_left() && Clock::now() < give_up) usleep(20000);
+  for (const pid_t g : groups) kill(-g, SIGKILL);
 }
 
 void Supervisor::abandon_stuck() {
