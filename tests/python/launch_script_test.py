@@ -103,8 +103,10 @@ def failing_rank(tmp):
     assert code == 1, f"exit {code}:\n{out}"  # Python's exit code for an uncaught exception
     failures = [open(os.path.join(tmp, h, "output/failure")).read()
                 for h in sorted(os.listdir(tmp)) if os.path.exists(os.path.join(tmp, h, "output/failure"))]
-    assert any("rank-1 exited 1, so the other ranks were stopped" in f and "ValueError: boom from rank 1" in f
-               for f in failures), failures
+    # One rank per host: its host's report names it alone; the other host's ranks are
+    # stopped through the first host, whose failure names the host that failed.
+    assert any(f.startswith("rank-1 exited 1: ") and "ValueError: boom from rank 1" in f for f in failures), failures
+    assert any("trainer host algo-4 failed (exit 1)" in f for f in failures), failures
     print("a raising rank ends the job: ok")
 
 
