@@ -327,6 +327,26 @@ TEST(WebDatasetIndex, AShardRewrittenToTheSameSizeAndACorruptIndexAreNamed) {
   EXPECT_NE(wrapped.find("a sample outside the shards"), std::string::npos) << wrapped;
 }
 
+// An index that cannot be written (its path is taken by a folder) is one error, and its
+// temporary file does not stay behind.
+TEST(WebDatasetIndex, AnIndexThatCannotBeWrittenLeavesNothingBehind) {
+  TempDir dir;
+  ASSERT_TRUE(write_tar(dir.path() / "s-000.tar", {{"k.jpg", bytes_of("x")}, {"k.cls", bytes_of("0")}}));
+  fs::create_directories(dir.path() / "tandem-index.txt" / "taken");
+  const ShardSet set = find_shards(dir.str());
+  std::string error;
+  try {
+    write_shard_index(set, walk_shards(set, 1));
+  } catch (const ConfigError& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("cannot write the index"), std::string::npos) << error;
+  EXPECT_NE(error.find("tandem-index.txt"), std::string::npos) << error;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  }
+}
+
 TEST(WebDataset, BracePatternsExpandAndMissingShardsAreNamed) {
   EXPECT_EQ(expand_braces("a-{08..11}.tar"), (std::vector<std::string>{"a-08.tar", "a-09.tar", "a-10.tar", "a-11.tar"}));
   EXPECT_EQ(expand_braces("{x,y}-{1..2}"), (std::vector<std::string>{"x-1", "x-2", "y-1", "y-2"}));

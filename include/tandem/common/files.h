@@ -1,12 +1,17 @@
 // Files written so that a reader never sees half of one.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace tandem {
 
 // Writes `text` to `path` through a temporary file and a rename. Creates parent
-// directories. Throws std::runtime_error naming the path.
+// directories. Throws std::runtime_error naming the path; the temporary file is gone then.
 void write_file_atomically(const std::string& path, const std::string& text);
+
+// The whole of the file at `path` (binary), or nullopt when it cannot be opened or read:
+// the caller names the file and the fix in its own words.
+std::optional<std::string> read_file(const std::string& path);
 
 }  // namespace tandem

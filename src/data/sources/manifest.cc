@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/common/files.h"
 #include "tandem/common/text.h"
 
 namespace tandem::data {
@@ -90,11 +91,9 @@ void json_line(StoredIndex& index, Seen& seen, const std::string& text, const Li
 }
 
 std::string read_text(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in) throw ConfigError("cannot read the manifest " + file + ": check the path and its permissions");
-  return ss.str();
+  std::optional<std::string> text = read_file(file);
+  if (!text) throw ConfigError("cannot read the manifest " + file + ": check the path and its permissions");
+  return std::move(*text);
 }
 
 }  // namespace

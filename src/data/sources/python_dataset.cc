@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/common/files.h"
 #include "tandem/common/text.h"
 #include "tandem/data/augment/rng.h"
 #include "tandem/data/batching/thread_pool.h"
@@ -24,7 +25,10 @@ namespace {
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(shape[i]);
+  }
   return out + "]";
 }
 
@@ -202,12 +206,10 @@ void write_python_fields(const SampleFields& fields, const std::vector<FieldSpec
 namespace {
 
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) throw ConfigError("cannot read " + path + " (--data python:FILE:NAME): check the path and its permissions");
-  return text.str();
+std::string read_source(const std::string& path) {
+  std::optional<std::string> text = read_file(path);
+  if (!text) throw ConfigError("cannot read " + path + " (--data python:FILE:NAME): check the path and its permissions");
+  return std::move(*text);
 }
 
 // {"python", FILE (absolute), NAME} from "python:FILE:NAME".
@@ -260,7 +262,7 @@ class PythonDataset final : public Dataset {
     info_.size = samples_per_epoch(opts, pool_.about().len, source_);
     info_.dtype = DType::kUInt8;
     learn_schema(opts);
-    info_.description = "python/v1 code=" + hex64(fnv1a(read_file(p.file))) + " file=" +
+    info_.description = "python/v1 code=" + hex64(fnv1a(read_source(p.file))) + " file=" +
                         fs::path(p.file).filename().string() + " name=" + p.name + " size=" + std::to_string(info_.size) +
                         " classes=" + std::to_string(info_.num_classes) + " seed=" + std::to_string(seed_) +
                         " fields=" + fields_text() + " args=" + p.args_json;
@@ -305,7 +307,8 @@ class PythonDataset final : public Dataset {
   std::string fields_text() const {
     std::string out;
     for (const FieldSpec& f : info_.fields) {
-      out += (out.empty() ? "" : ",") + printable(f.name, 60) + ":" + dtype_name(f.dtype) + shape_text(f.shape);
+      if (!out.empty()) out += ',';
+      out += printable(f.name, 60) + ":" + dtype_name(f.dtype) + shape_text(f.shape);
     }
     return out;
   }

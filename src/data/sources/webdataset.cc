@@ -5,18 +5,16 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <thread>
 #include <unordered_map>
 
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/common/files.h"
 #include "tandem/common/text.h"
 #include "tandem/data/sources/bad_samples.h"
 #include "tandem/data/sources/read_ahead.h"
@@ -436,33 +434,19 @@ ShardIndex read_entries(IndexReader& r, const ShardSet& shards) {
 
 void write_shard_index(const ShardSet& shards, const ShardIndex& index) {
   const std::string text = index_text(shards, index);
-  const std::string tmp = shards.index_file + ".tmp" + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  const bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (f && std::fclose(f) != 0) f = nullptr;
-  std::error_code ec;
-  if (!ok || !f) {
-    fs::remove(tmp, ec);
-    throw ConfigError("cannot write the index " + shards.index_file + ": check that its folder is writable");
-  }
-  fs::rename(tmp, shards.index_file, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw ConfigError("cannot write the index " + shards.index_file + " (" + ec.message() + ")");
+  try {
+    write_file_atomically(shards.index_file, text);
+  } catch (const std::exception& e) {
+    throw ConfigError("cannot write the index: " + std::string(e.what()) + "; check that the shards' folder is writable");
   }
 }
 
 std::optional<ShardIndex> read_shard_index(const ShardSet& shards) {
   std::error_code ec;
   if (!fs::is_regular_file(shards.index_file, ec)) return std::nullopt;
-  FILE* f = std::fopen(shards.index_file.c_str(), "rb");
-  if (!f) throw ConfigError("cannot read the index " + shards.index_file + ": check its permissions");
-  std::string text;
-  char buf[1 << 16];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
-  std::fclose(f);
-  IndexReader r(shards.index_file, std::move(text));
+  std::optional<std::string> text = read_file(shards.index_file);
+  if (!text) throw ConfigError("cannot read the index " + shards.index_file + ": check its permissions");
+  IndexReader r(shards.index_file, std::move(*text));
   if (r.line() != kIndexMagic) r.fail(std::string("expected '") + kIndexMagic + "'");
   if (const std::string why = stale_reason(r, shards); !why.empty()) {
     spdlog::warn("the index {} is stale ({}): walking the shards' headers instead; run `tandem index` on them again "
