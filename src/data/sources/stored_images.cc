@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,18 +27,40 @@
 namespace tandem::data {
 namespace {
 
-// Reads `out.size()` bytes at `offset` of `fd`; "" or the problem.
-std::string pread_all(int fd, uint64_t offset, std::vector<uint8_t>& out) {
-  for (size_t done = 0; done < out.size();) {
-    const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+// Fills `parts`, one after the other, from `offset` of `fd`: one preadv when the kernel
+// gives it all at once (the usual case), more when it gives less; "" or the problem.
+std::string pread_all(int fd, uint64_t offset, std::vector<iovec> parts) {
+  size_t left = 0;
+  for (const iovec& p : parts) left += p.iov_len;
+  size_t first = 0;
+  while (left > 0) {
+    while (parts[first].iov_len == 0) ++first;
+    const ssize_t n = ::preadv(fd, parts.data() + first, static_cast<int>(parts.size() - first), static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return std::string("read failed: ") + std::strerror(errno);
-    if (n == 0) {
-      return "ends " + std::to_string(out.size() - done) + " bytes early (the file is shorter than when it was listed)";
+    if (n == 0) return "ends " + std::to_string(left) + " bytes early (the file is shorter than when it was listed)";
+    offset += static_cast<uint64_t>(n);
+    left -= static_cast<size_t>(n);
+    for (size_t got = static_cast<size_t>(n); got > 0; ++first) {  // past what came
+      const size_t take = std::min(got, parts[first].iov_len);
+      parts[first].iov_base = static_cast<char*>(parts[first].iov_base) + take;
+      parts[first].iov_len -= take;
+      got -= take;
+      if (parts[first].iov_len > 0) break;
     }
-    done += static_cast<size_t>(n);
   }
   return "";
+}
+
+std::string pread_all(int fd, uint64_t offset, std::vector<uint8_t>& out) {
+  return pread_all(fd, offset, {iovec{out.data(), out.size()}});
+}
+
+// What a member read says when the bytes before it are not its tar header.
+std::string stale_shard(const StoredItem& item) {
+  return "the shard is not as it was indexed (no tar header of this " + std::to_string(item.bytes) +
+         "-byte member at byte " + std::to_string(item.offset) + "): run `tandem index` on the shards again, or " +
+         "delete their tandem-index.txt";
 }
 
 // A whole file into `out`, checked against the size it had when listed (0: unchecked).
@@ -77,17 +100,15 @@ std::string read_item(const StoredIndex& index, const StoredItem& item, std::vec
   if (!index.members) return read_whole(path, item.bytes, out);
   // The member's tar header comes in the same read: a shard rewritten since it was indexed
   // (same size, members moved) is named, not taken for a corrupt image or a wrong label.
-  const std::string stale = "the shard is not as it was indexed (no tar header of this " + std::to_string(item.bytes) +
-                            "-byte member at byte " + std::to_string(item.offset) + "): run `tandem index` on the " +
-                            "shards again, or delete their tandem-index.txt";
-  if (item.offset < kTarHeaderBytes) return stale;
+  if (item.offset < kTarHeaderBytes) return stale_shard(item);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::string("cannot open the shard: ") + std::strerror(errno);
-  out.resize(static_cast<size_t>(kTarHeaderBytes + item.bytes));
-  std::string problem = pread_all(fd, item.offset - kTarHeaderBytes, out);
+  char header[kTarHeaderBytes];
+  out.resize(static_cast<size_t>(item.bytes));
+  std::string problem =
+      pread_all(fd, item.offset - kTarHeaderBytes, {iovec{header, sizeof header}, iovec{out.data(), out.size()}});
   ::close(fd);
-  if (problem.empty() && !is_member_header(reinterpret_cast<const char*>(out.data()), item.bytes)) problem = stale;
-  out.erase(out.begin(), out.begin() + kTarHeaderBytes);
+  if (problem.empty() && !is_member_header(header, item.bytes)) problem = stale_shard(item);
   return problem;
 }
 
