@@ -49,10 +49,14 @@ def parse_args():
     tandem.add_argument("--workers", help="data workers, host:port,...")
     tandem.add_argument("--data", help="tandem's --data; the workers must serve the same")
     tandem.add_argument("--pipeline", help="tandem's --pipeline; the workers must serve the same")
+    p.add_argument("--data-args", help="keyword arguments (a JSON object) of a python:FILE:NAME dataset, for "
+                                       "--data (tandem) or --dataset (torch)")
     tandem.add_argument("--local-threads", type=int, default=0, help="this process's own preprocessing threads")
     tandem.add_argument("--release-workers", action="store_true", help="rank 0 stops the workers at the end")
     torch_ = p.add_argument_group("--loader torch")
     torch_.add_argument("--data-dir", help="image folder (one subfolder per class) of JPEGs")
+    torch_.add_argument("--dataset", help="python:FILE:NAME, the same dataset tandem's workers serve with "
+                                          "--data python:FILE:NAME, run in the DataLoader's worker processes")
     torch_.add_argument("--num-workers", type=int, default=4, help="DataLoader worker processes")
     return p.parse_args()
 
@@ -108,22 +112,59 @@ class EndlessSampler(torch.utils.data.Sampler):
             epoch += 1
 
 
+class PythonDataset(torch.utils.data.Dataset):
+    """A python:FILE:NAME dataset as tandem's workers load it (NAME(**data_args)), its
+    samples ({"image", "label"} dicts or (image, label) tuples of numpy arrays) as
+    (uint8 tensor, label) pairs for the default collate."""
+
+    def __init__(self, spec, data_args):
+        import importlib.util
+        kind, _, rest = spec.partition(":")
+        path, _, name = rest.rpartition(":")
+        if kind != "python" or not path or not name:
+            raise SystemExit(f"ddp_train.py: --dataset {spec!r}: expected python:FILE:NAME")
+        module_spec = importlib.util.spec_from_file_location("ddp_train_dataset", os.path.abspath(path))
+        module = importlib.util.module_from_spec(module_spec)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+        module_spec.loader.exec_module(module)
+        self.inner = getattr(module, name)(**(json.loads(data_args) if data_args else {}))
+        self.classes = getattr(self.inner, "num_classes", None) or len(getattr(self.inner, "classes", [])) or 10
+        self.name = spec
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __getitem__(self, i):
+        sample = self.inner[i]
+        image, label = (sample["image"], sample["label"]) if isinstance(sample, dict) else sample
+        # numpy (often a read-only, transposed view of a PIL image): one copy, as the collate's stack would make
+        return (image if torch.is_tensor(image) else torch.tensor(image)), int(label)
+
+
 def torch_loader(args, rank, world, total_steps, cuda):
-    ds = JpegFolder(args.data_dir, args.image_size)
+    if args.dataset:
+        ds = PythonDataset(args.dataset, args.data_args)
+        what = f"{args.dataset} in the worker processes"
+    else:
+        ds = JpegFolder(args.data_dir, args.image_size)
+        what = f"torchvision decode_jpeg + RandomResizedCrop({args.image_size}) + RandomHorizontalFlip"
     sampler = EndlessSampler(len(ds), total_steps * args.batch_size, rank, world)
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch_size, sampler=sampler, drop_last=True,
                                          num_workers=args.num_workers, pin_memory=cuda,
                                          persistent_workers=args.num_workers > 0)
     return loader, {"num_classes": ds.classes, "mean": IMAGENET_MEAN, "std": IMAGENET_STD,
-                    "loader": f"torch DataLoader, {args.num_workers} worker processes, torchvision decode_jpeg + "
-                              f"RandomResizedCrop({args.image_size}) + RandomHorizontalFlip"}
+                    "loader": f"torch DataLoader, {args.num_workers} worker processes, {what}"}
 
 
 def tandem_loader(args, total_steps, cuda):
     from tandem.torch import TandemDataset
-    settings = {"data": args.data, "image_size": args.image_size}
+    settings = {"data": args.data}
+    if not args.data.startswith("python:"):  # a Python dataset makes its own sizes
+        settings["image_size"] = args.image_size
     if args.pipeline:
         settings["pipeline"] = args.pipeline
+    if args.data_args:
+        settings["data_args"] = args.data_args
     ds = TandemDataset(args.workers, batch_size=args.batch_size, steps=total_steps,
                        local_threads=args.local_threads, **settings)
     info = ds.dataset_info
@@ -182,8 +223,8 @@ def main():
     args = parse_args()
     if args.loader == "tandem" and not (args.workers and args.data):
         raise SystemExit("ddp_train.py: --loader tandem needs --workers and --data")
-    if args.loader == "torch" and not args.data_dir:
-        raise SystemExit("ddp_train.py: --loader torch needs --data-dir")
+    if args.loader == "torch" and not (args.data_dir or args.dataset):
+        raise SystemExit("ddp_train.py: --loader torch needs --data-dir or --dataset")
     try:
         import torchvision
     except ImportError:
