@@ -25,7 +25,7 @@ struct Fetched {
 };
 
 // The reads in flight for --io-threads `requested`: itself when 0 or more; for -1 ("auto")
-// 32 per core of this host, 64 to 1024. A preprocessing thread makes about 1,000 small
+// 32 per core this process may use (available_cores()), 64 to 1024. A preprocessing thread makes about 1,000 small
 // images/s (500x375 JPEG, RandomResizedCrop(224)), and keeping it fed from storage that
 // takes 20-30 ms a read needs 20-30 reads in flight for it.
 int io_threads_for(int requested);
@@ -75,6 +75,9 @@ class ReadAhead {
 
   // Bytes fetched and not yet taken, now.
   uint64_t held_bytes() const;
+  // How often an I/O task waiting for room under the byte limit was woken and had to wait
+  // again: the cost of a wake-up that reached the wrong thread (a test's measure).
+  uint64_t idle_wakeups() const;
   const ReadAheadOptions& options() const { return opts_; }
 
   struct Core;  // what the I/O threads and every batch's reads share (read_ahead.cc)
