@@ -23,7 +23,8 @@ MEASUREMENTS = ["step1-ceiling-resnet50", "step1-ceiling-vit", "step2-host-alone
                 "step4-python-tandem", "step4-python-dataloader"]
 # Issue 36's: the reference recipe, a Python dataset, the anchors (anchor-compile skips
 # where torch has no torch.compile, as Debian bookworm's 1.13).
-RECIPE = ["recipe-ceiling", "recipe-pipeline", "recipe-workers-1", "recipe-workers-2", "recipe-workers-3"]
+RECIPE = ["recipe-ceiling", "recipe-pipeline", "recipe-workers-1", "recipe-workers-2", "recipe-workers-3",
+          "recipe-workers-3-nolocal"]
 ISSUE36 = RECIPE + ["pydata-tandem", "pydata-dataloader", "anchor-eager", "anchor-decode", "anchor-compile"]
 STEPS = ["build", "jpegs"] + MEASUREMENTS + ["step6-nccl"] + ISSUE36 + ["summary"]
 COMMON = ["step", "title", "status", "mode", "device", "gpu", "versions", "when", "commands", "gpu_utilisation",
@@ -142,15 +143,19 @@ def check_issue36(results):
             continue
         check(isinstance(r.get("images_per_sec"), (int, float)) and r["images_per_sec"] > 0,
               f"{name}: images_per_sec {r.get('images_per_sec')}")
-    for n in (1, 2, 3):
-        cmds = results.get(f"recipe-workers-{n}", {}).get("commands", [])
-        check(sum(c["name"].startswith("worker-") for c in cmds) == n, f"recipe-workers-{n}: not {n} workers")
+    for n, name in ((1, "recipe-workers-1"), (2, "recipe-workers-2"), (3, "recipe-workers-3"),
+                    (3, "recipe-workers-3-nolocal")):
+        cmds = results.get(name, {}).get("commands", [])
+        check(sum(c["name"].startswith("worker-") for c in cmds) == n, f"{name}: not {n} workers")
         trainer = next((c["command"] for c in cmds if c["name"] == "trainer"), "")
         for flag in ("trivial_augment_wide", "random_erasing(0.1)", "--mixup 0.2", "--cutmix 1.0",
                      "--label-smoothing 0.1"):
-            check(flag in trainer, f"recipe-workers-{n}: the trainer runs without {flag}: {trainer}")
-        steady = (results.get(f"recipe-workers-{n}", {}).get("result") or {}).get("steady", {})
-        check(steady.get("images_per_sec", 0) > 0, f"recipe-workers-{n}: steady state {steady}")
+            check(flag in trainer, f"{name}: the trainer runs without {flag}: {trainer}")
+        steady = (results.get(name, {}).get("result") or {}).get("steady", {})
+        check(steady.get("images_per_sec", 0) > 0, f"{name}: steady state {steady}")
+    nolocal = next((c["command"] for c in results.get("recipe-workers-3-nolocal", {}).get("commands", [])
+                    if c["name"] == "trainer"), "")
+    check("--local-workers 0" in nolocal, f"recipe-workers-3-nolocal: {nolocal}")
     pipeline = results.get("recipe-pipeline", {})
     check((pipeline.get("images_per_sec_per_core") or 0) > 0, f"recipe-pipeline: {pipeline.get('error')}")
     for name, loader, feed in (("pydata-tandem", "tandem", "TandemDataset"),
