@@ -260,6 +260,35 @@ TEST(LaunchCommand, AListFlagJustBeforeTheCommandLeavesTheCommandWhole) {
   fs::remove_all(h.dir);
 }
 
+// A list hyperparameter as the SDK sends it: JSON from the framework estimators, str() of
+// the list from the generic Estimator. Both are the command; neither is one clear error.
+TEST(LaunchCommand, AListHyperparameterInEitherFormIsTheCommand) {
+  for (const bool python_form : {true, false}) {
+    const std::string name = python_form ? "launch-hp-python" : "launch-hp-json";
+    const fs::path dir = testing::fresh_dir(name + "-out");
+    const std::string words = (dir / "words").string();
+    const std::vector<std::string> command = {"/bin/sh", "-c", "echo \"$0 $1\" > " + words, "first", "second"};
+    std::string value = nlohmann::json(command).dump();
+    if (python_form) {
+      value = "[";
+      for (size_t i = 0; i < command.size(); ++i) value += (i ? ", '" : "'") + command[i] + "'";
+      value += "]";
+    }
+    const Host h = one_host(name, {{"command", value}});
+    const auto r = testing::run_capture(h.flags, h.dir / "log", 60);
+    ASSERT_EQ(r.code, 0) << value << "\n" << r.out;
+    EXPECT_EQ(slurp(words), "first second\n") << value;
+    fs::remove_all(h.dir);
+    fs::remove_all(dir);
+  }
+  const Host bad = one_host("launch-hp-bad", {{"command", "['/bin/sh', -c, 'true']"}});
+  const auto r = testing::run_capture(bad.flags, bad.dir / "log", 60);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("'command' in"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("neither JSON nor a Python literal"), std::string::npos) << r.out;
+  fs::remove_all(bad.dir);
+}
+
 TEST(LaunchCommand, AFailingRankEndsTheOthersWithItsCodeAndLastLines) {
   const Host h = one_host("launch-fail");
   const std::string script =

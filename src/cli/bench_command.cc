@@ -6,6 +6,7 @@
 #include "tandem/bench/bench.h"
 #include "tandem/cli/commands.h"
 #include "tandem/cli/options.h"
+#include "tandem/training/runtime.h"
 
 namespace tandem::cli {
 namespace {
@@ -72,7 +73,10 @@ Command add_bench_command(CLI::App& root, Settings&) {
             if (pipeline->parsed()) print(bench::bench_pipeline(flags.opts), flags.json);
             if (transport->parsed()) print(bench::bench_transport(flags.opts, exe), flags.json);
             if (feed->parsed()) print(bench::bench_feed(flags.opts, exe), flags.json);
-            if (train->parsed()) print(bench::bench_train(train_opts), flags.json);
+            if (train->parsed()) {
+              training::require_builtin_trainer("tandem bench train");
+              print(bench::bench_train(train_opts), flags.json);
+            }
             return 0;
           },
           false};

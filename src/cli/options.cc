@@ -16,6 +16,7 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/json_limits.h"
+#include "tandem/common/python_literal.h"
 #include "tandem/common/text.h"
 
 namespace tandem::cli {
@@ -468,8 +469,20 @@ nlohmann::json read_json_object(const std::string& path) {
   return j;
 }
 
-// SageMaker passes every hyperparameter as a string, often JSON-encoded ("\"abc\"", "64").
-std::vector<std::string> values_of(const nlohmann::json& v, bool from_sagemaker) {
+// A hyperparameter written as a list or an object, bracket to bracket.
+bool bracketed(const std::string& s) {
+  const size_t first = s.find_first_not_of(" \t\r\n"), last = s.find_last_not_of(" \t\r\n");
+  if (first == std::string::npos) return false;
+  const std::string_view t = std::string_view(s).substr(first, last - first + 1);
+  return t.size() >= 2 && ((t.front() == '[' && t.back() == ']') || (t.front() == '{' && t.back() == '}') ||
+                           (t.front() == '(' && t.back() == ')'));
+}
+
+// SageMaker passes every hyperparameter as a string: JSON-encoded by the framework
+// estimators ("\"abc\"", "64", "[\"--epochs\", \"90\"]"), or str() of the value by the
+// generic Estimator ("['--epochs', '90']", "{'root': '/opt/ml'}"). Both forms are read.
+std::vector<std::string> values_of(const nlohmann::json& v, bool from_sagemaker, const std::string& key,
+                                   const std::string& path) {
   if (v.is_array()) {
     std::vector<std::string> out;
     for (const auto& e : v) out.push_back(e.is_string() ? e.get<std::string>() : e.dump());
@@ -478,10 +491,23 @@ std::vector<std::string> values_of(const nlohmann::json& v, bool from_sagemaker)
   if (v.is_string()) {
     const std::string s = v.get<std::string>();
     if (from_sagemaker) {
-      const nlohmann::json decoded =
+      nlohmann::json decoded =
           json_depth(s) > kMaxJsonDepth ? nlohmann::json(nlohmann::json::value_t::discarded)
                                           : nlohmann::json::parse(s, nullptr, false);
-      if (!decoded.is_discarded() && (decoded.is_string() || decoded.is_array())) return values_of(decoded, false);
+      if (decoded.is_discarded() && bracketed(s)) {
+        std::optional<nlohmann::json> literal = parse_python_literal(s);
+        if (!literal) {
+          throw ConfigError("'" + printable(key, 80) + "' in " + path + " looks like a list or an object but is " +
+                            "neither JSON nor a Python literal: " + printable(s, 120) + ": write it as JSON " +
+                            "([\"--epochs\", \"90\"] or {\"root\": \"/data\"}), or as the SDK's str() of a " +
+                            "list or dict (['--epochs', '90'] or {'root': '/data'})");
+        }
+        decoded = std::move(*literal);
+      }
+      if (decoded.is_object()) return {decoded.dump()};
+      if (!decoded.is_discarded() && (decoded.is_string() || decoded.is_array())) {
+        return values_of(decoded, false, key, path);
+      }
     }
     return {s};
   }
@@ -513,7 +539,7 @@ void apply_file(CLI::App& cmd, const std::string& path, bool from_sagemaker, Fil
     CLI::Option* opt = cmd.get_option_no_throw("--" + name);
     if (!opt) continue;  // a setting for another role
     if (opt->count() > 0 && !set_by_file.count(name)) continue;  // a flag wins
-    const std::vector<std::string> values = values_of(value, from_sagemaker);
+    const std::vector<std::string> values = values_of(value, from_sagemaker, key, path);
     const bool listed = value.is_array() || (values.size() != 1);
     if (listed && opt->get_expected_max() <= 1) {
       throw ConfigError("'" + printable(key, 80) + "' in " + path + " takes one value, not a list of " +

@@ -22,6 +22,10 @@ Command add_simulate_command(CLI::App& root, Settings& s) {
   add_security_options(*app, s.security);
   add_launch_options(*app, s.launch);
   return {app, [app, &s] {
+            if (s.launch.command.empty() && s.launch.script.empty() && s.cluster.config_file.empty()) {
+              training::require_builtin_trainer("tandem simulate without -- COMMAND or --script (its trainer hosts "
+                                                "would train --model " + s.trainer.model + ")");
+            }
             nlohmann::json hyperparameters = given_settings(*app);
             // The command reaches every host as SageMaker would give it: in hyperparameters.json.
             for (const CLI::Option* o : app->get_options()) {

@@ -214,7 +214,11 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
     if (!command.empty()) spdlog::info("{} runs on the trainer hosts; this one serves data", printable(command[0], 200));
     return run_worker(s, c.current_host);
   }
-  if (command.empty()) check_gpu(c, settings.trainer);
+  if (command.empty()) {
+    training::require_builtin_trainer("a trainer host with no command to run (training --model " +
+                                      settings.trainer.model + ")");
+    check_gpu(c, settings.trainer);
+  }
   std::vector<std::string> targets = named;
   if (!named.empty() && !plan.worker_hosts.empty()) {
     spdlog::info("data workers from --workers/--worker-service ({}), not from the worker groups", named.size());

@@ -131,6 +131,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   int rank = 0;
   std::string out;  // where this trainer writes (output_root.h); "" until known, or nowhere
   try {
+    training::require_builtin_trainer("training --model " + settings.trainer.model + " here");
     const training::DistInfo dist = training::dist_info(settings.launcher, settings.trainer);
     rank = dist.rank;
     if (dist.local_rank == 0) spdlog::info("trainer {}: {}", host, training::describe(training::torch_runtime()));

@@ -60,6 +60,10 @@ nlohmann::json to_json(const TorchRuntime& rt) {
           {"cuda_driver", rt.cuda_driver}, {"nccl", rt.nccl_version},     {"devices", rt.devices}};
 }
 
+bool has_builtin_trainer() { return true; }
+
+void require_builtin_trainer(const std::string&) {}
+
 std::string why_no_gpu(const TorchRuntime& rt) {
   if (!rt.cuda_built) {
     return "this tandem was built without CUDA (LibTorch " + rt.torch_version +

@@ -27,6 +27,15 @@ std::string describe(const TorchRuntime& rt);
 
 nlohmann::json to_json(const TorchRuntime& rt);
 
+// Whether this build has tandem's own LibTorch trainer (`trainer`, `bench train`, a
+// trainer host with no command). The pip wheel's binary has not: it runs workers and
+// users' own scripts (`launch -- COMMAND`), and links no LibTorch (TANDEM_WITH_TORCH=OFF).
+bool has_builtin_trainer();
+
+// Throws ConfigError, naming `what` asked for the trainer and where to get one, in a build
+// without it; does nothing in a build with it.
+void require_builtin_trainer(const std::string& what);
+
 // Why a trainer on a GPU instance family cannot use a GPU here ("this tandem was built
 // without CUDA ...", "no GPU is visible ..."), or empty when it can.
 std::string why_no_gpu(const TorchRuntime& rt);
