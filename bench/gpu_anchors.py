@@ -107,16 +107,9 @@ def train_anchor(args, device):
             "images_per_sec": args.steps * args.batch_size / wall, "final_loss": loss.item()}
 
 
-def jpeg_files(root):
-    out = []
-    for folder, dirs, files in sorted(os.walk(root, followlinks=True)):
-        dirs.sort()
-        out += [os.path.join(folder, f) for f in sorted(files) if f.lower().endswith((".jpg", ".jpeg"))]
-    return out
-
-
 def decode_anchor(args, device):
     import torchvision.io as io
+    from torchvision_jpeg import jpeg_files  # beside this file: every *.jpg, sorted
 
     if not args.data_dir:
         sys.exit("gpu_anchors.py: --mode decode needs --data-dir")
