@@ -22,7 +22,6 @@ PyTorch without torch.compile (1.x) exits 3 saying so.
 """
 import argparse
 import json
-import os
 import sys
 import time
 
