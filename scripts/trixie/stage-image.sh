@@ -15,8 +15,8 @@ out=${3:?usage: stage-image.sh SRC BUILD OUT}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/packages.sh"
 
-module=$(ls "$build"/python/tandem/_tandem*.so 2>/dev/null | head -1)
-[ -n "$module" ] || { echo "stage-image.sh: $build has no Python module (python3-dev and pybind11-dev are in build-packages.txt)" >&2; exit 1; }
+module=$(ls "$build"/python/tandem/libtandem_feed.so 2>/dev/null | head -1)
+[ -n "$module" ] || { echo "stage-image.sh: $build has no Python module (libtandem_feed.so: configured with -DTANDEM_PYTHON=OFF?)" >&2; exit 1; }
 rm -rf "$out/root"
 mkdir -p "$out/root"
 DESTDIR="$out/root" cmake --install "$build" --prefix /opt/tandem >/dev/null

@@ -33,8 +33,8 @@ def main():
         except ImportError as e:
             print(f"skipped: {sys.executable} cannot import {module} ({e}): run bench/setup-peers")
             return SKIP
-    if not any(f.startswith("_tandem") for f in os.listdir(os.path.join(build, "python", "tandem"))):
-        print(f"skipped: {build}/python/tandem has no compiled module (pybind11-dev, python3-dev)")
+    if not os.path.exists(os.path.join(build, "python", "tandem", "libtandem_feed.so")):
+        print(f"skipped: {build}/python/tandem has no libtandem_feed.so (configured with -DTANDEM_PYTHON=OFF)")
         return SKIP
     tmp = tempfile.mkdtemp(prefix="tandem-bench-python-dataset-")
     try:
