@@ -19,6 +19,13 @@ Feed(workers=None, *, rank=0, world=1, local_threads=0, start_step=0,
     A bad setting raises ValueError with tandem's message; a feed that cannot go on
     (no worker answers, every source failed, --batch-timeout passed) raises RuntimeError.
 
+tandem.serve(**settings), first in a script that runs on every host (SageMaker's PyTorch
+estimator with instance_groups): on a data-worker host it serves batches until the
+trainers release it, then exits 0; on a trainer host it returns and the script trains.
+tandem.role() says which, running nothing.
+
+tandem.plan(workers, **settings) is what a Feed with those arguments would deliver.
+
 tandem.sample_rng(), inside a Python dataset's __getitem__ run by a worker
 (--data python:FILE:NAME, docs/datasets.md), is a numpy Generator keyed by the sample.
 
@@ -32,9 +39,11 @@ from ._sample import sample_rng
 # A worker's Python dataset process (_dataset_worker.py) needs only sample_rng: it never
 # loads the compiled module, which may not exist for its interpreter.
 if not getattr(_sys.modules.get("__main__"), "_TANDEM_DATASET_CHILD", False):
-    from ._tandem import Batch, Feed, __version__, set_log_level, setting_names, shutdown_workers
+    from ._serve import role, serve
+    from ._tandem import Batch, Feed, __version__, plan, set_log_level, setting_names, shutdown_workers
 
-__all__ = ["Batch", "Feed", "TandemDataset", "sample_rng", "set_log_level", "setting_names", "shutdown_workers"]
+__all__ = ["Batch", "Feed", "TandemDataset", "plan", "role", "sample_rng", "serve", "set_log_level", "setting_names",
+           "shutdown_workers"]
 
 
 def __getattr__(name):

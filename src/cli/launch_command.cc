@@ -25,6 +25,10 @@ Command add_launch_command(CLI::App& root, Settings& s, const std::string& name)
   CLI::App* app = root.add_subcommand(name, about);
   add_host_options(*app, s);
   add_launch_options(*app, s.launch);
+  app->add_flag("--role-only", s.launch.role_only,
+                "Print this host's role (trainer or worker, its group and the workers a trainer dials) as one JSON "
+                "line and exit 0, running nothing: what tandem.serve() asks first")
+      ->group(kLaunchGroup);
   return {app, [app, &s] {
             std::vector<std::string> forwarded;
             auto text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "tandem/common/error.h"
@@ -222,7 +223,7 @@ void add_data_options(CLI::App& app, DataOptions& o) {
       ->capture_default_str()->check(in_range(0.0, 10000.0))->group(kDataGroup);
   app.add_option("--data-args", o.data_args, "--data python:FILE:NAME: NAME's keyword arguments, a JSON object")
       ->capture_default_str()->group(kDataGroup);
-  app.add_option("--python", o.python, "--data python:...: the interpreter; default /usr/bin/python3, else python3")
+  app.add_option("--python", o.python, "--data python:... and --script: the interpreter; default $TANDEM_PYTHON (set by the wheel's tandem: its Python), else /usr/bin/python3, else python3")
       ->group(kDataGroup);
   app.add_option("--python-procs", o.python_procs, "--data python:...: Python processes; 0 = the worker's --threads")
       ->capture_default_str()->check(in_range(0, 4096))->group(kDataGroup);
@@ -397,6 +398,10 @@ void add_simulate_options(CLI::App& app, SimulateOptions& o) {
       ->group(g);
   app.add_option("--timeout", o.timeout_s, "Stop the whole cluster after this many seconds")
       ->capture_default_str()->check(positive())->group(g);
+  app.add_flag("--every-host", o.every_host,
+               "Every host runs the command (-- COMMAND) itself, as SageMaker's training toolkit runs an entry "
+               "point that calls tandem.serve(); the settings reach it as tandem- keys of hyperparameters.json")
+      ->group(g);
   limit_text(app, before);
 }
 
@@ -527,11 +532,35 @@ std::string unknown_setting(const std::string& key, const std::string& path) {
 // Which settings files set which setting: name -> "'key' in FILE", for messages.
 using FileOrigins = std::map<std::string, std::string>;
 
+// SageMaker's hyperparameters.json belongs to the user's script when tandem.serve() runs
+// tandem from it (TANDEM_SCRIPT_HYPERPARAMETERS=1): then only tandem- (or tandem_) keys
+// are tandem's, and the rest are left to the script, named once in the log.
+bool script_owns_hyperparameters() {
+  const char* v = std::getenv("TANDEM_SCRIPT_HYPERPARAMETERS");
+  return v && *v && std::string(v) != "0";
+}
+
+// A key of hyperparameters.json with its tandem- prefix taken off ("tandem_image_size" ->
+// "image-size"); nullopt for the script's own key (only under script_owns_hyperparameters).
+std::optional<std::string> tandem_key(const std::string& key, bool script_owned) {
+  const std::string n = normalize(key);
+  if (n.rfind("tandem-", 0) == 0 && n.size() > 7) return n.substr(7);
+  if (script_owned) return std::nullopt;
+  return n;
+}
+
 void apply_file(CLI::App& cmd, const std::string& path, bool from_sagemaker, FileOrigins& set_by_file) {
   const nlohmann::json settings = read_json_object(path);
+  const bool script_owned = from_sagemaker && script_owns_hyperparameters();
+  std::vector<std::string> left;  // the script's keys
   for (const auto& [key, value] : settings.items()) {
     if (from_sagemaker && key.rfind("sagemaker_", 0) == 0) continue;  // the toolkit's own keys
-    const std::string name = normalize(key);
+    const std::optional<std::string> stripped = from_sagemaker ? tandem_key(key, script_owned) : normalize(key);
+    if (!stripped) {
+      left.push_back(printable(key, 80));
+      continue;
+    }
+    const std::string name = *stripped;
     if (name == "config" || name == "sagemaker-root") {
       throw ConfigError("'" + printable(key, 80) + "' in " + path + " cannot be set from a file: pass --" + name + " as a flag");
     }
@@ -553,6 +582,10 @@ void apply_file(CLI::App& cmd, const std::string& path, bool from_sagemaker, Fil
       throw ConfigError("bad value for '" + printable(key, 80) + "' in " + path + ": " + one_line(e.what()));
     }
     set_by_file[name] = "'" + printable(key, 80) + "' in " + path;
+  }
+  if (!left.empty()) {
+    spdlog::info("{}: {} left to your script (under tandem.serve() tandem reads only its tandem- keys there)", path,
+                 fmt::format("{}", fmt::join(left, ", ")));
   }
 }
 

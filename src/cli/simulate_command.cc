@@ -5,6 +5,7 @@
 
 #include "tandem/cli/commands.h"
 #include "tandem/cli/options.h"
+#include "tandem/common/error.h"
 #include "tandem/launch/simulate.h"
 #include "tandem/training/runtime.h"
 
@@ -22,6 +23,10 @@ Command add_simulate_command(CLI::App& root, Settings& s) {
   add_security_options(*app, s.security);
   add_launch_options(*app, s.launch);
   return {app, [app, &s] {
+            if (s.simulate.every_host && s.launch.command.empty() && s.launch.script.empty()) {
+              throw ConfigError("--every-host runs your command on every host: give it after -- (e.g. tandem "
+                                "simulate --every-host -- python3 train.py, a script that calls tandem.serve())");
+            }
             if (s.launch.command.empty() && s.launch.script.empty() && s.cluster.config_file.empty()) {
               training::require_builtin_trainer("tandem simulate without -- COMMAND or --script (its trainer hosts "
                                                 "would train --model " + s.trainer.model + ")");

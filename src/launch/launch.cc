@@ -1,6 +1,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -176,6 +179,28 @@ void check_gpu(const cluster::Cluster& c, const TrainerOptions& opts) {
                     "; or pass --allow-cpu-training to train on its CPU anyway");
 }
 
+// --role-only (tandem.serve()): this host's role as one JSON line on stdout; runs nothing.
+int print_role(const cluster::Cluster& c, const ClusterOptions& co, const std::vector<std::string>& named) {
+  nlohmann::json out = {{"host", c.current_host}, {"group", c.current_group},
+                        {"instance_type", c.current_instance_type}, {"source", c.source}};
+  if (c.ranks_started) {  // torchrun started this process as a rank: it trains
+    out["role"] = "trainer";
+    out["ranks_started"] = true;
+    out["workers"] = named;
+  } else {
+    const cluster::RolePlan plan = cluster::resolve_roles(c, co);
+    out["role"] = cluster::role_name(plan.role);
+    out["ranks_started"] = false;
+    out["trainer_hosts"] = plan.trainer_hosts;
+    out["worker_hosts"] = plan.worker_hosts;
+    out["workers"] = plan.role == cluster::Role::kWorker ? std::vector<std::string>{}
+                     : !named.empty()                    ? named
+                                                         : cluster::group_worker_targets(plan.worker_hosts, co);
+  }
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int run_launch(const Settings& settings, const std::vector<std::string>& forwarded, const std::string& given) {
@@ -186,6 +211,7 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
   const ClusterOptions& co = settings.cluster;
   const std::vector<std::string> named =
       cluster::explicit_worker_targets(settings.trainer.workers, settings.trainer.worker_service, co);
+  if (settings.launch.role_only) return print_role(c, co, named);
   const std::vector<std::string> command =
       rank_command(settings.launch, data::python_interpreter(settings.data));
   if (c.ranks_started && !command.empty()) {

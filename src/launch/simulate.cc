@@ -21,6 +21,8 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
+#include "tandem/data/python/process_pool.h"
+#include "tandem/launch/command_ranks.h"
 #include "tandem/launch/run.h"
 
 namespace tandem::launch {
@@ -202,6 +204,18 @@ std::string random_token() {
   return hex;
 }
 
+// Under --every-host hyperparameters.json is the script's, as the PyTorch estimator's is:
+// tandem's settings go in as tandem- keys (tandem.serve() reads only those), the command
+// runs as it is.
+nlohmann::json script_hyperparameters(const nlohmann::json& hp) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, value] : hp.items()) {
+    if (key == "command" || key == "script" || key == "script-args") continue;
+    out["tandem-" + key] = value;
+  }
+  return out;
+}
+
 std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<SimHost>& hosts,
                                     const std::vector<int>& ports, const std::string& run,
                                     const std::string& tandem_exe) {
@@ -219,9 +233,17 @@ std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     ProcessSpec spec;
     spec.name = hosts[i].name;
-    spec.argv = {tandem_exe, "launch", "--sagemaker-root", run + "/" + hosts[i].name};
+    const std::string root = run + "/" + hosts[i].name;
+    spec.argv = {tandem_exe, "launch", "--sagemaker-root", root};
     spec.env = {{"TANDEM_HOST_MAP", map}, {"TANDEM_SIMULATED_HOST", hosts[i].name}, {"TANDEM_TOKEN", token},
                 {"TRAINING_JOB_NAME", job}};
+    if (settings.simulate.every_host) {
+      // As SageMaker's toolkit: the same command on every host, which finds its place
+      // (tandem.serve(), tandem.Feed) under the host's SageMaker root.
+      spec.argv = rank_command(settings.launch, data::python_interpreter(settings.data));
+      spec.env["TANDEM_SAGEMAKER_ROOT"] = root;
+      spec.env["SM_CURRENT_HOST"] = hosts[i].name;
+    }
     spec.cpus = host_cpus(static_cast<int>(i), settings.simulate.cpus_per_host, ncpus);
     // A trainer copes with a lost worker; nothing copes with a lost trainer.
     spec.critical = hosts[i].trainer;
@@ -427,12 +449,14 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
                                               std::thread::hardware_concurrency());
   if (!shared.empty()) spdlog::warn("{}", shared);
   nlohmann::json hp = sagemaker_hyperparameters(hyperparameters);
+  if (settings.simulate.every_host) hp = script_hyperparameters(hp);
   // Every host's worker port, the trainers' rendezvous port and the port of their end
   // reports (release_gate.h), chosen in one go so that none can be handed out twice.
   std::vector<int> ports = free_loopback_ports(hosts.size() + 2);
-  if (!hp.contains("release-port")) hp["release-port"] = std::to_string(ports.back());
+  // (Under --every-host the trainer hosts run the script, which has its own rendezvous.)
+  if (!hp.contains("release-port") && !settings.simulate.every_host) hp["release-port"] = std::to_string(ports.back());
   ports.pop_back();
-  if (!hp.contains("master-port")) hp["master-port"] = std::to_string(ports.back());
+  if (!hp.contains("master-port") && !settings.simulate.every_host) hp["master-port"] = std::to_string(ports.back());
   ports.pop_back();
   const std::string run = make_run_dir(settings.simulate.run_dir);
   spdlog::info("simulating {} and {} in {}", counted(settings.simulate.trainer_hosts, "trainer host"),

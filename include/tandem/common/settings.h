@@ -184,6 +184,10 @@ struct SimulateOptions {
   std::string run_dir;                             // --run-dir: default a fresh /tmp/tandem-sim-*
   bool keep = false;                               // --keep: keep models and checkpoints of a fresh run dir
   double timeout_s = 1800;                         // --timeout: stop the cluster after this long
+  // --every-host: every host runs the command itself (as SageMaker's training toolkit runs
+  // the entry point on every host: one script that calls tandem.serve()), not `tandem
+  // launch`; the settings reach it as tandem- keys of hyperparameters.json.
+  bool every_host = false;
 };
 
 // A user's program run as the ranks of each trainer host (`tandem launch -- COMMAND`,
@@ -195,6 +199,8 @@ struct LaunchOptions {
   // (--python, else /usr/bin/python3, else python3 on PATH), FILE and --script-args.
   std::string script;
   std::vector<std::string> script_args;  // --script-args ARG (repeatable; a list in a file)
+  // --role-only (tandem.serve()): print this host's role as one JSON line and exit 0.
+  bool role_only = false;
   // --stop-grace: seconds the ranks get between SIGTERM and SIGKILL when the job stops;
   // -1 = 110 on SageMaker (which kills the container 120 s after its SIGTERM), else 30.
   double stop_grace_s = -1;

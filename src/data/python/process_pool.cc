@@ -472,9 +472,13 @@ void PythonProcessPool::serve(uint64_t index, const nlohmann::json& request, std
   }
 }
 
+// --python, else $TANDEM_PYTHON (the wheel's `tandem` command sets it to the Python it was
+// installed into), else /usr/bin/python3, else python3 on PATH.
 std::string python_interpreter(const DataOptions& opts) {
   std::error_code ec;
-  return !opts.python.empty() ? opts.python : fs::exists("/usr/bin/python3", ec) ? "/usr/bin/python3" : "python3";
+  if (!opts.python.empty()) return opts.python;
+  if (const char* env = std::getenv("TANDEM_PYTHON"); env && *env) return env;
+  return fs::exists("/usr/bin/python3", ec) ? "/usr/bin/python3" : "python3";
 }
 
 PythonPoolOptions python_runtime_options(const DataOptions& opts) {
