@@ -38,9 +38,14 @@ def _flags(args, config, settings):
     return flags
 
 
-def _last_line(text):
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+def _error(stdout, stderr):
+    """tandem's error: a logged error line (its log goes to stdout) without the time and
+    level, else the flag parser's last line on stderr ("tandem: ...")."""
+    for line in reversed(stdout.splitlines()):
+        if " error " in line:
+            return line.split(" error ", 1)[1].strip()
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return lines[-1].removeprefix("tandem: ") if lines else ""
 
 
 def role(args=(), *, config=None, **settings):
@@ -57,9 +62,12 @@ def role(args=(), *, config=None, **settings):
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"tandem launch --role-only gave no answer in {_ROLE_TIMEOUT_S} s: {' '.join(cmd)}") from None
     if run.returncode != 0:
-        message = _last_line(run.stderr).split(" error ", 1)[-1] or f"tandem launch --role-only exited {run.returncode}"
+        message = _error(run.stdout, run.stderr) or f"tandem launch --role-only exited {run.returncode}"
         raise ValueError(f"tandem.serve(): {message}")
-    return json.loads(_last_line(run.stdout))
+    for line in reversed(run.stdout.splitlines()):  # the JSON line, after tandem's log lines
+        if line.startswith("{"):
+            return json.loads(line)
+    raise RuntimeError(f"tandem launch --role-only printed no role: {run.stdout[-2000:]}")
 
 
 def serve(args=(), *, config=None, **settings):
