@@ -78,17 +78,8 @@ echo "torch: $("$py" -c 'import torch; print(torch.__version__, "CUDA", torch.ve
 echo "torch prefix: $torch_prefix"
 echo "nccl.h: ${nccl_root:-not found in the pip nvidia packages} ${nccl_header_version:+(NCCL $nccl_header_version)}"
 
-# pybind11: Debian's 2.10 predates Python 3.12; for newer Pythons use the headers torch
-# ships (made for the Pythons torch supports), with Debian's CMake files.
-py_minor=$("$py" -c 'import sys; print(sys.version_info[1] if sys.version_info[0] == 3 else 99)')
-torch_pybind=$("$py" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "include", "pybind11"))')
-if [ "$py_minor" -ge 12 ] && [ -f "$torch_pybind/pybind11.h" ]; then
-  rm -rf "$deps/usr/include/pybind11" && cp -r "$torch_pybind" "$deps/usr/include/pybind11"
-  echo "pybind11: headers from $torch_pybind (Python 3.$py_minor)"
-fi
-if ! "$py" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
-  echo "build-on-device.sh: $py has no Python.h: the Python module (tandem.Feed) will be skipped" >&2
-fi
+# The Python module needs no Python headers (libtandem_feed.so is a C ABI under ctypes):
+# -DPython3_EXECUTABLE only picks the Python its tests run.
 
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
