@@ -26,7 +26,7 @@ MEASUREMENTS = ["step1-ceiling-resnet50", "step1-ceiling-vit", "step2-host-alone
 RECIPE = ["recipe-ceiling", "recipe-pipeline", "recipe-workers-1", "recipe-workers-2", "recipe-workers-3",
           "recipe-workers-3-nolocal"]
 ISSUE36 = RECIPE + ["pydata-tandem", "pydata-dataloader", "anchor-eager", "anchor-decode", "anchor-compile"]
-STEPS = ["build", "jpegs"] + MEASUREMENTS + ["step6-nccl"] + ISSUE36 + ["summary"]
+STEPS = ["build", "jpegs"] + MEASUREMENTS + ["step6-nccl"] + ISSUE36 + ["wheel-python-tandem", "summary"]
 COMMON = ["step", "title", "status", "mode", "device", "gpu", "versions", "when", "commands", "gpu_utilisation",
           "seconds"]
 
@@ -67,6 +67,16 @@ def main():
     try:
         cmd = [sys.executable, os.path.join(ROOT, "scripts", "gpu-experiment"), out, "--cpu", "--tiny", "--build",
                os.path.abspath(args.build), "--python", args.python, "--work", os.path.join(tmp, "work")]
+        # The wheel step runs from a wheel made now, as the GPU machine's run takes the one carried there.
+        wheel = None
+        if shutil.which("patchelf"):
+            made = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "wheel"), "--build",
+                                   os.path.abspath(args.build), "--out", os.path.join(tmp, "dist")],
+                                  capture_output=True, text=True, timeout=240)
+            check(made.returncode == 0, f"scripts/wheel failed: {made.stdout[-1000:]} {made.stderr[-1000:]}")
+            wheels = [f for f in os.listdir(os.path.join(tmp, "dist"))] if made.returncode == 0 else []
+            wheel = os.path.join(tmp, "dist", wheels[0]) if wheels else None
+        cmd += ["--wheel", wheel] if wheel else []
         before = set(os.listdir(ROOT))
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=500)
         check(set(os.listdir(ROOT)) <= before, f"the run wrote into the repository: {set(os.listdir(ROOT)) - before}")
@@ -97,6 +107,7 @@ def main():
                 check(isinstance(c.get("command"), str) and c.get("rc") == 0,
                       f"{name}: command {c.get('name')} rc {c.get('rc')}")
         check_measurements(results)
+        check_wheel_step(results.get("wheel-python-tandem"), wheel, os.path.join(tmp, "work"))
         check_nccl(results.get("step6-nccl"))
         check_summary(out, results.get("summary"))
         check(os.path.getsize(os.path.join(out, "experiment.log")) > 0, "experiment.log is empty")
@@ -107,6 +118,20 @@ def main():
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0
+
+
+def check_wheel_step(r, wheel, work):
+    """Step 4 from the wheel: ran (when there was a wheel), its module from the venv."""
+    if not wheel:
+        check(r and r.get("status") == "skipped" and "wheel" in r.get("skipped", ""), f"wheel step without a wheel: {r}")
+        return
+    if not check(r and r.get("status") == "ok", f"wheel-python-tandem: {r and (r.get('status'), r.get('error'))}"):
+        return
+    check(r.get("images_per_sec", 0) > 0 and r["result"].get("finite") is True, f"wheel-python-tandem: {r['result']}")
+    check(r.get("module", "").startswith(os.path.join(work, "wheel-venv")), f"module not from the wheel: {r.get('module')}")
+    workers = [c for c in r.get("commands", []) if c["name"].startswith("worker-")]
+    check(workers and all("wheel-venv/bin/tandem worker" in c["command"] for c in workers),
+          f"the workers are not the wheel's tandem: {[c['command'][:120] for c in workers]}")
 
 
 def check_measurements(results):
