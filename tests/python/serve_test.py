@@ -106,6 +106,21 @@ class RoleTest(unittest.TestCase):
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
         self.assertRegex(run.stdout, r"hyperparameters.json: epochs, model_name left to your script")
 
+    def test_a_list_hyperparameter_in_either_form_through_inspect_and_launch(self):
+        # The PyTorch estimator JSON-encodes a list; the generic Estimator sends str() of it.
+        hosts = ["algo-1=127.0.0.1:7101", "algo-2=127.0.0.9:7102", "algo-3=127.0.0.9:7103"]
+        for form in (json.dumps(hosts), str(hosts)):
+            root = sagemaker_root("algo-1", {"host-map": form})
+            inspect = subprocess.run([ARGS.tandem, "inspect", "--sagemaker-root", root], capture_output=True,
+                                     text=True, timeout=60)
+            self.assertEqual(inspect.returncode, 0, inspect.stdout + inspect.stderr)
+            self.assertEqual(sorted(json.loads(inspect.stdout)["workers"]), ["127.0.0.9:7102", "127.0.0.9:7103"], form)
+            launch = subprocess.run([ARGS.tandem, "launch", "--role-only", "--sagemaker-root", root],
+                                    capture_output=True, text=True, timeout=60)
+            self.assertEqual(launch.returncode, 0, launch.stdout + launch.stderr)
+            self.assertEqual(sorted(json.loads(launch.stdout.splitlines()[-1])["workers"]),
+                             ["127.0.0.9:7102", "127.0.0.9:7103"], form)
+
     def test_a_bad_setting_raises_value_error_with_tandems_message(self):
         with self.assertRaisesRegex(ValueError, r"image-size"):
             self.role("algo-2", image_size="big")
