@@ -172,6 +172,10 @@ class Batch:
 
     def __getitem__(self, name):
         """The field's array; KeyError naming the fields there are"""
+        if not isinstance(name, str):
+            first = next(iter(self.fields), "image")
+            raise TypeError(f"a Batch is indexed by field name, not by position ({name!r}): write batch['{first}'] "
+                            f"(its fields: {', '.join(self.fields)}), or images, labels = batch")
         try:
             return self.fields[name]
         except KeyError:

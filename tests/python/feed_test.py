@@ -93,6 +93,9 @@ class FeedTest(unittest.TestCase):
         self.assertEqual([b.sequence for b in batches], list(range(5)))
         self.assertEqual({b.source for b in batches}, {"local"})
         self.assertEqual(batches[0].images.dtype, np.uint8)
+        # By name, not by position: the message says what to write.
+        with self.assertRaisesRegex(TypeError, r"by field name, not by position \(0\): write batch\['image'\]"):
+            batches[0][0]
 
     def test_two_ranks_take_disjoint_slices_of_the_same_global_batches(self):
         steps = 40  # 32 global batches of 16 per epoch: all of epoch 0, part of epoch 1
