@@ -70,6 +70,23 @@ TEST(PipelineSpec, ErrorsNameTheStepAndTheProblem) {
   EXPECT_NE(error_of("normalize(0.5)").find("normalize takes"), std::string::npos);
   EXPECT_NE(error_of("resize(0)").find("size must be"), std::string::npos);
   EXPECT_NE(error_of("hflip(0.5, 3)").find("at most 1"), std::string::npos);
+  EXPECT_NE(error_of("decode,hfilp").find("did you mean 'hflip'?"), std::string::npos) << error_of("decode,hfilp");
+  EXPECT_NE(error_of("random_resized_crop(64, scale=(0.2, 0.5, 1))").find("scale takes two values"), std::string::npos);
+}
+
+// torchvision's own argument names and tuples read as tandem's: what a torchvision
+// transform says is what the step says.
+TEST(PipelineSpec, TorchvisionArgumentNamesAndTuples) {
+  const PipelineSpec a = parse_pipeline("random_resized_crop(64, scale=(0.2, 1.0), ratio=[0.5, 2.0]),"
+                                        "gaussian_blur(5, sigma=(0.5, 1.5)), gaussian_blur(3, sigma=0.8),"
+                                        "resize(size=(48, 64)), random_erasing(scale=(0.05, 0.2))");
+  const PipelineSpec b = parse_pipeline("random_resized_crop(64, scale_min=0.2, scale_max=1.0, ratio_min=0.5, ratio_max=2),"
+                                        "gaussian_blur(5, sigma_min=0.5, sigma_max=1.5), gaussian_blur(3, 0.8, 0.8),"
+                                        "resize(48, width=64), random_erasing(scale_min=0.05, scale_max=0.2)");
+  EXPECT_EQ(a.canonical(), b.canonical());
+  EXPECT_DOUBLE_EQ(a.steps[0].param("scale_min"), 0.2);
+  EXPECT_DOUBLE_EQ(a.steps[0].param("ratio_max"), 2.0);
+  EXPECT_DOUBLE_EQ(a.steps[3].param("width"), 64);
 }
 
 }  // namespace

@@ -113,6 +113,54 @@ double param_value(const std::string& text, const ParamDef& def, const std::stri
   fail(text, std::string(def.name) + " must be one of " + all + ", not '" + printable(t, 60) + "'");
 }
 
+bool has_param(const OpDef& op, const std::string& name) {
+  return std::any_of(op.params.begin(), op.params.end(), [&](const ParamDef& p) { return name == p.name; });
+}
+
+// The values of a tuple written as torchvision writes it, "(0.2, 1.0)" or "[0.2, 1.0]";
+// nothing for a value that is not one.
+std::vector<std::string> tuple_values(const std::string& value) {
+  const std::string v = trim(value);
+  if (v.size() < 2 || !((v.front() == '(' && v.back() == ')') || (v.front() == '[' && v.back() == ']'))) return {};
+  std::vector<std::string> out;
+  std::stringstream in(v.substr(1, v.size() - 2));
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!trim(item).empty()) out.push_back(trim(item));
+  }
+  return out;
+}
+
+// torchvision's argument names as tandem's: scale=(a, b) -> scale_min=a, scale_max=b (and
+// ratio, sigma); sigma=x -> both x (GaussianBlur's fixed sigma); size=(h, w) -> size=h,
+// width=w. Other names pass as they are.
+std::vector<std::pair<std::string, std::string>> torchvision_names(
+    const std::string& text, const OpDef& op, const std::vector<std::pair<std::string, std::string>>& named) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, value] : named) {
+    const std::vector<std::string> tuple = tuple_values(value);
+    const bool range = has_param(op, key + "_min") && has_param(op, key + "_max") && !has_param(op, key);
+    if (range) {
+      if (tuple.size() == 2) {
+        out.emplace_back(key + "_min", tuple[0]);
+        out.emplace_back(key + "_max", tuple[1]);
+      } else if (tuple.empty() && key == "sigma") {
+        out.emplace_back("sigma_min", value);
+        out.emplace_back("sigma_max", value);
+      } else {
+        fail(text, key + " takes two values, (min, max), as torchvision writes it; or give " + key + "_min and " +
+                       key + "_max");
+      }
+    } else if (key == "size" && has_param(op, "width") && !tuple.empty()) {
+      if (tuple.size() > 2) fail(text, "size takes one value or two, (height, width)");
+      out.emplace_back("size", tuple[0]);
+      if (tuple.size() == 2) out.emplace_back("width", tuple[1]);
+    } else {
+      out.emplace_back(key, value);
+    }
+  }
+  return out;
+}
+
 // Positional and named values -> the op's full parameter list, defaults filled in.
 StepSpec bind_params(const std::string& text, const std::string& name, const std::vector<std::string>& positional,
                      const std::vector<std::pair<std::string, std::string>>& named) {
@@ -124,7 +172,8 @@ StepSpec bind_params(const std::string& text, const std::string& name, const std
       known += std::string(known.empty() ? "" : ", ") + o.name;
       names.emplace_back(o.name);
     }
-    const std::string guess = nearest(name, names, std::max<size_t>(1, name.size() / 3));
+    // Two edits at least: two letters swapped (hfilp) are two.
+    const std::string guess = nearest(name, names, std::max<size_t>(2, name.size() / 3));
     fail(text, "unknown step '" + printable(name, 60) + "'" + (guess.empty() ? "" : ": did you mean '" + guess + "'?") +
                    "; known steps: " + known);
   }
@@ -140,7 +189,7 @@ StepSpec bind_params(const std::string& text, const std::string& name, const std
   }
   for (const ParamDef& p : op->params) step.params.push_back(p.fallback);
   for (size_t i = 0; i < positional.size(); ++i) step.params[i] = param_value(text, op->params[i], positional[i]);
-  for (const auto& [key, value] : named) {
+  for (const auto& [key, value] : torchvision_names(text, *op, named)) {
     size_t i = 0;
     while (i < op->params.size() && key != op->params[i].name) ++i;
     if (i == op->params.size()) fail(text, unknown_parameter(*op, key));
@@ -272,8 +321,10 @@ StepSpec parse_step_text(const std::string& text) {
     const std::string inner = text.substr(open + 1, text.size() - open - 2);
     size_t start = 0;
     while (!trim(inner).empty() && start <= inner.size()) {
-      size_t comma = inner.find(',', start);
-      if (comma == std::string::npos) comma = inner.size();
+      size_t comma = start;  // the next comma outside a tuple: scale=(0.2, 1.0)
+      for (int depth = 0; comma < inner.size() && (inner[comma] != ',' || depth > 0); ++comma) {
+        depth += (inner[comma] == '(' || inner[comma] == '[') - (inner[comma] == ')' || inner[comma] == ']');
+      }
       const std::string arg = inner.substr(start, comma - start);
       const size_t eq = arg.find('=');
       if (eq == std::string::npos) {
