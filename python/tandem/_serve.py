@@ -9,7 +9,6 @@ script goes on with tandem.Feed().
 """
 import json
 import os
-import subprocess
 import sys
 
 from . import _cli
@@ -52,6 +51,8 @@ def role(args=(), *, config=None, **settings):
     """This host's role, as tandem launch resolves it, without running anything: a dict with
     role ("trainer" or "worker"), host, group, instance_type, source, workers (those a trainer
     dials), trainer_hosts and worker_hosts, and ranks_started (torchrun started this process)."""
+    import subprocess  # here: `import tandem` stays quick
+
     path = _cli.binary()
     env = _cli.environment()
     env["TANDEM_SCRIPT_HYPERPARAMETERS"] = "1"

@@ -10,7 +10,17 @@ import ctypes
 import json
 import os
 
-import numpy as np
+np = None  # numpy, imported by the first feed or plan: `import tandem` stays quick (serve() needs none)
+
+
+def _numpy():
+    global np, _TYPESTR
+    if np is None:
+        import numpy
+
+        _TYPESTR = {name: numpy.dtype(name).str for name in ("uint8", "float32", "float16", "int32", "int64", "uint64")}
+        np = numpy
+    return np
 
 __version__ = "0.1.0"
 _SLICE_S = 0.1
@@ -104,6 +114,7 @@ def _request(workers, rank, world, local_threads, start_step, epoch, release, se
 
 
 def _dataset(d):
+    _numpy()
     d = dict(d)
     d["class_names"] = [bytes.fromhex(h).decode("utf-8", "surrogateescape") for h in d.pop("class_names_hex")]
     d["dtype"] = np.dtype(d["dtype"])
@@ -132,7 +143,7 @@ class _Memory:
         return np.asarray(self)
 
 
-_TYPESTR = {name: np.dtype(name).str for name in ("uint8", "float32", "float16", "int32", "int64", "uint64")}
+_TYPESTR = {}
 
 
 class Batch:
@@ -152,6 +163,7 @@ class Batch:
     @classmethod
     def _from(cls, handle):
         """The batch the library handed over, from its one-line description (capi.cc: describe)."""
+        _numpy()
         memory = _Memory(handle)
         d = _lib.tandem_batch_json(handle).decode().split("\t")
         fields = {}
