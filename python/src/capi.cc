@@ -157,8 +157,10 @@ std::string describe(const data::Batch& b, const std::string& source) {
 
 // The process's run records (report::ScriptRun), made by its first feed on rank 0: the
 // feeds of one script (one per epoch) add up to one run. A feed told to write elsewhere
-// (another sagemaker_root or summary_json) starts another. Null when there is nowhere to
-// write (the output folder could not be made).
+// (another sagemaker_root or summary_json) starts another. They go only where the feed is
+// told: beside summary_json, or under an existing SageMaker root (SageMaker, tandem
+// launch, simulate); never into whatever folder the script runs in. Null without either,
+// or when the output folder cannot be made.
 std::shared_ptr<report::ScriptRun> script_run(const Settings& settings, const FeedPlace& place,
                                               uint64_t steps_per_epoch, uint64_t start_step) {
   static std::mutex mu;
@@ -173,6 +175,11 @@ std::shared_ptr<report::ScriptRun> script_run(const Settings& settings, const Fe
   run.reset();
   std::string summary = settings.trainer.summary_json;
   if (summary.empty()) {
+    if (!std::filesystem::is_directory(root, ec)) {
+      spdlog::info("no run records (metrics.jsonl, summary.json, report.html): no SageMaker root at {}; pass "
+                   "summary_json=PATH (or sagemaker_root=DIR) to keep them", root);
+      return nullptr;
+    }
     const std::string out = report::output_root(settings, place.rank);
     if (out.empty()) return nullptr;
     summary = out + "/output/data/summary.json";

@@ -200,6 +200,32 @@ class PlaceTest(SyntheticWorkerTest):
         self.assertEqual(plan.returncode, 0, plan.stderr)
         self.assertEqual(json.loads(plan.stdout)["worker"]["instance_type"], "ml.c5.xlarge")
 
+    def test_records_go_only_where_told(self):
+        # No summary_json and no SageMaker root: nothing is written where the script runs.
+        with tempfile.TemporaryDirectory() as cwd:
+            script = textwrap.dedent("""
+                import tandem
+                with tandem.Feed(local_threads=1, sagemaker_root="/nonexistent", batch_size=4, steps=3,
+                                 data="synthetic", image_size=16) as feed:
+                    for batch in feed:
+                        pass
+                """)
+            env = {**os.environ, "PYTHONPATH": ARGS.module_dir}
+            for k in ("RANK", "WORLD_SIZE", "TANDEM_WORKERS", "TANDEM_SETTINGS", "TANDEM_SAGEMAKER_ROOT"):
+                env.pop(k, None)
+            out = subprocess.run([sys.executable, "-c", script], env=env, cwd=cwd, capture_output=True, text=True,
+                                 timeout=120)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(os.listdir(cwd), [], "a feed wrote into the script's folder")
+            self.assertIn("pass summary_json=PATH", out.stderr)
+            # Told where: the records are there.
+            summary = os.path.join(cwd, "records", "summary.json")
+            out = subprocess.run([sys.executable, "-c", script.replace('steps=3,', f'steps=3, summary_json={summary!r},')],
+                                 env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(sorted(os.listdir(os.path.dirname(summary))), ["metrics.jsonl", "report.html",
+                                                                           "summary.json"])
+
 
 @unittest.skipUnless(HAS_TORCH, "torch is missing")
 class EpochTest(SyntheticWorkerTest):

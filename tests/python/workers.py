@@ -23,7 +23,7 @@ def parse_args():
     args = p.parse_args()
     args.module_dir, args.tandem = os.path.abspath(args.module_dir), os.path.abspath(args.tandem)
     sys.path.insert(0, args.module_dir)
-    # A feed on rank 0 keeps its run's records in ./tandem-output: here, not in the tree.
+    # A scratch working directory: nothing a test runs writes into the tree.
     scratch = tempfile.mkdtemp(prefix="tandem-pytest-")
     atexit.register(shutil.rmtree, scratch, True)
     os.chdir(scratch)
