@@ -4,9 +4,14 @@
 // release after every trainer host's ranks (release_gate.h): its reports, in process and
 // between real launchers on two roots. Python training through simulate and per-host
 // roots: tests/python/launch_script_test.py.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -386,31 +391,95 @@ SecurityOptions job_security(const std::string& token = "t0k3n") {
   return s;
 }
 
-TEST(ReleaseGate, AReportIsOfThisJobSignedWithItsTokenAndFromATrainerHost) {
-  const std::vector<std::string> peers = {"algo-3", "algo-4"};
-  HostDone got;
-  const std::string line = done_message({"algo-3", 7}, job_security());
-  EXPECT_EQ(check_done_message(line, job_security(), peers, got), "") << line;
-  EXPECT_EQ(got.host, "algo-3");
-  EXPECT_EQ(got.code, 7);
-  EXPECT_EQ(line.find("t0k3n"), std::string::npos) << "the token never travels: " << line;
-  auto why = [&](const std::string& l, const SecurityOptions& s) { return check_done_message(l, s, peers, got); };
-  EXPECT_NE(why(line, job_security("other")).find("signature does not match this job's token"), std::string::npos);
+TEST(ReleaseGate, OnlyThisJobsTrainerHostsJoinAndReport) {
+  ReleaseGateOptions o;
+  o.expected = {"algo-3", "algo-4"};
+  o.security = job_security();
+  ReleaseGate gate(o);
+  ReportDoneOptions to{"127.0.0.1", gate.port(), 5, job_security()};
+  EXPECT_FALSE(report_done({"algo-9", 0}, to, nullptr)) << "not a trainer host of this job";
+  EXPECT_FALSE(report_done({"algo-3", 0}, {"127.0.0.1", gate.port(), 5, job_security("wrong")}, nullptr));
   SecurityOptions other_job = job_security();
   other_job.job = "job-8";
-  EXPECT_NE(why(line, other_job).find("it is of job 'job-7', not 'job-8'"), std::string::npos);
-  EXPECT_NE(why(done_message({"algo-9", 0}, job_security()), job_security())
-                .find("host 'algo-9' is not one of the other trainer hosts (algo-3, algo-4)"),
-            std::string::npos);
-  // A report signed for exit 0 cannot say exit 1: the code is signed too.
-  std::string forged = line;
-  forged.replace(forged.find("\"code\":7"), 8, "\"code\":0");
-  EXPECT_NE(why(forged, job_security()).find("signature does not match"), std::string::npos) << forged;
-  EXPECT_NE(why("GET / HTTP/1.1", job_security()).find("not a tandem launcher's report"), std::string::npos);
-  EXPECT_NE(why(done_message({"algo-3", 300}, job_security()), job_security()).find("exit code 300 is not one"),
-            std::string::npos);
-  // A job without a token signs nothing and asks for nothing.
-  EXPECT_EQ(why(done_message({"algo-4", 0}, job_security("")), job_security("")), "");
+  EXPECT_FALSE(report_done({"algo-3", 0}, {"127.0.0.1", gate.port(), 5, other_job}, nullptr));
+  EXPECT_EQ(gate.wait(0.1, nullptr).missing, (std::vector<std::string>{"algo-3", "algo-4"}));
+  EXPECT_FALSE(report_done({"algo-3", 300}, to, nullptr)) << "exit codes are 0..255";
+  EXPECT_TRUE(report_done({"algo-3", 7}, to, nullptr));
+  const ReleaseGate::Outcome seen = gate.wait(0.1, nullptr);
+  ASSERT_EQ(seen.reports.size(), 1u);
+  EXPECT_EQ(seen.reports[0].code, 7);
+  EXPECT_EQ(gate.run().size(), 32u);
+}
+
+// A launcher of an earlier run of the same job (same token and job name) that reports to
+// this run: it joined the earlier run's barrier, so its report is refused and this run's
+// wait goes on (the replay that released a run's workers early and made it exit 7).
+TEST(ReleaseGate, AReportOfAnEarlierRunIsRefused) {
+  ReleaseGateOptions o;
+  o.expected = {"algo-3"};
+  o.security = job_security();
+  auto earlier = std::make_unique<ReleaseGate>(o);
+  o.port = earlier->port();
+  ReleaseReporter stale("algo-3", {"127.0.0.1", o.port, 5, job_security()});
+  // It has joined the earlier run ...
+  for (int i = 0; i < 50 && earlier->wait(0, nullptr).missing.size() == 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string earlier_run = earlier->run();
+  earlier.reset();
+  ReleaseGate now(o);  // ... which has ended; this run listens on the same port
+  ASSERT_NE(now.run(), earlier_run);
+  EXPECT_FALSE(stale.report(7, nullptr));
+  const ReleaseGate::Outcome seen = now.wait(0.3, nullptr);
+  EXPECT_TRUE(seen.reports.empty());
+  EXPECT_EQ(seen.missing, std::vector<std::string>{"algo-3"});
+  // This run's own reporter is heard.
+  EXPECT_TRUE(report_done({"algo-3", 0}, {"127.0.0.1", o.port, 5, job_security()}, nullptr));
+  EXPECT_TRUE(now.wait(0.3, nullptr).missing.empty());
+}
+
+// 100 idle connections to the barrier (no token needed to open one) do not hold a real
+// report out: it is taken at once, and the wait ends.
+TEST(ReleaseGate, IdleConnectionsDoNotHoldARealReportOut) {
+  ReleaseGateOptions o;
+  o.expected = {"algo-3"};
+  o.security = job_security();
+  ReleaseGate gate(o);
+  std::vector<int> idle;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(gate.port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    if (i % 2) ASSERT_EQ(write(fd, "GET / HTTP/1.1\r\n", 16), 16);  // half of them say a little, then nothing
+    idle.push_back(fd);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(report_done({"algo-3", 5}, {"127.0.0.1", gate.port(), 30, job_security()}, nullptr));
+  const ReleaseGate::Outcome seen = gate.wait(30, nullptr);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_EQ(seen.reports.size(), 1u);
+  EXPECT_EQ(seen.reports[0].code, 5);
+  for (int fd : idle) close(fd);
+}
+
+// A host whose first host is gone keeps trying to report until --release-wait; a stop
+// (SIGTERM) ends that within a second, not at the deadline.
+TEST(ReleaseGate, AStopEndsReportingAtOnce) {
+  const int closed = testing::free_port();
+  std::atomic<bool> stop{false};
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    stop = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(report_done({"algo-3", 0}, {"127.0.0.1", closed, 120, job_security()}, [&] { return stop.load(); }));
+  const auto took = std::chrono::steady_clock::now() - start;
+  later.join();
+  EXPECT_LT(took, std::chrono::milliseconds(1800)) << "a stop ends the report within a second";
 }
 
 TEST(ReleaseGate, WaitsForEveryHostUntilTheDeadlineOverLoopback) {

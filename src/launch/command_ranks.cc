@@ -168,11 +168,11 @@ int release_after_peers(const CommandRanksOptions& o, ReleaseGate& gate, int cod
 }
 
 // Another trainer host: tells the first one its ranks ended, so the workers can go.
-void report_end(const CommandRanksOptions& o, int code) {
+void report_end(ReleaseReporter& reporter, int code) {
   SignalCatcher signals;
   bool stopped = false;
   auto stop = [&] { return stopped = stopped || !signals.take().empty(); };
-  report_done({o.context.host, code}, {o.report_to, o.release_port, o.release_wait_s, o.security}, stop);
+  reporter.report(code, stop);
 }
 
 }  // namespace
@@ -257,6 +257,12 @@ int run_command_ranks(const CommandRanksOptions& o) {
   // Listening before any rank starts: another host's ranks may end before this one's.
   std::unique_ptr<ReleaseGate> gate;
   if (!o.release.empty() && !o.peers.empty()) gate = std::make_unique<ReleaseGate>(gate_options(o));
+  // And the other hosts join the first one's barrier now, so that their report is of this run.
+  std::unique_ptr<ReleaseReporter> reporter;
+  if (!o.report_to.empty()) {
+    reporter = std::make_unique<ReleaseReporter>(
+        o.context.host, ReportDoneOptions{o.report_to, o.release_port, o.release_wait_s, o.security});
+  }
   unblock_stop_signals();  // supervise() forwards them to the ranks from a handler
   SuperviseOptions sup;
   sup.timeout_s = 1e9;  // training takes as long as it takes; a stop or a failure ends it
@@ -275,7 +281,7 @@ int run_command_ranks(const CommandRanksOptions& o) {
   }
   if (gate) return release_after_peers(o, *gate, code);
   if (!o.release.empty()) release(o, code);
-  if (!o.report_to.empty()) report_end(o, code);
+  if (reporter) report_end(*reporter, code);
   return code;
 }
 

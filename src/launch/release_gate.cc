@@ -1,214 +1,69 @@
 #include "tandem/launch/release_gate.h"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/backoff.h"
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
+#include "tandem/transport/credentials.h"
+#include "tandem/v1/barrier.grpc.pb.h"
 
 namespace tandem::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kVersion = 1;
-constexpr size_t kMaxLine = 4096;  // a report is ~200 bytes; more is not one
+constexpr double kSliceS = 0.1;  // how often a wait looks at `stop`
+constexpr double kCallS = 1.0;   // one Join or Report call's deadline
 
-std::string hex(const unsigned char* bytes, size_t n) {
+Clock::time_point after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+double left_until(Clock::time_point t) { return std::chrono::duration<double>(t - Clock::now()).count(); }
+
+// 128 random bits, as hex: a run's identity.
+std::string random_run_id() {
+  std::random_device device;
   std::string out;
-  for (size_t i = 0; i < n; ++i) out += fmt::format("{:02x}", bytes[i]);
+  for (int i = 0; i < 4; ++i) out += fmt::format("{:08x}", device());
   return out;
 }
 
-// HMAC-SHA256 of what a report says, keyed by the job's token.
-std::string signature(const HostDone& done, const SecurityOptions& s) {
-  const std::string text = fmt::format("tandem release v{}\n{}\n{}\n{}", kVersion, s.job, done.host, done.code);
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (HMAC(EVP_sha256(), s.token.data(), static_cast<int>(s.token.size()),
-           reinterpret_cast<const unsigned char*>(text.data()), text.size(), mac, &len) == nullptr) {
-    throw std::runtime_error("HMAC-SHA256 failed (OpenSSL)");
+std::string names(const std::vector<std::string>& hosts) {
+  std::string out;
+  for (const auto& h : hosts) out += (out.empty() ? "" : ", ") + h;
+  return out;
+}
+
+// Answers that retrying cannot change: the caller is not of this job or run.
+bool is_refusal(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::PERMISSION_DENIED ||
+         code == grpc::StatusCode::INVALID_ARGUMENT || code == grpc::StatusCode::FAILED_PRECONDITION ||
+         code == grpc::StatusCode::UNIMPLEMENTED;
+}
+
+// Sleeps `seconds` in slices, returning early (false) when `stop` says so.
+bool pause(double seconds, const std::function<bool()>& stop) {
+  const auto until = after(seconds);
+  while (Clock::now() < until) {
+    if (stop && stop()) return false;
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(kSliceS, std::max(0.0, left_until(until)))));
   }
-  return hex(mac, len);
-}
-
-bool same(const std::string& a, const std::string& b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
-void set_timeouts(int fd, double seconds) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(seconds);
-  tv.tv_usec = static_cast<suseconds_t>((seconds - static_cast<double>(tv.tv_sec)) * 1e6);
-  if (tv.tv_sec == 0 && tv.tv_usec < 1000) tv.tv_usec = 1000;
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // connect() too, on Linux
-}
-
-// One line from `fd` (without its newline) within `timeout_s` in all, however slowly the
-// peer sends; what came by then when it is not a whole line. Stops at kMaxLine bytes.
-std::string read_line(int fd, double timeout_s) {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
-  std::string line;
-  char buf[512];
-  while (line.size() < kMaxLine) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    pollfd p{fd, POLLIN, 0};
-    const int ready = left > 0 ? poll(&p, 1, static_cast<int>(left)) : 0;
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) break;
-    const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) break;
-    line.append(buf, static_cast<size_t>(n));
-    if (const size_t nl = line.find('\n'); nl != std::string::npos) return line.substr(0, nl);
-  }
-  return line;
-}
-
-void send_all(int fd, const std::string& text) {
-  size_t sent = 0;
-  while (sent < text.size()) {
-    const ssize_t n = send(fd, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the peer is gone: it sees no answer, which is an answer too
-    sent += static_cast<size_t>(n);
-  }
-}
-
-std::string peer_name(const sockaddr_storage& addr) {
-  char host[NI_MAXHOST] = "?";
-  char port[NI_MAXSERV] = "?";
-  getnameinfo(reinterpret_cast<const sockaddr*>(&addr), sizeof addr, host, sizeof host, port, sizeof port,
-              NI_NUMERICHOST | NI_NUMERICSERV);
-  return std::string(host) + ":" + port;
-}
-
-// A socket listening on every address (IPv6 and IPv4 at once where the host has IPv6,
-// as c10d's store does), or -1 with errno set.
-int listen_any(int port) {
-  int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  const int on = 1, off = 0;
-  if (fd >= 0) {
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
-    sockaddr_in6 a{};
-    a.sin6_family = AF_INET6;
-    a.sin6_addr = in6addr_any;
-    a.sin6_port = htons(static_cast<uint16_t>(port));
-    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && listen(fd, 64) == 0) return fd;
-    const int err = errno;
-    close(fd);
-    if (err != EAFNOSUPPORT && err != EADDRNOTAVAIL) {
-      errno = err;
-      return -1;
-    }
-  }
-  fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && listen(fd, 64) == 0) return fd;
-  const int err = errno;
-  close(fd);
-  errno = err;
-  return -1;
-}
-
-int bound_port(int fd) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  return a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port)
-                                 : ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
-}
-
-// One attempt: the first host's answer ("ok", "refused: ..."), or why there was none.
-struct Attempt {
-  std::string answer;
-  std::string error;
-};
-
-Attempt send_once(const std::string& line, const ReportDoneOptions& o, double timeout_s) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = getaddrinfo(o.address.c_str(), std::to_string(o.port).c_str(), &hints, &found);
-  if (rc != 0) return {"", std::string("cannot resolve it: ") + gai_strerror(rc)};
-  Attempt result{"", "no address"};
-  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
-    set_timeouts(fd, timeout_s);
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-      result.error = std::strerror(errno);
-      close(fd);
-      continue;
-    }
-    send_all(fd, line + "\n");
-    result.answer = read_line(fd, timeout_s);
-    result.error = result.answer.empty() ? "it closed the connection without an answer" : "";
-    close(fd);
-    break;
-  }
-  freeaddrinfo(found);
-  return result;
+  return !(stop && stop());
 }
 
 }  // namespace
-
-std::string done_message(const HostDone& done, const SecurityOptions& security) {
-  nlohmann::json j = {{"tandem_release", kVersion}, {"job", security.job}, {"host", done.host}, {"code", done.code}};
-  if (!security.token.empty()) j["signature"] = signature(done, security);
-  return j.dump();
-}
-
-std::string check_done_message(const std::string& line, const SecurityOptions& security,
-                               const std::vector<std::string>& expected, HostDone& out) {
-  const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || j.value("tandem_release", 0) != kVersion || !j.contains("host") || !j["host"].is_string() ||
-      !j.contains("code") || !j["code"].is_number_integer() || !j.contains("job") || !j["job"].is_string()) {
-    return "not a tandem launcher's report (v" + std::to_string(kVersion) + "): " + printable(line, 120);
-  }
-  HostDone d{j["host"].get<std::string>(), j["code"].get<int>()};
-  if (d.code < 0 || d.code > 255) return fmt::format("exit code {} is not one", d.code);
-  if (j["job"].get<std::string>() != security.job) {
-    return fmt::format("it is of job '{}', not '{}'", printable(j["job"].get<std::string>(), 80),
-                       printable(security.job, 80));
-  }
-  if (!security.token.empty()) {
-    const auto sig = j.find("signature");
-    if (sig == j.end() || !sig->is_string() || !same(sig->get<std::string>(), signature(d, security))) {
-      return "its signature does not match this job's token (a launcher given another --token?)";
-    }
-  }
-  if (std::find(expected.begin(), expected.end(), d.host) == expected.end()) {
-    std::string names;
-    for (const auto& h : expected) names += (names.empty() ? "" : ", ") + h;
-    return fmt::format("host '{}' is not one of the other trainer hosts ({})", printable(d.host, 80), names);
-  }
-  out = std::move(d);
-  return "";
-}
 
 int release_port(const LaunchOptions& launch, int master_port) {
   if (launch.release_port > 0) return launch.release_port;
@@ -219,107 +74,243 @@ int release_port(const LaunchOptions& launch, int master_port) {
   return master_port + 1;
 }
 
-ReleaseGate::ReleaseGate(ReleaseGateOptions opts) : opts_(std::move(opts)) {
-  listen_fd_ = listen_any(opts_.port);
-  if (listen_fd_ < 0) {
-    throw ConfigError(fmt::format("cannot listen on port {} for the other trainer hosts' reports that their ranks "
-                                  "ended: {}: give every host a free port with --release-port (0 = --master-port + 1)",
-                                  opts_.port, std::strerror(errno)));
+// ---- the first trainer host ----------------------------------------------------------------
+
+struct ReleaseGate::Impl final : v1::JobBarrier::Service {
+  explicit Impl(ReleaseGateOptions o) : opts(std::move(o)), run(random_run_id()), job(opts.security.job) {}
+
+  // The caller carries the job's token and name, and names one of the other trainer hosts.
+  grpc::Status admit(const grpc::ServerContext& ctx, const std::string& host, const char* what) {
+    grpc::Status s = transport::check_caller(ctx, opts.security, job, /*claim=*/false);
+    if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {  // its message speaks of data workers
+      s = {s.error_code(), "the job's token is missing or wrong: give every trainer host the same TANDEM_TOKEN, "
+                           "--token-file or token setting"};
+    } else if (!s.ok()) {
+      s = {s.error_code(), "a launcher of job '" + printable(caller_job(ctx), 80) + "', not of this job ('" +
+                               opts.security.job + "'): give every trainer host the same --job-name"};
+    }
+    if (s.ok() && std::find(opts.expected.begin(), opts.expected.end(), host) == opts.expected.end()) {
+      s = {grpc::StatusCode::PERMISSION_DENIED, "host '" + printable(host, 80) +
+                                                    "' is not one of the other trainer hosts (" +
+                                                    names(opts.expected) + ")"};
+    }
+    if (!s.ok()) spdlog::warn("refused a {} from {} on the release port {}: {}", what, ctx.peer(), port, s.error_message());
+    return s;
   }
-  port_ = bound_port(listen_fd_);
-  thread_ = std::thread([this] { serve(); });
+
+  static std::string caller_job(const grpc::ServerContext& ctx) {
+    const auto& md = ctx.client_metadata();
+    const auto it = md.find("tandem-job");
+    return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
+  }
+
+  grpc::Status Join(grpc::ServerContext* ctx, const v1::JoinRequest* req, v1::JoinReply* reply) override {
+    grpc::Status s = admit(*ctx, req->host(), "join");
+    if (s.ok()) reply->set_run(run);
+    return s;
+  }
+
+  grpc::Status Report(grpc::ServerContext* ctx, const v1::ReportRequest* req, v1::ReportReply*) override {
+    grpc::Status s = admit(*ctx, req->host(), "report");
+    if (!s.ok()) return s;
+    if (req->run() != run) {
+      s = {grpc::StatusCode::FAILED_PRECONDITION,
+           "a report of another run of this job (run '" + printable(req->run(), 40) + "'; this run is '" + run +
+               "'): a launcher left over from an earlier attempt, or a replay"};
+      spdlog::warn("refused a report from {} ({}) on the release port {}: {}", req->host(), ctx->peer(), port,
+                   s.error_message());
+      return s;
+    }
+    if (req->code() < 0 || req->code() > 255) {
+      return {grpc::StatusCode::INVALID_ARGUMENT, fmt::format("exit code {} is not one (0..255)", req->code())};
+    }
+    std::lock_guard lock(mu);
+    if (codes.emplace(req->host(), req->code()).second) {  // else a retry of one already taken
+      spdlog::info("trainer host {} reports its ranks ended (exit {})", req->host(), req->code());
+      changed.notify_all();
+    }
+    return grpc::Status::OK;
+  }
+
+  Outcome outcome_locked(bool stopped) const {
+    Outcome o;
+    o.stopped = stopped;
+    for (const auto& h : opts.expected) {
+      const auto it = codes.find(h);
+      if (it == codes.end()) o.missing.push_back(h);
+      else o.reports.push_back({h, it->second});
+    }
+    return o;
+  }
+
+  const ReleaseGateOptions opts;
+  const std::string run;
+  transport::WorkerJob job;  // admits callers of this job only
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+  mutable std::mutex mu;
+  std::condition_variable changed;
+  std::map<std::string, int> codes;  // GUARDED_BY(mu): host -> its code
+};
+
+ReleaseGate::ReleaseGate(ReleaseGateOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("0.0.0.0:" + std::to_string(impl_->opts.port),
+                           transport::server_credentials(impl_->opts.security), &impl_->port);
+  builder.RegisterService(impl_.get());
+  builder.SetMaxReceiveMessageSize(64 << 10);  // a report is a few dozen bytes
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  impl_->server = builder.BuildAndStart();
+  if (!impl_->server || impl_->port == 0) {
+    throw ConfigError(fmt::format("cannot listen on the release port {} (where the other trainer hosts report that "
+                                  "their ranks ended): is another process using it? Set --release-port to a free one, "
+                                  "the same on every host",
+                                  impl_->opts.port));
+  }
+  spdlog::debug("release barrier of run {} on port {}", impl_->run, impl_->port);
 }
 
 ReleaseGate::~ReleaseGate() {
-  done_ = true;
-  thread_.join();
-  close(listen_fd_);
+  // Calls in flight get a moment; then the server goes.
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
-void ReleaseGate::serve() {
-  while (!done_) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (poll(&p, 1, 200) <= 0) continue;
-    sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    // One at a time, each within read_timeout_s in all: a report is one short line, and
-    // a host whose report is held up by a slow peer tries again.
-    set_timeouts(fd, opts_.read_timeout_s);  // the answer's send
-    take(fd, peer_name(addr));
-    close(fd);
-  }
-}
-
-void ReleaseGate::take(int fd, const std::string& peer) {
-  const std::string line = read_line(fd, opts_.read_timeout_s);
-  HostDone d;
-  const std::string why = check_done_message(line, opts_.security, opts_.expected, d);
-  if (!why.empty()) {
-    spdlog::warn("ignored a report from {} on the release port {}: {}", peer, port_, why);
-    send_all(fd, "refused: " + why + "\n");
-    return;
-  }
-  send_all(fd, "ok\n");
-  std::lock_guard lock(mu_);
-  if (!codes_.emplace(d.host, d.code).second) return;  // a retry of one already taken
-  spdlog::info("trainer host {} reports its ranks ended (exit {})", d.host, d.code);
-  changed_.notify_all();
-}
-
-ReleaseGate::Outcome ReleaseGate::outcome_locked(bool stopped) const {
-  Outcome o;
-  o.stopped = stopped;
-  for (const auto& h : opts_.expected) {
-    const auto it = codes_.find(h);
-    if (it == codes_.end()) o.missing.push_back(h);
-    else o.reports.push_back({h, it->second});
-  }
-  return o;
-}
+int ReleaseGate::port() const { return impl_->port; }
+const std::string& ReleaseGate::run() const { return impl_->run; }
 
 ReleaseGate::Outcome ReleaseGate::wait(double wait_s, const std::function<bool()>& stop) {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
-  std::unique_lock lock(mu_);
+  const auto deadline = after(wait_s);
+  std::unique_lock lock(impl_->mu);
   while (true) {
-    const Outcome o = outcome_locked(false);
+    const Outcome o = impl_->outcome_locked(false);
     const bool failed = std::any_of(o.reports.begin(), o.reports.end(), [](const HostDone& d) { return d.code != 0; });
     if (o.missing.empty() || failed || Clock::now() >= deadline) return o;
-    if (stop && stop()) return outcome_locked(true);
-    changed_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
+    if (stop && stop()) return impl_->outcome_locked(true);
+    impl_->changed.wait_until(lock, std::min(deadline, after(kSliceS)));
   }
 }
 
-bool report_done(const HostDone& done, const ReportDoneOptions& o, const std::function<bool()>& stop) {
-  const std::string line = done_message(done, o.security);
-  const std::string where = fmt::format("the first trainer host ({}:{}, --release-port)", o.address, o.port);
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.wait_s));
+// ---- the other trainer hosts ---------------------------------------------------------------
+
+struct ReleaseReporter::Impl {
+  Impl(std::string h, ReportDoneOptions o) : host(std::move(h)), opts(std::move(o)) {
+    grpc::ChannelArguments args;
+    if (!opts.security.tls_server_name.empty()) args.SetSslTargetNameOverride(opts.security.tls_server_name);
+    const bool v6 = opts.address.find(':') != std::string::npos && opts.address.front() != '[';
+    where = fmt::format("{}:{}", v6 ? "[" + opts.address + "]" : opts.address, opts.port);
+    stub = v1::JobBarrier::NewStub(
+        grpc::CreateCustomChannel(where, transport::channel_credentials(opts.security), args));
+  }
+
+  std::unique_ptr<grpc::ClientContext> context() const {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    transport::authorise(*ctx, opts.security);
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int>(kCallS * 1000)));
+    return ctx;
+  }
+
+  // Joins until it has the run, is refused, or `stop` is set (the reporter's thread).
+  void join() {
+    Backoff backoff({0.2, 2, 5});
+    auto stopped = [this] { return stop.load(); };
+    while (!stopped()) {
+      v1::JoinRequest req;
+      req.set_host(host);
+      v1::JoinReply reply;
+      const grpc::Status s = stub->Join(context().get(), req, &reply);
+      {
+        std::lock_guard lock(mu);
+        if (s.ok()) {
+          run = reply.run();
+        } else if (is_refusal(s.error_code())) {
+          refused = s.error_message();
+        } else {
+          last_error = s.error_message();
+        }
+        changed.notify_all();
+        if (run || !refused.empty()) return;
+      }
+      if (!pause(backoff.next(), stopped)) return;
+    }
+  }
+
+  const std::string host;
+  const ReportDoneOptions opts;
+  std::string where;  // "address:port", for messages
+  std::unique_ptr<v1::JobBarrier::Stub> stub;
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::condition_variable changed;
+  std::optional<std::string> run;  // GUARDED_BY(mu): the run joined
+  std::string refused;             // GUARDED_BY(mu): why the first host refused to let it join
+  std::string last_error;          // GUARDED_BY(mu)
+  std::thread joiner;
+};
+
+ReleaseReporter::ReleaseReporter(std::string host, ReportDoneOptions opts)
+    : impl_(std::make_shared<Impl>(std::move(host), std::move(opts))) {
+  impl_->joiner = std::thread([impl = impl_] { impl->join(); });
+}
+
+ReleaseReporter::~ReleaseReporter() {
+  impl_->stop = true;
+  if (impl_->joiner.joinable()) impl_->joiner.join();
+}
+
+bool ReleaseReporter::report(int code, const std::function<bool()>& stop) {
+  Impl& r = *impl_;
+  const std::string where = fmt::format("the first trainer host ({}, --release-port)", r.where);
+  const auto deadline = after(r.opts.wait_s);
+  auto give_up = [&](const std::string& why) {
+    spdlog::warn("could not tell {} that this host's ranks ended ({}): it releases the workers once --release-wait "
+                 "has passed after its own ranks ended",
+                 where, why);
+    return false;
+  };
+  // The join first: this report is of the run it joined.
+  std::string run;
+  {
+    std::unique_lock lock(r.mu);
+    while (!r.run && r.refused.empty()) {
+      if (stop && stop()) return give_up("stopped");
+      if (Clock::now() >= deadline) return give_up("it never answered; last: " + r.last_error);
+      r.changed.wait_until(lock, std::min(deadline, after(kSliceS)));
+    }
+    if (!r.refused.empty()) {
+      spdlog::error("{} refused this host: {}", where, printable(r.refused, 300));
+      return false;
+    }
+    run = *r.run;
+  }
   Backoff backoff({0.2, 2, 5});
   std::string last;
   int attempts = 0;
   while (true) {
-    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
-    const Attempt a = send_once(line, o, std::clamp(left, 0.05, 5.0));
+    v1::ReportRequest req;
+    req.set_host(r.host);
+    req.set_run(run);
+    req.set_code(code);
+    v1::ReportReply reply;
+    const grpc::Status s = r.stub->Report(r.context().get(), req, &reply);
     ++attempts;
-    if (a.answer == "ok") {
-      spdlog::info("told {} that this host's ranks ended (exit {})", where, done.code);
+    if (s.ok()) {
+      spdlog::info("told {} that this host's ranks ended (exit {})", where, code);
       return true;
     }
-    if (!a.answer.empty()) {
-      spdlog::error("{} refused this host's report: {}", where, printable(a.answer, 300));
+    if (is_refusal(s.error_code())) {
+      spdlog::error("{} refused this host's report: {}", where, printable(s.error_message(), 300));
       return false;
     }
-    last = a.error;
-    if (stop && stop()) break;
-    const auto pause = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(backoff.next()));
-    if (Clock::now() + pause >= deadline) break;
-    std::this_thread::sleep_for(pause);
+    last = s.error_message();
+    if (stop && stop()) return give_up("stopped after " + counted(attempts, "attempt"));
+    const double wait = std::min(backoff.next(), left_until(deadline));
+    if (wait <= 0 || !pause(wait, stop)) return give_up(counted(attempts, "attempt") + ", last: " + last);
   }
-  spdlog::warn("could not tell {} that this host's ranks ended ({}, last: {}): it releases the workers once "
-               "--release-wait has passed after its own ranks ended",
-               where, counted(attempts, "attempt"), last);
-  return false;
+}
+
+bool report_done(const HostDone& done, const ReportDoneOptions& opts, const std::function<bool()>& stop) {
+  ReleaseReporter reporter(done.host, opts);
+  return reporter.report(done.code, stop);
 }
 
 }  // namespace tandem::launch

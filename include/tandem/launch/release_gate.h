@@ -1,26 +1,25 @@
-// The workers of a launched command (`tandem launch -- COMMAND`) go only when every
-// trainer host's ranks have ended: each other trainer host tells the first one "host H
-// done, exit code C" over TCP (--release-port on MASTER_ADDR), and the first host releases
-// the workers once all have told it, once --release-wait has passed after its own ranks
-// ended, or at once when a rank failed anywhere (the job is ending anyway).
+// The end-of-job barrier of a launched command (`tandem launch -- COMMAND`): the data
+// workers go only when every trainer host's ranks have ended. The first trainer host
+// serves tandem.v1.JobBarrier (proto/tandem/v1/barrier.proto) over gRPC on --release-port,
+// under the job's token and TLS like every other tandem RPC. Each other trainer host
+// joins it when its ranks start (learning this run's identity, a random id the first
+// host drew at start) and reports "host H ended, exit code C" with that id when they
+// have ended. The first host releases the workers once all have reported, once
+// --release-wait has passed after its own ranks ended, or at once when a rank failed
+// anywhere (the job is ending anyway).
 //
-// The channel carries only that report, and a report can do one thing: let the first
-// host release the workers sooner, never before its own ranks have ended. Anyone with
-// the job's token can release them already (the workers' Shutdown call), so a report is
-// signed with the token (HMAC-SHA256 over the job name, host and code; the token itself
-// never travels here) and a report from a peer without it is ignored with a log line. A
-// job without a token has workers anyone who reaches them may stop: its reports are not
-// signed either. A replayed report can only repeat what a host of this job (same token
-// and job name) really said.
+// A report can do one thing: let the first host release the workers sooner, never before
+// its own ranks have ended. Anyone with the job's token can release them already (the
+// workers' Shutdown call). A report of another run of the same job (a replay, a launcher
+// left over from an earlier attempt) carries another run's id and is refused; gRPC
+// serves many callers at once, so idle or slow ones cannot hold a real report out; and
+// a stop (SIGTERM) ends a host's joining and reporting within a tenth of a second.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
-#include <map>
-#include <mutex>
+#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tandem/common/settings.h"
@@ -33,33 +32,21 @@ struct HostDone {
   int code = 0;      // its launcher's exit code (0..255): its ranks' job_exit_code
 };
 
-// The line a host sends: a JSON object with the protocol version, the job name, `done`
-// and, when `security` has a token, its signature. No newline.
-std::string done_message(const HostDone& done, const SecurityOptions& security);
-
-// Reads a line from done_message: fills `out` and returns "" when it is well formed, of
-// this job, signed with this token (when there is one) and from one of `expected`;
-// otherwise what is wrong with it, for a log line.
-std::string check_done_message(const std::string& line, const SecurityOptions& security,
-                               const std::vector<std::string>& expected, HostDone& out);
-
 struct ReleaseGateOptions {
   int port = 0;                        // the port the first host listens on (release_port())
   std::vector<std::string> expected;   // the other trainer hosts' names
-  SecurityOptions security;            // the token and job name reports are signed with
-  double read_timeout_s = 5;           // one connection's deadline to send its whole line
+  SecurityOptions security;            // the job's token, name and TLS
 };
 
-// The port of the reports: --release-port, or --master-port + 1 when it is 0, the same on
+// The port of the barrier: --release-port, or --master-port + 1 when it is 0, the same on
 // every host since they read the same settings. Throws ConfigError when that is past 65535.
 int release_port(const LaunchOptions& launch, int master_port);
 
-// The first trainer host's end: listens on opts.port from construction (the other hosts'
-// ranks may end before its own) until destruction, on a thread of its own.
+// The first trainer host's end: serves JobBarrier on opts.port from construction (the
+// other hosts' ranks may end before its own) until destruction.
 class ReleaseGate {
  public:
-  // REQUIRES: the stop signals are blocked in this thread (its listener must not take
-  // them). Throws ConfigError naming --release-port when the port cannot be bound.
+  // Throws ConfigError naming --release-port when the port cannot be bound.
   explicit ReleaseGate(ReleaseGateOptions opts);
   ~ReleaseGate();
   ReleaseGate(const ReleaseGate&) = delete;
@@ -76,21 +63,12 @@ class ReleaseGate {
   // seconds pass, or `stop()` (polled every 100 ms) returns true.
   Outcome wait(double wait_s, const std::function<bool()>& stop);
 
-  int port() const { return port_; }  // the bound port (opts.port, or the system's for 0)
+  int port() const;               // the bound port (opts.port, or the system's for 0)
+  const std::string& run() const;  // this run's identity
 
  private:
-  void serve();
-  void take(int fd, const std::string& peer);
-  Outcome outcome_locked(bool stopped) const;
-
-  const ReleaseGateOptions opts_;
-  int listen_fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> done_{false};
-  mutable std::mutex mu_;
-  std::condition_variable changed_;
-  std::map<std::string, int> codes_;  // GUARDED_BY(mu_): host -> its code
-  std::thread thread_;                // last: it uses the fields above
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 struct ReportDoneOptions {
@@ -100,10 +78,29 @@ struct ReportDoneOptions {
   SecurityOptions security;
 };
 
-// Tells the first trainer host that this host's ranks have ended: connects and sends
-// done_message, retrying with a growing pause until it answers "ok", refuses (logged:
-// retrying cannot help), `wait_s` passes or `stop()` returns true. Returns whether it
-// answered "ok"; every failure is logged, none thrown (the host's own exit code stands).
+// Another trainer host's end: joins the first host's barrier from construction, on a
+// thread of its own (retrying until it answers; the first host may start later), so that
+// its report carries the run it joined.
+class ReleaseReporter {
+ public:
+  ReleaseReporter(std::string host, ReportDoneOptions opts);
+  ~ReleaseReporter();  // stops joining
+  ReleaseReporter(const ReleaseReporter&) = delete;
+  ReleaseReporter& operator=(const ReleaseReporter&) = delete;
+
+  // Tells the first host that this host's ranks ended with `code`: waits for the join,
+  // then reports, retrying with a growing pause (at most 5 s) until it answers, refuses
+  // (logged: retrying cannot help), wait_s passes or `stop()` returns true (looked at every
+  // 100 ms, also during a pause or a call). Returns whether the report was taken; every
+  // failure is logged, none thrown (the host's own exit code stands).
+  bool report(int code, const std::function<bool()>& stop);
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;  // shared with the joining thread
+};
+
+// ReleaseReporter(done.host, opts).report(done.code, stop): joins, then reports.
 bool report_done(const HostDone& done, const ReportDoneOptions& opts, const std::function<bool()>& stop);
 
 }  // namespace tandem::launch
