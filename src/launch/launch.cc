@@ -51,10 +51,19 @@ RankContext rank_context(const Settings& settings, const cluster::RolePlan& plan
   return ctx;
 }
 
+// --stop-grace, or the platform's: SageMaker SIGKILLs the container 120 s after its
+// SIGTERM, so the ranks get 110 and the launcher keeps 10 for output/failure and the
+// workers' release.
+double stop_grace(const LaunchOptions& opts, const cluster::Cluster& c) {
+  if (opts.stop_grace_s >= 0) return opts.stop_grace_s;
+  const bool sagemaker = c.source.find("resourceconfig.json") != std::string::npos || c.source.rfind("SageMaker", 0) == 0;
+  return sagemaker ? 110 : 30;
+}
+
 // One trainer process per GPU (or --procs-per-host), each a `tandem trainer` with
 // torchrun's variables, supervised: if one dies the others are stopped.
-int run_rank_processes(const Settings& settings, const cluster::RolePlan& plan, const std::vector<std::string>& targets,
-                       const std::vector<std::string>& forwarded, int procs) {
+int run_rank_processes(const Settings& settings, const cluster::Cluster& found, const cluster::RolePlan& plan,
+                       const std::vector<std::string>& targets, const std::vector<std::string>& forwarded, int procs) {
   const ClusterOptions& c = settings.cluster;
   RankContext ctx = rank_context(settings, plan, targets);
   const std::string host = plan.trainer_hosts.at(plan.host_index);
@@ -79,7 +88,7 @@ int run_rank_processes(const Settings& settings, const cluster::RolePlan& plan, 
   unblock_stop_signals();  // supervise() forwards them to the ranks from a handler
   SuperviseOptions opts;
   opts.timeout_s = 1e9;  // training takes as long as it takes; SIGTERM and failures end it
-  opts.grace_s = 100;    // SIGTERM -> SIGKILL: SageMaker allows 120 s, ranks need it for a checkpoint
+  opts.grace_s = stop_grace(settings.launch, found);  // as a command's ranks: time for a checkpoint
   const std::vector<ExitStatus> statuses = supervise(children, opts);
   bool interrupted = false;
   for (const auto& s : statuses) {
@@ -103,15 +112,6 @@ int host_gpus() {
     }
   }
   return std::max(training::cuda_device_count(), files);
-}
-
-// --stop-grace, or the platform's: SageMaker SIGKILLs the container 120 s after its
-// SIGTERM, so the ranks get 110 and the launcher keeps 10 for output/failure and the
-// workers' release.
-double stop_grace(const LaunchOptions& opts, const cluster::Cluster& c) {
-  if (opts.stop_grace_s >= 0) return opts.stop_grace_s;
-  const bool sagemaker = c.source.find("resourceconfig.json") != std::string::npos || c.source.rfind("SageMaker", 0) == 0;
-  return sagemaker ? 110 : 30;
 }
 
 // A --script that is not there is one message before any rank starts.
@@ -255,7 +255,7 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
                                                         : std::max(training::cuda_device_count(), 1);
   training::check_ranks_fit_gpus(procs);
   if (procs == 1 && plan.trainer_hosts.size() == 1) return run_trainer(settings, targets, c.current_host, &c);
-  return run_rank_processes(settings, plan, targets, forwarded, procs);
+  return run_rank_processes(settings, c, plan, targets, forwarded, procs);
 }
 
 std::string host_name(const ClusterOptions& opts, const std::string& fallback) {
