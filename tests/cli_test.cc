@@ -37,6 +37,15 @@ TEST(CommandLine, ATypoedFlagSuggestsTheNearestOfThatCommand) {
   EXPECT_NE(r.out.find("did you mean '--workers'?"), std::string::npos) << r.out;
 }
 
+TEST(CommandLine, AFlagGivenTwiceSaysSo) {
+  const Outcome r = tandem_run("worker --port 7001 --port 7002", "cli-twice");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--port is given 2 times: it takes one value, so give it once (tandem worker --help)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("At Most"), std::string::npos) << r.out;
+}
+
 TEST(CommandLine, BadValuesExitTwoWithTheRangeAsWritten) {
   Outcome r = tandem_run("worker --threads=-3", "cli-range");
   EXPECT_EQ(r.code, 2) << r.out;

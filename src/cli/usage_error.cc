@@ -80,7 +80,14 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& error, int
     return "unknown flag '" + printable(name, 40) + "' for 'tandem " + path + "'" +
            (guess.empty() ? "" : ", did you mean '" + guess + "'?") + " (tandem " + path + " --help lists its flags)";
   }
-  return one_line(error.what()) + " (tandem " + path + " --help)";
+  // CLI11 says "--port: At Most 1 required but received 2" of a flag given twice.
+  const std::string what = one_line(error.what());
+  const std::string_view twice = ": At Most 1 required but received ";
+  if (const size_t at = what.find(twice); at != std::string::npos) {
+    return what.substr(0, at) + " is given " + what.substr(at + twice.size()) +
+           " times: it takes one value, so give it once (tandem " + path + " --help)";
+  }
+  return what + " (tandem " + path + " --help)";
 }
 
 std::string separator_problem(const CLI::App& app, int argc, char** argv) {
