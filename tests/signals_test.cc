@@ -148,6 +148,17 @@ TEST(Signals, SimulateExitsTwoWhenItsRunIsInterrupted) {
   EXPECT_EQ(wait_exit(sim, 90s), 2) << slurp(dir / "sim.log");
 }
 
+// The same with a command as the ranks, which a SIGTERM kills (exit 143): the run was
+// stopped from outside, so simulate exits 2 as well (it exited 1).
+TEST(Signals, SimulateOfACommandExitsTwoWhenItsRunIsInterrupted) {
+  const fs::path dir = fresh_dir("simulate-sigterm-command");
+  Child sim = spawn("simulate --run-dir " + (dir / "run").string() + " -- /bin/sh -c 'echo ranks-started; sleep 120'",
+                    dir / "sim.log");
+  ASSERT_TRUE(wait_for_text(dir / "sim.log", "ranks-started", 90s)) << slurp(dir / "sim.log");
+  kill(sim.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(sim, 90s), 2) << slurp(dir / "sim.log");
+}
+
 
 // Self-healing: a worker that restarts mid-run, and one that starts late, are used again.
 // Paced by events, not steps (a fixed step count outran the changes on a fast machine and

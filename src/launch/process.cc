@@ -190,6 +190,7 @@ void Supervisor::poll_once() {
 
 void Supervisor::on_signals() {
   for (int sig : signals_.take()) {
+    if (opts_.signalled) *opts_.signalled = true;
     if (!stopping_) {
       stop("received " + signal_name(sig));
     } else if (Clock::now() < term_sent_ + kSameSignal) {

@@ -464,8 +464,10 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     write_host_root(run + "/" + hosts[i].name, hosts, i, hp);
   }
-  const auto statuses =
-      supervise(host_specs(settings, hosts, ports, run, tandem_exe), simulate_supervision(settings.simulate));
+  bool signalled = false;  // simulate itself was stopped (SIGTERM, Ctrl-C)
+  SuperviseOptions supervision = simulate_supervision(settings.simulate);
+  supervision.signalled = &signalled;
+  const auto statuses = supervise(host_specs(settings, hosts, ports, run, tandem_exe), supervision);
 
   std::cout << status_table(hosts, statuses);
   const std::string lost = workers_failed(run, hosts, statuses);
@@ -475,7 +477,10 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
   }
   if (lost.empty()) print_failures(run, hosts);
   std::cout << std::flush;
-  const int code = simulate_exit_code(hosts, statuses);
+  // Stopped from outside, the run is interrupted (2), whatever the hosts' own programs
+  // exited with on the stop (a command's ranks: 128 + SIGTERM, or as the script decides).
+  const int ended = simulate_exit_code(hosts, statuses);
+  const int code = signalled && ended != kExitOk ? kExitInterrupted : ended;
   if (code == kExitOk && settings.simulate.run_dir.empty() && !settings.simulate.keep) tidy_run_dir(run, hosts);
   spdlog::info("run directory: {}", run);
   if (const std::string model = trained_model(run, hosts); !model.empty()) {

@@ -38,6 +38,9 @@ struct SuperviseOptions {
   // Each child's last this many lines of output are kept in ExitStatus::tail (for
   // output/failure); 0 = none.
   int tail_lines = 0;
+  // Set to true when SIGINT or SIGTERM reached this process (the run was stopped from
+  // outside, not by a child's failure); nullptr = not asked.
+  bool* signalled = nullptr;
   // Where the "[name] line" output goes; nullptr = std::cout. A test knob: tests point
   // it at a std::ostringstream to check what the children printed.
   std::ostream* out = nullptr;
