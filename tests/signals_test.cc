@@ -140,6 +140,28 @@ TEST(Signals, ALossThatIsNotFiniteStopsTrainingWithAClearError) {
   EXPECT_FALSE(fs::exists(dir / "root/model/model.pt"));
 }
 
+// A launcher still waiting for host names to resolve (--resolve-timeout) ends on SIGTERM
+// at once, exit 2, not when the timeout has passed (it ignored SIGTERM for the full 30 s).
+TEST(Signals, SigtermEndsAWaitForHostNamesAtOnce) {
+  const fs::path dir = fresh_dir("sigterm-resolve");
+  fs::create_directories(dir / "root/input/config");
+  std::ofstream(dir / "root/input/config/resourceconfig.json")
+      << R"({"current_host": "algo-1", "hosts": ["algo-1", "algo-2"], "current_group_name": "gpu",
+             "current_instance_type": "ml.p4d.24xlarge", "instance_groups": [
+               {"instance_group_name": "gpu", "instance_type": "ml.p4d.24xlarge", "hosts": ["algo-1"]},
+               {"instance_group_name": "cpu", "instance_type": "ml.c5.xlarge", "hosts": ["algo-2"]}]})";
+  // algo-2 never resolves here: the trainer host waits for it (or for the timeout).
+  Child launcher = spawn("launch --resolve-timeout 30 --allow-cpu-training --sagemaker-root " + (dir / "root").string() +
+                             " -- /bin/true",
+                         dir / "launch.log");
+  std::this_thread::sleep_for(2s);
+  const auto start = std::chrono::steady_clock::now();
+  kill(launcher.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(launcher, 60s), 2) << slurp(dir / "launch.log");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << slurp(dir / "launch.log");
+  EXPECT_NE(slurp(dir / "launch.log").find("stopped while resolving host"), std::string::npos) << slurp(dir / "launch.log");
+}
+
 TEST(Signals, SimulateExitsTwoWhenItsRunIsInterrupted) {
   const fs::path dir = fresh_dir("simulate-sigterm");
   Child sim = spawn("simulate --steps 100000 --log-every 20 --run-dir " + (dir / "run").string(), dir / "sim.log");

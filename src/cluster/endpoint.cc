@@ -16,6 +16,7 @@
 #include "tandem/common/clock.h"
 #include "tandem/cluster/endpoint.h"
 #include "tandem/common/error.h"
+#include "tandem/common/signals.h"
 
 namespace tandem::cluster {
 namespace {
@@ -166,6 +167,16 @@ std::string with_default_port(const std::string& target, int port) {
   return target + ":" + p;
 }
 
+namespace {
+
+constexpr auto kStopSlice = std::chrono::milliseconds(100);
+
+void throw_if_stopped(const std::string& host) {
+  if (stop_signal_pending()) throw Interrupted("stopped while resolving host \"" + host + "\"");
+}
+
+}  // namespace
+
 std::vector<std::string> resolve_all(const std::string& host, double timeout_s) {
   if (is_numeric(host)) return {host};
   if (host == "localhost") return {"127.0.0.1"};
@@ -178,7 +189,12 @@ std::vector<std::string> resolve_all(const std::string& host, double timeout_s) 
     // Even the last attempt, or one with no time left, gets a moment to answer.
     const auto wait = std::max(deadline, Clock::now() + std::chrono::milliseconds(200));
     auto attempt = start_lookup(host);
-    if (attempt.wait_until(wait) != std::future_status::ready) {
+    // In slices: a stop (SIGTERM, blocked until the role's watcher takes it) ends the wait.
+    while (attempt.wait_until(std::min(wait, Clock::now() + kStopSlice)) != std::future_status::ready &&
+           Clock::now() < wait) {
+      throw_if_stopped(host);
+    }
+    if (attempt.wait_until(Clock::now()) != std::future_status::ready) {
       if (last_error.empty()) last_error = "the resolver did not answer in time";
       break;
     }
@@ -186,7 +202,10 @@ std::vector<std::string> resolve_all(const std::string& host, double timeout_s) 
     if (!result.addresses.empty()) return result.addresses;
     last_error = result.error;
     if (Clock::now() >= deadline) break;
-    std::this_thread::sleep_until(std::min(Clock::now() + delay, deadline));
+    for (const auto until = std::min(Clock::now() + delay, deadline); Clock::now() < until;) {
+      throw_if_stopped(host);
+      std::this_thread::sleep_until(std::min(until, Clock::now() + kStopSlice));
+    }
     delay = std::min(delay * 2, std::chrono::milliseconds(2000));
   }
   char waited[32];

@@ -16,6 +16,10 @@ namespace tandem {
 void block_stop_signals();
 // Unblocks them in the calling thread only (for a sigaction-based handler there).
 void unblock_stop_signals();
+// Whether SIGINT or SIGTERM is pending while blocked (block_stop_signals) and nothing has
+// taken it yet: a wait before a SignalWatcher exists looks at it to end early. Does not
+// take the signal.
+bool stop_signal_pending();
 
 class SignalWatcher {
  public:
