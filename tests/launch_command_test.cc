@@ -319,6 +319,9 @@ TEST(LaunchCommand, SigtermReachesEveryRankAndTheScriptDecidesTheExit) {
   EXPECT_EQ(testing::wait_exit(launcher, std::chrono::seconds(60)), 5) << slurp(h.dir / "log");
   EXPECT_EQ(slurp(h.dir / "term-0"), "stopped\n");
   EXPECT_EQ(slurp(h.dir / "term-1"), "stopped\n");
+  // output/failure says why the ranks ended: the job was stopped, not broken.
+  EXPECT_EQ(slurp(h.root / "output/failure").rfind("the job was stopped: this launcher received SIGTERM", 0), 0u)
+      << slurp(h.root / "output/failure");
   fs::remove_all(h.dir);
 }
 

@@ -269,10 +269,16 @@ int run_command_ranks(const CommandRanksOptions& o) {
   sup.grace_s = o.grace_s;
   sup.tail_lines = o.tail_lines;
   sup.out = o.out;
+  bool signalled = false;
+  sup.signalled = &signalled;
   const std::vector<ExitStatus> ranks = supervise(rank_specs(o), sup);
   const int code = job_exit_code(ranks);
   if (code != 0) {
     std::string why = failure_report(ranks, o.argv);
+    if (signalled) {  // say why the ranks died of SIGTERM: the job was stopped, not broken
+      why = "the job was stopped: this launcher received SIGTERM or SIGINT (a SageMaker stop, a spot interruption, a "
+            "scheduler's time limit) and stopped the ranks\n" + why;
+    }
     if (!why.empty() && why.back() == '\n') why.pop_back();
     spdlog::error("the training command failed (exit {}): {}", code, why.substr(0, why.find('\n')));
     if (!o.failure_root.empty()) report::write_failure(o.failure_root, why);
