@@ -325,6 +325,20 @@ TEST(LaunchCommand, SigtermReachesEveryRankAndTheScriptDecidesTheExit) {
   fs::remove_all(h.dir);
 }
 
+// The trainer host is an ml.p4d.24xlarge (plan_hosts' default): with no GPU visible, the
+// launcher says so before it starts its one rank (it used to start it without a word).
+TEST(LaunchCommand, AGpuHostWithNoGpuVisibleSaysSo) {
+  if (fs::exists("/dev/nvidia0")) GTEST_SKIP() << "a GPU is visible here";
+  const Host h = one_host("launch-no-gpu");
+  const std::string flags = h.flags.substr(0, h.flags.find("--procs-per-host"));
+  const auto r = testing::run_capture(flags + sh_command("echo rank $RANK of $WORLD_SIZE"), h.dir / "log", 60);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("is a ml.p4d.24xlarge (a GPU instance family) but no GPU is visible here"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("rank 0 of 1"), std::string::npos) << r.out;
+  fs::remove_all(h.dir);
+}
+
 TEST(LaunchCommand, ACommandThatIsNotThereIsOneClearError) {
   const Host h = one_host("launch-missing");
   auto r = testing::run_capture(h.flags + "-- no-such-program-xyz --flag", h.dir / "log", 60);

@@ -131,7 +131,15 @@ int run_command(const Settings& settings, const cluster::Cluster& c, const clust
   check_script(settings.launch);
   argv[0] = find_command(argv[0], cluster::process_env("PATH").value_or("/usr/local/bin:/usr/bin:/bin"));
   CommandRanksOptions o;
-  o.procs = settings.trainer.procs_per_host > 0 ? settings.trainer.procs_per_host : std::max(host_gpus(), 1);
+  const int gpus = host_gpus();
+  o.procs = settings.trainer.procs_per_host > 0 ? settings.trainer.procs_per_host : std::max(gpus, 1);
+  if (gpus == 0 && settings.trainer.procs_per_host <= 0 && cluster::is_gpu_instance_type(c.current_instance_type) &&
+      !settings.trainer.allow_cpu_training) {
+    spdlog::warn("host {} is a {} (a GPU instance family) but no GPU is visible here (no /dev/nvidia*, and LibTorch "
+                 "sees none): starting 1 rank, which trains on the CPU unless its own torch finds one; check the "
+                 "GPU driver and NVIDIA_VISIBLE_DEVICES, or give --procs-per-host",
+                 c.current_host, c.current_instance_type);
+  }
   o.argv = std::move(argv);
   o.context = rank_context(settings, plan, targets);
   o.context.settings_json = given;
