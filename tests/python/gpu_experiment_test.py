@@ -71,7 +71,7 @@ def main():
         wheel = None
         if shutil.which("patchelf"):
             made = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "wheel"), "--build",
-                                   os.path.abspath(args.build), "--out", os.path.join(tmp, "dist")],
+                                   os.path.abspath(args.build), "--out", os.path.join(tmp, "dist"), "--no-build"],
                                   capture_output=True, text=True, timeout=240)
             check(made.returncode == 0, f"scripts/wheel failed: {made.stdout[-1000:]} {made.stderr[-1000:]}")
             wheels = [f for f in os.listdir(os.path.join(tmp, "dist"))] if made.returncode == 0 else []
