@@ -1,6 +1,10 @@
 #include "tandem/common/files.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <filesystem>
 #include <fstream>
@@ -9,16 +13,57 @@
 
 namespace tandem {
 
+namespace {
+
+// Why a write into `dir` failed, as what it is and what to do: a full disk with its free
+// space, a read-only file system, a permission, a missing folder.
+std::string write_problem(const std::string& what, const std::filesystem::path& dir, int err) {
+  const std::string where = dir.empty() ? std::string(".") : dir.string();
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT: {
+      std::error_code ec;
+      const auto space = std::filesystem::space(where, ec);
+      const std::string free = ec ? std::string("unknown") : std::to_string(space.available >> 10) + " KiB";
+      return what + ": the disk is full (" + free + " free in " + where +
+             "): free some space, or point the output at a larger volume";
+    }
+    case EROFS:
+      return what + ": " + where + " is on a read-only file system: point the output at a writable volume";
+    case EACCES:
+    case EPERM:
+      return what + ": permission denied: make " + where + " writable for this user";
+    case ENOENT:
+    case ENOTDIR:
+      return what + ": " + where + " does not exist and cannot be made";
+    default:
+      return what + ": " + std::strerror(err);
+  }
+}
+
+}  // namespace
+
 void write_file_atomically(const std::string& path, const std::string& text) {
   const std::filesystem::path target(path);
-  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path());
+  const std::filesystem::path dir = target.parent_path();
+  if (!dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw std::runtime_error(write_problem("cannot make the folder of " + path, dir, ec.value()));
+  }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   std::string problem;
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) problem = "cannot write " + tmp + ": check the directory exists and is writable";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    problem = write_problem("cannot write " + tmp, dir, errno);
+  } else {
+    for (size_t done = 0; done < text.size() && problem.empty();) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) problem = write_problem("cannot write " + tmp, dir, n < 0 ? errno : ENOSPC);
+      else done += static_cast<size_t>(n);
+    }
+    if (::close(fd) != 0 && problem.empty()) problem = write_problem("cannot write " + tmp, dir, errno);
   }
   std::error_code ec;
   if (problem.empty()) {

@@ -470,7 +470,8 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
   const auto statuses = supervise(host_specs(settings, hosts, ports, run, tandem_exe), supervision);
 
   std::cout << status_table(hosts, statuses);
-  const std::string lost = workers_failed(run, hosts, statuses);
+  // Stopped from outside, the workers died of our SIGTERM: that is no loss to report.
+  const std::string lost = signalled ? std::string() : workers_failed(run, hosts, statuses);
   const auto trainer = std::find_if(hosts.begin(), hosts.end(), [](const SimHost& h) { return h.trainer; });
   if (lost.empty() || fs::exists(fs::path(run) / trainer->name / "output/data/summary.json")) {
     print_summary(run, hosts, settings.trainer.summary_json);
