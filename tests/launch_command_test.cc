@@ -26,7 +26,7 @@
 #include "process_helpers.h"
 #include "tandem/common/error.h"
 #include "tandem/common/launch_env.h"
-#include "tandem/launch/command_ranks.h"
+#include "tandem/launch/rank_group.h"
 #include "tandem/launch/rank_env.h"
 #include "tandem/launch/release_gate.h"
 #include "tandem/launch/simulate.h"

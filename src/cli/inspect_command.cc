@@ -6,9 +6,25 @@
 #include "tandem/cli/options.h"
 #include "tandem/cluster/cluster.h"
 #include "tandem/cluster/roles.h"
+#include "tandem/data/sources/dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/training/runtime.h"
 
 namespace tandem::cli {
+namespace {
+
+// What --data names, from the table of source kinds: its kind, what it needs on this host
+// and whether this host has it.
+nlohmann::json data_facts(const DataOptions& d) {
+  const data::SourceKind& kind = data::source_kind(d.data);
+  const char* needs = kind.needs == data::SourceNeeds::kNothing ? "nothing (generated)"
+                      : kind.needs == data::SourceNeeds::kFiles ? "its files (PATH, else the SageMaker channel)"
+                                                                : "its Python FILE";
+  return {{"data", d.data}, {"kind", kind.name}, {"needs", needs}, {"here", data::dataset_is_here(d)},
+          {"dtype", data::dtype_name(kind.dtype)}, {"index", kind.index != nullptr}};
+}
+
+}  // namespace
 
 Command add_inspect_command(CLI::App& root, Settings& s) {
   CLI::App* app = root.add_subcommand(
@@ -18,6 +34,7 @@ Command add_inspect_command(CLI::App& root, Settings& s) {
             const cluster::Cluster c = cluster::discover(s.cluster);
             const cluster::RolePlan plan = cluster::resolve_roles(c, s.cluster);
             nlohmann::json out = cluster::describe(c, plan, s.cluster, 1, s.trainer.workers, s.trainer.worker_service);
+            out["data"] = data_facts(s.data);
             out["torch"] = training::to_json(training::torch_runtime());
             std::cout << out.dump(2) << std::endl;
             return 0;

@@ -110,4 +110,28 @@ std::string counted(uint64_t n, std::string_view one, std::string_view many) {
   return many.empty() ? out.append(one).append("s") : out.append(many);
 }
 
+std::string joined(const std::vector<std::string>& items, std::string_view separator) {
+  std::string out;
+  for (const auto& item : items) {
+    if (&item != &items.front()) out.append(separator);
+    out += item;
+  }
+  return out;
+}
+
+std::vector<std::string> split_trimmed(std::string_view s, char separator) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = std::min(s.find(separator, start), s.size());
+    std::string_view piece = s.substr(start, end - start);
+    while (!piece.empty() && (piece.front() == ' ' || piece.front() == '\t')) piece.remove_prefix(1);
+    while (!piece.empty() && (piece.back() == ' ' || piece.back() == '\t')) piece.remove_suffix(1);
+    out.emplace_back(piece);
+    if (end == s.size()) return out;
+    start = end + 1;
+  }
+}
+
 }  // namespace tandem

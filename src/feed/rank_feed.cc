@@ -10,6 +10,7 @@
 #include "tandem/common/text.h"
 #include "tandem/data/batching/convert.h"
 #include "tandem/data/sources/file_dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/feed/local_source.h"
 #include "tandem/transport/credentials.h"
 
@@ -80,7 +81,7 @@ FeedOptions feed_options(const Settings& settings, std::vector<std::string> work
 
 RankFeed::RankFeed(FeedOptions opts, const std::atomic<bool>& stop) : opts_(std::move(opts)), stop_(stop) {
   check_rank(opts_);
-  const bool python = data::split_source(opts_.data.data).first == "python";
+  const bool python = data::source_kind(opts_.data.data).needs == data::SourceNeeds::kPythonFile;
   const bool skip_python = opts_.learn_python && python;  // tandem.Feed without local threads
   if (!opts_.workers.empty() && (skip_python || (opts_.may_learn && !data::dataset_is_here(opts_.data)))) {
     if (skip_python) {

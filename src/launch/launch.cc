@@ -16,7 +16,7 @@
 #include "tandem/common/text.h"
 #include "tandem/data/batching/thread_pool.h"
 #include "tandem/data/python/process_pool.h"
-#include "tandem/launch/command_ranks.h"
+#include "tandem/launch/rank_group.h"
 #include "tandem/launch/process.h"
 #include "tandem/launch/rank_env.h"
 #include "tandem/launch/release_gate.h"
@@ -27,11 +27,6 @@
 namespace tandem::launch {
 namespace {
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ",") + s;
-  return out;
-}
 
 // What every rank of this host is told: MASTER_ADDR is the first trainer host (sorted by
 // name, so every host picks the same one), MASTER_PORT the --master-port every host reads
@@ -60,60 +55,6 @@ double stop_grace(const LaunchOptions& opts, const cluster::Cluster& c) {
   return sagemaker ? 110 : 30;
 }
 
-// One trainer process per GPU (or --procs-per-host), each a `tandem trainer` with
-// torchrun's variables, supervised: if one dies the others are stopped.
-int run_rank_processes(const Settings& settings, const cluster::Cluster& found, const cluster::RolePlan& plan,
-                       const std::vector<std::string>& targets, const std::vector<std::string>& forwarded, int procs) {
-  const ClusterOptions& c = settings.cluster;
-  RankContext ctx = rank_context(settings, plan, targets);
-  const std::string host = plan.trainer_hosts.at(plan.host_index);
-  ctx.gloo_address = cluster::resolve_host(cluster::worker_endpoint(host, c).address, c.resolve_timeout_s);
-  const std::string exe = std::filesystem::read_symlink("/proc/self/exe");
-  std::vector<ProcessSpec> children;
-  for (int local = 0; local < procs; ++local) {
-    const RankPlace place{plan.host_index, static_cast<int>(plan.trainer_hosts.size()), local, procs};
-    ProcessSpec p;
-    p.name = "rank-" + std::to_string(place.rank());
-    p.argv = {exe, "trainer", "--sagemaker-root", c.sagemaker_root, "--current-host", host};
-    if (!c.config_file.empty()) p.argv.insert(p.argv.end(), {"--config", c.config_file});
-    if (!targets.empty()) p.argv.insert(p.argv.end(), {"--workers", joined(targets)});
-    p.argv.insert(p.argv.end(), forwarded.begin(), forwarded.end());
-    p.env = rank_environment(ctx, place);
-    children.push_back(std::move(p));
-  }
-  const int first = plan.host_index * procs;
-  spdlog::info("starting {} (ranks {}..{} of {}), rendezvous at {}:{}", counted(procs, "trainer process", "trainer processes"),
-               first, first + procs - 1, static_cast<int>(plan.trainer_hosts.size()) * procs, ctx.master_addr,
-               ctx.master_port);
-  unblock_stop_signals();  // supervise() forwards them to the ranks from a handler
-  SuperviseOptions opts;
-  opts.timeout_s = 1e9;  // training takes as long as it takes; SIGTERM and failures end it
-  opts.grace_s = stop_grace(settings.launch, found);  // as a command's ranks: time for a checkpoint
-  const std::vector<ExitStatus> statuses = supervise(children, opts);
-  bool interrupted = false;
-  for (const auto& s : statuses) {
-    if (s.ok()) continue;
-    if (s.signal == 0 && s.exit_code == kExitInterrupted) interrupted = true;
-    else return kExitFailed;
-  }
-  return interrupted ? kExitInterrupted : kExitOk;
-}
-
-// GPUs for a user's command: those LibTorch sees, else NVIDIA's device files (this tandem
-// may be built without CUDA while the script's torch has it).
-int host_gpus() {
-  int files = 0;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/dev", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.size() > 6 && name.rfind("nvidia", 0) == 0 &&
-        name.find_first_not_of("0123456789", 6) == std::string::npos) {
-      ++files;
-    }
-  }
-  return std::max(training::cuda_device_count(), files);
-}
-
 // A --script that is not there is one message before any rank starts.
 void check_script(const LaunchOptions& opts) {
   if (opts.script.empty()) return;
@@ -124,25 +65,30 @@ void check_script(const LaunchOptions& opts) {
                     "): give the script's path, e.g. /opt/ml/input/data/code/train.py for a channel named code");
 }
 
-// A user's command as the ranks of this trainer host (command_ranks.h). The first trainer
-// host releases the workers once every trainer host's ranks have ended (release_gate.h).
-int run_command(const Settings& settings, const cluster::Cluster& c, const cluster::RolePlan& plan,
-                const std::vector<std::string>& targets, std::vector<std::string> argv, const std::string& given) {
-  check_script(settings.launch);
-  argv[0] = find_command(argv[0], cluster::process_env("PATH").value_or("/usr/local/bin:/usr/bin:/bin"));
-  CommandRanksOptions o;
-  const int gpus = host_gpus();
-  o.procs = settings.trainer.procs_per_host > 0 ? settings.trainer.procs_per_host : std::max(gpus, 1);
-  if (gpus == 0 && settings.trainer.procs_per_host <= 0 && cluster::is_gpu_instance_type(c.current_instance_type) &&
-      !settings.trainer.allow_cpu_training) {
+// Ranks on this host: --procs-per-host, else one per GPU, else 1. `own_torch`: the ranks
+// run tandem's trainer, so the GPUs are those its LibTorch sees.
+int ranks_on_host(const Settings& settings, const cluster::Cluster& c, bool own_torch) {
+  if (settings.trainer.procs_per_host > 0) return settings.trainer.procs_per_host;
+  const int gpus = own_torch ? training::cuda_device_count() : host_gpus();
+  if (gpus == 0 && cluster::is_gpu_instance_type(c.current_instance_type) && !settings.trainer.allow_cpu_training) {
     spdlog::warn("host {} is a {} (a GPU instance family) but no GPU is visible here (no /dev/nvidia*, and LibTorch "
                  "sees none): starting 1 rank, which trains on the CPU unless its own torch finds one; check the "
                  "GPU driver and NVIDIA_VISIBLE_DEVICES, or give --procs-per-host",
                  c.current_host, c.current_instance_type);
   }
-  o.argv = std::move(argv);
+  return std::max(gpus, 1);
+}
+
+// This host's rank group but for its program (rank_group.h): what every rank is told,
+// how many there are, the grace of a stop, and its part in the end-of-job barrier (the
+// first trainer host hears from the others and releases the workers; the others report).
+RankGroupOptions group_options(const Settings& settings, const cluster::Cluster& c, const cluster::RolePlan& plan,
+                               const std::vector<std::string>& targets, int procs) {
+  RankGroupOptions o;
+  o.procs = procs;
   o.context = rank_context(settings, plan, targets);
-  o.context.settings_json = given;
+  o.context.gloo_address =
+      cluster::resolve_host(cluster::worker_endpoint(o.context.host, settings.cluster).address, settings.cluster.resolve_timeout_s);
   o.context.omp_threads = omp_threads_per_rank(data::available_cores(), o.procs,
                                                cluster::process_env(launch_env::kOmpThreads).has_value());
   if (!cluster::process_env(launch_env::kGlooInterface)) o.context.network_interface = c.network_interface;
@@ -162,7 +108,35 @@ int run_command(const Settings& settings, const cluster::Cluster& c, const clust
     o.release_port = release_port(settings.launch, settings.trainer.master_port);
     o.release_wait_s = settings.launch.release_wait_s;
   }
-  return run_command_ranks(o);
+  return o;
+}
+
+// The ranks of a user's command: `given` (the settings given, a JSON object) reaches them
+// as TANDEM_SETTINGS.
+int run_command(const Settings& settings, const cluster::Cluster& c, const cluster::RolePlan& plan,
+                const std::vector<std::string>& targets, std::vector<std::string> argv, const std::string& given) {
+  check_script(settings.launch);
+  argv[0] = find_command(argv[0], cluster::process_env("PATH").value_or("/usr/local/bin:/usr/bin:/bin"));
+  RankGroupOptions o = group_options(settings, c, plan, targets, ranks_on_host(settings, c, false));
+  o.argv = std::move(argv);
+  o.context.settings_json = given;
+  return run_rank_group(o);
+}
+
+// The ranks of tandem's own trainer: each a `tandem trainer` given this command's own
+// flags (`forwarded`).
+int run_trainer_ranks(const Settings& settings, const cluster::Cluster& c, const cluster::RolePlan& plan,
+                      const std::vector<std::string>& targets, const std::vector<std::string>& forwarded,
+                      const std::string& given, int procs) {
+  RankGroupOptions o = group_options(settings, c, plan, targets, procs);
+  o.argv = {std::filesystem::read_symlink("/proc/self/exe"), "trainer", "--sagemaker-root",
+            settings.cluster.sagemaker_root, "--current-host", o.context.host};
+  if (!settings.cluster.config_file.empty()) o.argv.insert(o.argv.end(), {"--config", settings.cluster.config_file});
+  if (!targets.empty()) o.argv.insert(o.argv.end(), {"--workers", joined(targets)});
+  o.argv.insert(o.argv.end(), forwarded.begin(), forwarded.end());
+  o.shown = "tandem trainer";
+  o.context.settings_json = given;
+  return run_rank_group(o);
 }
 
 // A trainer on a GPU instance family that cannot use a GPU would train on the CPU
@@ -259,11 +233,11 @@ int run_launch(const Settings& settings, const std::vector<std::string>& forward
   }
   if (named.empty()) targets = cluster::group_worker_targets(plan.worker_hosts, co);
   if (!command.empty()) return run_command(settings, c, plan, targets, command, given);
-  const int procs = settings.trainer.procs_per_host > 0 ? settings.trainer.procs_per_host
-                                                        : std::max(training::cuda_device_count(), 1);
+  const int procs = ranks_on_host(settings, c, true);
   training::check_ranks_fit_gpus(procs);
+  // One rank on the only trainer host: no group to start, this process is the rank.
   if (procs == 1 && plan.trainer_hosts.size() == 1) return run_trainer(settings, targets, c.current_host, &c);
-  return run_rank_processes(settings, c, plan, targets, forwarded, procs);
+  return run_trainer_ranks(settings, c, plan, targets, forwarded, given, procs);
 }
 
 std::string host_name(const ClusterOptions& opts, const std::string& fallback) {

@@ -1,6 +1,8 @@
 #include "tandem/common/clock.h"
 #include "tandem/launch/process.h"
 
+#include "tandem/common/text.h"
+
 #include "signal_pipe.h"
 #include "spawn.h"
 
@@ -45,11 +47,6 @@ constexpr auto kLeftoverGrace = std::chrono::seconds(2);
 // uninterruptible sleep can outlive SIGKILL; we give up on it rather than hang.
 constexpr auto kKillWait = std::chrono::seconds(5);
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 std::string signal_name(int sig) {
   switch (sig) {
@@ -267,7 +264,7 @@ void Supervisor::stop_if_helpers_failed() {
     helpers.push_back(c.spec->name);
   }
   if (helpers.empty()) return;
-  stop(fmt::format("{} failed", helpers.size() == 1 ? helpers[0] : "every non-critical child (" + joined(helpers) + ")"),
+  stop(fmt::format("{} failed", helpers.size() == 1 ? helpers[0] : "every non-critical child (" + joined(helpers, ", ") + ")"),
        spdlog::level::err);
 }
 
@@ -395,7 +392,7 @@ std::string Supervisor::live_names() const {
   for (const auto& c : children_) {
     if (c.running) names.push_back(c.spec->name);
   }
-  return joined(names);
+  return joined(names, ", ");
 }
 
 // "algo-2", or "every critical child (algo-2, algo-4)".
@@ -404,7 +401,7 @@ std::string Supervisor::critical_names() const {
   for (const auto& c : children_) {
     if (c.spec->critical) names.push_back(c.spec->name);
   }
-  return names.size() == 1 ? names[0] : "every critical child (" + joined(names) + ")";
+  return names.size() == 1 ? names[0] : "every critical child (" + joined(names, ", ") + ")";
 }
 
 }  // namespace

@@ -3,17 +3,9 @@
 #include <algorithm>
 
 #include "tandem/common/launch_env.h"
+#include "tandem/common/text.h"
 
 namespace tandem::launch {
-namespace {
-
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ",") + s;
-  return out;
-}
-
-}  // namespace
 
 std::map<std::string, std::string> rank_environment(const RankContext& c, const RankPlace& p) {
   namespace v = launch_env;
@@ -33,6 +25,7 @@ std::map<std::string, std::string> rank_environment(const RankContext& c, const 
       {v::kSettings, c.settings_json},
       {v::kSageMakerRoot, c.sagemaker_root},
       {v::kHost, c.host},
+      {v::kRankGroup, "1"},
   };
   // The token reaches the ranks through the environment, never their command lines.
   if (!c.token.empty()) env[v::kToken] = c.token;

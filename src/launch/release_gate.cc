@@ -40,11 +40,6 @@ std::string random_run_id() {
   return out;
 }
 
-std::string names(const std::vector<std::string>& hosts) {
-  std::string out;
-  for (const auto& h : hosts) out += (out.empty() ? "" : ", ") + h;
-  return out;
-}
 
 // Answers that retrying cannot change: the caller is not of this job or run.
 bool is_refusal(grpc::StatusCode code) {
@@ -92,7 +87,7 @@ struct ReleaseGate::Impl final : v1::JobBarrier::Service {
     if (s.ok() && std::find(opts.expected.begin(), opts.expected.end(), host) == opts.expected.end()) {
       s = {grpc::StatusCode::PERMISSION_DENIED, "host '" + printable(host, 80) +
                                                     "' is not one of the other trainer hosts (" +
-                                                    names(opts.expected) + ")"};
+                                                    joined(opts.expected, ", ") + ")"};
     }
     if (!s.ok()) spdlog::warn("refused a {} from {} on the release port {}: {}", what, ctx.peer(), port, s.error_message());
     return s;

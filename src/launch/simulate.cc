@@ -22,7 +22,7 @@
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
 #include "tandem/data/python/process_pool.h"
-#include "tandem/launch/command_ranks.h"
+#include "tandem/launch/rank_group.h"
 #include "tandem/launch/run.h"
 
 namespace tandem::launch {
@@ -418,22 +418,19 @@ SuperviseOptions simulate_supervision(const SimulateOptions& sim) {
   return opts;
 }
 
-// The exit code of the whole simulated job: interrupted (the trainers stopped on a
-// signal and checkpointed) is not failed.
+// The exit code of the whole simulated job, by the rank group's rule one level up (each
+// trainer host's `tandem launch` already exits by it): that of the trainer host whose
+// failure ended the job, else of the first that did not exit 0 (2 when they were
+// interrupted and checkpointed); with every trainer host ok, 1 when a worker host failed.
 int simulate_exit_code(const std::vector<SimHost>& hosts, const std::vector<ExitStatus>& statuses) {
-  if (std::all_of(statuses.begin(), statuses.end(), [](const ExitStatus& s) { return s.ok(); })) return kExitOk;
-  // A trainer host that failed first ended the job: its code is the job's (a training
-  // command's rank's, through `tandem launch`).
+  std::vector<ExitStatus> trainers;
+  bool workers_ok = true;
   for (size_t i = 0; i < hosts.size() && i < statuses.size(); ++i) {
-    if (hosts[i].trainer && statuses[i].stopped_others && statuses[i].signal == 0) return statuses[i].exit_code;
+    if (hosts[i].trainer) trainers.push_back(statuses[i]);
+    else workers_ok &= statuses[i].ok() || statuses[i].signal == SIGTERM;
   }
-  bool trainers_interrupted = true, others_ok = true;
-  for (size_t i = 0; i < hosts.size() && i < statuses.size(); ++i) {
-    const ExitStatus& s = statuses[i];
-    if (hosts[i].trainer) trainers_interrupted &= s.signal == 0 && s.exit_code == kExitInterrupted;
-    else others_ok &= s.ok() || s.signal == SIGTERM;
-  }
-  return trainers_interrupted && others_ok ? kExitInterrupted : kExitFailed;
+  const int code = job_exit_code(trainers);
+  return code != kExitOk || workers_ok ? code : kExitFailed;
 }
 
 }  // namespace

@@ -9,7 +9,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "tandem/cluster/cluster.h"
 #include "tandem/common/error.h"
+#include "tandem/common/launch_env.h"
 #include "tandem/common/signals.h"
 #include "tandem/common/text.h"
 #include "tandem/data/batching/thread_pool.h"
@@ -79,6 +81,15 @@ class StopOnSignal {
   feed::RankFeed* feed_ = nullptr;  // GUARDED_BY(mu_)
   SignalWatcher watcher_;           // last: its thread goes first
 };
+
+// A rank of tandem's rank group (rank_group.h), which releases the workers and writes
+// output/failure once every rank has ended; else this trainer does both.
+bool in_rank_group() { return cluster::process_env(launch_env::kRankGroup).value_or("") == "1"; }
+
+// Tells the workers to exit, unless the rank group will.
+void release(const std::vector<std::string>& workers, const SecurityOptions& security, const std::string& why) {
+  if (!in_rank_group()) feed::release_workers(workers, security, why);
+}
 
 // What this rank's host offers, once the feed knows who makes its batches.
 training::RankHost rank_host(const feed::RankFeed& feed) {
@@ -162,18 +173,20 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
                      settings.trainer.batch_size};
       write_run_records(files, live, result, facts, audits);
       // Every rank has finished its last step (run() ends with a barrier): now the workers may go.
-      feed.release_workers(result.interrupted ? "trainer interrupted" : "training finished");
+      if (!in_rank_group()) feed.release_workers(result.interrupted ? "trainer interrupted" : "training finished");
     }
     return result.interrupted ? kExitInterrupted : kExitOk;
   } catch (const Interrupted& e) {
     spdlog::warn("trainer {} rank {} stopped before training: {}", host, rank, e.what());
-    if (rank == 0) feed::release_workers(worker_targets, settings.security, "trainer interrupted");
+    if (rank == 0) release(worker_targets, settings.security, "trainer interrupted");
     return kExitInterrupted;
   } catch (const std::exception& e) {
     spdlog::error("trainer {} rank {} failed: {}", host, rank, e.what());
-    report::write_failure(out.empty() ? settings.cluster.sagemaker_root : out,
-                          std::string("trainer failed: ") + e.what());
-    feed::release_workers(worker_targets, settings.security, "trainer failed");
+    if (!in_rank_group()) {
+      report::write_failure(out.empty() ? settings.cluster.sagemaker_root : out,
+                            std::string("trainer failed: ") + e.what());
+    }
+    release(worker_targets, settings.security, "trainer failed");
     return kExitFailed;
   }
 }

@@ -24,6 +24,8 @@
 // | TANDEM_SETTINGS     | JSON object: the tandem settings the launcher was given, by name  |
 // | TANDEM_SAGEMAKER_ROOT | this host's SageMaker root (rank 0's output/ goes under it)     |
 // | TANDEM_HOST         | this host's name (algo-2)                                        |
+// | TANDEM_RANK_GROUP   | 1: tandem's rank group started this rank; it releases the workers |
+// |                     | and writes output/failure when the ranks have ended               |
 //
 // No TORCHELASTIC_* variable is set: the ranks rendezvous at MASTER_ADDR:MASTER_PORT,
 // rank 0 serving the store, as torch.distributed's env:// does by default.
@@ -56,6 +58,9 @@ inline constexpr const char* kJobName = "TANDEM_JOB_NAME";
 inline constexpr const char* kSettings = "TANDEM_SETTINGS";
 inline constexpr const char* kSageMakerRoot = "TANDEM_SAGEMAKER_ROOT";
 inline constexpr const char* kHost = "TANDEM_HOST";
+// "1" for a rank of tandem's rank group (rank_group.h), which releases the data workers
+// and writes output/failure: tandem's own trainer then leaves both to it.
+inline constexpr const char* kRankGroup = "TANDEM_RANK_GROUP";
 // For `tandem trainer` ranks only: the address Gloo binds to.
 inline constexpr const char* kGlooAddress = "TANDEM_GLOO_ADDRESS";
 

@@ -33,4 +33,10 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
 // `one` + "s" ("process" needs "processes", "GPU" "GPUs").
 std::string counted(uint64_t n, std::string_view one, std::string_view many = {});
 
+// `items` with `separator` between them: joined({"a", "b"}, ", ") is "a, b".
+std::string joined(const std::vector<std::string>& items, std::string_view separator = ",");
+
+// `s` cut at every `separator`, each piece without surrounding blanks; "" gives {}.
+std::vector<std::string> split_trimmed(std::string_view s, char separator);
+
 }  // namespace tandem

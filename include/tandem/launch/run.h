@@ -30,7 +30,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
 // and runs it. On a trainer host with a command (settings.launch: `-- COMMAND`, --script)
 // it starts one process of the command per GPU (--procs-per-host) with the environment
 // of include/tandem/common/launch_env.h, `given` (the settings given, a JSON object) as
-// TANDEM_SETTINGS, and supervises them (command_ranks.h). Without one, a trainer host
+// TANDEM_SETTINGS, and supervises them (rank_group.h). Without one, a trainer host
 // with several processes (--procs-per-host, GPUs) or in a multi-host trainer group starts
 // one `tandem trainer` per process with torchrun's variables and `forwarded` (this
 // command's own flags) and supervises them.

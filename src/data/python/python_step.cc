@@ -9,12 +9,6 @@
 namespace tandem::data {
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 std::string what_came(const SampleField& f) {
   if (f.is_array) return "a " + f.dtype + " array of shape " + shape_text(f.shape.value_or(std::vector<int64_t>{}));
   if (!f.shape) return "a " + f.dtype;

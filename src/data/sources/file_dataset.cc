@@ -5,6 +5,7 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
+#include "tandem/data/sources/source_kinds.h"
 
 namespace tandem::data {
 
@@ -17,8 +18,8 @@ std::pair<std::string, std::string> split_source(const std::string& data) {
 std::string data_path(const DataOptions& opts) {
   const auto [source, path] = split_source(opts.data);
   if (!path.empty()) {
-    // A webdataset brace pattern names files that find_shards checks one by one.
-    const bool pattern = source == "webdataset" && path.find('{') != std::string::npos;
+    // A brace pattern names files the kind checks one by one.
+    const bool pattern = source_kind(opts.data).brace_patterns && path.find('{') != std::string::npos;
     if (!pattern && !std::filesystem::exists(path)) {
       throw ConfigError("--data " + printable(opts.data, 200) + ": " + printable(path, 200) +
                         " does not exist: check the path");
@@ -51,11 +52,11 @@ bool python_file_is_here(const DataOptions& opts) {
 }  // namespace
 
 bool dataset_is_here(const DataOptions& opts) {
-  const std::string source = split_source(opts.data).first;
+  const SourceNeeds needs = source_kind(opts.data).needs;
   // A Python dataset is here when its FILE is: a trainer with it makes samples on its own
   // cores too (through its own pool) and checks the workers' fingerprint against its own.
-  if (source == "python") return python_file_is_here(opts);
-  if (source != "imagefolder" && source != "mnist" && source != "webdataset" && source != "manifest") return true;
+  if (needs == SourceNeeds::kPythonFile) return python_file_is_here(opts);
+  if (needs == SourceNeeds::kNothing) return true;
   try {
     data_path(opts);
     return true;

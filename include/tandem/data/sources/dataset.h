@@ -174,6 +174,9 @@ std::string describe_difference(const std::string& theirs, const std::string& ou
 std::string describe_difference(const std::string& theirs, const DataOptions& ours,
                                 std::string_view who = "this trainer");
 
+// "[3,224,224]": a shape as messages print it.
+std::string shape_text(const std::vector<int64_t>& shape);
+
 // Hex FNV-1a of a description string; stable across builds and machines.
 std::string fingerprint_of(const std::string& description);
 

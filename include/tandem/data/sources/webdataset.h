@@ -18,6 +18,9 @@
 
 namespace tandem::data {
 
+// The largest class number a label member (or an index line) may hold.
+inline constexpr int kMaxLabel = (1 << 24) - 1;
+
 struct ShardSet {
   std::string root;                 // the folder the shards are in
   std::vector<std::string> names;   // file names, sorted
@@ -56,6 +59,10 @@ void write_shard_index(const ShardSet& shards, const ShardIndex& index);
 // sizes; nullopt (with a warning naming the difference) when it is stale, nullopt quietly
 // when there is none. Throws ConfigError for a file that is not an index, naming the line.
 std::optional<ShardIndex> read_shard_index(const ShardSet& shards);
+
+// `tandem index PATH`: walks the shards' headers (`io_threads` at once), writes the index
+// beside them and returns what it found and wrote, a line per problem first.
+std::string index_webdataset(const std::string& path, int io_threads);
 
 // The dataset: the index file's index when it is current, else the headers walked
 // (opts.io_threads at once); problems are a ConfigError naming the first (and how many

@@ -1,9 +1,12 @@
-// A user's program as the ranks of one trainer host (`tandem launch -- COMMAND`): one
-// process per GPU (or --procs-per-host) with torchrun's variables and tandem's own
-// (rank_env.h), supervised as torchrun does: one failing ends the others and the host,
-// with its exit code and its last lines in output/failure.
+// A trainer host's ranks as one component, as torchrun's elastic agent runs its workers:
+// one spec (the program, tandem's own trainer or the user's command, and what every rank
+// is told, rank_env.h), one supervise call (process.h), one exit-code rule
+// (job_exit_code), one writer of output/failure, and the end-of-job barrier
+// (release_gate.h) before the first trainer host releases the data workers. `launch`
+// builds the spec; `simulate` runs `launch` on each host and ends with the same rule.
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -14,8 +17,11 @@
 
 namespace tandem::launch {
 
-struct CommandRanksOptions {
-  std::vector<std::string> argv;  // the command; argv[0] as find_command() returned it
+struct RankGroupOptions {
+  // The program each rank runs: the user's command (argv[0] as find_command() returned
+  // it) or tandem's own trainer (`tandem trainer` and the settings given).
+  std::vector<std::string> argv;
+  std::string shown;              // how logs and output/failure name it; "" = argv itself
   RankContext context;            // what every rank is told
   int group_rank = 0;             // this host among the trainer hosts
   int groups = 1;                 // trainer hosts
@@ -44,7 +50,16 @@ struct CommandRanksOptions {
 // its ranks exited 0, that of the first other host that reported a failure (output/failure
 // names it). SIGINT/SIGTERM to this process reach every rank as SIGTERM, and end the
 // wait for the other hosts at once. Throws ConfigError when the release port is taken.
-int run_command_ranks(const CommandRanksOptions& opts);
+int run_rank_group(const RankGroupOptions& opts);
+
+// The GPUs a host's ranks can use: `torch_count` (LibTorch's, which honours
+// CUDA_VISIBLE_DEVICES) when it sees any; else, since the ranks' own torch may have CUDA
+// where this tandem's LibTorch has not, NVIDIA's device files (`device_files`), as many
+// as `cuda_visible_devices` (the variable's value, when set) lets through: "" or "-1" none.
+int visible_gpus(int torch_count, int device_files, const std::optional<std::string>& cuda_visible_devices);
+
+// visible_gpus() of this host: LibTorch's count, /dev/nvidiaN, CUDA_VISIBLE_DEVICES.
+int host_gpus();
 
 // The command of the ranks: opts.command, else [python, opts.script, script_args...];
 // empty when neither is set (tandem's own trainer). `python` is the interpreter for a

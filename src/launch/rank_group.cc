@@ -1,4 +1,4 @@
-#include "tandem/launch/command_ranks.h"
+#include "tandem/launch/rank_group.h"
 
 #include "signal_pipe.h"
 
@@ -20,6 +20,7 @@
 #include "tandem/feed/rank_feed.h"
 #include "tandem/launch/release_gate.h"
 #include "tandem/report/summary.h"
+#include "tandem/training/trainer.h"
 
 namespace tandem::launch {
 namespace {
@@ -103,7 +104,7 @@ const ExitStatus* culprit(const std::vector<ExitStatus>& ranks) {
   return nullptr;
 }
 
-ReleaseGateOptions gate_options(const CommandRanksOptions& o) {
+ReleaseGateOptions gate_options(const RankGroupOptions& o) {
   ReleaseGateOptions g;
   g.port = o.release_port;
   g.expected = o.peers;
@@ -111,7 +112,12 @@ ReleaseGateOptions gate_options(const CommandRanksOptions& o) {
   return g;
 }
 
-std::vector<ProcessSpec> rank_specs(const CommandRanksOptions& o) {
+// How logs and output/failure name the group's program.
+std::vector<std::string> program(const RankGroupOptions& o) {
+  return o.shown.empty() ? o.argv : std::vector<std::string>{o.shown};
+}
+
+std::vector<ProcessSpec> rank_specs(const RankGroupOptions& o) {
   std::vector<ProcessSpec> specs;
   for (int local = 0; local < o.procs; ++local) {
     const RankPlace place{o.group_rank, o.groups, local, o.procs};
@@ -124,35 +130,30 @@ std::vector<ProcessSpec> rank_specs(const CommandRanksOptions& o) {
   return specs;
 }
 
-void release(const CommandRanksOptions& o, int code) {
-  const std::string reason = code == 0 ? "every rank of the training command ended" : "the training command failed";
+void release(const RankGroupOptions& o, int code) {
+  const std::string reason = code == 0 ? "every rank of " + shown(program(o)) + " ended" : shown(program(o)) + " failed";
   const int acknowledged = feed::release_workers(o.release, o.security, reason);
   spdlog::info("released {} of {} ({})", acknowledged, counted(o.release.size(), "data worker"), reason);
 }
 
-std::string names(const std::vector<std::string>& hosts) {
-  std::string out;
-  for (const auto& h : hosts) out += (out.empty() ? "" : ", ") + h;
-  return out;
-}
 
 // The first trainer host, its ranks ended with `code`: waits for the other hosts' ranks
 // (not when its own failed: the job is ending), releases the workers, and returns the
 // host's exit code: its own, else the first failure another host reported.
-int release_after_peers(const CommandRanksOptions& o, ReleaseGate& gate, int code) {
+int release_after_peers(const RankGroupOptions& o, ReleaseGate& gate, int code) {
   SignalCatcher signals;  // a stop ends the wait: the workers go at once
   bool stopped = false;
   auto stop = [&] { return stopped = stopped || !signals.take().empty(); };
   if (code == 0) {
     spdlog::info("waiting up to {} s (--release-wait) for the ranks of {} before releasing the workers",
-                 o.release_wait_s, names(o.peers));
+                 o.release_wait_s, joined(o.peers, ", "));
   }
   const ReleaseGate::Outcome seen = gate.wait(code == 0 ? o.release_wait_s : 0, stop);
   if (!seen.missing.empty()) {
     const std::string why = code != 0 ? "this host's ranks failed" : seen.stopped ? "this launcher was stopped"
                                         : fmt::format("--release-wait {} s has passed", o.release_wait_s);
     spdlog::warn("releasing the workers without word from {} that their ranks ended: {}",
-                 counted(seen.missing.size(), "trainer host") + " (" + names(seen.missing) + ")", why);
+                 counted(seen.missing.size(), "trainer host") + " (" + joined(seen.missing, ", ") + ")", why);
   }
   const auto failed = std::find_if(seen.reports.begin(), seen.reports.end(), [](const HostDone& d) { return d.code; });
   int job = code;
@@ -249,10 +250,37 @@ std::string failure_report(const std::vector<ExitStatus>& ranks, const std::vect
   return text;
 }
 
-int run_command_ranks(const CommandRanksOptions& o) {
+int visible_gpus(int torch_count, int device_files, const std::optional<std::string>& cuda_visible_devices) {
+  if (torch_count > 0) return torch_count;
+  if (!cuda_visible_devices) return device_files;
+  // CUDA takes the listed devices up to the first that is not one ("-1", "", a typo).
+  int listed = 0;
+  for (const std::string& id : split_trimmed(*cuda_visible_devices, ',')) {
+    const bool index = !id.empty() && id.find_first_not_of("0123456789") == std::string::npos;
+    if (!index && !id.starts_with("GPU-") && !id.starts_with("MIG-")) break;
+    ++listed;
+  }
+  return std::min(device_files, listed);
+}
+
+int host_gpus() {
+  int files = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/dev", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > 6 && name.starts_with("nvidia") && name.find_first_not_of("0123456789", 6) == std::string::npos) {
+      ++files;
+    }
+  }
+  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  return visible_gpus(training::cuda_device_count(), files,
+                      cvd == nullptr ? std::nullopt : std::optional<std::string>(cvd));
+}
+
+int run_rank_group(const RankGroupOptions& o) {
   const RankPlace first{o.group_rank, o.groups, 0, o.procs};
   spdlog::info("starting {} (ranks {}..{} of {}) of {}, rendezvous at {}:{}", counted(o.procs, "process", "processes"),
-               first.rank(), first.rank() + o.procs - 1, first.world(), shown(o.argv), o.context.master_addr,
+               first.rank(), first.rank() + o.procs - 1, first.world(), shown(program(o)), o.context.master_addr,
                o.context.master_port);
   // Listening before any rank starts: another host's ranks may end before this one's.
   std::unique_ptr<ReleaseGate> gate;
@@ -274,13 +302,13 @@ int run_command_ranks(const CommandRanksOptions& o) {
   const std::vector<ExitStatus> ranks = supervise(rank_specs(o), sup);
   const int code = job_exit_code(ranks);
   if (code != 0) {
-    std::string why = failure_report(ranks, o.argv);
+    std::string why = failure_report(ranks, program(o));
     if (signalled) {  // say why the ranks died of SIGTERM: the job was stopped, not broken
       why = "the job was stopped: this launcher received SIGTERM or SIGINT (a SageMaker stop, a spot interruption, a "
             "scheduler's time limit) and stopped the ranks\n" + why;
     }
     if (!why.empty() && why.back() == '\n') why.pop_back();
-    spdlog::error("the training command failed (exit {}): {}", code, why.substr(0, why.find('\n')));
+    spdlog::error("{} failed (exit {}): {}", shown(program(o)), code, why.substr(0, why.find('\n')));
     if (!o.failure_root.empty()) report::write_failure(o.failure_root, why);
   } else {
     spdlog::info("every rank exited 0");
