@@ -28,9 +28,10 @@ with the uint8 input at offset 0 of the shared memory (the worker grows the memf
 init's "max_shm" caps the shared memory: a sample needing more is {"ok": false,
 "shm_needed": BYTES, ...}.
 Arrays lie in the shared memory at their offsets; a sample larger than the mapping grows
-the memfd (ftruncate) and the worker maps it again at "shm_size". The process ends on
-EOF from the worker, or when its parent is gone (a watchdog thread: the worker may have
-been SIGKILLed).
+the memfd (ftruncate) and the worker maps it again at "shm_size". The C++ side of these
+messages is src/data/python/pool_channel.h. The process ends on EOF from the worker, or
+with it: the worker starts it with PR_SET_PDEATHSIG (SIGKILL), and every process the
+dataset forks here gets the same tie to this one, so nothing outlives the worker.
 """
 import os
 import sys
@@ -46,18 +47,18 @@ import json  # noqa: E402
 import mmap  # noqa: E402
 import random  # noqa: E402
 import struct  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
 import traceback  # noqa: E402
 
 _TRACE_FRAMES = 4
 
 
-def _watch_parent(parent):
-    while True:
-        time.sleep(0.2)
-        if os.getppid() != parent:
-            os._exit(0)
+def _die_with_parent():
+    """In a process the dataset forks: SIGKILL when this pool process dies (PR_SET_PDEATHSIG)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass  # no prctl: the worker still ends this process group when it stops
 
 
 def _read_exact(fd, n):
@@ -96,9 +97,24 @@ def _user_frames(tb, user_file):
     return where, "".join(traceback.format_list(frames[-_TRACE_FRAMES:])).rstrip()
 
 
+def _error_reply(error, where="", trace="", **extra):
+    """Every failure reply: {"ok": false, "error", "where", "traceback"} and any extra keys."""
+    return {"ok": False, "error": error, "where": where, "traceback": trace, **extra}
+
+
 def _failure(exc, user_file):
     where, trace = _user_frames(exc.__traceback__, user_file)
-    return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "where": where, "traceback": trace}
+    return _error_reply(f"{type(exc).__name__}: {exc}", where, trace)
+
+
+def _answer(np, shared, user_file, make):
+    """The reply for one sample: make() seeded and written to shared memory, or why not."""
+    try:
+        return make()
+    except _SharedMemoryFull as e:
+        return _error_reply(str(e), shm_needed=e.needed)
+    except Exception as e:  # noqa: BLE001: the user's code may raise anything
+        return _failure(e, user_file)
 
 
 def _load_function(file, name):
@@ -274,41 +290,34 @@ def _call(np, shared, function, request):
 
 
 def _serve(np, sock, shared, dataset, user_file):
+    def get(request):
+        _seed(np, request["seed"])
+        return _write_fields(np, _as_fields(dataset[request["index"]]), shared)
+
+    def call(request):
+        _seed(np, request["seed"])
+        return _call(np, shared, dataset, request)
+
+    ops = {"get": get, "call": call}
     while True:
         request = _receive(sock)
-        if request.get("op") == "call":
-            try:
-                _seed(np, request["seed"])
-                reply = _call(np, shared, dataset, request)
-            except _SharedMemoryFull as e:
-                reply = {"ok": False, "error": str(e), "shm_needed": e.needed, "where": "", "traceback": ""}
-            except Exception as e:  # noqa: BLE001: the user's code may raise anything
-                reply = _failure(e, user_file)
-            _send(sock, reply)
+        op = ops.get(request.get("op"))
+        if op is None:
+            _send(sock, _error_reply(f"unknown request {request.get('op')!r}"))
             continue
-        if request.get("op") != "get":
-            _send(sock, {"ok": False, "error": f"unknown request {request.get('op')!r}", "where": "", "traceback": ""})
-            continue
-        try:
-            _seed(np, request["seed"])
-            reply = _write_fields(np, _as_fields(dataset[request["index"]]), shared)
-        except _SharedMemoryFull as e:
-            reply = {"ok": False, "error": str(e), "shm_needed": e.needed, "where": "", "traceback": ""}
-        except Exception as e:  # noqa: BLE001: the user's code may raise anything
-            reply = _failure(e, user_file)
-        _send(sock, reply)
+        _send(sock, _answer(np, shared, user_file, lambda: op(request)))
 
 
 def main():
     sock, shm_fd = int(sys.argv[1]), int(sys.argv[2])
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    os.register_at_fork(after_in_child=_die_with_parent)
     init = _receive(sock)
     user_file = os.path.abspath(init["file"])
     try:
         import numpy as np
     except ImportError as e:
-        _send(sock, {"ok": False, "error": f"{sys.executable} cannot import numpy ({e}): install numpy for it, "
-                     "or pass --python with an interpreter that has it", "where": "", "traceback": ""})
+        _send(sock, _error_reply(f"{sys.executable} cannot import numpy ({e}): install numpy for it, "
+                                 "or pass --python with an interpreter that has it"))
         return
     try:
         shared = _Shared(shm_fd, init.get("max_shm", 0))

@@ -4,7 +4,7 @@
 #include "tandem/common/text.h"
 
 #include "signal_pipe.h"
-#include "spawn.h"
+#include "tandem/common/spawn.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -159,9 +159,33 @@ std::vector<ExitStatus> Supervisor::run() {
   return result;
 }
 
+// Starts `spec` (common/spawn.h) with its stdout and stderr on a pipe whose
+// non-blocking read end goes to `*read_fd`.
+pid_t start_child(const ProcessSpec& spec, int* read_fd) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  SpawnSpec s;
+  s.argv = spec.argv;
+  s.env = spec.env;
+  s.cpus = spec.cpus;
+  s.output_fd = fds[1];
+  Spawned child;
+  try {
+    child = spawn_process(s);
+  } catch (const std::exception& e) {
+    close(fds[0]);
+    close(fds[1]);
+    throw std::runtime_error("cannot start '" + spec.name + "': " + e.what());
+  }
+  close(fds[1]);  // a child that could not exec said why on the pipe and exits 127
+  fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  *read_fd = fds[0];
+  return child.pid;
+}
+
 void Supervisor::start_all() {
   for (auto& c : children_) {
-    c.pid = spawn(*c.spec, &c.fd);
+    c.pid = start_child(*c.spec, &c.fd);
     c.running = true;
     c.status.pid = c.pid;
     spdlog::info("started {} (pid {}): {}", c.spec->name, c.pid, c.spec->argv[0]);

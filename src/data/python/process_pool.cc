@@ -1,15 +1,11 @@
-// The Python processes of --data python:FILE:NAME (process_pool.h), and their protocol
-// (python/tandem/_dataset_worker.py): 4-byte little-endian length + JSON per message on a
-// socketpair, arrays in a memfd both sides map.
+// The Python processes of --data python:FILE:NAME (process_pool.h): started, leased one
+// per sample, restarted when they die or hang. Their messages: pool_channel.h.
 #include "tandem/data/python/process_pool.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,84 +15,27 @@
 #include <filesystem>
 #include <thread>
 
-#include <nlohmann/json.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "pool_channel.h"
 #include "tandem/common/clock.h"
+#include "tandem/common/spawn.h"
 #include "tandem/common/text.h"
 #include "tandem/data/batching/thread_pool.h"
 
-extern char** environ;
-
 namespace tandem::data {
 namespace fs = std::filesystem;
+using pool::ProcessGone;
+using pool::ProcessSlow;
 namespace {
 
-constexpr uint32_t kMaxMessageBytes = 64u << 20;  // a traceback or a field list, never array data
 constexpr size_t kMaxShmBytes = size_t{4} << 30;
 constexpr int kChildSocketFd = 3, kChildShmFd = 4;
 
-// Why talking to a process stopped: it is gone, or it took too long.
-struct ProcessGone {
-  std::string why;
-};
-struct ProcessSlow {};
-
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
-// Waits until `fd` is ready for `events` or `deadline`; false on timeout.
-bool wait_fd(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    const double left = seconds_between(Clock::now(), deadline);
-    if (left <= 0) return false;
-    pollfd p{fd, events, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(std::min(left * 1000 + 1, 1e9)));
-    if (n > 0) return true;
-    if (n < 0 && errno != EINTR) throw ProcessGone{errno_text("poll")};
-  }
-}
-
-void send_all(int fd, const std::string& data, Clock::time_point deadline) {
-  for (size_t done = 0; done < data.size();) {
-    if (!wait_fd(fd, POLLOUT, deadline)) throw ProcessSlow{};
-    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n < 0) throw ProcessGone{errno_text("send")};
-    done += static_cast<size_t>(n);
-  }
-}
-
-void receive_all(int fd, char* out, size_t size, Clock::time_point deadline) {
-  for (size_t done = 0; done < size;) {
-    if (!wait_fd(fd, POLLIN, deadline)) throw ProcessSlow{};
-    const ssize_t n = ::recv(fd, out + done, size - done, MSG_DONTWAIT);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n == 0) throw ProcessGone{"its socket closed"};
-    if (n < 0) throw ProcessGone{errno_text("recv")};
-    done += static_cast<size_t>(n);
-  }
-}
-
-void send_message(int fd, const nlohmann::json& message, Clock::time_point deadline) {
-  const std::string body = message.dump();
-  const uint32_t n = static_cast<uint32_t>(body.size());
-  std::string framed(reinterpret_cast<const char*>(&n), 4);  // little-endian: x86-64 and arm64
-  send_all(fd, framed + body, deadline);
-}
-
-nlohmann::json receive_message(int fd, Clock::time_point deadline) {
-  uint32_t n = 0;
-  receive_all(fd, reinterpret_cast<char*>(&n), 4, deadline);
-  if (n > kMaxMessageBytes) throw ProcessGone{"it sent a message of " + std::to_string(n) + " bytes"};
-  std::string body(n, '\0');
-  receive_all(fd, body.data(), n, deadline);
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  if (!j.is_object()) throw ProcessGone{"it sent something that is not a JSON object"};
-  return j;
-}
-
-// A fd number above the ones the child is given, so that dup2 in the child always
-// copies it (a dup2 onto itself would keep FD_CLOEXEC).
+// A fd number above the ones the child is given.
 int high_fd(int fd) {
   const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
   ::close(fd);
@@ -104,39 +43,37 @@ int high_fd(int fd) {
   return moved;
 }
 
-// "killed by signal 9 (Killed)" / "exited with status 3", after reaping `pid`.
+// Waits for `pid` to end (SIGKILL at `deadline`), ends what it left in its process group
+// (children a dataset forked) while its id is still the group's, and reaps it: "killed
+// by signal 9 (Killed)" / "exited with status 3".
 std::string reap(pid_t pid, Clock::time_point deadline) {
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (Clock::now() >= deadline) {
+  siginfo_t info{};
+  for (bool killed = false;;) {
+    info.si_pid = 0;
+    const int flags = WEXITED | WNOWAIT | (killed ? 0 : WNOHANG);
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, flags) == 0 && info.si_pid == pid) break;
+    if (errno == ECHILD) return "already reaped";
+    if (!killed && Clock::now() >= deadline) {
       ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      break;
+      killed = true;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (!killed) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  ::kill(-pid, SIGKILL);  // the group outlives its leader only through what the leader started
+  int status = 0;
+  ::waitpid(pid, &status, 0);
   if (WIFSIGNALED(status)) {
     return "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
   }
   return "exited with status " + std::to_string(WEXITSTATUS(status));
 }
 
-// "ValueError: bad (my_data.py:12)\n  last frames", from a failure reply.
-std::string python_error(const nlohmann::json& reply) {
-  std::string out = reply.value("error", std::string("an error without a message"));
-  const std::string where = reply.value("where", std::string());
-  const std::string trace = reply.value("traceback", std::string());
-  if (!where.empty()) out += " (at " + where + ")";
-  if (!trace.empty()) out += "\n" + trace;
-  return out;
-}
-
 }  // namespace
 
 // One Python process: its pid, its end of the socketpair and its shared memory.
 struct PythonProcessPool::Process {
-  pid_t pid = -1;
-  int sock = -1;
+  pool::Channel channel;  // its pid, socket and pidfd
+  pid_t& pid = channel.pid;
   int shm = -1;
   std::byte* map = nullptr;
   size_t mapped = 0;
@@ -152,10 +89,12 @@ struct PythonProcessPool::Process {
   SampleFields fields_of(const nlohmann::json& reply);
 };
 
+// The process leads its own process group (a terminal's Ctrl-C is the worker's to handle,
+// and what the dataset forks is ended with it) and dies with the worker (spawn.h).
 void PythonProcessPool::Process::start(const PythonPoolOptions& opts) {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) throw ConfigError(errno_text("socketpair"));
-  sock = pair[0];
+  channel.sock = pair[0];
   const int theirs = high_fd(pair[1]);
   shm = ::memfd_create("tandem-python-sample", MFD_CLOEXEC);
   if (shm < 0 || ::ftruncate(shm, static_cast<off_t>(opts.initial_shm_bytes)) != 0) {
@@ -164,32 +103,25 @@ void PythonProcessPool::Process::start(const PythonPoolOptions& opts) {
   }
   shm = high_fd(shm);
   remap(opts.initial_shm_bytes);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, theirs, kChildSocketFd);
-  posix_spawn_file_actions_adddup2(&actions, shm, kChildShmFd);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);   // the worker blocks SIGTERM/SIGINT in its threads
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setpgroup(&attr, 0);  // its own group: a terminal's Ctrl-C is the worker's to handle
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  const std::string sock_arg = std::to_string(kChildSocketFd), shm_arg = std::to_string(kChildShmFd);
-  std::vector<char*> argv = {const_cast<char*>(opts.python.c_str()), const_cast<char*>(opts.script.c_str()),
-                             const_cast<char*>(sock_arg.c_str()), const_cast<char*>(shm_arg.c_str()), nullptr};
-  const int rc = ::posix_spawnp(&pid, opts.python.c_str(), &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  SpawnSpec spec;
+  spec.argv = {opts.python, opts.script, std::to_string(kChildSocketFd), std::to_string(kChildShmFd)};
+  spec.fds = {{theirs, kChildSocketFd}, {shm, kChildShmFd}};
+  Spawned child;
+  try {
+    child = spawn_process(spec);
+  } catch (const std::exception& e) {
+    ::close(theirs);
+    throw ConfigError("cannot start the Python interpreter '" + opts.python + "': " + e.what());
+  }
   ::close(theirs);
-  if (rc != 0) {
+  pid = child.pid;
+  if (child.exec_errno != 0) {
+    reap(pid, after(1));
     pid = -1;
-    throw ConfigError("cannot start the Python interpreter '" + opts.python + "': " + std::strerror(rc) +
+    throw ConfigError("cannot start the Python interpreter '" + opts.python + "': " + std::strerror(child.exec_errno) +
                       ": install Python 3 with numpy, or pass --python PATH");
   }
+  channel.pidfd = pool::open_pidfd(pid);
 }
 
 void PythonProcessPool::Process::remap(size_t size) {
@@ -217,7 +149,7 @@ void PythonProcessPool::Process::close_all() {
   if (map) ::munmap(map, mapped);
   map = nullptr;
   mapped = 0;
-  for (int* fd : {&sock, &shm}) {
+  for (int* fd : {&channel.sock, &shm, &channel.pidfd}) {
     if (*fd >= 0) ::close(*fd);
     *fd = -1;
   }
@@ -226,7 +158,7 @@ void PythonProcessPool::Process::close_all() {
 void PythonProcessPool::Process::stop(double grace_s) {
   close_all();  // EOF: a process waiting for a request exits at once
   if (pid > 0) {
-    ::kill(pid, SIGTERM);
+    ::kill(-pid, SIGTERM);  // the group: what the dataset forked goes too
     reap(pid, after(grace_s));
   }
   pid = -1;
@@ -235,24 +167,7 @@ void PythonProcessPool::Process::stop(double grace_s) {
 SampleFields PythonProcessPool::Process::fields_of(const nlohmann::json& reply) {
   const size_t size = reply.value("shm_size", size_t{0});
   if (size > mapped) remap(size);  // remap() refuses more than kMaxShmBytes
-  SampleFields out;
-  for (const auto& [name, f] : reply.at("fields").items()) {
-    SampleField field;
-    field.dtype = f.value("dtype", std::string("?"));
-    if (f.contains("shape") && f["shape"].is_array()) field.shape = f["shape"].get<std::vector<int64_t>>();
-    if (f.contains("nbytes")) {
-      const size_t offset = f.at("offset").get<size_t>(), bytes = f.at("nbytes").get<size_t>();
-      if (offset > mapped || bytes > mapped - offset) throw ProcessGone{"it placed field '" + name + "' outside its shared memory"};
-      field.is_array = true;
-      field.bytes = {map + offset, bytes};
-    } else if (f.contains("value")) {
-      const nlohmann::json& v = f["value"];
-      field.integer = v.is_number_integer() || v.is_boolean() ? v.get<int64_t>() : 0;
-      field.real = v.is_number() ? v.get<double>() : static_cast<double>(field.integer);
-    }
-    out.emplace_back(name, std::move(field));
-  }
-  return out;
+  return pool::fields_of(reply, map, mapped);
 }
 
 // --- the pool ------------------------------------------------------------------------------
@@ -261,28 +176,7 @@ namespace {
 
 size_t shm_limit(const PythonPoolOptions& opts) { return opts.max_shm_bytes ? opts.max_shm_bytes : kMaxShmBytes; }
 
-nlohmann::json init_request(const PythonPoolOptions& opts) {
-  return {{"op", "init"}, {"file", opts.file}, {"name", opts.name}, {"args", nlohmann::json::parse(opts.args_json)},
-          {"kind", opts.kind == PythonPoolOptions::Kind::kFunction ? "function" : "dataset"},
-          {"max_shm", shm_limit(opts)}};
-}
-
 std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / double(1 << 20)); }
-
-PythonDatasetAbout about_of(const nlohmann::json& reply) {
-  PythonDatasetAbout about;
-  about.len = reply.at("len").get<uint64_t>();
-  if (reply.contains("num_classes") && reply["num_classes"].is_number_integer()) {
-    about.num_classes = reply["num_classes"].get<int64_t>();
-  }
-  if (reply.contains("classes") && reply["classes"].is_array()) {
-    about.classes = reply["classes"].get<std::vector<std::string>>();
-  }
-  if (reply.contains("ragged_fields") && reply["ragged_fields"].is_array()) {
-    about.ragged_fields = reply["ragged_fields"].get<std::vector<std::string>>();
-  }
-  return about;
-}
 
 }  // namespace
 
@@ -299,8 +193,8 @@ PythonProcessPool::PythonProcessPool(PythonPoolOptions opts) : opts_(std::move(o
     if (p->pid <= 0) continue;
     nlohmann::json reply;
     try {
-      send_message(p->sock, init_request(opts_), deadline);
-      reply = receive_message(p->sock, deadline);
+      pool::send_message(p->channel, pool::init_request(opts_, shm_limit(opts_)), deadline);
+      reply = pool::receive_message(p->channel, deadline);
     } catch (const ProcessGone& e) {
       throw ConfigError("the Python process for " + what + " ended while starting (" + reap(p->pid, after(1)) +
                         "; " + e.why + "): run `" + opts_.python + " -c 'import numpy'` to check the interpreter");
@@ -309,10 +203,10 @@ PythonProcessPool::PythonProcessPool(PythonPoolOptions opts) : opts_(std::move(o
                         std::to_string(static_cast<int>(opts_.start_timeout_s)) + " s: make its __init__ faster");
     }
     if (!reply.value("ok", false)) {
-      throw ConfigError("cannot build the dataset " + what + ": " + python_error(reply));
+      throw ConfigError("cannot build the dataset " + what + ": " + pool::python_error(reply));
     }
     try {
-      about_ = about_of(reply);
+      about_ = pool::about_of(reply);
     } catch (const nlohmann::json::exception& e) {
       throw ConfigError("the Python process for " + what + " answered its start oddly (" + std::string(e.what()) +
                         "): is " + opts_.script + " from this tandem?");
@@ -377,21 +271,21 @@ void PythonProcessPool::release(Process& p) const {
 }
 
 void PythonProcessPool::restart(Process& p) const {
-  if (p.pid > 0) ::kill(p.pid, SIGKILL);
+  if (p.pid > 0) ::kill(-p.pid, SIGKILL);
   p.stop(0);
   p.start(opts_);
   const auto deadline = after(opts_.start_timeout_s);
   nlohmann::json reply;
   try {
-    send_message(p.sock, init_request(opts_), deadline);
-    reply = receive_message(p.sock, deadline);
+    pool::send_message(p.channel, pool::init_request(opts_, shm_limit(opts_)), deadline);
+    reply = pool::receive_message(p.channel, deadline);
   } catch (const ProcessGone& e) {
     throw DataError("a restarted Python process of " + opts_.file + " ended while starting: " + e.why);
   } catch (const ProcessSlow&) {
     throw DataError("a restarted Python process of " + opts_.file + " did not start within " +
                     std::to_string(static_cast<int>(opts_.start_timeout_s)) + " s");
   }
-  if (!reply.value("ok", false)) throw DataError("a restarted Python process failed: " + python_error(reply));
+  if (!reply.value("ok", false)) throw DataError("a restarted Python process failed: " + pool::python_error(reply));
 }
 
 std::string PythonProcessPool::describe(uint64_t index) const {
@@ -412,13 +306,13 @@ std::string too_big(const std::string& which, size_t needed, const PythonPoolOpt
 }  // namespace
 
 void PythonProcessPool::run(uint64_t index, uint64_t seed, const std::function<void(const SampleFields&)>& use) const {
-  serve(index, {{"op", "get"}, {"index", index}, {"seed", seed}}, {}, use);
+  serve(index, pool::get_request(index, seed), {}, use);
 }
 
 void PythonProcessPool::call(uint64_t index, uint64_t seed, std::span<const uint8_t> input,
                              const std::vector<int64_t>& shape, const std::function<void(const SampleFields&)>& use) const {
   if (input.size() > shm_limit(opts_)) throw PythonSampleError(too_big(describe(index), input.size(), opts_));
-  serve(index, {{"op", "call"}, {"index", index}, {"seed", seed}, {"shape", shape}, {"nbytes", input.size()}}, input, use);
+  serve(index, pool::call_request(index, seed, shape, input.size()), input, use);
 }
 
 void PythonProcessPool::serve(uint64_t index, const nlohmann::json& request, std::span<const uint8_t> input,
@@ -435,8 +329,8 @@ void PythonProcessPool::serve(uint64_t index, const nlohmann::json& request, std
         p.grow(input.size());
         std::memcpy(p.map, input.data(), input.size());
       }
-      send_message(p.sock, request, deadline);
-      reply = receive_message(p.sock, deadline);
+      pool::send_message(p.channel, request, deadline);
+      reply = pool::receive_message(p.channel, deadline);
     } catch (const ProcessSlow&) {
       spdlog::warn("{} took over {} s (--sample-timeout): killing its Python process {}", describe(index),
                    opts_.sample_timeout_s, p.pid);
@@ -458,7 +352,7 @@ void PythonProcessPool::serve(uint64_t index, const nlohmann::json& request, std
     if (!reply.value("ok", false) && reply.contains("shm_needed")) {
       throw PythonSampleError(too_big(describe(index), reply.value("shm_needed", size_t{0}), opts_));
     }
-    if (!reply.value("ok", false)) throw PythonSampleError(describe(index) + " raised " + python_error(reply));
+    if (!reply.value("ok", false)) throw PythonSampleError(describe(index) + " raised " + pool::python_error(reply));
     SampleFields fields;
     try {
       fields = p.fields_of(reply);
@@ -470,49 +364,6 @@ void PythonProcessPool::serve(uint64_t index, const nlohmann::json& request, std
     use(fields);
     return;
   }
-}
-
-// --python, else $TANDEM_PYTHON (the wheel's `tandem` command sets it to the Python it was
-// installed into), else /usr/bin/python3, else python3 on PATH.
-std::string python_interpreter(const DataOptions& opts) {
-  std::error_code ec;
-  if (!opts.python.empty()) return opts.python;
-  if (const char* env = std::getenv("TANDEM_PYTHON"); env && *env) return env;
-  return fs::exists("/usr/bin/python3", ec) ? "/usr/bin/python3" : "python3";
-}
-
-PythonPoolOptions python_runtime_options(const DataOptions& opts) {
-  PythonPoolOptions p;
-  p.python = python_interpreter(opts);
-  p.procs = opts.python_procs > 0 ? opts.python_procs : available_cores();
-  p.sample_timeout_s = opts.sample_timeout_s;
-  p.script = find_dataset_worker();
-  p.start_procs = opts.python_start_procs;
-  if (opts.python_shm_bytes > 0) {
-    p.max_shm_bytes = std::max<size_t>(opts.python_shm_bytes / p.procs, 1);
-    p.shm_limit_setting = "half of --max-inflight-mb, shared by the " + std::to_string(p.procs) + " --python-procs";
-  }
-  return p;
-}
-
-std::string find_dataset_worker() {
-  if (const char* env = std::getenv("TANDEM_DATASET_WORKER"); env && *env) {
-    if (!fs::is_regular_file(env)) {
-      throw ConfigError("TANDEM_DATASET_WORKER=" + std::string(env) + " is not a file: point it at _dataset_worker.py");
-    }
-    return env;
-  }
-  std::error_code ec;
-  const fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  std::vector<fs::path> places = {dir / "python/tandem", dir / "../python/tandem", dir / "../share/tandem/python/tandem"};
-  std::string looked;
-  for (const fs::path& place : places) {
-    const fs::path candidate = (place / "_dataset_worker.py").lexically_normal();
-    if (fs::is_regular_file(candidate, ec)) return candidate.string();
-    looked += (looked.empty() ? "" : ", ") + candidate.string();
-  }
-  throw ConfigError("cannot find tandem's _dataset_worker.py (looked at " + looked +
-                    "): build the target tandem_python_files, install tandem, or set TANDEM_DATASET_WORKER");
 }
 
 }  // namespace tandem::data

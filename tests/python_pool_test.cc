@@ -1,0 +1,133 @@
+// The Python pool owns everything its processes start (process_pool.h, common/spawn.h):
+// children a dataset forks end with their process and with the worker, and a process
+// that dies is noticed at once even while such children hold its socket open.
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "process_helpers.h"
+#include "python_fixture.h"
+#include "worker_fixture.h"
+#include "tandem/data/sources/dataset.h"
+
+namespace tandem {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+const std::string kFile = std::string(TANDEM_FIXTURES) + "/python_datasets/datasets.py";
+
+DataOptions squares(const std::string& args, int procs) {
+  DataOptions d;
+  d.data = "python:" + kFile + ":Squares";
+  d.data_args = args;
+  d.python = "/usr/bin/python3";
+  d.python_procs = procs;
+  return d;
+}
+
+// The pids in `dir` whose file names start with `prefix` ("" = the processes', "child-" =
+// what they forked).
+std::vector<pid_t> pids_in(const fs::path& dir, const std::string& prefix) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    const bool child = name.starts_with("child-");
+    if (child == !prefix.empty()) out.push_back(std::atoi(name.c_str() + prefix.size()));
+  }
+  return out;
+}
+
+// Running: there, and not a zombie left for a reaper that may be slow (a container's init).
+bool running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
+// Waits up to `timeout` for every pid to stop running; the ones still running.
+std::vector<pid_t> still_running(const std::vector<pid_t>& pids, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<pid_t> left = pids;
+  while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::erase_if(left, [](pid_t p) { return !running(p); });
+    if (!left.empty()) std::this_thread::sleep_for(50ms);
+  }
+  return left;
+}
+
+// Waits until `dir` names `count` forked children.
+bool children_started(const fs::path& dir, size_t count) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (pids_in(dir, "child-").size() < count && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  return pids_in(dir, "child-").size() >= count;
+}
+
+// The crash is seen when the process dies (a pidfd), not when its socket closes, which a
+// forked child holding it would delay past --sample-timeout: the sample is retried at once.
+TEST(PythonPool, ADatasetThatForksAndCrashesIsRetriedAtOnce) {
+  REQUIRE_NUMPY();
+  const fs::path dir = testing::fresh_dir("python-pool-fork-crash");
+  DataOptions d = squares(R"({"forks": 1, "crash_at": 5, "once_dir": ")" + dir.string() + R"("})", 1);
+  d.sample_timeout_s = 60;
+  auto ds = data::make_dataset(d);
+  auto clean = data::make_dataset(squares("{}", 1));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(testing::sample(*ds, 5, 0), testing::sample(*clean, 5, 0));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(fs::exists(dir / "died-5")) << "the first try did crash";
+  EXPECT_LT(took, 30.0) << "the crash was found by --sample-timeout (60 s), not when the process died";
+  EXPECT_EQ(ds->skipped_count(), 0u);
+  fs::remove_all(dir);
+}
+
+// A pool that stops ends the children its processes forked with them.
+TEST(PythonPool, WhatADatasetForksEndsWithThePool) {
+  REQUIRE_NUMPY();
+  const fs::path dir = testing::fresh_dir("python-pool-fork-stop");
+  {
+    auto ds = data::make_dataset(squares(R"({"forks": 3, "pid_dir": ")" + dir.string() + R"("})", 2));
+    ASSERT_TRUE(children_started(dir, 6));
+    EXPECT_EQ(still_running(pids_in(dir, "child-"), 0s).size(), 6u);
+  }
+  EXPECT_EQ(still_running(pids_in(dir, "child-"), 10s), std::vector<pid_t>{});
+  EXPECT_EQ(still_running(pids_in(dir, ""), 10s), std::vector<pid_t>{});
+  fs::remove_all(dir);
+}
+
+// A worker SIGKILLed (no destructor runs, no thread polls for its parent): its Python
+// processes die with it (PR_SET_PDEATHSIG, from a thread that lives as long as the
+// worker), and so does everything they forked.
+TEST(PythonPool, NothingADatasetForksOutlivesItsKilledWorker) {
+  REQUIRE_NUMPY();
+  const fs::path dir = testing::fresh_dir("python-pool-fork-kill");
+  fs::create_directories(dir / "pids");
+  const std::string args = R"({"forks": 2, "pid_dir": ")" + (dir / "pids").string() + R"("})";
+  testing::Worker w = testing::start_worker("--threads 2 --data python:" + kFile + ":Squares --data-args '" + args +
+                                                "' --python /usr/bin/python3 --python-procs 2",
+                                            dir / "w.log", 60s);
+  ASSERT_NE(w.port, 0) << testing::slurp(dir / "w.log");
+  ASSERT_TRUE(children_started(dir / "pids", 4)) << testing::slurp(dir / "w.log");
+  const std::vector<pid_t> processes = pids_in(dir / "pids", ""), children = pids_in(dir / "pids", "child-");
+  ASSERT_EQ(processes.size(), 2u);
+  kill(w.child.pid, SIGKILL);
+  testing::wait_exit(w.child, 30s);
+  EXPECT_EQ(still_running(processes, 10s), std::vector<pid_t>{}) << "a Python process outlived its worker";
+  EXPECT_EQ(still_running(children, 10s), std::vector<pid_t>{}) << "a child the dataset forked outlived the worker";
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tandem
