@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,10 +21,13 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/common/files.h"
 #include "tandem/common/text.h"
 #include "tandem/data/python/process_pool.h"
 #include "tandem/launch/rank_group.h"
 #include "tandem/launch/run.h"
+#include "simulate_results.h"
+#include "tandem/report/summary_reader.h"
 
 namespace tandem::launch {
 
@@ -166,19 +170,6 @@ std::string oversubscription(int per_host, std::size_t hosts, unsigned ncpus) {
 
 namespace {
 
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw std::runtime_error("cannot write " + path.string());
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string make_run_dir(const std::string& requested) {
   if (!requested.empty()) {
@@ -252,128 +243,6 @@ std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<
   return specs;
 }
 
-std::string fixed(const nlohmann::json& v, int digits) {
-  return v.is_number() ? fmt::format("{:.{}f}", v.get<double>(), digits) : "?";
-}
-
-// A few lines a person reads: what trained, how fast (global and per rank), how the
-// sources shared the work, and where the files are. The JSON stays in its file.
-std::string summary_table(const nlohmann::json& s, const fs::path& dir) {
-  std::string out;
-  const nlohmann::json t = s.value("throughput", nlohmann::json::object());
-  out += fmt::format("training    {}, {} epochs, loss {} -> {}, {}{}\n", counted(s.value("steps", 0), "step"),
-                     fixed(s.value("epochs", nlohmann::json()), 2), fixed(s.value("first_loss", nlohmann::json()), 4),
-                     fixed(s.value("final_loss", nlohmann::json()), 4), counted(s.value("world_size", 1), "rank"),
-                     s.value("interrupted", false) ? ", interrupted" : "");
-  out += fmt::format("throughput  {} samples/s global ({} per rank), data wait {}%, loop ceiling {} samples/s global\n",
-                     fixed(t.value("global_samples_per_sec", nlohmann::json()), 1),
-                     fixed(t.value("per_rank_samples_per_sec", nlohmann::json()), 1),
-                     fixed(s.value("data_wait_fraction", 0.0) * 100, 1),
-                     fixed(t.value("ceiling_samples_per_sec", nlohmann::json()), 1));
-  if (s.contains("eval_accuracy")) out += fmt::format("evaluation  top-1 {}\n", fixed(s["eval_accuracy"], 4));
-  out += "sources     share of rank 0's batches\n";
-  for (const auto& w : s.value("workers", nlohmann::json::array())) {
-    out += fmt::format("  {:<22} {:>6}%  {:>9} images/s{}\n", printable(w.value("address", "?"), 40),
-                       fixed(w.value("share", 0.0) * 100, 1), fixed(w.value("images_per_sec", 0.0), 1),
-                       !w.value("failed", false)   ? ""
-                       : w.value("batches", 0) == 0 ? "  never joined (not answering yet when training ended)"
-                                                    : "  " + printable(w.value("error", "failed"), 120));
-  }
-  out += "files       " + (dir / "summary.json").string() + "\n";
-  for (const char* f : {"metrics.jsonl", "report.html"}) {
-    if (fs::exists(dir / f)) out += "            " + (dir / f).string() + "\n";
-  }
-  const std::string model = s.value("model_file", "");
-  if (!model.empty() && fs::exists(model)) out += "model       " + model + "\n";
-  return out;
-}
-
-// Prints the first trainer's summary as a table and copies the JSON to `copy_to` when
-// that is set.
-void print_summary(const std::string& run, const std::vector<SimHost>& hosts, const std::string& copy_to) {
-  const auto trainer = std::find_if(hosts.begin(), hosts.end(),
-                                    [](const SimHost& h) { return h.trainer; });
-  const fs::path path = fs::path(run) / trainer->name / "output/data/summary.json";
-  if (!fs::exists(path)) {
-    std::cout << "no summary from " << trainer->name << ": " << path.string()
-              << " does not exist\n";
-    return;
-  }
-  const std::string text = read_file(path);
-  const auto summary = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (summary.is_discarded() || !summary.is_object()) {
-    std::cout << "the summary " << path.string() << " is not a JSON object\n";
-  } else {
-    std::cout << summary_table(summary, path.parent_path());
-  }
-  if (!copy_to.empty()) {
-    if (fs::path(copy_to).has_parent_path()) fs::create_directories(fs::path(copy_to).parent_path());
-    fs::copy_file(path, copy_to, fs::copy_options::overwrite_existing);
-  }
-}
-
-// A run directory simulate made itself keeps, after a good run, what a person reads and
-// the trained model: checkpoints (tens of MB for a ResNet, and only good for resuming a
-// run that has finished) go, and so do the empty model folders of the worker hosts.
-void tidy_run_dir(const std::string& run, const std::vector<SimHost>& hosts) {
-  uintmax_t freed = 0;
-  for (const auto& host : hosts) {
-    const fs::path p = fs::path(run) / host.name / "checkpoints";
-    std::error_code ec;
-    for (const auto& e : fs::recursive_directory_iterator(p, ec)) {
-      if (e.is_regular_file()) freed += e.file_size();
-    }
-    fs::remove_all(p, ec);
-    if (fs::is_empty(fs::path(run) / host.name / "model", ec)) fs::remove(fs::path(run) / host.name / "model", ec);
-  }
-  spdlog::info("removed the checkpoints ({} MB) from {}: --keep or --run-dir keeps them", freed >> 20, run);
-}
-
-// The first trainer's model_file, when its summary names one that exists.
-std::string trained_model(const std::string& run, const std::vector<SimHost>& hosts) {
-  const auto trainer = std::find_if(hosts.begin(), hosts.end(), [](const SimHost& h) { return h.trainer; });
-  const fs::path path = fs::path(run) / trainer->name / "output/data/summary.json";
-  const auto summary = nlohmann::json::parse(read_file(path), nullptr, /*allow_exceptions=*/false);
-  if (!summary.is_object() || !summary.contains("model_file") || !summary["model_file"].is_string()) return "";
-  const std::string model = summary["model_file"].get<std::string>();
-  return fs::exists(model) ? model : "";
-}
-
-// One line when every worker host failed, grouping the hosts that failed for the same
-// reason (their output/failure, else how they ended): "" otherwise.
-std::string workers_failed(const std::string& run, const std::vector<SimHost>& hosts,
-                           const std::vector<ExitStatus>& statuses) {
-  std::vector<std::pair<std::string, std::vector<std::string>>> reasons;  // reason -> hosts, in order
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    if (hosts[i].trainer) continue;
-    if (i >= statuses.size() || statuses[i].ok()) return "";
-    std::string why = read_file(fs::path(run) / hosts[i].name / "output/failure");
-    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-    if (why.empty()) why = statuses[i].describe();
-    auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& r) { return r.first == why; });
-    if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});
-    it->second.push_back(hosts[i].name);
-  }
-  if (reasons.empty()) return "";
-  const bool one = reasons.size() == 1 && reasons[0].second.size() == 1;
-  std::string out = std::string(one ? "the only worker host" : "every worker host") + " failed, so the cluster was stopped: ";
-  for (size_t r = 0; r < reasons.size(); ++r) {
-    std::string names;
-    for (const auto& n : reasons[r].second) names += (names.empty() ? "" : ", ") + n;
-    out += (r ? "; " : "") + names + ": " + printable(reasons[r].first, 500);
-  }
-  return out;
-}
-
-void print_failures(const std::string& run, const std::vector<SimHost>& hosts) {
-  for (const auto& host : hosts) {
-    const fs::path path = fs::path(run) / host.name / "output/failure";
-    if (!fs::exists(path)) continue;
-    std::string text = read_file(path);
-    while (!text.empty() && text.back() == '\n') text.pop_back();
-    std::cout << host.name << " failure (" << path.string() << "):\n" << text << "\n";
-  }
-}
 
 }  // namespace
 
@@ -385,8 +254,8 @@ void write_host_root(const std::string& root, const std::vector<SimHost>& hosts,
   }
   fs::remove(base / "output/data/summary.json");
   fs::remove(base / "output/failure");
-  write_file(base / "input/config/resourceconfig.json", resource_config(hosts, index).dump());
-  write_file(base / "input/config/hyperparameters.json", hyperparameters.dump());
+  write_file_atomically((base / "input/config/resourceconfig.json").string(), resource_config(hosts, index).dump());
+  write_file_atomically((base / "input/config/hyperparameters.json").string(), hyperparameters.dump());
 }
 
 std::string status_table(const std::vector<SimHost>& hosts,

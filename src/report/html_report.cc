@@ -9,6 +9,7 @@
 #include "tandem/report/run_files.h"
 #include "tandem/common/files.h"
 #include "tandem/report/summary.h"
+#include "tandem/report/summary_reader.h"
 #include "tandem/report/svg_chart.h"
 
 namespace tandem::report {
@@ -55,9 +56,14 @@ std::string percent(const nlohmann::json& j, const char* key, int decimals) {
   return std::isfinite(number_or_nan(j, key)) ? number(j, key, decimals, 100) + "%" : "-";
 }
 
+
+// A number of the summary, or "-" when it is absent; a fraction as a percentage.
+std::string num(double v, int decimals, double scale = 1.0) {
+  return std::isfinite(v) ? plan::group_thousands(v * scale, decimals) : "-";
+}
+std::string pct(double v, int decimals) { return std::isfinite(v) ? num(v, decimals, 100) + "%" : "-"; }
 // Seconds as they are worth reading: 0.03, 1.2, 1,234.
-std::string seconds(const nlohmann::json& j, const char* key) {
-  const double v = number_or_nan(j, key);
+std::string secs(double v) {
   if (!std::isfinite(v)) return "-";
   return plan::group_thousands(v, v == 0 ? 0 : v < 1 ? 3 : v < 100 ? 2 : 1);
 }
@@ -66,19 +72,15 @@ std::string card(const std::string& value, const std::string& label) {
   return "<div class=\"card\"><b>" + value + "</b><span>" + html_escape(label) + "</span></div>";
 }
 
-std::string cards(const nlohmann::json& s) {
-  const nlohmann::json tp = s.value("throughput", nlohmann::json::object());
-  const double global = std::isfinite(number_or_nan(tp, "global_samples_per_sec"))
-                            ? number_or_nan(tp, "global_samples_per_sec")
-                            : number_or_nan(s, "samples_per_sec") * (std::isfinite(number_or_nan(s, "world_size")) ? number_or_nan(s, "world_size") : 1);
+std::string cards(const SummaryView& s) {
   std::string out = "<div class=\"cards\">";
-  out += card(number(s, "steps", 0), "steps");
-  out += card(std::isfinite(global) ? plan::group_thousands(global, 0) : "-", "samples/s, all ranks");
-  out += card(number(tp, "ceiling_samples_per_sec", 0), "samples/s ceiling (no data wait)");
-  out += card(percent(s, "data_wait_fraction", 1), "of step time waiting for data");
-  out += card(number(s, "wall_seconds", 1) + " s", "wall time");
-  out += card(number(s, "final_loss", 4), "final loss");
-  out += card(percent(s, "eval_accuracy", 1), "evaluation accuracy");
+  out += card(num(s.steps, 0), "steps");
+  out += card(num(global_rate(s), 0), "samples/s, all ranks");
+  out += card(num(s.ceiling_samples_per_sec, 0), "samples/s ceiling (no data wait)");
+  out += card(pct(s.data_wait_fraction, 1), "of step time waiting for data");
+  out += card(num(s.wall_seconds, 1) + " s", "wall time");
+  out += card(num(s.final_loss, 4), "final loss");
+  out += card(pct(s.eval_accuracy, 1), "evaluation accuracy");
   return out + "</div>";
 }
 
@@ -87,28 +89,25 @@ std::string text_or(const std::string& value, const std::string& fallback) {
   return value.empty() ? fallback : html_escape(value);
 }
 
-std::string run_table(const nlohmann::json& s) {
-  const plan::PlanInputs pi = plan::read_plan_inputs(s);
+std::string run_table(const SummaryView& s) {
+  const plan::PlanInputs& pi = s.plan_inputs;
   std::string out = "<table>";
   auto row = [&](const std::string& k, const std::string& v) { out += "<tr><th class=\"l\">" + k + "</th><td class=\"l\">" + v + "</td></tr>"; };
-  row("model", text(s, "model"));
-  row("device", text(s, "device"));
-  row("ranks (world size)", number(s, "world_size", 0));
-  row("batch per rank / global", number(s, "batch_size", 0) + " / " + number(s, "global_batch", 0));
+  row("model", text_or(s.model, "-"));
+  row("device", text_or(s.device, "-"));
+  row("ranks (world size)", num(s.world_size, 0));
+  row("batch per rank / global", num(s.batch_size, 0) + " / " + num(s.global_batch, 0));
   row("trainer", (pi.trainer_host_cores > 0 ? std::to_string(pi.trainer_host_cores) : "?") + " cores, " +
                      text_or(pi.cpu_model, "CPU unknown") + ", " +
                      text_or(pi.trainer_instance_type, "instance type unknown"));
-  row("interrupted", s.value("interrupted", false) ? "yes (SIGTERM: the run stopped early)" : "no");
+  row("interrupted", s.interrupted ? "yes (SIGTERM: the run stopped early)" : "no");
   return out + "</table>";
 }
 
 // The settings that made the samples and trained on them (summary "settings"; runs
 // before it have none).
-std::string settings_table(const nlohmann::json& s) {
-  const auto st = s.find("settings");
-  if (st == s.end() || !st->is_object() || st->empty()) {
-    return "<p class=\"nodata\">no settings in the summary (a run before tandem recorded them)</p>";
-  }
+std::string settings_table(const SummaryView& s) {
+  if (s.settings.empty()) return "<p class=\"nodata\">no settings in the summary (a run before tandem recorded them)</p>";
   static const std::pair<const char*, const char*> kRows[] = {
       {"data", "data"}, {"dataset", "dataset"}, {"dataset_size", "samples per epoch"}, {"image_size", "image size"},
       {"num_classes", "classes"}, {"seed", "seed"}, {"pipeline", "pipeline"}, {"wire_dtype", "wire dtype"},
@@ -118,53 +117,48 @@ std::string settings_table(const nlohmann::json& s) {
       {"amp", "mixed precision"}, {"fused_optimizer", "fused optimizer"}};
   std::string out = "<table>";
   for (const auto& [key, name] : kRows) {
-    if (!st->contains(key)) continue;
-    out += std::string("<tr><th class=\"l\">") + name + "</th><td class=\"l\">" + text(*st, key) + "</td></tr>";
+    if (!s.settings.contains(key)) continue;
+    out += std::string("<tr><th class=\"l\">") + name + "</th><td class=\"l\">" + text(s.settings, key) + "</td></tr>";
   }
   return out + "</table>";
 }
 
 // "algo-1 (10.0.0.5:6000)": a source by the host name its worker gave (plan_inputs), with
 // the address the trainer reached it at; "local" and unknown workers by their address.
-std::string source_name(const nlohmann::json& s, const nlohmann::json& src) {
-  const std::string address = text(src, "address");
-  for (const plan::WorkerRate& w : plan::read_plan_inputs(s).workers) {
-    if (html_escape(w.address) == address && !w.host.empty()) return html_escape(w.host) + " (" + address + ")";
+std::string source_name(const SummaryView& s, const SourceSummary& src) {
+  const std::string address = text_or(src.address, "-");
+  for (const plan::WorkerRate& w : s.plan_inputs.workers) {
+    if (w.address == src.address && !w.host.empty()) return html_escape(w.host) + " (" + address + ")";
   }
   return address;
 }
 
-std::string sources_table(const nlohmann::json& s) {
-  const auto w = s.find("workers");
-  if (w == s.end() || !w->is_array() || w->empty()) return "<p class=\"nodata\">no sources recorded</p>";
+std::string sources_table(const SummaryView& s) {
+  if (s.sources.empty()) return "<p class=\"nodata\">no sources recorded</p>";
   std::string out = "<table><tr><th class=\"l\">source</th><th>batches</th><th>samples</th><th>images/s</th>"
                     "<th>share</th><th>compute (s)</th><th class=\"l\">state</th></tr>";
-  for (const nlohmann::json& src : *w) {
-    const bool failed = src.is_object() && src.value("failed", false);
+  for (const SourceSummary& src : s.sources) {
     // The error says what failed ("data worker X failed: ...", "local preprocessing failed: ...").
-    std::string state = failed ? text(src, "error", "failed") : "ok";
-    if (number_or_nan(src, "rejoins") > 0) state += ", rejoined " + number(src, "rejoins", 0) + "x";
-    out += "<tr><td class=\"l\">" + source_name(s, src) + "</td><td>" + number(src, "batches", 0) + "</td><td>" +
-           number(src, "samples", 0) + "</td><td>" + number(src, "images_per_sec", 0) + "</td><td>" +
-           percent(src, "share", 1) + "</td><td>" + seconds(src, "compute_seconds") + "</td><td class=\"l\">" +
-           state + "</td></tr>";
+    std::string state = src.failed ? text_or(src.error, "failed") : "ok";
+    if (src.rejoins > 0) state += ", rejoined " + num(src.rejoins, 0) + "x";
+    out += "<tr><td class=\"l\">" + source_name(s, src) + "</td><td>" + num(src.batches, 0) + "</td><td>" +
+           num(src.samples, 0) + "</td><td>" + num(src.images_per_sec, 0) + "</td><td>" + pct(src.share, 1) +
+           "</td><td>" + secs(src.compute_seconds) + "</td><td class=\"l\">" + state + "</td></tr>";
   }
   return out + "</table>";
 }
 
-std::string step_time_table(const nlohmann::json& s) {
-  const auto st = s.find("step_seconds");
-  if (st == s.end() || !st->is_object()) return "<p class=\"nodata\">no step_seconds in the summary</p>";
-  static const std::pair<const char*, const char*> kPhases[] = {{"data_wait", "data wait"}, {"host_to_device", "host to device"},
-      {"forward_backward", "forward + backward"}, {"communication", "communication"}, {"optimizer", "optimizer"}};
+std::string step_time_table(const SummaryView& s) {
+  if (!s.step_seconds) return "<p class=\"nodata\">no step_seconds in the summary</p>";
+  const StepSeconds& st = *s.step_seconds;
+  const std::pair<double, const char*> phases[] = {{st.data_wait, "data wait"}, {st.host_to_device, "host to device"},
+      {st.forward_backward, "forward + backward"}, {st.communication, "communication"}, {st.optimizer, "optimizer"}};
   double total = 0;
-  for (const auto& [key, _] : kPhases) total += std::isfinite(number_or_nan(*st, key)) ? number_or_nan(*st, key) : 0.0;
-  const double steps = number_or_nan(s, "steps");
+  for (const auto& [v, _] : phases) total += std::isfinite(v) ? v : 0.0;
   std::string out = "<table><tr><th class=\"l\">phase</th><th>seconds (whole run)</th><th>ms per step</th><th>share</th></tr>";
-  for (const auto& [key, name] : kPhases) {
-    const double v = number_or_nan(*st, key);
-    out += std::string("<tr><td class=\"l\">") + name + "</td><td>" + number(*st, key, 2) + "</td><td>" +
-           (std::isfinite(v) && steps > 0 ? plan::group_thousands(1000 * v / steps, 2) : "-") + "</td><td>" +
+  for (const auto& [v, name] : phases) {
+    out += std::string("<tr><td class=\"l\">") + name + "</td><td>" + num(v, 2) + "</td><td>" +
+           (std::isfinite(v) && s.steps > 0 ? plan::group_thousands(1000 * v / s.steps, 2) : "-") + "</td><td>" +
            (std::isfinite(v) && total > 0 ? plan::group_thousands(100 * v / total, 1) + "%" : "-") + "</td></tr>";
   }
   return out + "</table>";
@@ -223,14 +217,14 @@ std::string plan_section(const ReportInputs& in) {
 }  // namespace
 
 std::string render_html_report(const ReportInputs& in) {
-  const nlohmann::json& s = in.summary;
+  const SummaryView s = read_summary(in.summary);
   std::string out = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-                    "<title>tandem report: " + text(s, "model", "run") + "</title><style>" + kStyle +
+                    "<title>tandem report: " + text_or(s.model, "run") + "</title><style>" + kStyle +
                     "</style></head><body><main>";
-  out += "<h1>tandem run report</h1><p class=\"sub\">" + text(s, "model", "model unknown") + " on " +
-         text(s, "device", "an unknown device") + ", " + number(s, "world_size", 0) + " rank(s), " +
-         number(s, "steps", 0) + " steps</p>";
+  out += "<h1>tandem run report</h1><p class=\"sub\">" + text_or(s.model, "model unknown") + " on " +
+         text_or(s.device, "an unknown device") + ", " + num(s.world_size, 0) + " rank(s), " + num(s.steps, 0) +
+         " steps</p>";
   out += cards(s);
   out += "<h2>Run</h2>" + run_table(s);
   out += "<h2>Settings</h2>" + settings_table(s);
