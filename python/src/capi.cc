@@ -85,6 +85,12 @@ std::vector<Setting> settings_of(const json& request) {
   return out;
 }
 
+// Whether the request's settings, or the launcher's (TANDEM_SETTINGS), name a dataset.
+bool names_data(const json& request) {
+  const std::vector<Setting> all = with_launcher_settings(settings_of(request));
+  return std::any_of(all.begin(), all.end(), [](const Setting& s) { return s.key == "data"; });
+}
+
 template <typename T>
 std::optional<T> optional_of(const json& request, const char* key) {
   if (!request.contains(key) || request.at(key).is_null()) return std::nullopt;
@@ -223,7 +229,9 @@ class Feed {
     place_ = feed_place(optional_of<std::vector<std::string>>(request, "workers"), optional_of<int>(request, "rank"),
                         optional_of<int>(request, "world"), settings_, /*need_workers=*/local_threads == 0);
     feed::FeederOptions opts{place_.workers, place_.rank,  place_.world, local_threads,
-                             request.value("start_step", uint64_t{0}), optional_of<uint64_t>(request, "epoch")};
+                             request.value("start_step", uint64_t{0}), optional_of<uint64_t>(request, "epoch"),
+                             names_data(request)};
+    learns_dtype_ = !opts.data_given && local_threads == 0 && settings_.data.wire_dtype.empty();
     feeder_ = std::make_unique<feed::Feeder>(settings_, std::move(opts));
   }
 
@@ -240,7 +248,7 @@ class Feed {
                     {"batches_per_epoch", batches_per_epoch_},
                     {"rank", place_.rank},
                     {"world", place_.world},
-                    {"dataset", dataset_json(feeder_->info(), dtype_)}});
+                    {"dataset", dataset_json(feeder_->info(), learns_dtype_ ? numpy_dtype(feeder_->info().dtype) : dtype_)}});
       if (place_.rank == 0) run_ = script_run(settings_, place_, batches_per_epoch_, feeder_->start_step());
     }
     return true;
@@ -385,6 +393,7 @@ class Feed {
   Settings settings_;
   FeedPlace place_;
   std::string dtype_;
+  bool learns_dtype_ = false;  // a dataset learnt from the workers: its dtype is theirs
   std::shared_ptr<report::ScriptRun> run_;  // the process's run (rank 0), or null
   uint64_t batches_per_epoch_ = 0;
   std::string info_;
@@ -405,9 +414,10 @@ std::string plan(const json& request, const std::atomic<bool>& stop) {
   const std::string dtype = numpy_dtype(data::wire_dtype(settings.data));
   const uint64_t start_step = request.value("start_step", uint64_t{0});
   feed::FeederOptions f{place.workers, place.rank, place.world, request.value("local_threads", 0), start_step,
-                        std::nullopt};
+                        std::nullopt, names_data(request)};
   for (auto& w : f.workers) w = cluster::with_default_port(w, settings.cluster.worker_port);
   const auto feed = std::make_unique<feed::RankFeed>(feed::feeder_feed_options(settings, f), stop);
+  const bool learnt = !f.data_given && f.local_threads == 0 && settings.data.wire_dtype.empty();
   const auto steps = static_cast<uint64_t>(settings.trainer.steps);
   if (start_step > steps) {
     throw ConfigError("start_step " + std::to_string(start_step) + " is past steps " + std::to_string(steps) +
@@ -416,7 +426,7 @@ std::string plan(const json& request, const std::atomic<bool>& stop) {
   return dump({{"steps", steps - start_step},
                {"batch_size", settings.trainer.batch_size},
                {"batches_per_epoch", feed->sampler().batches_per_epoch()},
-               {"dataset", dataset_json(feed->info(), dtype)},
+               {"dataset", dataset_json(feed->info(), learnt ? numpy_dtype(feed->info().dtype) : dtype)},
                {"rank", place.rank},
                {"world", place.world},
                {"workers", place.workers}});

@@ -83,8 +83,11 @@ RankFeed::RankFeed(FeedOptions opts, const std::atomic<bool>& stop) : opts_(std:
   check_rank(opts_);
   const bool python = data::source_kind(opts_.data.data).needs == data::SourceNeeds::kPythonFile;
   const bool skip_python = opts_.learn_python && python;  // tandem.Feed without local threads
-  if (!opts_.workers.empty() && (skip_python || (opts_.may_learn && !data::dataset_is_here(opts_.data)))) {
-    if (skip_python) {
+  if (!opts_.workers.empty() &&
+      (opts_.learn_any || skip_python || (opts_.may_learn && !data::dataset_is_here(opts_.data)))) {
+    if (opts_.learn_any) {
+      spdlog::info("no dataset named (data=): this feed learns the one its workers serve");
+    } else if (skip_python) {
       spdlog::info("--data {}: this feed makes no samples itself and learns the dataset from its workers",
                    opts_.data.data);
     } else if (python) {
@@ -145,7 +148,8 @@ data::DatasetInfo RankFeed::learn_from_workers() {
       [&](size_t i) {
         const transport::WorkerInfo wi = clients[i]->info(opts_.check_deadline_s);
         check_serves(wi, clients[i]->target(),
-                     data::describe_difference(wi.fingerprint_description, opts_.data, opts_.consumer));
+                     opts_.learn_any ? std::string()
+                                     : data::describe_difference(wi.fingerprint_description, opts_.data, opts_.consumer));
         learnt = dataset_of(wi, clients[i]->target());
         spdlog::info("dataset learnt from data worker {} ({}): '{}' of {} samples, {} classes, fingerprint {}",
                      clients[i]->target(), wi.host, learnt->name, learnt->size, learnt->num_classes,

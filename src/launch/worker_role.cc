@@ -35,11 +35,12 @@ int run_worker(const Settings& settings, const std::string& host) {
   transport::keep_grpc_initialised();
   DataOptions data = settings.data;  // a Python dataset's processes default to the worker's threads
   if (data.python_procs == 0) data.python_procs = settings.worker.threads;
-  // --max-inflight-mb, resolved once: Python processes share half of it for their samples.
+  // --max-inflight-mb, split once (byte_budget.h): the dataset's share, then the batches'.
   WorkerOptions worker = settings.worker;
-  if (worker.max_inflight_mb <= 0) worker.max_inflight_mb = static_cast<int64_t>(transport::default_inflight_bytes() >> 20);
-  data.python_shm_bytes = static_cast<uint64_t>(worker.max_inflight_mb) << 19;
-  data.read_ahead_bytes = static_cast<uint64_t>(worker.max_inflight_mb) << 18;  // a quarter, for files read ahead
+  const transport::InflightSplit split = transport::split_inflight(worker.max_inflight_mb);
+  worker.max_inflight_mb = static_cast<int64_t>(split.total >> 20);
+  data.python_shm_bytes = split.python_shm;
+  data.read_ahead_bytes = split.read_ahead;
   auto dataset = data::make_dataset(data);
   if (dataset->shared_memory_bytes() > 0) {
     spdlog::info("its Python processes may map {} MiB of shared memory, half of --max-inflight-mb {}",

@@ -41,4 +41,12 @@ uint64_t default_inflight_bytes() {
   return kFloor;
 }
 
+InflightSplit split_inflight(int64_t max_inflight_mb) {
+  InflightSplit s;
+  s.total = max_inflight_mb > 0 ? static_cast<uint64_t>(max_inflight_mb) << 20 : default_inflight_bytes();
+  s.python_shm = s.total / 2;
+  s.read_ahead = s.total / 4;
+  return s;
+}
+
 }  // namespace tandem::transport

@@ -20,12 +20,10 @@ uint64_t extra_field_bytes(const data::DatasetInfo& info) {
   return n;
 }
 
-// --max-inflight-mb (0: default_inflight_bytes()) less what the dataset's Python
-// processes may map and its read-ahead may hold: together they stay within it.
+// --max-inflight-mb less what the dataset's Python processes may map and its read-ahead
+// may hold (split_inflight): together they stay within it.
 uint64_t batch_budget(const WorkerOptions& opts, const data::Dataset& dataset) {
-  const uint64_t all = opts.max_inflight_mb > 0 ? static_cast<uint64_t>(opts.max_inflight_mb) << 20 : default_inflight_bytes();
-  const uint64_t held = dataset.shared_memory_bytes() + dataset.read_ahead_bytes();
-  return held < all ? all - held : all / 2;
+  return split_inflight(opts.max_inflight_mb).batch_bytes(dataset.shared_memory_bytes() + dataset.read_ahead_bytes());
 }
 
 }  // namespace

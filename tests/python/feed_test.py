@@ -87,6 +87,22 @@ class FeedTest(unittest.TestCase):
             self.assertEqual(list(b.images[:, 0, 0, 2]), [i % 256 for i in b.indices])
             self.assertEqual(list(b.labels), [i % 4 for i in b.indices])
 
+    def test_without_data_a_feed_learns_the_dataset_its_workers_serve(self):
+        # No data=: the feed takes whatever its workers serve, here a Python dataset (it used
+        # to assume synthetic and refuse them), and reports its dtype as theirs.
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        fixture = os.path.join(root, "tests", "fixtures", "python_datasets", "datasets.py")
+        data = dict(data=f"python:{fixture}:Squares", data_args='{"n": 64, "size": 8}')
+        with Workers(ARGS.tandem, 1, **data) as w:
+            plan = tandem.plan(w.targets, batch_size=8, steps=2, connect_timeout=60)
+            with tandem.Feed(w.targets, batch_size=8, steps=2, connect_timeout=60) as feed:
+                batches = take(feed)
+                self.assertEqual(feed.dataset["name"], "python")
+        self.assertEqual(plan["dataset"]["dtype"], "uint8")
+        self.assertEqual(len(batches), 2)
+        self.assertEqual(batches[0].images.dtype, np.uint8)
+        self.assertEqual(list(batches[0].labels), [i % 4 for i in batches[0].indices])
+
     def test_sequences_in_order_and_uint8_locally(self):
         with tandem.Feed(local_threads=1, batch_size=4, steps=5, wire_dtype="uint8", **DATA) as feed:
             batches = take(feed)

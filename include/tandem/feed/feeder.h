@@ -34,6 +34,9 @@ struct FeederOptions {
   // Deliver exactly this epoch (its batches_per_epoch steps from epoch x batches_per_epoch)
   // instead of steps [start_step, --steps): a pass over the data, as a DataLoader gives.
   std::optional<uint64_t> epoch;
+  // Whether the settings name a dataset (data=, --data); without one and without local
+  // threads the feed learns whatever its workers serve.
+  bool data_given = true;
 };
 
 // The RankFeed options of a Feeder: the settings' (feed_options), learning the dataset

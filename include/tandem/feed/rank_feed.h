@@ -50,6 +50,10 @@ struct FeedOptions {
   // starting Python processes only to read its schema: a feed that makes no samples
   // itself (tandem.Feed without local_threads). Needs workers.
   bool learn_python = false;
+  // No dataset was named (tandem.Feed without data=): learn whatever the workers serve,
+  // as the trainer does without a copy of the data, rather than the default (synthetic).
+  // Needs workers.
+  bool learn_any = false;
   // How the user names the connect timeout, for the error that says to raise it.
   std::string timeout_setting = "--connect-timeout";
   // How errors name this side when a worker serves other data ("this feed expects ...").

@@ -35,4 +35,18 @@ class ByteBudget {
 // A quarter of the memory /proc/meminfo reports available, at least 256 MiB.
 uint64_t default_inflight_bytes();
 
+// A worker's --max-inflight-mb and who may hold what of it, decided once: its dataset's
+// Python processes map at most half (shared among them) for their samples, files read
+// ahead take at most a quarter, and batches in flight have the rest (batch_bytes()).
+struct InflightSplit {
+  uint64_t total = 0;       // --max-inflight-mb, else default_inflight_bytes()
+  uint64_t python_shm = 0;  // DataOptions::python_shm_bytes
+  uint64_t read_ahead = 0;  // DataOptions::read_ahead_bytes
+  // What batches in flight may hold when the dataset holds `held` of the rest (its
+  // processes' shared memory and its read-ahead, as it reports them): total - held, or
+  // half of the total when they hold it all.
+  uint64_t batch_bytes(uint64_t held) const { return held < total ? total - held : total / 2; }
+};
+InflightSplit split_inflight(int64_t max_inflight_mb);
+
 }  // namespace tandem::transport
