@@ -16,6 +16,27 @@
 #include "tandem/training/runtime.h"
 
 namespace tandem::cli {
+namespace {
+
+// --log-level and --quiet, for this process and (through the environment) the ones it
+// starts; false when TANDEM_LOG_LEVEL names no level.
+bool set_output(std::string log_level, bool quiet, Settings& settings) {
+  static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
+  if (!kLevels.count(log_level)) {
+    spdlog::error("TANDEM_LOG_LEVEL is '{}': use trace, debug, info, warn or error", printable(log_level, 40));
+    return false;
+  }
+  if (quiet) {
+    log_level = "warn";
+    settings.quiet = true;
+    ::setenv("TANDEM_QUIET", "1", 1);  // for the processes this one starts
+  }
+  ::setenv("TANDEM_LOG_LEVEL", log_level.c_str(), 1);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  return true;
+}
+
+}  // namespace
 
 int run_cli(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
@@ -52,18 +73,7 @@ int run_cli(int argc, char** argv) {
     std::cerr << "tandem: " << problem << std::endl;
     return kExitUsage;
   }
-  static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
-  if (!kLevels.count(log_level)) {
-    spdlog::error("TANDEM_LOG_LEVEL is '{}': use trace, debug, info, warn or error", printable(log_level, 40));
-    return kExitFailed;
-  }
-  if (quiet) {
-    log_level = "warn";
-    settings.quiet = true;
-    ::setenv("TANDEM_QUIET", "1", 1);  // for the processes this one starts
-  }
-  ::setenv("TANDEM_LOG_LEVEL", log_level.c_str(), 1);
-  spdlog::set_level(spdlog::level::from_str(log_level));
+  if (!set_output(log_level, quiet, settings)) return kExitFailed;
   for (Command& cmd : commands) {
     if (!cmd.app->parsed()) continue;
     try {

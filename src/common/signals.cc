@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <ctime>
+#include <string>
 
 namespace tandem {
 
@@ -51,6 +52,26 @@ SignalWatcher::~SignalWatcher() {
   // half-way through writing its summary.
   done_ = true;
   thread_.join();
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    default: return "signal " + std::to_string(sig);
+  }
 }
 
 }  // namespace tandem

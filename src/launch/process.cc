@@ -3,7 +3,9 @@
 
 #include "tandem/common/text.h"
 
+#include "child_output.h"
 #include "signal_pipe.h"
+#include "tandem/common/signals.h"
 #include "tandem/common/spawn.h"
 
 #include <fcntl.h>
@@ -30,11 +32,6 @@ namespace tandem::launch {
 namespace {
 
 
-// A line longer than this is cut and emitted anyway, so a child printing without
-// newlines (a progress bar, binary junk) cannot grow our memory without bound.
-constexpr size_t kMaxLine = 1 << 20;
-// A line kept for ExitStatus::tail is cut to this many bytes.
-constexpr size_t kMaxTailLine = 1000;
 // Reads per pipe per poll round: a chatty child must not starve the others.
 constexpr int kReadsPerRound = 16;
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
@@ -48,33 +45,12 @@ constexpr auto kLeftoverGrace = std::chrono::seconds(2);
 constexpr auto kKillWait = std::chrono::seconds(5);
 
 
-std::string signal_name(int sig) {
-  switch (sig) {
-    case SIGHUP: return "SIGHUP";
-    case SIGINT: return "SIGINT";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGILL: return "SIGILL";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGKILL: return "SIGKILL";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGALRM: return "SIGALRM";
-    case SIGTERM: return "SIGTERM";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGUSR2: return "SIGUSR2";
-    default: return "signal " + std::to_string(sig);
-  }
-}
-
 // ---- Supervision ---------------------------------------------------------------------------
 
 struct Child {
   const ProcessSpec* spec = nullptr;
   pid_t pid = -1;
-  int fd = -1;          // read end of the output pipe; -1 once closed
-  std::string partial;  // output after the last newline
+  ChildOutput output;
   bool running = false;
   ExitStatus status;
 };
@@ -84,8 +60,7 @@ class Supervisor {
   Supervisor(const std::vector<ProcessSpec>& specs, const SuperviseOptions& opts)
       : opts_(opts), out_(opts.out != nullptr ? *opts.out : std::cout) {
     for (const auto& spec : specs) {
-      children_.push_back(Child{});
-      children_.back().spec = &spec;
+      children_.push_back(Child{&spec, -1, ChildOutput(spec.name, out_, opts.tail_lines), false, {}});
       children_.back().status.name = spec.name;
     }
   }
@@ -102,7 +77,7 @@ class Supervisor {
         usleep(10000);
       }
     }
-    for (auto& c : children_) close_pipe(c);
+    for (auto& c : children_) c.output.close();
   }
 
   std::vector<ExitStatus> run();
@@ -120,11 +95,7 @@ class Supervisor {
   void signal_live(int sig);
   void abandon_stuck();
   void end_leftovers();
-  bool pump(Child& c, int max_reads);
-  void emit_lines(Child& c, bool flush_partial);
-  void emit_line(Child& c, std::string_view line);
-  void drain_and_close(Child& c);
-  void close_pipe(Child& c);
+  void drain(Child& c);
   int live() const;
   std::string live_names() const;
   std::string critical_names() const;
@@ -152,7 +123,7 @@ std::vector<ExitStatus> Supervisor::run() {
     reap();
     check_clock();
   }
-  for (auto& c : children_) drain_and_close(c);
+  for (auto& c : children_) drain(c);
   end_leftovers();
   std::vector<ExitStatus> result;
   for (const auto& c : children_) result.push_back(c.status);
@@ -185,7 +156,9 @@ pid_t start_child(const ProcessSpec& spec, int* read_fd) {
 
 void Supervisor::start_all() {
   for (auto& c : children_) {
-    c.pid = start_child(*c.spec, &c.fd);
+    int fd = -1;
+    c.pid = start_child(*c.spec, &fd);
+    c.output.attach(fd);
     c.running = true;
     c.status.pid = c.pid;
     spdlog::info("started {} (pid {}): {}", c.spec->name, c.pid, c.spec->argv[0]);
@@ -196,8 +169,8 @@ void Supervisor::poll_once() {
   std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
   std::vector<Child*> owners{nullptr};
   for (auto& c : children_) {
-    if (c.fd < 0) continue;
-    fds.push_back({c.fd, POLLIN, 0});
+    if (c.output.fd() < 0) continue;
+    fds.push_back({c.output.fd(), POLLIN, 0});
     owners.push_back(&c);
   }
   const int timeout_ms = static_cast<int>(kPollInterval.count());
@@ -205,7 +178,7 @@ void Supervisor::poll_once() {
   for (size_t i = 1; i < fds.size(); ++i) {
     if (fds[i].revents == 0) continue;
     // EOF only means the child closed its output; it is reaped separately.
-    if (!pump(*owners[i], kReadsPerRound)) close_pipe(*owners[i]);
+    if (!owners[i]->output.pump(kReadsPerRound)) owners[i]->output.close();
   }
 }
 
@@ -249,7 +222,7 @@ void Supervisor::on_exit(Child& c, int wstatus) {
     c.status.exit_code = WEXITSTATUS(wstatus);
   }
   // Its last words belong before the line that reports its end.
-  drain_and_close(c);
+  drain(c);
   if (c.status.ok() || stopping_) {
     spdlog::info("{} {}", c.spec->name, c.status.describe());
     if (c.status.ok() && c.spec->critical) maybe_start_linger();
@@ -354,56 +327,10 @@ void Supervisor::abandon_stuck() {
   }
 }
 
-// Returns false at end of file (or a read error), true while the pipe is open.
-bool Supervisor::pump(Child& c, int max_reads) {
-  char buf[65536];
-  for (int i = 0; i < max_reads; ++i) {
-    const ssize_t n = read(c.fd, buf, sizeof buf);
-    if (n > 0) {
-      c.partial.append(buf, static_cast<size_t>(n));
-      emit_lines(c, false);
-    } else if (n == 0) {
-      return false;
-    } else {
-      if (errno == EINTR) continue;
-      return errno == EAGAIN || errno == EWOULDBLOCK;
-    }
-  }
-  return true;
-}
-
-void Supervisor::emit_lines(Child& c, bool flush_partial) {
-  size_t start = 0;
-  for (size_t nl; (nl = c.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-    emit_line(c, std::string_view(c.partial).substr(start, nl - start));
-  }
-  c.partial.erase(0, start);
-  if (!c.partial.empty() && (flush_partial || c.partial.size() >= kMaxLine)) {
-    emit_line(c, c.partial);
-    c.partial.clear();
-  }
-}
-
-void Supervisor::emit_line(Child& c, std::string_view line) {
-  out_ << '[' << c.spec->name << "] ";
-  out_.write(line.data(), static_cast<std::streamsize>(line.size()));
-  out_ << '\n' << std::flush;
-  if (opts_.tail_lines <= 0) return;
-  std::vector<std::string>& tail = c.status.tail;
-  tail.emplace_back(line.substr(0, kMaxTailLine));
-  if (tail.size() > static_cast<size_t>(opts_.tail_lines)) tail.erase(tail.begin());
-}
-
-void Supervisor::drain_and_close(Child& c) {
-  // A bounded number of reads: a grandchild may still hold the pipe and keep writing.
-  if (c.fd >= 0) pump(c, 64);
-  close_pipe(c);
-  emit_lines(c, true);
-}
-
-void Supervisor::close_pipe(Child& c) {
-  if (c.fd >= 0) close(c.fd);
-  c.fd = -1;
+// The child's last output, and its tail kept for output/failure.
+void Supervisor::drain(Child& c) {
+  c.output.drain_and_close();
+  c.status.tail = c.output.tail();
 }
 
 int Supervisor::live() const {

@@ -37,7 +37,7 @@ class StopOnSignal {
  public:
   StopOnSignal()
       : watcher_([this](int signo) {
-          spdlog::warn("received {}: stopping training", signo == SIGTERM ? "SIGTERM" : "SIGINT");
+          spdlog::warn("received {}: stopping training", signal_name(signo));
           stop_ = true;
           {
             std::lock_guard lock(mu_);

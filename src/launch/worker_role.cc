@@ -24,7 +24,7 @@ int run_worker(const Settings& settings, const std::string& host) {
     auto* s = live.load();
     if (!s) return;
     if (again || signo == SIGINT) {
-      spdlog::info("received {}: stopping the data worker", signo == SIGTERM ? "SIGTERM" : "SIGINT");
+      spdlog::info("received {}: stopping the data worker", signal_name(signo));
       s->stop();
     } else {
       spdlog::info("received SIGTERM: stopping the data worker once no trainer is connected (at most {} s)",

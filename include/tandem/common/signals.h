@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <functional>
+#include <string>
 #include <thread>
 
 namespace tandem {
@@ -33,5 +34,8 @@ class SignalWatcher {
   std::atomic<bool> done_{false};
   std::thread thread_;
 };
+
+// "SIGTERM", "SIGKILL", ...; "signal 42" for one without a common name.
+std::string signal_name(int sig);
 
 }  // namespace tandem

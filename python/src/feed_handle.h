@@ -1,0 +1,207 @@
+// Internal to libtandem_feed.so (capi.cc): tandem.Feed's C++ half, one feed::Feeder,
+// behind the C ABI's tandem_feed_* calls.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "feed_words.h"
+#include "tandem/cluster/endpoint.h"
+#include "tandem/common/error.h"
+#include "tandem/data/batching/convert.h"
+#include "tandem/data/batching/sampler.h"
+#include "tandem/feed/feeder.h"
+#include "capi.h"
+
+namespace tandem::python {
+
+// tandem.Feed's C++ half. next() may wait in one Python thread while another calls
+// close(): the feeder then only closes (that wait returns at once) and goes when the
+// last call inside it leaves.
+class Feed {
+ public:
+  explicit Feed(const json& request)
+      : release_(request.value("release_workers", false)),
+        settings_(feed_settings(with_launcher_settings(settings_of(request)))) {
+    dtype_ = numpy_dtype(data::wire_dtype(settings_.data));
+    const int local_threads = request.value("local_threads", 0);
+    place_ = feed_place(optional_of<std::vector<std::string>>(request, "workers"), optional_of<int>(request, "rank"),
+                        optional_of<int>(request, "world"), settings_, /*need_workers=*/local_threads == 0);
+    feed::FeederOptions opts{place_.workers, place_.rank,  place_.world, local_threads,
+                             request.value("start_step", uint64_t{0}), optional_of<uint64_t>(request, "epoch"),
+                             names_data(request)};
+    learns_dtype_ = !opts.data_given && local_threads == 0 && settings_.data.wire_dtype.empty();
+    feeder_ = std::make_unique<feed::Feeder>(settings_, std::move(opts));
+  }
+
+  // True once started; then the facts Python keeps are ready (info()).
+  bool wait_started(double seconds) {
+    Inside in(*this);
+    if (!in.feeder) throw std::runtime_error("the feed was closed before it started");
+    if (!in.feeder->wait_started(seconds)) return false;
+    std::lock_guard lock(mu_);
+    if (info_.empty()) {
+      batches_per_epoch_ = feeder_->sampler().batches_per_epoch();
+      info_ = dump({{"length", feeder_->steps() - feeder_->start_step()},
+                    {"batch_size", settings_.trainer.batch_size},
+                    {"batches_per_epoch", batches_per_epoch_},
+                    {"rank", place_.rank},
+                    {"world", place_.world},
+                    {"dataset", dataset_json(feeder_->info(), learns_dtype_ ? numpy_dtype(feeder_->info().dtype) : dtype_)}});
+      if (place_.rank == 0) run_ = script_run(settings_, place_, batches_per_epoch_, feeder_->start_step());
+    }
+    return true;
+  }
+
+  const std::string& info() const { return info_; }
+
+  int next(double seconds, CBatch** out) {
+    Inside in(*this);
+    if (!in.feeder) return TANDEM_NEXT_END;
+    std::optional<data::Batch> batch;
+    if (run_) run_->waiting();
+    feed::Feeder::Status status;
+    try {
+      status = in.feeder->next(seconds, batch);
+    } catch (...) {
+      in.release();
+      close();
+      throw;
+    }
+    if (status == feed::Feeder::Status::kEnd) {
+      in.release();
+      close();
+      return TANDEM_NEXT_END;
+    }
+    if (status != feed::Feeder::Status::kBatch) return TANDEM_NEXT_WAIT;
+    if (batch->dtype == data::DType::kBFloat16) {
+      in.release();
+      close();
+      throw ConfigError("the data workers send bfloat16 batches (their --wire-dtype), which numpy cannot hold: "
+                        "start them with --wire-dtype float16, float32 or uint8");
+    }
+    if (run_) run_->taken(batch->size(), batch->sequence, in.feeder->steps(), [&] { return in.feeder->stats(); });
+    auto* c = new CBatch{std::move(*batch), {}};
+    c->description = describe(c->batch, source_name(*in.feeder, c->batch.source));
+    *out = c;
+    return TANDEM_NEXT_BATCH;
+  }
+
+  // Stops the feed's threads; tells the workers to exit when release_workers was asked.
+  void close() {
+    feed::Feeder* f = nullptr;
+    bool release = false;
+    {
+      std::lock_guard lock(mu_);
+      if (!feeder_ || closing_) return;
+      closing_ = true;
+      release = release_ && !released_;
+      released_ = released_ || release;
+      f = feeder_.get();
+    }
+    f->close();
+    bool alone = false;
+    {
+      std::lock_guard lock(mu_);
+      alone = busy_ == 0;
+    }
+    if (alone) write_records(*f);  // first: the records ask the workers what they are, before they go
+    if (release) f->shutdown_workers("training script finished");
+    std::lock_guard lock(mu_);
+    stats_ = dump(stats_json(*f));
+    if (busy_ == 0) feeder_.reset();  // else the last call inside lets it go
+  }
+
+  int shutdown() {
+    Inside in(*this);
+    if (!in.feeder) throw std::runtime_error("shutdown() on a closed feed: call tandem.shutdown_workers(workers)");
+    released_ = true;
+    return in.feeder->shutdown_workers("training script finished");
+  }
+
+  std::string stats() {
+    Inside in(*this);
+    if (!in.feeder || !in.feeder->started()) {
+      std::lock_guard lock(mu_);
+      return stats_.empty() ? dump({{"sources", json::array()}, {"hedged_requests", 0}}) : stats_;
+    }
+    return dump(stats_json(*in.feeder));
+  }
+
+ private:
+  // A call inside the feeder: it stays alive until the call leaves (close() on another
+  // thread only closes it). `feeder` is null once the feed is closed.
+  struct Inside {
+    Feed& f;
+    feed::Feeder* feeder = nullptr;
+    bool in = false;
+    explicit Inside(Feed& feed) : f(feed) {
+      std::lock_guard lock(f.mu_);
+      if (f.feeder_ && !f.closing_) {
+        feeder = f.feeder_.get();
+        ++f.busy_;
+        in = true;
+      }
+    }
+    void release() {
+      if (!in) return;
+      in = false;
+      std::lock_guard lock(f.mu_);
+      if (--f.busy_ == 0 && f.closing_ && !f.stats_.empty()) f.feeder_.reset();
+    }
+    ~Inside() { release(); }
+  };
+
+  std::string source_name(const feed::Feeder& f, int source) {
+    if (source < 0) return "";
+    if (static_cast<size_t>(source) >= names_.size()) {
+      names_.clear();
+      for (const auto& s : f.stats()) names_.push_back(s.name);
+    }
+    return static_cast<size_t>(source) < names_.size() ? names_[source] : "";
+  }
+
+  // Rank 0: adds this feed to the run's records and writes the summary and report.html
+  // (a feed that delivered nothing adds nothing). Never throws: the script's batches
+  // matter more than its records.
+  void write_records(const feed::Feeder& f) {
+    if (!run_ || !f.started()) return;
+    const std::vector<feed::SourceStats> sources = f.stats();
+    uint64_t batches = 0;
+    for (const auto& s : sources) batches += s.batches;
+    run_->feed_ended(sources, f.hedged());
+    if (batches == 0) return;
+    report::RunSummaryFacts facts{settings_, f.rank_feed(), {}, 0, place_.cluster};
+    facts.world = place_.world;
+    facts.local_world = place_.local_world;
+    facts.local_threads = f.rank_feed().local_threads();
+    facts.batch_size = settings_.trainer.batch_size;
+    facts.steps_per_epoch = batches_per_epoch_;
+    facts.simulated = place_.simulated;
+    try {
+      run_->write_summary(facts);
+    } catch (const std::exception& e) {
+      spdlog::warn("no summary for this run: {}", e.what());
+    }
+  }
+
+  std::mutex mu_;  // guards feeder_, busy_, closing_, stats_, info_
+  std::unique_ptr<feed::Feeder> feeder_;
+  bool release_ = false;
+  std::atomic<bool> released_{false};
+  Settings settings_;
+  FeedPlace place_;
+  std::string dtype_;
+  bool learns_dtype_ = false;  // a dataset learnt from the workers: its dtype is theirs
+  std::shared_ptr<report::ScriptRun> run_;  // the process's run (rank 0), or null
+  uint64_t batches_per_epoch_ = 0;
+  std::string info_;
+  std::vector<std::string> names_;  // used by the one thread in next()
+  int busy_ = 0;
+  bool closing_ = false;
+  std::string stats_;  // kept at close()
+};
+
+}  // namespace tandem::python
