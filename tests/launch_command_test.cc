@@ -56,7 +56,7 @@ TEST(RankEnv, TorchrunVariablesPlaceEveryRank) {
       {"MASTER_PORT", "29511"}, {"OMP_NUM_THREADS", "4"}, {"GLOO_SOCKET_IFNAME", "eth0"},
       {"NCCL_SOCKET_IFNAME", "eth0"}, {"TANDEM_WORKERS", "10.0.0.5:6000,10.0.0.6:6000"},
       {"TANDEM_JOB_NAME", "job-1"}, {"TANDEM_SETTINGS", R"({"image-size":"32"})"},
-      {"TANDEM_SAGEMAKER_ROOT", "/opt/ml"}, {"TANDEM_HOST", "algo-3"}};
+      {"TANDEM_SAGEMAKER_ROOT", "/opt/ml"}, {"TANDEM_HOST", "algo-3"}, {"TANDEM_RANK_GROUP", "1"}};
   EXPECT_EQ(env, want);  // no token: no TANDEM_TOKEN; no TORCHELASTIC_*
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "process_helpers.h"
 #include "python_fixture.h"
@@ -126,6 +127,44 @@ TEST(PythonPool, NothingADatasetForksOutlivesItsKilledWorker) {
   testing::wait_exit(w.child, 30s);
   EXPECT_EQ(still_running(processes, 10s), std::vector<pid_t>{}) << "a Python process outlived its worker";
   EXPECT_EQ(still_running(children, 10s), std::vector<pid_t>{}) << "a child the dataset forked outlived the worker";
+  fs::remove_all(dir);
+}
+
+// Users' code that is not deterministic is found at start: samples made twice in one
+// process and once in another. The suite's own datasets are deterministic.
+TEST(PythonDeterminism, ADatasetDrawingFromUnseededSourcesIsFound) {
+  REQUIRE_NUMPY();
+  EXPECT_EQ(data::make_dataset(squares("{}", 2))->determinism_problem(), "");
+  const std::string urandom = data::make_dataset(squares(R"({"unseeded": true})", 2))->determinism_problem();
+  EXPECT_NE(urandom.find(":Squares is not deterministic: samples 0, 32, 63 came out different"), std::string::npos)
+      << urandom;
+  EXPECT_NE(urandom.find("tandem.sample_rng()"), std::string::npos) << urandom;
+  // The process id: the same in one process, different in two.
+  EXPECT_NE(data::make_dataset(squares(R"({"per_process": true})", 2))->determinism_problem(), "");
+}
+
+// Behind a worker: one loud warning at start, the trainer's summary lists it; under
+// --require-deterministic the worker refuses to serve.
+TEST(PythonDeterminism, AWorkerWarnsTheSummaryListsItAndTheFlagRefusesIt) {
+  REQUIRE_NUMPY();
+  const fs::path dir = testing::fresh_dir("python-determinism");
+  const std::string data = " --data python:" + kFile + ":Squares --python /usr/bin/python3 --python-procs 2";
+  const std::string unseeded = data + " --data-args '{\"unseeded\": true}'";
+  testing::Worker w = testing::start_worker("--threads 2" + unseeded, dir / "w.log", 60s);
+  ASSERT_NE(w.port, 0) << testing::slurp(dir / "w.log");
+  EXPECT_NE(testing::slurp(dir / "w.log").find("is not deterministic"), std::string::npos) << testing::slurp(dir / "w.log");
+  const auto r = testing::run_capture("trainer --workers " + w.target() + " --local-workers 0 --train-threads 1 "
+                                      "--batch-size 8 --steps 3 --summary-json " + (dir / "s.json").string() + unseeded,
+                                      dir / "trainer.log", 180);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto summary = nlohmann::json::parse(testing::slurp(dir / "s.json"));
+  ASSERT_EQ(summary["determinism_problems"].size(), 1u) << summary.dump(2);
+  EXPECT_NE(summary["determinism_problems"][0].get<std::string>().find("is not deterministic"), std::string::npos);
+  const auto strict = testing::run_capture("worker --port 0 --bind 127.0.0.1 --threads 2 --require-deterministic" +
+                                           unseeded, dir / "strict.log", 120);
+  EXPECT_EQ(strict.code, 1) << strict.out;
+  EXPECT_NE(strict.out.find("is not deterministic"), std::string::npos) << strict.out;
+  EXPECT_NE(strict.out.find("(--require-deterministic)"), std::string::npos) << strict.out;
   fs::remove_all(dir);
 }
 

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <thread>
 
@@ -211,6 +212,53 @@ TEST(SampleAudit, CountsMissingDuplicatedAndUnplannedSamples) {
 
 namespace tandem::feed {
 namespace {
+
+// Two copies of one batch (a hedged request that both sources answered) that differ: the
+// data is not deterministic. Reported with the batch, its samples and both sources; under
+// --require-deterministic the next batch is an error.
+TEST(Scheduler, TwoCopiesOfAHedgedBatchThatDifferAreReported) {
+  for (const bool require : {false, true}) {
+    Scheduler s(request_for, {60, 8, /*batch_timeout_s=*/10, 0, require});
+    const int stalling = s.add_source("stalling", 2);
+    const int healthy = s.add_source("healthy", 2);
+    std::promise<void> release;
+    const std::shared_future<void> released = release.get_future().share();
+    std::atomic<int64_t> stalled{-1};
+    std::thread a([&] {
+      while (auto r = s.acquire(stalling)) {
+        data::Batch b = batch_for(*r);
+        if (r->sequence >= 20 && stalled < 0) {  // hangs on this one, then answers it with other bytes
+          stalled = static_cast<int64_t>(r->sequence);
+          released.wait();
+          std::memset(b.data.data(), 0xff, b.data.size());
+        }
+        s.complete(stalling, std::move(b));
+      }
+    });
+    std::thread h = serve(s, healthy, 2ms);
+    for (uint64_t i = 0;; ++i) {
+      auto batch = s.next();
+      ASSERT_TRUE(batch) << i;
+      if (static_cast<int64_t>(i) == stalled) break;
+    }
+    release.set_value();
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (s.determinism_problems().empty() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    const std::vector<std::string> problems = s.determinism_problems();
+    ASSERT_EQ(problems.size(), 1u) << require;
+    const std::string seq = std::to_string(stalled.load());
+    EXPECT_NE(problems[0].find("batch " + seq + " (samples " + seq + ") came from healthy and stalling with different bytes"),
+              std::string::npos) << problems[0];
+    if (require) {
+      EXPECT_THROW(s.next(), DataError);
+    } else {
+      EXPECT_TRUE(s.next());
+    }
+    s.close();
+    a.join();
+    h.join();
+  }
+}
 
 // One source stalls on one request (a host that hangs): once the request at the head of
 // the line is late by the learned margin, another source makes it too and the loop goes

@@ -115,6 +115,10 @@ void add_data_options(CLI::App& app, DataOptions& o) {
   app.add_option("--on-bad-sample", o.on_bad_sample,
                  "fail | skip: on an undecodable file, stop, or use the next good sample and list the file")
       ->capture_default_str()->check(CLI::IsMember({"fail", "skip"}))->group(kDataGroup);
+  app.add_flag("--require-deterministic", o.require_deterministic,
+               "Users' code (python:FILE:NAME) whose samples differ when made twice with the same seed is an error, "
+               "not a warning (docs/datasets.md)")
+      ->group(kDataGroup);
   app.add_option("--max-image-pixels", o.max_image_pixels,
                  "An image file whose header declares more pixels is a bad sample, refused before decoding "
                  "(a decompression bomb); default Pillow's")

@@ -85,4 +85,16 @@ std::optional<std::string> read_file(const std::string& path) {
   return std::move(text).str();
 }
 
+std::string unwritable_reason(const std::string& dir) {
+  const std::string probe = dir + "/.tandem-write-check-" + std::to_string(::getpid());
+  try {
+    write_file_atomically(probe, "tandem checks that it can write here\n");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  std::error_code ec;
+  std::filesystem::remove(probe, ec);
+  return "";
+}
+
 }  // namespace tandem

@@ -176,7 +176,8 @@ void RankFeed::start(uint64_t steps, uint64_t start_step, int local_threads) {
   {
     std::lock_guard lock(mu_);
     scheduler_ = std::make_unique<Scheduler>([s = sampler_.get()](uint64_t seq) { return s->request(seq); },
-                                             SchedulerOptions{steps, opts_.prefetch, opts_.batch_timeout_s, start_step});
+                                             SchedulerOptions{steps, opts_.prefetch, opts_.batch_timeout_s, start_step,
+                                                              opts_.data.require_deterministic});
     if (interrupted_) scheduler_->close();
   }
   local_threads_ = local_threads;

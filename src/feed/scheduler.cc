@@ -1,10 +1,29 @@
 #include "tandem/feed/scheduler.h"
 
 #include <algorithm>
+#include <functional>
+#include <string_view>
+
+#include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
 
 namespace tandem::feed {
+namespace {
+
+// One hash of a batch's bytes (its pixels, labels and fields): two copies of one batch
+// made from deterministic data have the same.
+uint64_t batch_digest(const data::Batch& b) {
+  auto bytes = [](const auto& v) {
+    return std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(*v.data()));
+  };
+  uint64_t h = std::hash<std::string_view>{}(bytes(b.data));
+  h = h * 31 + std::hash<std::string_view>{}(bytes(b.labels));
+  for (const data::Field& f : b.fields) h = h * 31 + std::hash<std::string_view>{}(bytes(f.data));
+  return h;
+}
+
+}  // namespace
 
 Scheduler::Scheduler(RequestFactory make_request, SchedulerOptions opts)
     : make_request_(std::move(make_request)), opts_(opts) {
@@ -68,7 +87,9 @@ void Scheduler::complete(int source, data::Batch batch) {
   {
     std::lock_guard lock(mu_);
     Source& s = sources_.at(source);
-    if (losers_.erase({batch.sequence, source})) {  // the other holder answered first
+    if (auto l = losers_.find({batch.sequence, source}); l != losers_.end()) {  // the other holder answered first
+      compare_copies(batch, source, l->second.first, l->second.second);
+      losers_.erase(l);
       --s.inflight;
       cv_.notify_all();
       return;
@@ -82,7 +103,7 @@ void Scheduler::complete(int source, data::Batch batch) {
     latencies_.push_back(std::chrono::duration<double>(Clock::now() - since).count());
     if (latencies_.size() > 64) latencies_.pop_front();
     const int other = by_owner ? t.hedge : t.owner;
-    if (other >= 0) losers_.insert({batch.sequence, other});
+    if (other >= 0) losers_[{batch.sequence, other}] = {batch_digest(batch), source};
     outstanding_.erase(it);
     --s.inflight;
     batch.source = source;
@@ -178,8 +199,29 @@ std::string Scheduler::failure_summary() const {
   return out;
 }
 
+void Scheduler::compare_copies(const data::Batch& copy, int source, uint64_t winner_digest, int winner) {
+  if (batch_digest(copy) == winner_digest) return;
+  std::string samples;
+  for (size_t i = 0; i < copy.indices.size() && i < 8; ++i) samples += (i ? ", " : "") + std::to_string(copy.indices[i]);
+  const std::string what = "batch " + std::to_string(copy.sequence) + " (samples " + samples +
+                           (copy.indices.size() > 8 ? ", ..." : "") + ") came from " + sources_.at(winner).stats.name +
+                           " and " + sources_.at(source).stats.name +
+                           " with different bytes: the dataset is not deterministic (users' code drawing from a "
+                           "source tandem does not seed: os.urandom, the time, a process id, global state), so "
+                           "resuming and re-sent requests cannot be exact (docs/datasets.md, 'Seeding')";
+  if (unrepeatable_.size() < 16) unrepeatable_.push_back(what);
+  if (unrepeatable_.size() == 1) spdlog::warn("{}", what);
+  if (opts_.require_deterministic && unrepeatable_error_.empty()) unrepeatable_error_ = what + " (--require-deterministic)";
+}
+
+std::vector<std::string> Scheduler::determinism_problems() const {
+  std::lock_guard lock(mu_);
+  return unrepeatable_;
+}
+
 std::optional<data::Batch> Scheduler::next() {
   std::unique_lock lock(mu_);
+  if (!unrepeatable_error_.empty()) throw DataError(unrepeatable_error_);
   if (next_deliver_ >= opts_.total_batches) return std::nullopt;
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(

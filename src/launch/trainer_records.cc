@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/cluster/cluster.h"
+#include "tandem/common/error.h"
 #include "tandem/common/files.h"
 #include "tandem/common/text.h"
 #include "tandem/feed/sample_audit.h"
@@ -50,6 +51,22 @@ RunFiles run_files(const Settings& settings, int rank) {
   f.summary = explicit_summary.empty() ? f.root + "/output/data/summary.json" : explicit_summary;
   f.keep = !f.root.empty() || !explicit_summary.empty();
   return f;
+}
+
+void check_writable(const RunFiles& files) {
+  std::vector<std::pair<std::string, std::string>> places = {{"the final model", files.paths.model_dir},
+                                                             {"checkpoints", files.paths.checkpoint_dir}};
+  if (files.keep) places.emplace_back("the summary and metrics", std::filesystem::path(files.summary).parent_path());
+  std::string problems;
+  for (const auto& [what, dir] : places) {
+    if (dir.empty()) continue;
+    const std::string why = unwritable_reason(dir);
+    if (!why.empty()) problems += (problems.empty() ? "" : "; ") + what + ": " + why;
+  }
+  if (!problems.empty()) {
+    throw ConfigError("this run could not keep what it trains: " + problems +
+                      ". Fix those folders (or point --sagemaker-root, --summary-json elsewhere) before training");
+  }
 }
 
 LiveRecords::LiveRecords(const RunFiles& files, int rank, bool resumed, uint64_t steps_per_epoch, bool quiet) {

@@ -151,6 +151,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     opts.trainer.mix.seed = settings.data.seed;  // the data's seed also fixes the batches' mixing
     training::set_torch_threads(opts.torch_threads);
     const RunFiles files = run_files(settings, dist.rank);
+    if (dist.rank == 0) check_writable(files);
     out = files.root;
     training::Trainer trainer(opts.trainer, feed.info(), dist, files.paths, eval_dataset(settings, feed.info()));
     signals.training_starts();
@@ -172,6 +173,8 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       RunFacts facts{settings, feed, dist, cluster, opts.local_threads, opts.steps_per_epoch,
                      settings.trainer.batch_size};
       write_run_records(files, live, result, facts, audits);
+      // The weights are in a checkpoint, but the model the run was for is not: a failure.
+      if (!result.model_error.empty()) throw ConfigError(result.model_error);
       // Every rank has finished its last step (run() ends with a barrier): now the workers may go.
       if (!in_rank_group()) feed.release_workers(result.interrupted ? "trainer interrupted" : "training finished");
     }

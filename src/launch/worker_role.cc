@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "tandem/common/error.h"
 #include "tandem/common/signals.h"
 #include "tandem/common/text.h"
 #include "tandem/data/batching/convert.h"
@@ -13,6 +14,19 @@
 #include "tandem/transport/worker_server.h"
 
 namespace tandem::launch {
+namespace {
+
+// Users' code must be deterministic: a dataset whose samples differ when made twice is
+// one loud warning (the trainers' summaries list it too), an error under
+// --require-deterministic.
+void check_determinism(const data::Dataset& dataset, const DataOptions& opts) {
+  const std::string problem = dataset.determinism_problem();
+  if (problem.empty()) return;
+  if (opts.require_deterministic) throw ConfigError(problem + " (--require-deterministic)");
+  spdlog::warn("{}; --require-deterministic makes this an error", problem);
+}
+
+}  // namespace
 
 int run_worker(const Settings& settings, const std::string& host) {
   std::atomic<transport::WorkerServer*> live{nullptr};
@@ -42,6 +56,7 @@ int run_worker(const Settings& settings, const std::string& host) {
   data.python_shm_bytes = split.python_shm;
   data.read_ahead_bytes = split.read_ahead;
   auto dataset = data::make_dataset(data);
+  check_determinism(*dataset, settings.data);
   if (dataset->shared_memory_bytes() > 0) {
     spdlog::info("its Python processes may map {} MiB of shared memory, half of --max-inflight-mb {}",
                  dataset->shared_memory_bytes() >> 20, worker.max_inflight_mb);

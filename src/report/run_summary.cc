@@ -20,6 +20,7 @@ std::vector<WorkerFacts> ask_workers(nlohmann::json& summary, const feed::RankFe
                                      const cluster::Cluster& cluster) {
   const data::Dataset* local = feed.local_dataset();
   nlohmann::json files = local ? local->skipped() : std::vector<std::string>{};
+  nlohmann::json unrepeatable = nlohmann::json::array();  // users' code that is not deterministic
   uint64_t count = local ? local->skipped_count() : 0;
   std::vector<std::future<transport::WorkerInfo>> answers;
   for (const auto& w : feed.workers()) {
@@ -32,6 +33,7 @@ std::vector<WorkerFacts> ask_workers(nlohmann::json& summary, const feed::RankFe
       const transport::WorkerInfo wi = answers[i].get();
       for (const auto& s : wi.skipped) files.push_back(wi.host + ": " + s);
       count += wi.skipped_count;
+      if (!wi.determinism_problem.empty()) unrepeatable.push_back(wi.host + ": " + wi.determinism_problem);
       f.host = wi.host;
       f.threads = wi.threads;
       for (const auto& g : cluster.groups) {
@@ -44,6 +46,8 @@ std::vector<WorkerFacts> ask_workers(nlohmann::json& summary, const feed::RankFe
   }
   summary["skipped_samples"] = count;
   summary["skipped_files"] = files;
+  for (const std::string& seen : feed.scheduler().determinism_problems()) unrepeatable.push_back(seen);
+  summary["determinism_problems"] = unrepeatable;
   return facts;
 }
 

@@ -110,6 +110,7 @@ nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::So
   out["grad_buckets_overlapped"] = train.grad_buckets_overlapped;
   if (!train.last_checkpoint.empty()) out["checkpoint_dir"] = train.last_checkpoint;
   if (!train.model_file.empty()) out["model_file"] = train.model_file;
+  if (!train.model_error.empty()) out["model_error"] = train.model_error;
   if (train.eval_accuracy) {
     out["eval_accuracy"] = *train.eval_accuracy;
     out["eval_history"] = train.eval_history;

@@ -122,6 +122,7 @@ class RunLoop {
   TrainReport finish();
 
  private:
+  void save_final_model();
   bool reporter() const { return m_.dist.rank == 0; }
   bool alone() const { return m_.dist.world <= 1; }
   void progress(int64_t step, const char* phase) {
@@ -271,11 +272,31 @@ void RunLoop::agree_on_parameters() {
   }
 }
 
+// The final model; when it cannot be written (a read-only or full model folder) the
+// weights go to a checkpoint of the last step, and the report says where (model_error).
+void RunLoop::save_final_model() {
+  try {
+    r_.model_file = m_.save_model();
+    return;
+  } catch (const std::exception& e) {
+    r_.model_error = std::string("cannot write the trained model: ") + e.what();
+  }
+  try {
+    r_.last_checkpoint = m_.save_checkpoint(completed_);
+    r_.model_error += "; its weights (step " + std::to_string(completed_) + ") are kept in the checkpoint in " +
+                      r_.last_checkpoint + ": fix the model folder and start the run again, which resumes at that "
+                      "step and writes the model at once";
+  } catch (const std::exception& e) {
+    r_.model_error += std::string("; nor could its weights be kept in a checkpoint: ") + e.what();
+  }
+  spdlog::error("{}", r_.model_error);
+}
+
 TrainReport RunLoop::finish() {
   m_.next_step = completed_;
   // Stopped before this run's first step: the newest checkpoint (if any) already holds it.
   if (r_.interrupted && completed_ > r_.start_step) r_.last_checkpoint = m_.save_checkpoint(completed_);
-  else if (limits_.max_steps < 0 || completed_ == loop_.steps) r_.model_file = m_.save_model();
+  else if (limits_.max_steps < 0 || completed_ == loop_.steps) save_final_model();
   record_totals();
   agree_on_parameters();
   return std::move(r_);

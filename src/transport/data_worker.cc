@@ -69,6 +69,7 @@ WorkerInfo DataWorker::describe() const {
   info.host = host_;
   info.skipped = dataset_->skipped();
   info.skipped_count = dataset_->skipped_count();
+  info.determinism_problem = dataset_->determinism_problem();  // checked at the worker's start, kept
   return info;
 }
 

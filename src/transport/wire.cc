@@ -46,6 +46,7 @@ v1::InfoReply to_proto(const WorkerInfo& info) {
   reply.set_host(info.host);
   for (const std::string& s : info.skipped) reply.add_skipped(s);
   reply.set_skipped_count(info.skipped_count);
+  reply.set_determinism_problem(info.determinism_problem);
   return reply;
 }
 
@@ -69,6 +70,7 @@ WorkerInfo from_proto(const v1::InfoReply& reply) {
   info.host = printable(reply.host(), 80);
   for (const auto& s : reply.skipped()) info.skipped.push_back(printable(s));
   info.skipped_count = reply.skipped_count();
+  info.determinism_problem = reply.determinism_problem();
   return info;
 }
 

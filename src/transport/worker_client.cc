@@ -32,6 +32,12 @@ std::shared_ptr<grpc::Channel> make_channel(const std::string& target, const Sec
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Reconnect as the feed's own retries expect (worker_link.h): gRPC's defaults (pauses
+  // growing to 120 s, 20 s per connection attempt) would let a worker whose network has
+  // healed wait a minute or more for its channel's next attempt.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   // Each client gets its own connection, even to the same address.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   if (!security.tls_server_name.empty()) args.SetSslTargetNameOverride(security.tls_server_name);

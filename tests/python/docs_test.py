@@ -3,7 +3,7 @@
 
 1. Every flag of every command (`tandem CMD --help`) is in the configuration reference as
    `--flag` (in a table row or the text), and every `--flag` the reference names exists.
-3. Every --pipeline step (the table in src/data/augment/pipeline_spec.cc) has a row in the
+3. Every --pipeline step (the table in src/data/augment/pipeline_ops.cc) has a row in the
    reference's step table that names each of its parameters.
 2. Every field of a real summary.json (a 2-step run with evaluation, an audit and a
    checkpoint directory) is named in the reference's Summary section, as are the fields
@@ -46,10 +46,10 @@ def section(text, title):
 
 
 def pipeline_steps():
-    """{step: [parameter, ...]} from the ops() table of src/data/augment/pipeline_spec.cc."""
-    text = open(os.path.join(ROOT, "src", "data", "augment", "pipeline_spec.cc")).read()
+    """{step: [parameter, ...]} from the ops() table of src/data/augment/pipeline_ops.cc."""
+    text = open(os.path.join(ROOT, "src", "data", "augment", "pipeline_ops.cc")).read()
     m = re.search(r"static const std::vector<OpDef> table = \{(.*?)\n  \};", text, re.S)
-    assert m, "no ops() table in src/data/augment/pipeline_spec.cc"
+    assert m, "no ops() table in src/data/augment/pipeline_ops.cc"
     steps = {}
     for entry in re.split(r'\n      \{"', m.group(1))[1:]:
         name, _, rest = entry.partition('"')

@@ -14,4 +14,9 @@ void write_file_atomically(const std::string& path, const std::string& text);
 // the caller names the file and the fix in its own words.
 std::optional<std::string> read_file(const std::string& path);
 
+// Why files cannot be written in `dir` ("" when they can): it is made if missing, then a
+// small file is written there and removed. The reason is write_file_atomically's (a full
+// disk with its free space, a read-only file system, a permission).
+std::string unwritable_reason(const std::string& dir);
+
 }  // namespace tandem

@@ -65,6 +65,9 @@ struct DataOptions {
   std::string channel = "train";        // --channel: SageMaker channel read when --data has no PATH
   std::string split = "train";          // --split: train | test (mnist's files; imagefolder's default pipeline)
   std::string on_bad_sample = "fail";   // --on-bad-sample: fail | skip (use the next good sample, list the bad one)
+  // --require-deterministic: users' code whose samples differ when made twice (a worker's
+  // check at start, two copies of one batch) is an error, not a warning.
+  bool require_deterministic = false;
   // --max-image-pixels: an image file whose header declares more pixels is a bad sample
   // (a decompression bomb), refused before anything of it is decoded.
   uint64_t max_image_pixels = kDefaultMaxImagePixels;

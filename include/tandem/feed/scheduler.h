@@ -27,6 +27,9 @@ struct SchedulerOptions {
   int prefetch = 16;             // requested-but-unconsumed batches, at most (bounds memory)
   double batch_timeout_s = 120;  // next() gives up after this long without its batch
   uint64_t first_batch = 0;      // where a resumed run starts
+  // Two copies of one batch (a hedged request answered by both sources) that differ are
+  // an error from next(), not a warning (--require-deterministic).
+  bool require_deterministic = false;
 };
 
 struct SourceStats {
@@ -80,6 +83,9 @@ class Scheduler {
   std::vector<SourceStats> stats() const;
   // Requests re-issued to a second source because they were late (first answer wins).
   uint64_t hedged() const;
+  // Batches that came from two sources (a hedged request both answered) with different
+  // bytes: one line each (at most 16), naming the batch, its samples and both sources.
+  std::vector<std::string> determinism_problems() const;
   // Seconds next() spent waiting for data, in total.
   double wait_seconds() const;
 
@@ -118,7 +124,12 @@ class Scheduler {
   std::deque<Source> sources_;                  // GUARDED_BY(mu_)
   std::deque<uint64_t> retry_;                  // GUARDED_BY(mu_): re-issue first
   std::map<uint64_t, Ticket> outstanding_;      // GUARDED_BY(mu_): sequence -> holders
-  std::set<std::pair<uint64_t, int>> losers_;   // GUARDED_BY(mu_): answers still due after a hedge was won
+  // Answers still due after a hedge was won: {sequence, source} -> the winner's digest and source.
+  std::map<std::pair<uint64_t, int>, std::pair<uint64_t, int>> losers_;  // GUARDED_BY(mu_)
+  std::vector<std::string> unrepeatable_;       // GUARDED_BY(mu_): determinism_problems()
+  std::string unrepeatable_error_;              // GUARDED_BY(mu_): next() throws it (require_deterministic)
+  // Compares a loser's copy with the winner's digest, recording a difference.
+  void compare_copies(const data::Batch& copy, int source, uint64_t winner_digest, int winner);
   std::deque<double> latencies_;                // GUARDED_BY(mu_): seconds, the last 64 answers
   uint64_t hedged_ = 0;                         // GUARDED_BY(mu_)
   std::map<uint64_t, data::Batch> ready_;       // GUARDED_BY(mu_)

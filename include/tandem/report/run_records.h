@@ -49,6 +49,9 @@ struct TrainReport {
   std::vector<std::string> param_checksums;  // per rank: FNV-1a of every parameter's bytes
   std::string last_checkpoint;    // path, if this run wrote one
   std::string model_file;         // the final model, written by rank 0
+  // Why the final model could not be written (a read-only or full model folder), and
+  // which checkpoint holds its weights instead; "" when it was written.
+  std::string model_error;
   std::optional<double> eval_accuracy;  // the last evaluation's top-1 accuracy
   std::vector<std::pair<int64_t, double>> eval_history;  // (step, accuracy)
 };

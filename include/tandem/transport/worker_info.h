@@ -24,6 +24,7 @@ struct WorkerInfo {
   std::string host;
   std::vector<std::string> skipped;  // files it could not use (--on-bad-sample skip)
   uint64_t skipped_count = 0;
+  std::string determinism_problem;  // data::Dataset::determinism_problem(); "" when deterministic
 };
 
 }  // namespace tandem::transport

@@ -19,157 +19,17 @@
 #include <spdlog/spdlog.h>
 
 #include "pool_channel.h"
+#include "pool_process.h"
 #include "tandem/common/clock.h"
 #include "tandem/common/spawn.h"
 #include "tandem/common/text.h"
 #include "tandem/data/batching/thread_pool.h"
+#include "tandem/data/sources/dataset.h"  // fnv1a
 
 namespace tandem::data {
 namespace fs = std::filesystem;
 using pool::ProcessGone;
 using pool::ProcessSlow;
-namespace {
-
-constexpr size_t kMaxShmBytes = size_t{4} << 30;
-constexpr int kChildSocketFd = 3, kChildShmFd = 4;
-
-std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
-
-// A fd number above the ones the child is given.
-int high_fd(int fd) {
-  const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
-  ::close(fd);
-  if (moved < 0) throw ConfigError(errno_text("fcntl"));
-  return moved;
-}
-
-// Waits for `pid` to end (SIGKILL at `deadline`), ends what it left in its process group
-// (children a dataset forked) while its id is still the group's, and reaps it: "killed
-// by signal 9 (Killed)" / "exited with status 3".
-std::string reap(pid_t pid, Clock::time_point deadline) {
-  siginfo_t info{};
-  for (bool killed = false;;) {
-    info.si_pid = 0;
-    const int flags = WEXITED | WNOWAIT | (killed ? 0 : WNOHANG);
-    if (::waitid(P_PID, static_cast<id_t>(pid), &info, flags) == 0 && info.si_pid == pid) break;
-    if (errno == ECHILD) return "already reaped";
-    if (!killed && Clock::now() >= deadline) {
-      ::kill(pid, SIGKILL);
-      killed = true;
-    }
-    if (!killed) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ::kill(-pid, SIGKILL);  // the group outlives its leader only through what the leader started
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) {
-    return "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-  }
-  return "exited with status " + std::to_string(WEXITSTATUS(status));
-}
-
-}  // namespace
-
-// One Python process: its pid, its end of the socketpair and its shared memory.
-struct PythonProcessPool::Process {
-  pool::Channel channel;  // its pid, socket and pidfd
-  pid_t& pid = channel.pid;
-  int shm = -1;
-  std::byte* map = nullptr;
-  size_t mapped = 0;
-  bool busy = false;  // GUARDED_BY(pool mu_)
-
-  ~Process() { stop(1.0); }
-
-  void start(const PythonPoolOptions& opts);
-  void stop(double grace_s);
-  void close_all();
-  void remap(size_t size);
-  void grow(size_t size);
-  SampleFields fields_of(const nlohmann::json& reply);
-};
-
-// The process leads its own process group (a terminal's Ctrl-C is the worker's to handle,
-// and what the dataset forks is ended with it) and dies with the worker (spawn.h).
-void PythonProcessPool::Process::start(const PythonPoolOptions& opts) {
-  int pair[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) throw ConfigError(errno_text("socketpair"));
-  channel.sock = pair[0];
-  const int theirs = high_fd(pair[1]);
-  shm = ::memfd_create("tandem-python-sample", MFD_CLOEXEC);
-  if (shm < 0 || ::ftruncate(shm, static_cast<off_t>(opts.initial_shm_bytes)) != 0) {
-    ::close(theirs);
-    throw ConfigError(errno_text("memfd_create"));
-  }
-  shm = high_fd(shm);
-  remap(opts.initial_shm_bytes);
-  SpawnSpec spec;
-  spec.argv = {opts.python, opts.script, std::to_string(kChildSocketFd), std::to_string(kChildShmFd)};
-  spec.fds = {{theirs, kChildSocketFd}, {shm, kChildShmFd}};
-  Spawned child;
-  try {
-    child = spawn_process(spec);
-  } catch (const std::exception& e) {
-    ::close(theirs);
-    throw ConfigError("cannot start the Python interpreter '" + opts.python + "': " + e.what());
-  }
-  ::close(theirs);
-  pid = child.pid;
-  if (child.exec_errno != 0) {
-    reap(pid, after(1));
-    pid = -1;
-    throw ConfigError("cannot start the Python interpreter '" + opts.python + "': " + std::strerror(child.exec_errno) +
-                      ": install Python 3 with numpy, or pass --python PATH");
-  }
-  channel.pidfd = pool::open_pidfd(pid);
-}
-
-void PythonProcessPool::Process::remap(size_t size) {
-  if (size > kMaxShmBytes) throw ProcessGone{"it asked for " + std::to_string(size >> 20) + " MiB of shared memory"};
-  if (map) ::munmap(map, mapped);
-  void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, shm, 0);  // call() writes its input
-  if (m == MAP_FAILED) {
-    map = nullptr;
-    mapped = 0;
-    throw ProcessGone{errno_text("mmap of its shared memory")};
-  }
-  map = static_cast<std::byte*>(m);
-  mapped = size;
-}
-
-// Makes the shared memory at least `size` bytes (a python() step's input); the process
-// sees the new size at its next request.
-void PythonProcessPool::Process::grow(size_t size) {
-  if (size <= mapped) return;
-  if (::ftruncate(shm, static_cast<off_t>(size)) != 0) throw ProcessGone{errno_text("ftruncate of its shared memory")};
-  remap(size);
-}
-
-void PythonProcessPool::Process::close_all() {
-  if (map) ::munmap(map, mapped);
-  map = nullptr;
-  mapped = 0;
-  for (int* fd : {&channel.sock, &shm, &channel.pidfd}) {
-    if (*fd >= 0) ::close(*fd);
-    *fd = -1;
-  }
-}
-
-void PythonProcessPool::Process::stop(double grace_s) {
-  close_all();  // EOF: a process waiting for a request exits at once
-  if (pid > 0) {
-    ::kill(-pid, SIGTERM);  // the group: what the dataset forked goes too
-    reap(pid, after(grace_s));
-  }
-  pid = -1;
-}
-
-SampleFields PythonProcessPool::Process::fields_of(const nlohmann::json& reply) {
-  const size_t size = reply.value("shm_size", size_t{0});
-  if (size > mapped) remap(size);  // remap() refuses more than kMaxShmBytes
-  return pool::fields_of(reply, map, mapped);
-}
-
 // --- the pool ------------------------------------------------------------------------------
 
 namespace {
@@ -231,7 +91,7 @@ std::vector<pid_t> PythonProcessPool::pids() const {
 // Holds one process for one sample; gives it back however the sample ends.
 class PythonProcessPool::Lease {
  public:
-  explicit Lease(const PythonProcessPool& pool) : pool_(pool), p_(pool.acquire()) {}
+  explicit Lease(const PythonProcessPool& pool, int which = -1) : pool_(pool), p_(pool.acquire(which)) {}
   ~Lease() { pool_.release(p_); }
   Process& operator*() const { return p_; }
 
@@ -240,7 +100,7 @@ class PythonProcessPool::Lease {
   Process& p_;
 };
 
-PythonProcessPool::Process& PythonProcessPool::acquire() const {
+PythonProcessPool::Process& PythonProcessPool::acquire(int which) const {
   std::unique_lock lock(mu_);
   ++waiting_;
   // Each process ahead of us may take a whole sample, or a restart.
@@ -248,6 +108,11 @@ PythonProcessPool::Process& PythonProcessPool::acquire() const {
   const auto deadline = after(budget);
   Process* found = nullptr;
   const bool ok = freed_.wait_until(lock, deadline, [&] {
+    if (which >= 0) {  // that one
+      Process& p = *procs_.at(static_cast<size_t>(which));
+      found = p.busy ? nullptr : &p;
+      return found != nullptr;
+    }
     for (auto& p : procs_) {  // a started process before one not yet started
       if (!p->busy && (!found || (found->pid <= 0 && p->pid > 0))) found = p.get();
     }
@@ -267,7 +132,7 @@ void PythonProcessPool::release(Process& p) const {
     std::lock_guard lock(mu_);
     p.busy = false;
   }
-  freed_.notify_one();
+  freed_.notify_all();  // a waiter for this very process (acquire(which)) among them
 }
 
 void PythonProcessPool::restart(Process& p) const {
@@ -286,6 +151,58 @@ void PythonProcessPool::restart(Process& p) const {
                     std::to_string(static_cast<int>(opts_.start_timeout_s)) + " s");
   }
   if (!reply.value("ok", false)) throw DataError("a restarted Python process failed: " + pool::python_error(reply));
+}
+
+namespace {
+
+// One hash of a sample's fields: names, dtypes, shapes, bytes and values.
+uint64_t digest_of(const SampleFields& fields) {
+  uint64_t h = kFnvOffset;
+  for (const auto& [name, f] : fields) {
+    h = fnv1a(name + "\t" + f.dtype, h);
+    if (f.shape) {
+      for (const int64_t d : *f.shape) h = fnv1a(std::to_string(d) + ",", h);
+    }
+    h = fnv1a(std::string_view(reinterpret_cast<const char*>(f.bytes.data()), f.bytes.size()), h);
+    h = fnv1a(std::to_string(f.integer) + "/" + fmt::format("{}", f.real), h);
+  }
+  return h;
+}
+
+}  // namespace
+
+std::optional<uint64_t> PythonProcessPool::digest_in(int which, uint64_t index, uint64_t seed) const {
+  Lease lease(*this, which);
+  Process& p = *lease;
+  try {
+    if (p.pid <= 0) restart(p);
+    const auto deadline = after(opts_.sample_timeout_s);
+    pool::send_message(p.channel, pool::get_request(index, seed), deadline);
+    const nlohmann::json reply = pool::receive_message(p.channel, deadline);
+    if (!reply.value("ok", false)) return std::nullopt;
+    return digest_of(p.fields_of(reply));
+  } catch (const ProcessGone&) {
+  } catch (const ProcessSlow&) {
+  } catch (const nlohmann::json::exception&) {
+  }
+  try {
+    restart(p);  // a process that died or hung here is replaced before anyone else leases it
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+std::vector<uint64_t> PythonProcessPool::unrepeatable(const std::vector<std::pair<uint64_t, uint64_t>>& samples) const {
+  std::vector<uint64_t> out;
+  if (opts_.kind != PythonPoolOptions::Kind::kDataset) return out;
+  const int other = procs_.size() > 1 ? 1 : 0;
+  for (const auto& [index, seed] : samples) {
+    const auto first = digest_in(0, index, seed), again = digest_in(0, index, seed);
+    const auto elsewhere = digest_in(other, index, seed);
+    if (!first || !again || !elsewhere) continue;
+    if (*first != *again || *first != *elsewhere) out.push_back(index);
+  }
+  return out;
 }
 
 std::string PythonProcessPool::describe(uint64_t index) const {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -22,189 +23,6 @@
 namespace tandem::data {
 namespace fs = std::filesystem;
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
-}
-
-// "uint8 [3,8,8]", "an int (3)", "a float (0.5)", "a str".
-std::string field_text(const SampleField& f) {
-  if (f.is_array) return f.dtype + " " + shape_text(f.shape.value_or(std::vector<int64_t>{}));
-  if (!f.shape) return "a " + f.dtype;
-  if (f.dtype == "int64") return "an int (" + std::to_string(f.integer) + ")";
-  if (f.dtype == "bool") return std::string("a bool (") + (f.integer ? "True" : "False") + ")";
-  return "a float (" + std::to_string(f.real) + ")";
-}
-
-// The DType of a numpy dtype name this tandem carries, or none.
-std::optional<DType> field_dtype(const std::string& numpy) {
-  for (DType d : {DType::kUInt8, DType::kInt32, DType::kInt64, DType::kFloat16, DType::kFloat32}) {
-    if (numpy == dtype_name(d)) return d;
-  }
-  return std::nullopt;
-}
-
-// "'mask' is uint8 [8,8]": how errors start.
-std::string is_text(const std::string& name, const SampleField& f) {
-  return "'" + printable(name, 60) + "' is " + field_text(f);
-}
-
-// The spec sample 0's field gives, or throws ConfigError.
-FieldSpec spec_of(const std::string& name, const SampleField& f, bool ragged) {
-  auto fail = [&](const std::string& fix) {
-    return ConfigError(std::string(kPythonSampleSchema) + "; " + is_text(name, f) + ": " + fix);
-  };
-  FieldSpec spec{name, DType::kInt64, {}};
-  if (!f.shape) throw fail("return a numpy array, an int or a float");
-  if (!f.is_array) {
-    if (f.dtype == "bool") throw fail("return an int (int(value))");
-    if (ragged) throw fail("a ragged field is an array whose first dimension varies: return one");
-    spec.dtype = f.dtype == "int64" ? DType::kInt64 : DType::kFloat32;
-  } else {
-    const std::optional<DType> dtype = field_dtype(f.dtype);
-    if (!dtype) throw fail("convert it to uint8, int32, int64, float16 or float32 (e.g. .astype(np.float32))");
-    spec.dtype = *dtype;
-    spec.shape = *f.shape;
-    if (ragged && spec.shape.empty()) throw fail("a ragged field needs a first dimension: return an array of rows");
-    if (ragged) spec.shape[0] = -1;
-  }
-  if (name == kImageField &&
-      (ragged || spec.dtype != DType::kUInt8 || spec.shape.size() != 3 ||
-       std::any_of(spec.shape.begin(), spec.shape.end(), [](int64_t d) { return d < 1; }))) {
-    throw fail("'image' is what tandem's trainer classifies: return a non-empty uint8 numpy array of [C,H,W] "
-               "(e.g. np.asarray(pil).transpose(2, 0, 1)), or give the field another name");
-  }
-  if (name == kLabelField && (spec.dtype != DType::kInt64 || !spec.shape.empty())) {
-    throw fail("'label' is the class tandem's trainer learns: return a Python int, or give the field another name");
-  }
-  return spec;
-}
-
-// What is wrong with field `f` of a later sample against `spec`.
-std::string field_problem(const std::string& name, const SampleField& f, const FieldSpec& spec,
-                          std::string_view ragged_owner) {
-  bool fits = f.shape.has_value() && f.is_array == !spec.shape.empty() && (f.is_array || f.dtype == "int64" ||
-                                                                          (f.dtype == "float64" && spec.dtype == DType::kFloat32));
-  if (fits && f.is_array) {
-    const auto& s = *f.shape;
-    fits = field_dtype(f.dtype) == spec.dtype && s.size() == spec.shape.size() &&
-           std::equal(s.begin() + (spec.ragged() ? 1 : 0), s.end(), spec.shape.begin() + (spec.ragged() ? 1 : 0));
-    size_t bytes = dtype_size(spec.dtype);
-    for (int64_t d : s) bytes *= d < 0 ? 0 : static_cast<size_t>(d);
-    if (fits && bytes != f.bytes.size()) return is_text(name, f) + " of the wrong size in bytes";
-  }
-  if (fits) return "";
-  std::string expected = spec.shape.empty() ? (spec.dtype == DType::kInt64 ? "an int" : "a float")
-                                            : std::string(dtype_name(spec.dtype)) + " " + shape_text(spec.shape);
-  std::string fix = spec.shape.empty() ? "return the first sample's kind of value"
-                                       : "return the first sample's dtype and shape";
-  if (!spec.ragged() && f.is_array && field_dtype(f.dtype) == spec.dtype) {
-    fix = "resize or crop every sample to one shape, or, if its first dimension varies (boxes, tokens), name '" +
-          printable(name, 60) + "' in " + std::string(ragged_owner);
-  }
-  return is_text(name, f) + ", the first sample's was " +
-         (spec.shape.empty() ? expected : shape_text(spec.shape) + " (" + expected + ")") + ": " + fix;
-}
-
-std::string names_text(const std::vector<FieldSpec>& schema) {
-  std::string out;
-  for (const FieldSpec& s : schema) out += (out.empty() ? "" : ", ") + s.name;
-  return out;
-}
-
-}  // namespace
-
-std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vector<std::string>& ragged,
-                                     std::string_view ragged_owner) {
-  std::vector<FieldSpec> schema;
-  for (const auto& [name, f] : fields) {
-    schema.push_back(spec_of(name, f, std::find(ragged.begin(), ragged.end(), name) != ragged.end()));
-  }
-  // image and label first, then the others by name: one order whatever order the sample
-  // (and the JSON between the processes) gave them in.
-  auto rank = [](const FieldSpec& s) { return s.name == kImageField ? 0 : s.name == kLabelField ? 1 : 2; };
-  std::stable_sort(schema.begin(), schema.end(), [&](const FieldSpec& a, const FieldSpec& b) {
-    return rank(a) != rank(b) ? rank(a) < rank(b) : a.name < b.name;
-  });
-  for (const std::string& r : ragged) {
-    if (std::none_of(schema.begin(), schema.end(), [&](const FieldSpec& s) { return s.name == r; })) {
-      throw ConfigError(std::string(ragged_owner) + " names '" + printable(r, 60) + "', which sample 0 does not have (" +
-                        names_text(schema) + "): name only fields it returns");
-    }
-  }
-  DatasetInfo check;  // names, duplicates (NAME_lengths), ranks and sizes, as a trainer checks them
-  check.fields = schema;
-  for (const FieldSpec& s : schema) {
-    if (s.name == kImageField) check.sample_shape = s.shape;
-  }
-  check.dtype = DType::kUInt8;
-  if (std::string problem = schema_problem(check); !problem.empty()) {
-    throw ConfigError("sample 0's fields (" + names_text(schema) + ") have " + problem + ": rename or reshape it");
-  }
-  return schema;
-}
-
-std::string python_sample_problem(const SampleFields& fields, const std::vector<FieldSpec>& schema,
-                                  std::string_view ragged_owner) {
-  for (const auto& field : fields) {  // not a structured binding: clang 14 (the fuzz build) cannot capture one
-    const std::string& name = field.first;
-    const SampleField& f = field.second;
-    if (std::none_of(schema.begin(), schema.end(), [&](const FieldSpec& s) { return s.name == name; })) {
-      return "field " + is_text(name, f) + " but the first sample had no '" + printable(name, 60) + "' (it had " +
-             names_text(schema) + "): return the same fields from every sample";
-    }
-  }
-  for (const FieldSpec& spec : schema) {
-    const auto f = std::find_if(fields.begin(), fields.end(), [&](const auto& nf) { return nf.first == spec.name; });
-    if (f == fields.end()) {
-      return "the sample has no '" + spec.name + "', which the first sample had (" + field_spec_text(spec) +
-             "): return the same fields from every sample";
-    }
-    if (std::string problem = field_problem(spec.name, f->second, spec, ragged_owner); !problem.empty()) return problem;
-  }
-  return "";
-}
-
-uint64_t python_sample_seed(uint64_t seed, uint32_t epoch, uint64_t index) {
-  return Rng(kAugmentStream, seed, epoch, index).next_u64();
-}
-
-void write_python_fields(const SampleFields& fields, const std::vector<FieldSpec>& schema, std::span<std::byte> image,
-                         const FieldsOut* extra) {
-  size_t e = 0;
-  for (const FieldSpec& spec : schema) {
-    const SampleField& f = std::find_if(fields.begin(), fields.end(), [&](const auto& nf) {
-                             return nf.first == spec.name;
-                           })->second;  // python_sample_problem saw every field there
-    if (spec.name == kLabelField) continue;
-    if (spec.name == kImageField) {
-      std::memcpy(image.data(), f.bytes.data(), std::min(image.size(), f.bytes.size()));
-      continue;
-    }
-    if (!extra) continue;
-    const size_t at = e++;
-    int64_t integer = f.integer;
-    float real = static_cast<float>(f.real);
-    std::span<const std::byte> bytes = f.bytes;
-    if (!f.is_array) {
-      bytes = spec.dtype == DType::kInt64 ? std::as_bytes(std::span<const int64_t>(&integer, 1))
-                                          : std::as_bytes(std::span<const float>(&real, 1));
-    }
-    if (std::vector<std::byte>* rows = extra->ragged[at]) {
-      rows->insert(rows->end(), bytes.begin(), bytes.end());
-    } else {
-      std::memcpy(extra->dense[at].data(), bytes.data(), std::min(bytes.size(), extra->dense[at].size()));
-    }
-  }
-}
-
-namespace {
-
 
 std::string read_source(const std::string& path) {
   std::optional<std::string> text = read_file(path);
@@ -276,7 +94,33 @@ class PythonDataset final : public Dataset {
   uint64_t skipped_count() const override { return skips_.count(); }
   uint64_t shared_memory_bytes() const override { return shm_bytes_; }
 
+  std::string determinism_problem() const override {
+    std::call_once(determinism_once_, [this] { determinism_ = check_determinism(); });
+    return determinism_;
+  }
+
  private:
+  // Samples 0, the middle one and the last, each made twice in one process and once in
+  // another: any difference is a random source tandem does not seed.
+  std::string check_determinism() const {
+    const uint64_t len = pool_.about().len;
+    if (len == 0) return "";
+    std::vector<std::pair<uint64_t, uint64_t>> samples;
+    for (const uint64_t item : {uint64_t{0}, len / 2, len - 1}) {
+      if (samples.empty() || samples.back().first != item) samples.emplace_back(item, python_sample_seed(seed_, 0, item));
+    }
+    const std::vector<uint64_t> differ = pool_.unrepeatable(samples);
+    if (differ.empty()) return "";
+    std::string which;
+    for (const uint64_t i : differ) which += (which.empty() ? "" : ", ") + std::to_string(i);
+    return source_ + " is not deterministic: sample" + (differ.size() > 1 ? "s " : " ") + which +
+           " came out different when made twice with the same seed (in one process, and in two), so resuming, "
+           "a rejoining worker and a re-sent request cannot give the same bytes. It draws from a source tandem "
+           "does not seed (os.urandom, secrets, the time, the process id, state that changes between calls): "
+           "draw from tandem.sample_rng(), random or numpy.random, which tandem seeds per sample, and keep "
+           "__getitem__ free of state (docs/datasets.md, 'Seeding')";
+  }
+
   int64_t make_sample(uint64_t index, uint32_t epoch, std::span<std::byte> out, const FieldsOut* extra) const override {
     check_sample_index(index, info_);
     const uint64_t seed = python_sample_seed(seed_, epoch, index);
@@ -384,6 +228,8 @@ class PythonDataset final : public Dataset {
   uint64_t shm_bytes_;
   BadSamplePolicy policy_;
   PythonProcessPool pool_;
+  mutable std::once_flag determinism_once_;
+  mutable std::string determinism_;  // check_determinism(), once
   std::string source_;
   DatasetInfo info_;
   mutable SkipLog skips_;

@@ -8,7 +8,7 @@
 //
 // Steps are separated by commas or newlines outside parentheses; parameters are
 // positional or `name=value`. Every step's parameters, their order and defaults are in
-// docs/configuration.md (and kOps in pipeline_spec.cc).
+// docs/configuration.md (and the table of steps in pipeline_ops.cc).
 #pragma once
 
 #include <string>

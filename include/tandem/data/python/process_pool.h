@@ -120,13 +120,22 @@ class PythonProcessPool {
   // the words every error about sample N begins with.
   std::string describe(uint64_t index) const;
 
+  // Users' code must be deterministic (docs/datasets.md): makes each of `samples` ({index,
+  // seed}) twice in the first process and once in a second (the first again when there is
+  // one), and returns the indices whose fields differ between those three; empty when all
+  // agree. A sample that fails or hangs is left out (its error comes when it is asked for).
+  // Datasets only (Kind::kDataset); a function pool returns {}.
+  std::vector<uint64_t> unrepeatable(const std::vector<std::pair<uint64_t, uint64_t>>& samples) const;
+
   // The process ids now serving (for tests that kill one).
   std::vector<pid_t> pids() const;
 
  private:
   struct Process;
   class Lease;
-  Process& acquire() const;
+  Process& acquire(int which = -1) const;  // which: that process (waits for it), -1 any
+  // A hash of sample `index`'s fields made by process `which`; nullopt when it failed.
+  std::optional<uint64_t> digest_in(int which, uint64_t index, uint64_t seed) const;
   void release(Process& p) const;
   void restart(Process& p) const;
   void serve(uint64_t index, const nlohmann::json& request, std::span<const uint8_t> input,

@@ -93,6 +93,12 @@ class Dataset {
   // it out of its budget for batches in flight.
   virtual uint64_t shared_memory_bytes() const { return 0; }
 
+  // Users' code must be deterministic (docs/datasets.md): why this dataset's samples are
+  // not the same bytes each time they are made (a few are made twice in one process and
+  // once in another), or "" when they are, or when it runs no users' code. Computed at the
+  // first call, then kept. Thread-safe.
+  virtual std::string determinism_problem() const { return ""; }
+
   // Datasets that read each sample from storage (imagefolder, webdataset, manifest) with
   // --io-threads above 0: starts fetching the stored bytes of samples `indices` on their
   // I/O threads (read_ahead.h) and returns what produce_read() takes them from; null when
