@@ -48,13 +48,14 @@ TEST(ModelFolder, AReadOnlyModelFolderIsRefusedBeforeTheFirstStep) {
 TEST(ModelFolder, AFolderThatTurnsReadOnlyKeepsTheWeightsInACheckpointAndTheNextStartWritesTheModel) {
   const fs::path dir = testing::fresh_dir("model-folder-turns-ro");
   fs::create_directories(dir / "R/model");
-  const std::string run = std::string(TANDEM_BINARY) + " " + kTrain + " --steps 3000 --sagemaker-root R";
+  const std::string run = std::string(TANDEM_BINARY) + " " + kTrain + " --steps 20000 --sagemaker-root R";
   // The folder turns read-only after step 20; once the run has failed it is fixed and the
   // run started again.
   const std::string script =
-      "mount -t tmpfs -o size=4m tmpfs R/model && touch mounted && (" + run + " > first.log 2>&1 & echo $! > pid) && "
+      "mount -t tmpfs -o size=4m tmpfs R/model && touch mounted && " + run + " > first.log 2>&1 & "
       "for i in $(seq 600); do grep -q \"step=20 \" first.log && break; sleep 0.1; done; "
-      "mount -o remount,ro R/model; wait $(cat pid); echo $? > first.code; "
+      "mount -o remount,ro R/model; wait $!; echo $? > first.code; "
+      "cp R/output/data/summary.json first-summary.json; cp R/output/failure first-failure; "
       "mount -o remount,rw R/model; " + run + " > second.log 2>&1; echo $? > second.code; "
       "ls R/model > second.model";
   const int code = in_namespace(dir, script);
@@ -62,10 +63,10 @@ TEST(ModelFolder, AFolderThatTurnsReadOnlyKeepsTheWeightsInACheckpointAndTheNext
   const std::string first = slurp(dir / "first.log");
   ASSERT_EQ(slurp(dir / "first.code"), "1\n") << first << slurp(dir / "script.log");
   EXPECT_NE(first.find("cannot write the trained model: "), std::string::npos) << first;
-  EXPECT_NE(first.find("its weights (step 3000) are kept in the checkpoint in "), std::string::npos) << first;
-  const auto summary = nlohmann::json::parse(slurp(dir / "R/output/data/summary.json"));
+  EXPECT_NE(first.find("its weights (step 20000) are kept in the checkpoint in "), std::string::npos) << first;
+  const auto summary = nlohmann::json::parse(slurp(dir / "first-summary.json"));
   EXPECT_NE(summary.value("model_error", "").find("read-only"), std::string::npos) << summary.dump(2);
-  EXPECT_NE(slurp(dir / "R/output/failure").find("cannot write the trained model"), std::string::npos);
+  EXPECT_NE(slurp(dir / "first-failure").find("cannot write the trained model"), std::string::npos);
   // The next start resumes at the last step and writes the model at once.
   const std::string second = slurp(dir / "second.log");
   EXPECT_EQ(slurp(dir / "second.code"), "0\n") << second;

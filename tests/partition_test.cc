@@ -4,6 +4,7 @@
 // reconnect pauses grew to two minutes underneath the feed's retries.
 #include <chrono>
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <thread>
 
@@ -39,6 +40,7 @@ TEST(Partition, AWorkerPartitionedFor30SecondsRejoinsWithinTheBoundAfterItHeals)
   const bool rejoined = testing::wait_for_text(dir / "trainer.log", "rejoined", 90s, healed_at);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - healed).count();
   ASSERT_TRUE(rejoined) << slurp(dir / "trainer.log");
+  std::cout << "the worker rejoined " << took << " s after the network healed\n";
   EXPECT_LT(took, 30.0) << "rejoined " << took << " s after the network healed; the bound is 10 s of pause plus "
                         << "one try (a 5 s connection attempt, 2 s health check, 5 s identity check)\n"
                         << slurp(dir / "trainer.log");

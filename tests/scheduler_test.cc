@@ -23,6 +23,7 @@ data::Batch batch_for(const data::BatchRequest& r) {
   b.sequence = r.sequence;
   b.shape = {1, 1};
   b.labels = {static_cast<int64_t>(r.indices[0])};
+  b.indices = {r.indices.begin(), r.indices.end()};
   b.data = data::Buffer(4);
   return b;
 }

@@ -124,7 +124,7 @@ void Scheduler::fail(int source, const std::string& why, bool may_return) {
     s.stats.failed = true;
     s.stats.error = why;
     s.inflight = 0;
-    for (auto it = losers_.begin(); it != losers_.end();) it = it->second == source ? losers_.erase(it) : std::next(it);
+    for (auto it = losers_.begin(); it != losers_.end();) it = it->first.second == source ? losers_.erase(it) : std::next(it);
     // Re-issue in sequence order so the oldest (most urgent) request goes out first; a
     // request another source also holds (a hedge) stays with that one.
     std::vector<uint64_t> lost;
