@@ -1,9 +1,10 @@
 // A TCP proxy on loopback that a test breaks on purpose, between a trainer and a worker:
-// it forwards bytes both ways until told to partition (bytes are read and held, nothing
-// is forwarded, new connections are accepted and left silent, as a network that drops
-// packets looks to both ends), heal (forwarding resumes, held bytes first), slow down
-// (each chunk waits), or reset every connection (RST). Two threads per connection, so a
-// stalled direction never blocks another.
+// it forwards bytes both ways until told to partition (on the connections there are,
+// bytes are read and held and nothing is forwarded, as a network that drops packets looks
+// to both ends; a new connection is reset at once, so the client's reconnect attempts
+// fail and back off for as long as the partition lasts), heal (forwarding resumes, held
+// bytes first), slow down (each chunk waits), or reset every connection (RST). Two
+// threads per connection, so a stalled direction never blocks another.
 #pragma once
 
 #include <arpa/inet.h>
@@ -76,6 +77,12 @@ class FaultProxy {
     while (!done_) {
       const int client = ::accept4(listen_, nullptr, nullptr, SOCK_CLOEXEC);
       if (client < 0) continue;
+      if (partitioned_) {  // unreachable: the attempt fails
+        linger l{1, 0};
+        ::setsockopt(client, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+        ::close(client);
+        continue;
+      }
       const int upstream = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       sockaddr_in a = loopback(target_);
       if (::connect(upstream, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
