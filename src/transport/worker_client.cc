@@ -115,6 +115,9 @@ class GrpcWorkerClient : public WorkerClient {
 
   bool healthy(double timeout_s, std::string* why) override {
     const auto deadline = deadline_after(timeout_s);
+    // Each check is a fresh try: gRPC's own reconnect pause (grown while the worker was
+    // unreachable) would otherwise hold the connection back past the network's heal.
+    grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
     // Waiting for the connection first lets a worker that is still starting answer
     // within the same call instead of failing it at once.
     channel_->WaitForConnected(deadline);

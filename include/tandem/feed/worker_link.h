@@ -33,10 +33,10 @@ data::DatasetInfo dataset_of(const transport::WorkerInfo& worker, const std::str
 
 struct LinkOptions {
   int inflight = 4;              // requests outstanding on the worker at once (its window)
-  // Pauses between tries to take a lost worker back: 1 s doubling to 10 s, so that a worker
-  // whose network heals is tried again within 10 s (plus a health check, and a connection
-  // attempt of at most 5 s: worker_client.cc), wherever the pauses had grown to.
-  BackoffOptions backoff{1, 2, 10};
+  // Pauses between tries to take a lost worker back: 1 s doubling to 5 s, so that a worker
+  // whose network heals is tried again within 5 s, wherever the pauses had grown to; each
+  // try connects at once (its health check resets gRPC's own reconnect pause).
+  BackoffOptions backoff{1, 2, 5};
   double health_deadline_s = 2;  // each health check while taking it back
   double info_deadline_s = 5;    // each identity check while taking it back
 };
