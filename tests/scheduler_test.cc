@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -214,6 +215,24 @@ TEST(SampleAudit, CountsMissingDuplicatedAndUnplannedSamples) {
 namespace tandem::feed {
 namespace {
 
+// A source that makes its requests, but hangs on the first one past 19 until `released`
+// (its sequence goes to `stalled`), then answers it passed through `change`.
+std::thread stall_once(Scheduler& s, int id, std::shared_future<void> released, std::atomic<int64_t>& stalled,
+                       std::function<void(data::Batch&)> change = {}) {
+  return std::thread([&s, id, released, &stalled, change] {
+    while (auto r = s.acquire(id)) {
+      data::Batch b = batch_for(*r);
+      if (r->sequence >= 20 && stalled < 0) {
+        stalled = static_cast<int64_t>(r->sequence);
+        released.wait();
+        if (change) change(b);
+      }
+      std::this_thread::sleep_for(2ms);
+      s.complete(id, std::move(b));
+    }
+  });
+}
+
 // Two copies of one batch (a hedged request that both sources answered) that differ: the
 // data is not deterministic. Reported with the batch, its samples and both sources; under
 // --require-deterministic the next batch is an error.
@@ -225,17 +244,9 @@ TEST(Scheduler, TwoCopiesOfAHedgedBatchThatDifferAreReported) {
     std::promise<void> release;
     const std::shared_future<void> released = release.get_future().share();
     std::atomic<int64_t> stalled{-1};
-    std::thread a([&] {
-      while (auto r = s.acquire(stalling)) {
-        data::Batch b = batch_for(*r);
-        if (r->sequence >= 20 && stalled < 0) {  // hangs on this one, then answers it with other bytes
-          stalled = static_cast<int64_t>(r->sequence);
-          released.wait();
-          std::memset(b.data.data(), 0xff, b.data.size());
-        }
-        s.complete(stalling, std::move(b));
-      }
-    });
+    // Hangs on one request, then answers it with other bytes.
+    std::thread a = stall_once(s, stalling, released, stalled,
+                               [](data::Batch& b) { std::memset(b.data.data(), 0xff, b.data.size()); });
     std::thread h = serve(s, healthy, 2ms);
     for (uint64_t i = 0;; ++i) {
       auto batch = s.next();
@@ -271,16 +282,7 @@ TEST(Scheduler, ALateRequestAtTheHeadOfTheLineIsHedgedToAnotherSource) {
   std::promise<void> release;
   const std::shared_future<void> released = release.get_future().share();
   std::atomic<int64_t> stalled{-1};
-  std::thread a([&] {
-    while (auto r = s.acquire(stalling)) {
-      if (r->sequence >= 20 && stalled < 0) {  // hangs on this one until the test ends
-        stalled = static_cast<int64_t>(r->sequence);
-        released.wait();
-      }
-      std::this_thread::sleep_for(2ms);
-      s.complete(stalling, batch_for(*r));
-    }
-  });
+  std::thread a = stall_once(s, stalling, released, stalled);  // hangs on one until the test ends
   std::thread b = serve(s, healthy, 2ms);
   const auto start = std::chrono::steady_clock::now();
   for (uint64_t i = 0; i < 60; ++i) {

@@ -22,8 +22,6 @@
 #include "tandem/common/clock.h"
 #include "tandem/common/spawn.h"
 #include "tandem/common/text.h"
-#include "tandem/data/batching/thread_pool.h"
-#include "tandem/data/sources/dataset.h"  // fnv1a
 
 namespace tandem::data {
 namespace fs = std::filesystem;

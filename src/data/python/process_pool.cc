@@ -21,9 +21,7 @@
 #include "pool_channel.h"
 #include "pool_process.h"
 #include "tandem/common/clock.h"
-#include "tandem/common/spawn.h"
 #include "tandem/common/text.h"
-#include "tandem/data/batching/thread_pool.h"
 #include "tandem/data/sources/dataset.h"  // fnv1a
 
 namespace tandem::data {
