@@ -417,5 +417,18 @@ TEST(PythonDatasetLocal, ATrainerWithTheFileUsesItsLocalWorkersBesideAWorker) {
   EXPECT_EQ(out.out.find("is not on this host"), std::string::npos) << out.out;
 }
 
+// Users' code must be deterministic: a python() step drawing from os.urandom is named by
+// the dataset's check (which a worker runs at start); one drawing only from the sources
+// tandem seeds is not.
+TEST(PythonStep, AStepDrawingFromAnUnseededSourceIsFound) {
+  REQUIRE_NUMPY();
+  const fs::path root = image_folder("python-step-determinism");
+  EXPECT_EQ(data::make_dataset(folder_data(root, step("mark")))->determinism_problem(), "");
+  const std::string problem = data::make_dataset(folder_data(root, step("unseeded")))->determinism_problem();
+  EXPECT_NE(problem.find("steps.py:unseeded) is not deterministic: on sample 0"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("tandem.sample_rng()"), std::string::npos) << problem;
+  fs::remove_all(root.parent_path());
+}
+
 }  // namespace
 }  // namespace tandem

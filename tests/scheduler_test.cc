@@ -26,6 +26,7 @@ data::Batch batch_for(const data::BatchRequest& r) {
   b.labels = {static_cast<int64_t>(r.indices[0])};
   b.indices = {r.indices.begin(), r.indices.end()};
   b.data = data::Buffer(4);
+  std::memset(b.data.data(), 0, b.data.size());  // a copy of one batch has the same bytes
   return b;
 }
 
@@ -269,6 +270,38 @@ TEST(Scheduler, TwoCopiesOfAHedgedBatchThatDifferAreReported) {
     s.close();
     a.join();
     h.join();
+  }
+}
+
+// A source that rejoins first re-makes the latest batch made; a copy with other bytes
+// (a worker restarted with code that is not deterministic) is reported, and the same
+// bytes are not.
+TEST(Scheduler, ARejoiningSourceRemakesTheLatestBatchAndItsCopyIsCompared) {
+  for (const bool differs : {false, true}) {
+    Scheduler s(request_for, {8, 8, 10});
+    const int id = s.add_source("worker", 4);
+    for (int i = 0; i < 2; ++i) s.complete(id, batch_for(*s.acquire(id)));
+    s.fail(id, "reset", /*may_return=*/true);
+    s.revive(id);
+    const auto check = s.acquire(id);
+    ASSERT_TRUE(check);
+    EXPECT_EQ(check->sequence, 1u) << "the rejoined source's first request is the latest batch made";
+    data::Batch copy = batch_for(*check);
+    if (differs) std::memset(copy.data.data(), 0xff, copy.data.size());
+    s.complete(id, std::move(copy));
+    const std::vector<std::string> problems = s.determinism_problems();
+    ASSERT_EQ(problems.size(), differs ? 1u : 0u);
+    if (differs) {
+      EXPECT_NE(problems[0].find("batch 1 (samples 1) came from worker before and after it rejoined with different bytes"),
+                std::string::npos) << problems[0];
+    }
+    for (int i = 2; i < 8; ++i) s.complete(id, batch_for(*s.acquire(id)));
+    for (uint64_t i = 0; i < 8; ++i) {
+      const auto b = s.next();
+      ASSERT_TRUE(b);
+      EXPECT_EQ(b->sequence, i) << "the check is not delivered";
+    }
+    EXPECT_FALSE(s.next());
   }
 }
 

@@ -51,7 +51,7 @@ long Scheduler::retry_index_for(int id) const {
 bool Scheduler::has_work_for(int id) const {
   const Source& s = sources_.at(id);
   if (s.inflight >= s.window) return false;
-  if (retry_index_for(id) >= 0) return true;
+  if (!s.checks.empty() || retry_index_for(id) >= 0) return true;
   return next_new_ < opts_.total_batches && next_new_ < next_deliver_ + opts_.prefetch;
 }
 
@@ -64,7 +64,10 @@ std::optional<data::BatchRequest> Scheduler::acquire(int source) {
   if (closed_ || s.stats.failed || s.retired || next_deliver_ >= opts_.total_batches) return std::nullopt;
   uint64_t seq;
   const auto now = Clock::now();
-  if (const long i = retry_index_for(source); i >= 0) {
+  if (!s.checks.empty()) {  // a batch made before, to compare (its copy is in losers_)
+    seq = s.checks.front();
+    s.checks.pop_front();
+  } else if (const long i = retry_index_for(source); i >= 0) {
     seq = retry_[static_cast<size_t>(i)];
     retry_.erase(retry_.begin() + i);
     auto it = outstanding_.find(seq);
@@ -103,7 +106,8 @@ void Scheduler::complete(int source, data::Batch batch) {
     latencies_.push_back(std::chrono::duration<double>(Clock::now() - since).count());
     if (latencies_.size() > 64) latencies_.pop_front();
     const int other = by_owner ? t.hedge : t.owner;
-    if (other >= 0) losers_[{batch.sequence, other}] = {batch_digest(batch), source};
+    latest_ = Made{batch.sequence, batch_digest(batch), source};
+    if (other >= 0) losers_[{batch.sequence, other}] = {latest_->digest, source};
     outstanding_.erase(it);
     --s.inflight;
     batch.source = source;
@@ -124,6 +128,7 @@ void Scheduler::fail(int source, const std::string& why, bool may_return) {
     s.stats.failed = true;
     s.stats.error = why;
     s.inflight = 0;
+    s.checks.clear();
     for (auto it = losers_.begin(); it != losers_.end();) it = it->first.second == source ? losers_.erase(it) : std::next(it);
     // Re-issue in sequence order so the oldest (most urgent) request goes out first; a
     // request another source also holds (a hedge) stays with that one.
@@ -162,6 +167,10 @@ void Scheduler::revive(int source) {
     s.retired = false;
     s.inflight = 0;
     ++s.stats.rejoins;
+    if (latest_ && !losers_.count({latest_->sequence, source})) {
+      s.checks.push_back(latest_->sequence);
+      losers_[{latest_->sequence, source}] = {latest_->digest, latest_->source};
+    }
   }
   cv_.notify_all();
 }
@@ -204,8 +213,9 @@ void Scheduler::compare_copies(const data::Batch& copy, int source, uint64_t win
   std::string samples;
   for (size_t i = 0; i < copy.indices.size() && i < 8; ++i) samples += (i ? ", " : "") + std::to_string(copy.indices[i]);
   const std::string what = "batch " + std::to_string(copy.sequence) + " (samples " + samples +
-                           (copy.indices.size() > 8 ? ", ..." : "") + ") came from " + sources_.at(winner).stats.name +
-                           " and " + sources_.at(source).stats.name +
+                           (copy.indices.size() > 8 ? ", ..." : "") + ") came from " +
+                           (winner == source ? sources_.at(source).stats.name + " before and after it rejoined"
+                                             : sources_.at(winner).stats.name + " and " + sources_.at(source).stats.name) +
                            " with different bytes: the dataset is not deterministic (users' code drawing from a "
                            "source tandem does not seed: os.urandom, the time, a process id, global state), so "
                            "resuming and re-sent requests cannot be exact (docs/datasets.md, 'Seeding')";

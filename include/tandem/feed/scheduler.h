@@ -61,7 +61,10 @@ class Scheduler {
   // retried, so while it might come back next() waits (up to batch_timeout_s) instead of
   // giving up when every source is down.
   void fail(int source, const std::string& why, bool may_return = false);
-  // A source that failed with may_return serves again: it acquires work as before.
+  // A source that failed with may_return serves again: it acquires work as before,
+  // first re-making the latest batch already made (by any source), whose digest is
+  // compared with the first copy's: a worker that restarted with code that is not
+  // deterministic is caught at its rejoin.
   void revive(int source);
   // A source being retried gives up for good (its retries ran out).
   void abandon(int source, const std::string& why);
@@ -83,7 +86,8 @@ class Scheduler {
   std::vector<SourceStats> stats() const;
   // Requests re-issued to a second source because they were late (first answer wins).
   uint64_t hedged() const;
-  // Batches that came from two sources (a hedged request both answered) with different
+  // Batches that came twice (a hedged request both sources answered, or the batch a
+  // rejoining source re-made) with different
   // bytes: one line each (at most 16), naming the batch, its samples and both sources.
   std::vector<std::string> determinism_problems() const;
   // Seconds next() spent waiting for data, in total.
@@ -96,6 +100,7 @@ class Scheduler {
     int inflight = 0;
     bool retired = false;
     bool may_return = false;  // failed, but being retried
+    std::deque<uint64_t> checks;  // batches made before, to make again (revive())
   };
   // Who holds an outstanding request: its owner, and a second source when the request
   // was late and re-issued (hedged); the first answer wins.
@@ -124,7 +129,15 @@ class Scheduler {
   std::deque<Source> sources_;                  // GUARDED_BY(mu_)
   std::deque<uint64_t> retry_;                  // GUARDED_BY(mu_): re-issue first
   std::map<uint64_t, Ticket> outstanding_;      // GUARDED_BY(mu_): sequence -> holders
-  // Answers still due after a hedge was won: {sequence, source} -> the winner's digest and source.
+  // The latest batch made, by whom, and its digest: what a rejoining source re-makes.
+  struct Made {
+    uint64_t sequence = 0;
+    uint64_t digest = 0;
+    int source = -1;
+  };
+  std::optional<Made> latest_;                  // GUARDED_BY(mu_)
+  // Copies still due of a batch already made (a hedge's loser, a rejoin's check):
+  // {sequence, source} -> the first copy's digest and source.
   std::map<std::pair<uint64_t, int>, std::pair<uint64_t, int>> losers_;  // GUARDED_BY(mu_)
   std::vector<std::string> unrepeatable_;       // GUARDED_BY(mu_): determinism_problems()
   std::string unrepeatable_error_;              // GUARDED_BY(mu_): next() throws it (require_deterministic)

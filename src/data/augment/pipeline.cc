@@ -124,6 +124,8 @@ void Pipeline::learn_output(const std::function<void(uint8_t* out)>& run_first) 
   }
 }
 
+std::string Pipeline::determinism_problem() const { return python_ ? python_->determinism_problem() : ""; }
+
 // The C++ steps' image, made by `made` into a buffer, through the python() step into `out`,
 // seeded as a Python dataset's sample is: the first draw of the sample's fresh Rng.
 void Pipeline::run_python(const Rng& key, uint64_t index, const std::function<void(uint8_t*)>& made,

@@ -169,13 +169,21 @@ uint64_t digest_of(const SampleFields& fields) {
 
 }  // namespace
 
-std::optional<uint64_t> PythonProcessPool::digest_in(int which, uint64_t index, uint64_t seed) const {
+std::optional<uint64_t> PythonProcessPool::digest_in(int which, const Probe& probe) const {
   Lease lease(*this, which);
   Process& p = *lease;
+  const bool call = opts_.kind == PythonPoolOptions::Kind::kFunction;
   try {
     if (p.pid <= 0) restart(p);
     const auto deadline = after(opts_.sample_timeout_s);
-    pool::send_message(p.channel, pool::get_request(index, seed), deadline);
+    if (call && !probe.input.empty()) {
+      p.grow(probe.input.size());
+      std::memcpy(p.map, probe.input.data(), probe.input.size());
+    }
+    pool::send_message(p.channel,
+                       call ? pool::call_request(probe.index, probe.seed, probe.shape, probe.input.size())
+                            : pool::get_request(probe.index, probe.seed),
+                       deadline);
     const nlohmann::json reply = pool::receive_message(p.channel, deadline);
     if (!reply.value("ok", false)) return std::nullopt;
     return digest_of(p.fields_of(reply));
@@ -190,15 +198,14 @@ std::optional<uint64_t> PythonProcessPool::digest_in(int which, uint64_t index, 
   return std::nullopt;
 }
 
-std::vector<uint64_t> PythonProcessPool::unrepeatable(const std::vector<std::pair<uint64_t, uint64_t>>& samples) const {
+std::vector<uint64_t> PythonProcessPool::unrepeatable(const std::vector<Probe>& probes) const {
   std::vector<uint64_t> out;
-  if (opts_.kind != PythonPoolOptions::Kind::kDataset) return out;
   const int other = procs_.size() > 1 ? 1 : 0;
-  for (const auto& [index, seed] : samples) {
-    const auto first = digest_in(0, index, seed), again = digest_in(0, index, seed);
-    const auto elsewhere = digest_in(other, index, seed);
+  for (const Probe& probe : probes) {
+    const auto first = digest_in(0, probe), again = digest_in(0, probe);
+    const auto elsewhere = digest_in(other, probe);
     if (!first || !again || !elsewhere) continue;
-    if (*first != *again || *first != *elsewhere) out.push_back(index);
+    if (*first != *again || *first != *elsewhere) out.push_back(probe.index);
   }
   return out;
 }

@@ -86,8 +86,9 @@ void PythonStep::write(const SampleFields& fields, uint8_t* out, const FieldsOut
 void PythonStep::run(uint64_t index, uint64_t seed, std::span<const uint8_t> input,
                      const std::vector<int64_t>& in_shape, uint8_t* out, const FieldsOut* extra) const {
   std::string trouble;
+  const bool learning = shape_.empty();
   pool_.call(index, seed, input, in_shape, [&](const SampleFields& fields) {
-    if (shape_.empty()) {
+    if (learning) {
       trouble = learn(fields);  // the first call: learn, write nothing
       return;
     }
@@ -95,6 +96,21 @@ void PythonStep::run(uint64_t index, uint64_t seed, std::span<const uint8_t> inp
     if (trouble.empty()) write(fields, out, extra);
   });
   if (!trouble.empty()) throw PythonSampleError(pool_.describe(index) + ": " + trouble);
+  if (learning) determinism_ = check_determinism(index, seed, input, in_shape);
+}
+
+// The sample FUNCTION learnt from, run twice in one process and once in another: any
+// difference is a random source tandem does not seed.
+std::string PythonStep::check_determinism(uint64_t index, uint64_t seed, std::span<const uint8_t> input,
+                                          const std::vector<int64_t>& in_shape) const {
+  if (pool_.unrepeatable({{index, seed, input, in_shape}}).empty()) return "";
+  const PythonPoolOptions& o = pool_.options();
+  return "--pipeline step python(" + o.file + ":" + o.name + ") is not deterministic: on sample " +
+         std::to_string(index) + " it returned different bytes when run twice on the same image with the same " +
+         "seed (in one process, and in two), so resuming, a rejoining worker and a re-sent request cannot give " +
+         "the same bytes. It draws from a source tandem does not seed (os.urandom, secrets, the time, the " +
+         "process id, state that changes between calls): draw from tandem.sample_rng(), random or numpy.random, " +
+         "which tandem seeds per sample (docs/datasets.md, 'Seeding')";
 }
 
 }  // namespace tandem::data

@@ -54,6 +54,7 @@ class MnistDataset final : public Dataset {
 
   const DatasetInfo& info() const override { return info_; }
   uint64_t shared_memory_bytes() const override { return pipeline_->has_python_step() ? shm_bytes_ : 0; }
+  std::string determinism_problem() const override { return pipeline_->determinism_problem(); }
 
  private:
   int64_t make_sample(uint64_t index, uint32_t epoch, std::span<std::byte> out, const FieldsOut* extra) const override {

@@ -105,9 +105,9 @@ class PythonDataset final : public Dataset {
   std::string check_determinism() const {
     const uint64_t len = pool_.about().len;
     if (len == 0) return "";
-    std::vector<std::pair<uint64_t, uint64_t>> samples;
+    std::vector<PythonProcessPool::Probe> samples;
     for (const uint64_t item : {uint64_t{0}, len / 2, len - 1}) {
-      if (samples.empty() || samples.back().first != item) samples.emplace_back(item, python_sample_seed(seed_, 0, item));
+      if (samples.empty() || samples.back().index != item) samples.push_back({item, python_sample_seed(seed_, 0, item)});
     }
     const std::vector<uint64_t> differ = pool_.unrepeatable(samples);
     if (differ.empty()) return "";

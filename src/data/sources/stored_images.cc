@@ -165,6 +165,7 @@ class StoredImageDataset final : public Dataset {
   std::vector<std::string> skipped() const override { return skips_.entries(); }
   uint64_t skipped_count() const override { return skips_.count(); }
   uint64_t shared_memory_bytes() const override { return pipeline_.has_python_step() ? shm_bytes_ : 0; }
+  std::string determinism_problem() const override { return pipeline_.determinism_problem(); }
   uint64_t read_ahead_bytes() const override { return reads_ ? reads_->options().max_bytes : 0; }
 
   std::unique_ptr<SampleReads> read_ahead(const std::vector<uint64_t>& indices) const override {

@@ -72,6 +72,8 @@ class Pipeline {
   // python() step it does nothing.
   void learn_output(const std::function<void(uint8_t* out)>& run_first);
   bool has_python_step() const { return python_ != nullptr; }
+  // After learn_output(): the python() step's determinism problem (PythonStep), or "".
+  std::string determinism_problem() const;
 
   // Decodes a JPEG or PNG file and augments it into `out` (sample_bytes()). Thread-safe.
   // Throws DecodeError when the bytes are not a decodable JPEG or PNG, ImageTooLarge (a

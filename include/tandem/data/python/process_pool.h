@@ -120,12 +120,19 @@ class PythonProcessPool {
   // the words every error about sample N begins with.
   std::string describe(uint64_t index) const;
 
-  // Users' code must be deterministic (docs/datasets.md): makes each of `samples` ({index,
-  // seed}) twice in the first process and once in a second (the first again when there is
-  // one), and returns the indices whose fields differ between those three; empty when all
-  // agree. A sample that fails or hangs is left out (its error comes when it is asked for).
-  // Datasets only (Kind::kDataset); a function pool returns {}.
-  std::vector<uint64_t> unrepeatable(const std::vector<std::pair<uint64_t, uint64_t>>& samples) const;
+  // One sample to make more than once: {index, seed}, and for a Kind::kFunction pool the
+  // uint8 array of `shape` FUNCTION is called on.
+  struct Probe {
+    uint64_t index = 0;
+    uint64_t seed = 0;
+    std::span<const uint8_t> input = {};
+    std::vector<int64_t> shape = {};
+  };
+  // Users' code must be deterministic (docs/datasets.md): makes each probe twice in the
+  // first process and once in a second (the first again when there is one), and returns
+  // the indices whose fields differ between those three; empty when all agree. A sample
+  // that fails or hangs is left out (its error comes when it is asked for).
+  std::vector<uint64_t> unrepeatable(const std::vector<Probe>& probes) const;
 
   // The process ids now serving (for tests that kill one).
   std::vector<pid_t> pids() const;
@@ -134,8 +141,8 @@ class PythonProcessPool {
   struct Process;
   class Lease;
   Process& acquire(int which = -1) const;  // which: that process (waits for it), -1 any
-  // A hash of sample `index`'s fields made by process `which`; nullopt when it failed.
-  std::optional<uint64_t> digest_in(int which, uint64_t index, uint64_t seed) const;
+  // A hash of `probe`'s fields made by process `which`; nullopt when it failed.
+  std::optional<uint64_t> digest_in(int which, const Probe& probe) const;
   void release(Process& p) const;
   void restart(Process& p) const;
   void serve(uint64_t index, const nlohmann::json& request, std::span<const uint8_t> input,

@@ -37,6 +37,10 @@ class PythonStep {
            uint8_t* out, const FieldsOut* extra = nullptr) const;
 
   bool learned() const { return !shape_.empty(); }
+  // Users' code must be deterministic: once learned, "" when FUNCTION returned the same
+  // bytes for the first sample run twice in one process and once in another, else what
+  // differs and what to fix.
+  const std::string& determinism_problem() const { return determinism_; }
   // The image's shape [C,H,W].
   const std::vector<int64_t>& output_shape() const { return shape_; }
   size_t output_bytes() const;
@@ -49,12 +53,15 @@ class PythonStep {
   std::string problem(const SampleFields& fields) const;
   std::string learn(const SampleFields& fields) const;
   void write(const SampleFields& fields, uint8_t* out, const FieldsOut* extra) const;
+  std::string check_determinism(uint64_t index, uint64_t seed, std::span<const uint8_t> input,
+                                const std::vector<int64_t>& in_shape) const;
 
   PythonProcessPool pool_;
   // Set once, by the first run(): the image's shape, and with a dict, its whole schema.
   mutable std::vector<int64_t> shape_;
   mutable std::vector<FieldSpec> schema_;
   mutable std::vector<FieldSpec> extra_;
+  mutable std::string determinism_;  // set with them
 };
 
 }  // namespace tandem::data
