@@ -75,5 +75,32 @@ TEST(ModelFolder, AFolderThatTurnsReadOnlyKeepsTheWeightsInACheckpointAndTheNext
   fs::remove_all(dir);
 }
 
+// A disk that fills during the run (another writer): the final model cannot be written,
+// nor a checkpoint, but the room held for the last records takes the summary and
+// output/failure, both naming the full disk; no model.pt is left without its model.json.
+TEST(ModelFolder, ADiskThatFillsStillGetsTheSummaryAndTheFailure) {
+  const fs::path dir = testing::fresh_dir("model-folder-full");
+  fs::create_directories(dir / "R");
+  const std::string script =
+      "mount -t tmpfs -o size=4m tmpfs R && touch mounted && " + std::string(TANDEM_BINARY) + " " + kTrain +
+      " --steps 20000 --sagemaker-root R > run.log 2>&1 & "
+      "for i in $(seq 600); do grep -q \"step=20 \" run.log && break; sleep 0.1; done; "
+      "dd if=/dev/zero of=R/filler bs=4k > /dev/null 2>&1; wait $!; echo $? > code; ls -a R/model R/output > ls; "
+      "cp R/output/data/summary.json summary.json; cp R/output/failure failure";
+  const int code = in_namespace(dir, script);
+  if (code == -2) GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN): " << slurp(dir / "script.log");
+  const std::string log = slurp(dir / "run.log");
+  ASSERT_EQ(slurp(dir / "code"), "1\n") << log << slurp(dir / "script.log");
+  EXPECT_NE(log.find("the disk is full"), std::string::npos) << log;
+  const auto summary = nlohmann::json::parse(slurp(dir / "summary.json"));
+  EXPECT_NE(summary.value("model_error", "").find("the disk is full"), std::string::npos) << summary.dump(2);
+  EXPECT_NE(slurp(dir / "failure").find("the disk is full"), std::string::npos) << slurp(dir / "failure");
+  const std::string listed = slurp(dir / "ls");
+  EXPECT_EQ(listed.find("model.pt"), std::string::npos) << listed;
+  EXPECT_EQ(listed.find("model.json"), std::string::npos) << listed;
+  EXPECT_EQ(listed.find(".tandem-reserve"), std::string::npos) << "the held room is given back\n" << listed;
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tandem

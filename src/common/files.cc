@@ -97,4 +97,16 @@ std::string unwritable_reason(const std::string& dir) {
   return "";
 }
 
+bool hold_reserve(const std::string& path, uint64_t bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  ::close(fd);
+  if (err == 0) return true;
+  ::unlink(path.c_str());
+  return false;
+}
+
+void release_reserve(const std::string& path) { ::unlink(path.c_str()); }
+
 }  // namespace tandem

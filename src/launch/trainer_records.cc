@@ -67,6 +67,15 @@ void check_writable(const RunFiles& files) {
     throw ConfigError("this run could not keep what it trains: " + problems +
                       ". Fix those folders (or point --sagemaker-root, --summary-json elsewhere) before training");
   }
+  // Room for the summary and output/failure should the model or checkpoints fill the disk.
+  if (!files.root.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(files.root + "/output", ec);
+    if (!hold_reserve(report::records_reserve(files.root), report::kRecordsReserveBytes)) {
+      spdlog::warn("{}/output has less than 1 MiB free: should the model fill the disk, the summary and "
+                   "output/failure may not be written", files.root);
+    }
+  }
 }
 
 LiveRecords::LiveRecords(const RunFiles& files, int rank, bool resumed, uint64_t steps_per_epoch, bool quiet) {
@@ -99,6 +108,7 @@ void write_run_records(const RunFiles& files, LiveRecords& live, const training:
   nlohmann::json summary = make_run_summary(result, facts, audits);
   std::string where = "(not written: no output folder; use --summary-json or --sagemaker-root)";
   if (live.metrics()) summary["metrics_file"] = live.metrics()->path();
+  if (!files.root.empty()) release_reserve(report::records_reserve(files.root));  // room for these
   if (files.keep) {
     report::write_summary_and_report(files.summary, summary);
     where = files.summary;

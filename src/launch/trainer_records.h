@@ -30,7 +30,8 @@ RunFiles run_files(const Settings& settings, int rank);
 // Before the first step, on the rank that writes them (rank 0): every folder the run will
 // write (the model, the checkpoints, the summary's) can be written. Throws ConfigError
 // naming each that cannot, why (a read-only file system, a full disk, a permission) and
-// the fix, so that no GPU time is spent on weights that could not be kept.
+// the fix, so that no GPU time is spent on weights that could not be kept. Then holds
+// the output folder's room for its last records (report::records_reserve).
 void check_writable(const RunFiles& files);
 
 // Rank 0's records while it trains: metrics.jsonl beside the summary and, on a

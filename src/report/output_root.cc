@@ -40,6 +40,8 @@ std::string output_folder_name(const std::string& job) {
   return name == "." || name == ".." ? "" : name;
 }
 
+std::string records_reserve(const std::string& root) { return root + "/output/.tandem-reserve"; }
+
 std::string output_root(const Settings& settings, int rank) {
   const std::string& root = settings.cluster.sagemaker_root;
   std::error_code ec;

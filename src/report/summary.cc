@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/files.h"
+#include "tandem/report/output_root.h"
 
 namespace tandem::report {
 namespace {
@@ -157,6 +158,7 @@ nlohmann::json run_settings(const Settings& settings, const data::DatasetInfo& i
 void write_failure(const std::string& sagemaker_root, const std::string& reason) {
   // Outside SageMaker (a developer's shell, CI) the root usually does not exist: don't create it.
   if (!std::filesystem::is_directory(sagemaker_root)) return;
+  release_reserve(records_reserve(sagemaker_root));  // a full disk still takes this
   try {
     write_file_atomically(sagemaker_root + "/output/failure", reason + "\n");
   } catch (const std::exception& e) {

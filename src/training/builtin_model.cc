@@ -95,13 +95,13 @@ class BuiltinModel final : public Model {
   bool is_training() override { return module_.ptr()->is_training(); }
   void to(torch::Device device) override { module_.ptr()->to(device); }
 
-  nlohmann::json save_for_python(const std::string& dir) override {
+  nlohmann::json save_for_python(const std::string& file) override {
     bool torchvision = false;
     const NamedTensors state = python_state_dict(name_, *module_.ptr(), &torchvision);
     c10::Dict<std::string, torch::Tensor> dict;
     for (const auto& [key, tensor] : state) dict.insert(key, tensor);
     const std::vector<char> bytes = torch::pickle_save(dict);
-    write_file_atomically(dir + "/model.pt", std::string(bytes.begin(), bytes.end()));
+    write_file_atomically(file, std::string(bytes.begin(), bytes.end()));
     const std::string ctor = torchvision_loader(name_, info_);
     nlohmann::json meta = {{"format", "state_dict"}, {"parameter_names", torchvision ? "torchvision" : "tandem"}};
     if (!ctor.empty()) {

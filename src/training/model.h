@@ -49,9 +49,9 @@ class Model {
   virtual bool is_training() = 0;
   virtual void to(torch::Device device) = 0;
 
-  // Writes `dir`/model.pt so that Python can use it with nothing of tandem's, and returns
-  // what model.json should say about it (format, how to load it).
-  virtual nlohmann::json save_for_python(const std::string& dir) = 0;
+  // Writes the model to `file` so that Python can use it with nothing of tandem's (as
+  // model.pt), and returns what model.json should say about it (format, how to load it).
+  virtual nlohmann::json save_for_python(const std::string& file) = 0;
 };
 
 // --model: a built-in's name, or the path of a TorchScript file (ending in .pt or .pth,

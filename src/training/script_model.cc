@@ -96,13 +96,11 @@ class ScriptModel final : public Model {
 
   // The trained module itself, on the CPU and in eval mode: torch.jit.load gives a model
   // ready to predict.
-  nlohmann::json save_for_python(const std::string& dir) override {
+  nlohmann::json save_for_python(const std::string& file) override {
     torch::jit::Module copy = module_.deepcopy();
     copy.to(torch::kCPU);
     copy.eval();
-    const std::string file = dir + "/model.pt";
-    copy.save(file + ".tmp");
-    std::filesystem::rename(file + ".tmp", file);
+    copy.save(file);
     return {{"format", "torchscript"},
             {"source", path_},
             {"custom_loss", has_loss_},

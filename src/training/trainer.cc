@@ -241,12 +241,28 @@ std::string Trainer::Impl::save_checkpoint(int64_t step) {
 
 // The final model in a form Python uses directly (model.pt: a TorchScript module or a
 // state dict under torchvision's names), and model.json saying what it is and how to
-// load it.
+// load it. model.pt appears only once model.json is written: a disk that fills leaves
+// neither, not a model without its description.
 std::string Trainer::Impl::save_model() {
   const std::string& dir = paths.model_dir;
   if (dist.rank != 0 || dir.empty()) return {};
   std::filesystem::create_directories(dir);
-  nlohmann::json meta = model->save_for_python(dir);
+  const std::string file = dir + "/model.pt", part = file + ".part";
+  nlohmann::json meta;
+  try {
+    meta = model->save_for_python(part);
+    write_file_atomically(dir + "/model.json", model_description(std::move(meta)));
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(part, ignored);
+    throw;
+  }
+  std::filesystem::rename(part, file);
+  return file;
+}
+
+// model.json: what save_for_python said (`meta`), with the model, its data and its input.
+std::string Trainer::Impl::model_description(nlohmann::json meta) const {
   meta["model"] = config.model.name;
   meta["num_classes"] = info.num_classes;
   meta["classes"] = info.class_names;  // label -> name; empty when the labels have none
@@ -261,8 +277,7 @@ std::string Trainer::Impl::save_model() {
                      {"std", info.std}};
   }
   // Folder names need not be UTF-8: such bytes become U+FFFD rather than failing the save.
-  write_file_atomically(dir + "/model.json", meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-  return dir + "/model.pt";
+  return meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 double Trainer::evaluate() {

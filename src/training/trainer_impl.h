@@ -50,6 +50,7 @@ struct Trainer::Impl {
   void observe_formats(const torch::Tensor& input, const torch::Tensor& output);
   std::string save_checkpoint(int64_t step);
   std::string save_model();
+  std::string model_description(nlohmann::json meta) const;
 };
 
 }  // namespace tandem::training

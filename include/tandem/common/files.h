@@ -1,6 +1,7 @@
 // Files written so that a reader never sees half of one.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -18,5 +19,12 @@ std::optional<std::string> read_file(const std::string& path);
 // small file is written there and removed. The reason is write_file_atomically's (a full
 // disk with its free space, a read-only file system, a permission).
 std::string unwritable_reason(const std::string& dir);
+
+// Room kept for the small records a run writes last (its summary, output/failure), so
+// that a disk the big files (the model, checkpoints) filled can still take them: a file
+// of `bytes` at `path`, allocated on disk. False when the disk had no such room (nothing
+// is left behind then). release_reserve() removes it (nothing when there is none).
+bool hold_reserve(const std::string& path, uint64_t bytes);
+void release_reserve(const std::string& path);
 
 }  // namespace tandem

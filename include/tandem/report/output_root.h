@@ -20,6 +20,12 @@ namespace tandem::report {
 //   the folder cannot be made.
 std::string output_root(const Settings& settings, int rank);
 
+// The room an output folder `root` keeps for its last records (common/files.h
+// hold_reserve): output/.tandem-reserve, 1 MiB, held by the trainer from its start and
+// released just before it writes the summary or output/failure (write_failure).
+std::string records_reserve(const std::string& root);
+constexpr uint64_t kRecordsReserveBytes = 1 << 20;
+
 // The folder's name for a job: `job` with every character outside [A-Za-z0-9._-]
 // replaced by '-', or "" when nothing usable is left ("", ".", "..").
 std::string output_folder_name(const std::string& job);
