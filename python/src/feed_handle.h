@@ -51,6 +51,7 @@ class Feed {
                     {"world", place_.world},
                     {"dataset", dataset_json(feeder_->info(), learns_dtype_ ? numpy_dtype(feeder_->info().dtype) : dtype_)}});
       if (place_.rank == 0) run_ = script_run(settings_, place_, batches_per_epoch_, feeder_->start_step());
+      if (place_.rank != 0 && place_.world > 1) mark_at_ = script_summary_path(settings_);
     }
     return true;
   }
@@ -83,6 +84,10 @@ class Feed {
                         "start them with --wire-dtype float16, float32 or uint8");
     }
     if (run_) run_->taken(batch->size(), batch->sequence, in.feeder->steps(), [&] { return in.feeder->stats(); });
+    if (!mark_at_.empty()) {  // this rank trains: rank 0's summary counts it
+      report::mark_rank_training(mark_at_, place_.rank);
+      mark_at_.clear();
+    }
     auto* c = new CBatch{std::move(*batch), {}};
     c->description = describe(c->batch, source_name(*in.feeder, c->batch.source));
     *out = c;
@@ -174,7 +179,7 @@ class Feed {
     run_->feed_ended(sources, f.hedged());
     if (batches == 0) return;
     report::RunSummaryFacts facts{settings_, f.rank_feed(), {}, 0, place_.cluster};
-    facts.world = place_.world;
+    facts.world = run_->ranks();
     facts.local_world = place_.local_world;
     facts.local_threads = f.rank_feed().local_threads();
     facts.batch_size = settings_.trainer.batch_size;
@@ -196,6 +201,7 @@ class Feed {
   std::string dtype_;
   bool learns_dtype_ = false;  // a dataset learnt from the workers: its dtype is theirs
   std::shared_ptr<report::ScriptRun> run_;  // the process's run (rank 0), or null
+  std::string mark_at_;  // another rank's summary path, until its first batch is marked
   uint64_t batches_per_epoch_ = 0;
   std::string info_;
   std::vector<std::string> names_;  // used by the one thread in next()

@@ -108,6 +108,13 @@ std::string describe(const data::Batch& b, const std::string& source) {
   return out;
 }
 
+std::string script_summary_path(const Settings& settings) {
+  if (!settings.trainer.summary_json.empty()) return settings.trainer.summary_json;
+  std::error_code ec;
+  const std::string& root = settings.cluster.sagemaker_root;
+  return std::filesystem::is_directory(root, ec) ? root + "/output/data/summary.json" : "";
+}
+
 // The process's run records (report::ScriptRun), made by its first feed on rank 0: the
 // feeds of one script (one per epoch) add up to one run. A feed told to write elsewhere
 // (another sagemaker_root or summary_json) starts another. They go only where the feed is
@@ -126,19 +133,19 @@ std::shared_ptr<report::ScriptRun> script_run(const Settings& settings, const Fe
   if (made_for == wanted) return run;
   made_for = wanted;
   run.reset();
-  std::string summary = settings.trainer.summary_json;
+  const std::string summary = script_summary_path(settings);
   if (summary.empty()) {
-    if (!std::filesystem::is_directory(root, ec)) {
-      spdlog::info("no run records (metrics.jsonl, summary.json, report.html): no SageMaker root at {}; pass "
-                   "summary_json=PATH (or sagemaker_root=DIR) to keep them", root);
-      return nullptr;
-    }
-    const std::string out = report::output_root(settings, place.rank);
-    if (out.empty()) return nullptr;
-    summary = out + "/output/data/summary.json";
+    spdlog::info("no run records (metrics.jsonl, summary.json, report.html): no SageMaker root at {}; pass "
+                 "summary_json=PATH (or sagemaker_root=DIR) to keep them", root);
+    return nullptr;
   }
   report::ScriptRunOptions o{summary, start_step > 0, place.rank, place.world, settings.trainer.log_every,
                              steps_per_epoch};
+  if (place.world > 1) {
+    o.ranks = [summary, world = place.world, local = place.local_world] {
+      return report::ranks_training(summary, world, local);
+    };
+  }
   try {
     run = std::make_shared<report::ScriptRun>(o);
     spdlog::info("this run's metrics.jsonl, summary.json and report.html go to {}",

@@ -51,6 +51,10 @@ struct CBatch {
 // A batch as the one tab-separated line Python reads it by.
 std::string describe(const data::Batch& b, const std::string& source);
 
+// Where a script's summary goes: summary_json, else under an existing SageMaker root;
+// "" when neither (no records are kept).
+std::string script_summary_path(const Settings& settings);
+
 // The process's run records (report::ScriptRun) for a feed at `place`: see feed_words.cc.
 std::shared_ptr<report::ScriptRun> script_run(const Settings& settings, const FeedPlace& place,
                                               uint64_t steps_per_epoch, uint64_t start_step);

@@ -1,8 +1,12 @@
 #include "tandem/report/script_run.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+
+#include "tandem/common/files.h"
 
 namespace tandem::report {
 namespace {
@@ -26,7 +30,27 @@ std::vector<feed::SourceStats> added(std::vector<feed::SourceStats> base, const 
   return base;
 }
 
+std::filesystem::path rank_mark(const std::string& summary_path, int rank) {
+  return std::filesystem::path(summary_path).parent_path() / "ranks" / ("rank-" + std::to_string(rank));
+}
+
 }  // namespace
+
+void mark_rank_training(const std::string& summary_path, int rank) {
+  try {
+    write_file_atomically(rank_mark(summary_path, rank).string(), std::to_string(::getppid()) + "\n");
+  } catch (const std::exception&) {
+  }
+}
+
+int ranks_training(const std::string& summary_path, int world, int local_world) {
+  const std::string launcher = std::to_string(::getppid()) + "\n";
+  int ranks = world;
+  for (int r = 1; r < std::min(world, local_world); ++r) {
+    if (read_file(rank_mark(summary_path, r).string()) != launcher) --ranks;
+  }
+  return ranks;
+}
 
 ScriptRun::ScriptRun(ScriptRunOptions opts) : opts_(std::move(opts)) {
   const std::filesystem::path dir = std::filesystem::path(opts_.summary_path).parent_path();
@@ -68,7 +92,7 @@ void ScriptRun::log_point(uint64_t step, uint64_t total_steps, const std::vector
   p.elapsed_s = seconds_between(first_, mark_);
   p.window_s = window_s_;
   p.samples_per_sec_per_rank = window_s_ > 0 ? static_cast<double>(window_samples_) / window_s_ : 0;
-  p.samples_per_sec = p.samples_per_sec_per_rank * opts_.world;
+  p.samples_per_sec = p.samples_per_sec_per_rank * ranks();
   p.data_wait_pct = window_s_ > 0 ? 100 * window_wait_s_ / window_s_ : 0;
   p.loss = std::numeric_limits<double>::quiet_NaN();  // the script's own: unknown here
   p.step_ms.data_wait = 1000 * window_wait_s_ / static_cast<double>(window_steps_);
@@ -98,7 +122,7 @@ TrainReport ScriptRun::report() const {
   r.device = "python";
   r.model = "(the script's)";
   r.rank = opts_.rank;
-  r.world = opts_.world;
+  r.world = ranks();
   return r;
 }
 

@@ -227,6 +227,44 @@ class PlaceTest(SyntheticWorkerTest):
                                                                            "summary.json"])
 
 
+    def test_the_summary_counts_the_ranks_that_trained(self):
+        """Rank 1 of 2 exits at once (never runs here): the job's throughput is rank 0's alone;
+        with both ranks feeding, twice that. Both ranks are children of this process, their
+        launcher."""
+        script = textwrap.dedent("""
+            import os, sys, time, tandem
+            if os.environ["RANK"] == "0" and os.environ["RANKS"] == "2":
+                time.sleep(1)  # the other rank's first batch comes before this rank's first metrics line
+            with tandem.Feed(batch_size=4, steps=12, log_every=4, sagemaker_root=sys.argv[1],
+                             data="synthetic", image_size=16, dataset_size=64) as feed:
+                for batch in feed:
+                    time.sleep(0.05)
+            """)
+        for ranks in ([0], [0, 1]):
+            with tempfile.TemporaryDirectory() as root:
+                procs = []
+                for r in ranks:
+                    env = {**os.environ, "PYTHONPATH": ARGS.module_dir, "RANK": str(r), "WORLD_SIZE": "2",
+                           "LOCAL_WORLD_SIZE": "2", "TANDEM_WORKERS": ",".join(self.workers.targets),
+                           "RANKS": str(len(ranks))}
+                    env.pop("TANDEM_SETTINGS", None)
+                    procs.append(subprocess.Popen([sys.executable, "-c", script, root], env=env,
+                                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                for p in procs:
+                    _, err = p.communicate(timeout=120)
+                    self.assertEqual(p.returncode, 0, err)
+                with open(os.path.join(root, "output", "data", "summary.json")) as f:
+                    summary = json.load(f)
+                self.assertEqual(summary["world_size"], len(ranks), summary)
+                throughput = summary["throughput"]
+                self.assertAlmostEqual(throughput["global_samples_per_sec"],
+                                       throughput["per_rank_samples_per_sec"] * len(ranks), delta=0.01, msg=summary)
+                with open(os.path.join(root, "output", "data", "metrics.jsonl")) as f:
+                    line = json.loads(f.readline())
+                self.assertAlmostEqual(line["samples_per_sec"], line["samples_per_sec_per_rank"] * len(ranks),
+                                       delta=0.01, msg=line)
+
+
 @unittest.skipUnless(HAS_TORCH, "torch is missing")
 class EpochTest(SyntheticWorkerTest):
 

@@ -26,7 +26,19 @@ struct ScriptRunOptions {
   int world = 1;
   int log_every = 50;            // batches between two metrics.jsonl lines
   uint64_t steps_per_epoch = 0;  // for the lines' epoch
+  // The ranks training now (ranks_training()); null: `world`. The job's throughput is
+  // this rank's times that count.
+  std::function<int()> ranks;
 };
+
+// A job's ranks are WORLD_SIZE, but a rank that exits at once trains nothing: each rank of
+// a job of more than one marks that it took a batch (ranks/rank-N beside the summary,
+// holding its launcher's process id, so an earlier launch's marks do not count), and rank
+// 0 counts as training every rank of its own host (ranks 0 .. local_world-1) that marked,
+// and every rank elsewhere, which it cannot see. Best effort: a mark that cannot be
+// written is left out, and so is its rank.
+void mark_rank_training(const std::string& summary_path, int rank);
+int ranks_training(const std::string& summary_path, int world, int local_world);
 
 class ScriptRun {
  public:
@@ -54,6 +66,7 @@ class ScriptRun {
   // by the run's. Returns the summary's path.
   std::string write_summary(RunSummaryFacts facts) const;
   const ScriptRunOptions& options() const { return opts_; }
+  int ranks() const { return opts_.ranks ? opts_.ranks() : opts_.world; }
 
  private:
   void log_point(uint64_t step, uint64_t total_steps, const std::vector<feed::SourceStats>& sources);
