@@ -12,6 +12,7 @@
 #include "tandem/plan/model.h"
 #include "tandem/plan/planner.h"
 #include "tandem/plan/prices.h"
+#include "tandem/plan/spot.h"
 #include "tandem/report/run_files.h"
 
 namespace tandem::plan {
@@ -145,7 +146,7 @@ TEST(PlanInputsFormat, WrittenAsThePlanAndTheReportReadIt) {
        "images_per_cpu_second": 300.0, "images_per_sec": 20000.0},
       {"address": "10.0.0.6:6000", "host": null, "instance_type": null, "threads": 0,
        "images_per_cpu_second": 0.0, "images_per_sec": 0.0}],
-    "worker_instance_type": "ml.c5.18xlarge", "simulated": false})")) << j.dump(2);
+    "worker_instance_type": "ml.c5.18xlarge", "simulated": false, "bytes_per_sample": 0.0})")) << j.dump(2);
   EXPECT_EQ(read_plan_inputs({{"plan_inputs", j}}), in);
   const nlohmann::json s = {
       {"global_batch", 512}, {"throughput", {{"ceiling_samples_per_sec", 30000}}}, {"plan_inputs", j}};
@@ -284,15 +285,123 @@ TEST(PlanInputs, MissingFieldsAndZeroRatesNameTheFix) {
 
 TEST(PlanInputs, RunWithoutWorkersScalesTheTrainerHostsRate) {
   PlanOptions o{.trainer_type = "ml.g5.xlarge", .worker_type = "ml.c5.4xlarge"};
-  const nlohmann::json p = make_plan(report::read_json_file(kRuns + "/one-step/summary.json"),
-                                     load_price_table(kPriceFile), o);
+  const nlohmann::json run = report::read_json_file(kRuns + "/one-step/summary.json");
+  nlohmann::json p = make_plan(run, load_price_table(kPriceFile), o);
   EXPECT_EQ(p["measurement"]["on"], "trainer host");
   EXPECT_DOUBLE_EQ(p["worker"]["samples_per_sec"].get<double>(), 69.5 * 16);
   EXPECT_NE(p["caveats"][0].get<std::string>().find("AMD EPYC 7B13"), std::string::npos);  // the CPU it ran on
-  // A c5.4xlarge more than covers the gap but costs more per sample than it saves here;
-  // it is 2.9% dearer per sample and 54% faster.
+  // The g5.xlarge's 2 spare vCPUs (4 less 2 for its one rank) already outrun the loop.
+  EXPECT_DOUBLE_EQ(p["local_samples_per_sec"].get<double>(), 2 * 69.5);
+  EXPECT_EQ(p["recommended"]["workers"], 0);
+  EXPECT_NE(p["explanation"].get<std::string>().find("the loop is already the bottleneck"), std::string::npos);
+  // With 3 vCPUs kept for the loop, one is left: a c5.4xlarge more than covers the gap but
+  // costs more per sample than it saves; it is 2.9% dearer per sample and 54% faster.
+  o.reserve_vcpus_per_rank = 3;
+  p = make_plan(run, load_price_table(kPriceFile), o);
   EXPECT_EQ(p["recommended"]["workers"], 0);
   EXPECT_EQ(p["fastest_within"]["workers"], 1);
+}
+
+TEST(PlanTrainerCores, NoWorkersIsTheTrainerTypesSpareVcpus) {
+  const PriceTable prices = load_price_table(kPriceFile);
+  nlohmann::json s = two_workers();  // ml.p4d.24xlarge, 8 ranks, local 80 threads at 48/s
+  s["plan_inputs"]["local"] = {{"threads", 1}, {"images_per_cpu_second", 50.0}, {"images_per_sec", 50.0}};
+  nlohmann::json p = make_plan(s, prices, {});
+  EXPECT_DOUBLE_EQ(p["local_samples_per_sec"].get<double>(), (96 - 2 * 8) * 50.0) << "not the 1 thread that ran";
+  EXPECT_EQ(p["trainer"]["spare_vcpus_per_host"], 80);
+  p = make_plan(s, prices, {.reserve_vcpus_per_rank = 4});
+  EXPECT_DOUBLE_EQ(p["local_samples_per_sec"].get<double>(), (96 - 4 * 8) * 50.0);
+  // No local threads ran: the workers' per-thread rate on the trainer's spare vCPUs.
+  s["plan_inputs"]["local"] = nullptr;
+  p = make_plan(s, prices, {});
+  EXPECT_DOUBLE_EQ(p["local_samples_per_sec"].get<double>(), 80 * 45.0);
+  EXPECT_TRUE(p["rows"][0]["step_ms"].is_number()) << "N = 0 is priced: " << p["rows"][0];
+  EXPECT_NE(format_plan_text(p).find("80 spare vCPUs per trainer host"), std::string::npos) << format_plan_text(p);
+}
+
+// The network: bytes per sample from the run, each type's network_gbps from the price
+// table; float32 at 224 px on a worker with a 1 Gbit/s NIC is network-bound, and the plan
+// says so. A trainer NIC that carries less than the workers make caps them all.
+TEST(PlanNetwork, ALargeSampleOnASmallNicIsNetworkBound) {
+  PriceTable prices = load_price_table(kPriceFile);
+  prices.types["ml.c5.18xlarge"].network_gbps = 1;
+  nlohmann::json s = two_workers();
+  const double bytes = 3 * 224 * 224 * 4 + 8 + 8;
+  s["plan_inputs"]["bytes_per_sample"] = bytes;
+  nlohmann::json p = make_plan(s, prices, {});
+  const double carried = 1e9 / 8 / bytes;
+  EXPECT_NEAR(p["network"]["worker_samples_per_sec"].get<double>(), carried, 1e-6);
+  EXPECT_NEAR(p["rows"][1]["samples_per_sec"].get<double>(), p["local_samples_per_sec"].get<double>() + carried, 1e-6);
+  EXPECT_EQ(p["rows"][1]["limit"], "worker network");
+  EXPECT_NE(p["explanation"].get<std::string>().find("the network, not the cores, limits each worker"), std::string::npos)
+      << p["explanation"];
+  EXPECT_NE(format_plan_text(p).find("worker network bound"), std::string::npos) << format_plan_text(p);
+  // The trainer's NIC: 2 Gbit/s into the p4d carries two workers' worth at most.
+  prices.types["ml.p4d.24xlarge"].network_gbps = 2;
+  s["throughput"]["ceiling_samples_per_sec"] = 1e6;
+  p = make_plan(s, prices, {.max_workers = 8});
+  EXPECT_EQ(p["rows"][3]["limit"], "trainer network");
+  EXPECT_NEAR(p["rows"][8]["samples_per_sec"].get<double>(), p["local_samples_per_sec"].get<double>() + 2 * carried, 1e-6);
+  EXPECT_TRUE(p["workers_to_ceiling"].is_null());
+  EXPECT_NE(p["explanation"].get<std::string>().find("ml.p4d.24xlarge's network (2.0 Gbit/s"), std::string::npos)
+      << p["explanation"];
+  // Without bytes per sample (an older summary) the network is not modelled, and says so.
+  s["plan_inputs"].erase("bytes_per_sample");
+  EXPECT_NE(make_plan(s, prices, {})["caveats"].dump().find("The network is not modelled"), std::string::npos);
+}
+
+// Spot against a hand computation: C = 20 s, lambda = 0.5 an hour, R = 400 s.
+TEST(PlanSpot, YoungsIntervalAndTheTimeFactorByHand) {
+  const SpotJob job{0.5, 20, 400};
+  const double lambda = 0.5 / 3600;
+  const double tau = std::sqrt(2 * 20 / lambda);  // 379.5 s
+  EXPECT_NEAR(checkpoint_interval_seconds(job), tau, 1e-9);
+  EXPECT_NEAR(spot_time_factor(job, tau), (1 + 20 / tau) * (1 + lambda * (400 + (tau + 20) / 2)), 1e-12);
+  // Young's interval is the best one: a shorter or longer interval loses more.
+  EXPECT_LT(spot_time_factor(job, tau), spot_time_factor(job, tau / 2));
+  EXPECT_LT(spot_time_factor(job, tau), spot_time_factor(job, tau * 2));
+  EXPECT_TRUE(std::isinf(checkpoint_interval_seconds({0, 20, 400})));
+  EXPECT_NEAR(absent_share(2, 360), 0.2 / 1.2, 1e-12);
+}
+
+// Every plan has a spot section: each choice's cost with interruptions beside on-demand,
+// the checkpoint interval, and spot workers beside an on-demand trainer group; the cost
+// and the checkpoint figures are the run's when it measured them.
+TEST(PlanSpot, TheSectionAgreesWithTheTableAndTheRunsMeasurements) {
+  PriceTable prices = load_price_table(kPriceFile);
+  prices.types["ml.p4d.24xlarge"].spot_discount = 0.6;
+  prices.types["ml.p4d.24xlarge"].spot_interruption_pct_month = 30;
+  prices.types["ml.c5.18xlarge"].spot_discount = 0.7;
+  prices.types["ml.c5.18xlarge"].spot_interruption_pct_month = 5;
+  prices.spot.provision_seconds = 300;
+  nlohmann::json s = two_workers();
+  s["checkpoints"] = {{"count", 4}, {"seconds", 48.0}};
+  s["startup_seconds"] = 90.0;
+  const nlohmann::json p = make_plan(s, prices, {});
+  const nlohmann::json& spot = p["spot"];
+  EXPECT_DOUBLE_EQ(spot["checkpoint_seconds"].get<double>(), 12.0);
+  EXPECT_DOUBLE_EQ(spot["restart_seconds"].get<double>(), 390.0);
+  ASSERT_EQ(spot["whole_job"].size(), 2u);  // no workers, and the recommended 2
+  const nlohmann::json& two = spot["whole_job"][1];
+  EXPECT_EQ(two["workers"], 2);
+  const double lambda = -std::log(1 - 0.30) / 730 + 2 * -std::log(1 - 0.05) / 730;
+  EXPECT_NEAR(two["interruptions_per_day"].get<double>(), 24 * lambda, 1e-12);
+  const SpotJob job{lambda, 12, 390};
+  const double tau = checkpoint_interval_seconds(job), factor = spot_time_factor(job, tau);
+  const double step_s = p["rows"][2]["step_ms"].get<double>() / 1000;
+  const double usd_per_hour = 37.688 * 0.4 + 2 * 3.672 * 0.3;
+  EXPECT_NEAR(two["spot_usd_per_1000_steps"].get<double>(), usd_per_hour / 3600 * 1000 * step_s * factor, 1e-9);
+  EXPECT_EQ(two["checkpoint_every_steps"], std::llround(tau / step_s));
+  EXPECT_GT(two["saving_vs_on_demand"].get<double>(), 0.5);
+  const nlohmann::json& split = spot["spot_workers_on_demand_trainer"];
+  EXPECT_NEAR(split["worker_away_share"].get<double>(), absent_share(-std::log(1 - 0.05) / 730, 300), 1e-12);
+  const std::string text = format_plan_text(p);
+  EXPECT_NE(text.find("On spot"), std::string::npos) << text;
+  EXPECT_NE(text.find("--checkpoint-every auto"), std::string::npos) << text;
+  EXPECT_NE(p["caveats"].dump().find("A checkpoint took 12.0 s in this run"), std::string::npos) << p["caveats"];
+  // Without measurements the section assumes, and says so.
+  s.erase("checkpoints");
+  EXPECT_NE(make_plan(s, prices, {})["caveats"].dump().find("No checkpoint was written in this run"), std::string::npos);
 }
 
 TEST(PlanText, GroupsThousands) {

@@ -168,5 +168,34 @@ TEST(PythonDeterminism, AWorkerWarnsTheSummaryListsItAndTheFlagRefusesIt) {
   fs::remove_all(dir);
 }
 
+// The plan's per-thread rate counts the CPU the Python processes spend making samples, not
+// only the C++ thread that waits on them (issue: a PIL dataset planned 50x too fast): a
+// dataset whose samples cost 2 ms of CPU each is measured by a worker at about what `tandem
+// bench pipeline` makes on one thread, and never faster than 2 ms a sample allows.
+TEST(PythonCpu, ThePlansPerThreadRateCountsThePythonProcesses) {
+  REQUIRE_NUMPY();
+  const fs::path dir = testing::fresh_dir("python-cpu");
+  const std::string data = " --data python:" + kFile + ":Busy --data-args '{\"ms\": 2, \"n\": 4096}'" +
+                           " --python /usr/bin/python3 --python-procs 1";
+  const auto bench = testing::run_capture("bench pipeline --threads 1 --batch-size 8 --seconds 3 --json" + data,
+                                          dir / "bench.log", 120);
+  ASSERT_EQ(bench.code, 0) << bench.out;
+  const std::string line = bench.out.substr(bench.out.rfind("{\"batch_size\""));
+  const double bench_rate = nlohmann::json::parse(line.substr(0, line.find('\n')))["images_per_sec_per_thread"].get<double>();
+  testing::Worker w = testing::start_worker("--threads 1" + data, dir / "w.log", 60s);
+  ASSERT_NE(w.port, 0) << testing::slurp(dir / "w.log");
+  const auto r = testing::run_capture("trainer --workers " + w.target() + " --local-workers 0 --train-threads 1 "
+                                      "--batch-size 8 --steps 60 --summary-json " + (dir / "s.json").string() + data,
+                                      dir / "trainer.log", 180);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto summary = nlohmann::json::parse(testing::slurp(dir / "s.json"));
+  const double rate = summary["plan_inputs"]["workers"][0]["images_per_cpu_second"].get<double>();
+  std::cout << "per-thread rate: plan " << rate << " samples per CPU-second, bench pipeline " << bench_rate
+            << " samples/s on one thread\n";
+  EXPECT_LE(rate, 1000.0 / 2 * 1.02) << "faster than 2 ms of CPU a sample allows";
+  EXPECT_NEAR(rate, bench_rate, 0.2 * bench_rate);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tandem

@@ -152,4 +152,27 @@ TEST(RunResults, ARunThatFailsBeforeItsFirstStepLeavesNoCheckpoint) {
   EXPECT_EQ(run_tandem("trainer --model mnist_cnn --steps 3" + root, dir / "b.log", 120), 0) << slurp(dir / "b.log");
 }
 
+// --checkpoint-every auto: the first checkpoint, 20 steps in, measures what one costs and
+// sets Young's interval from the job's spot interruption rate; the summary keeps the
+// cost and the start-up (the plan's spot terms).
+TEST(RunResults, CheckpointEveryAutoMeasuresTheFirstAndSetsTheInterval) {
+  const fs::path dir = fresh_dir("checkpoint-auto");
+  const std::string root = " --sagemaker-root " + (dir / "R").string();
+  fs::create_directories(dir / "R");
+  ASSERT_EQ(run_tandem("trainer --local-workers 1 --train-threads 1 --batch-size 8 --image-size 16 --steps 30 "
+                       "--log-every 10 --checkpoint-every auto" + root,
+                       dir / "a.log", 120),
+            0)
+      << slurp(dir / "a.log");
+  const std::string log = slurp(dir / "a.log");
+  EXPECT_NE(log.find("checkpoint at step 20 in"), std::string::npos) << log;
+  EXPECT_NE(log.find("--checkpoint-every auto: a checkpoint took"), std::string::npos) << log;
+  const auto summary = nlohmann::json::parse(slurp(dir / "R/output/data/summary.json"));
+  EXPECT_EQ(summary["checkpoints"]["count"], 1) << summary.dump(2);
+  EXPECT_GT(summary["checkpoints"]["seconds"].get<double>(), 0);
+  EXPECT_GT(summary["startup_seconds"].get<double>(), 0);
+  EXPECT_LT(summary["startup_seconds"].get<double>(), 120);
+  fs::remove_all(dir);
+}
+
 }  // namespace

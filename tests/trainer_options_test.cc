@@ -7,6 +7,7 @@
 
 #include "tandem/common/error.h"
 #include "tandem/training/trainer_options.h"
+#include "training/checkpoint_schedule.h"
 
 namespace tandem::training {
 namespace {
@@ -116,4 +117,27 @@ TEST(RankOptions, ThreadsSplitTheHostsCores) {
 }
 
 }  // namespace
+// --checkpoint-every N, 0 and auto: under auto the first checkpoint, 20 steps in, measures
+// the cost, and Young's interval in steps follows (sqrt(2 x 2 s / 1 an hour) = 120 s at
+// 0.5 s a step: every 240 steps).
+TEST(CheckpointSchedule, EveryNNeverAndAuto) {
+  CheckpointSchedule every({.every = 5}, 0, 20);
+  EXPECT_TRUE(every.due(5));
+  EXPECT_FALSE(every.due(6));
+  EXPECT_FALSE(every.due(20)) << "the final model follows the last step";
+  EXPECT_FALSE(CheckpointSchedule({.every = 0}, 0, 100).due(20));
+  CheckpointSchedule automatic({.every = -1, .interruptions_per_hour = 1}, 100, 10000);
+  EXPECT_FALSE(automatic.due(101));
+  EXPECT_TRUE(automatic.due(120));
+  EXPECT_EQ(automatic.measured(119, 2.0, 0.5), "");
+  const std::string line = automatic.measured(120, 2.0, 0.5);
+  EXPECT_EQ(automatic.every(), 240) << line;
+  EXPECT_NE(line.find("every 240 steps"), std::string::npos) << line;
+  EXPECT_TRUE(automatic.due(480));
+  EXPECT_FALSE(automatic.due(481));
+  CheckpointSchedule calm({.every = -1, .interruptions_per_hour = 0}, 0, 1000);
+  EXPECT_NE(calm.measured(20, 2.0, 0.5).find("no more checkpoints"), std::string::npos);
+  EXPECT_FALSE(calm.due(40));
+}
+
 }  // namespace tandem::training

@@ -47,6 +47,7 @@ import json  # noqa: E402
 import mmap  # noqa: E402
 import random  # noqa: E402
 import struct  # noqa: E402
+import time  # noqa: E402
 import traceback  # noqa: E402
 
 _TRACE_FRAMES = 4
@@ -305,7 +306,10 @@ def _serve(np, sock, shared, dataset, user_file):
         if op is None:
             _send(sock, _error_reply(f"unknown request {request.get('op')!r}"))
             continue
-        _send(sock, _answer(np, shared, user_file, lambda: op(request)))
+        started = time.process_time()  # every thread of this process: the sample's CPU
+        reply = _answer(np, shared, user_file, lambda: op(request))
+        reply["cpu"] = time.process_time() - started
+        _send(sock, reply)
 
 
 def main():

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -228,8 +229,13 @@ void add_parallel_options(CLI::App& app, TrainerOptions& o) {
 
 // How long to train, and when to evaluate, checkpoint and log.
 void add_schedule_options(CLI::App& app, TrainerOptions& o) {
-  app.add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints; 0 = only on SIGTERM")
-      ->capture_default_str()->check(non_negative())->group(kTrainerGroup);
+  app.add_option("--checkpoint-every", o.checkpoint_every,
+                 "Steps between checkpoints; 0 = only on SIGTERM; auto = the interval that loses least to spot "
+                 "interruptions, from the measured checkpoint cost (docs/plan.md)")
+      ->capture_default_str()
+      ->transform(CLI::Transformer(std::map<std::string, std::string>{{"auto", "-1"}}))
+      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()))
+      ->group(kTrainerGroup);
   app.add_option("--eval-data", o.eval_data, "Held-out set for top-1 accuracy (like --data; read with --split test)")
       ->group(kTrainerGroup);
   app.add_option("--eval-every", o.eval_every, "Steps between evaluations; 0 = at the end only")

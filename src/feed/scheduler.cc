@@ -261,6 +261,7 @@ std::optional<data::Batch> Scheduler::next() {
   ++s.stats.batches;
   s.stats.samples += static_cast<uint64_t>(batch.size());
   s.stats.compute_seconds += batch.compute_seconds;
+  s.stats.bytes += batch.payload_bytes();
   lock.unlock();
   cv_.notify_all();
   return batch;

@@ -18,6 +18,8 @@
 #include "tandem/feed/rank_feed.h"
 #include "tandem/feed/sample_audit.h"
 #include "tandem/launch/run.h"
+#include "tandem/plan/prices.h"
+#include "tandem/report/run_summary.h"
 #include "tandem/report/summary.h"
 #include "tandem/report/run_log.h"
 #include "tandem/training/runtime.h"
@@ -133,6 +135,23 @@ training::TrainReport train(training::Trainer& trainer, feed::RankFeed& feed, fe
       stop, {}, live.observer(feed.scheduler()));
 }
 
+// --checkpoint-every auto: the job's spot interruptions an hour, from its instances' types
+// and the price table (its defaults for types it lacks, or without one).
+double job_interruptions(const Settings& settings, const cluster::Cluster* cluster) {
+  const cluster::Cluster c =
+      cluster ? *cluster : report::cluster_for_plan(settings, !settings.launcher.gloo_address.empty());
+  std::vector<std::string> instances;
+  for (const cluster::InstanceGroup& g : c.groups) instances.insert(instances.end(), g.hosts.size(), g.instance_type);
+  if (instances.empty()) instances.push_back(c.current_instance_type);
+  plan::PriceTable prices;
+  try {
+    prices = plan::load_default_price_table();
+  } catch (const ConfigError& e) {
+    spdlog::warn("--checkpoint-every auto: {}; using the default spot interruption rate", e.what());
+  }
+  return plan::job_interruptions_per_hour(prices, instances);
+}
+
 }  // namespace
 
 int run_trainer(const Settings& settings, const std::vector<std::string>& worker_targets, const std::string& host,
@@ -149,6 +168,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     feed::RankFeed feed(rank_feed_options(settings, worker_targets, dist), signals.stop());
     training::RankOptions opts = training::derive_rank_options(settings.trainer, feed.info(), dist, rank_host(feed));
     opts.trainer.mix.seed = settings.data.seed;  // the data's seed also fixes the batches' mixing
+    if (opts.trainer.checkpoints.every < 0) opts.trainer.checkpoints.interruptions_per_hour = job_interruptions(settings, cluster);
     training::set_torch_threads(opts.torch_threads);
     const RunFiles files = run_files(settings, dist.rank);
     if (dist.rank == 0) check_writable(files);

@@ -11,10 +11,24 @@ namespace {
 // not decide the answer.
 constexpr double kTolerance = 1e-9;
 
+double effective_per_worker(const ModelParams& p) { return std::min(p.per_worker, p.worker_network); }
+
+double from_workers(const ModelParams& p, double workers) {
+  return std::min(workers * effective_per_worker(p), p.trainer_network);
+}
+
 }  // namespace
 
-double predicted_throughput(const ModelParams& p, int workers) {
-  return std::min(p.ceiling, p.local + workers * p.per_worker);
+double predicted_throughput(const ModelParams& p, double workers) {
+  return std::min(p.ceiling, p.local + from_workers(p, workers));
+}
+
+std::string row_limit(const ModelParams& p, int workers) {
+  const double rate = predicted_throughput(p, workers);
+  if (rate >= p.ceiling * (1 - kTolerance)) return "ceiling";
+  if (workers == 0) return "cores";
+  if (workers * effective_per_worker(p) > p.trainer_network) return "trainer network";
+  return p.worker_network < p.per_worker ? "worker network" : "cores";
 }
 
 PlanRow plan_row(const ModelParams& p, int workers) {
@@ -23,6 +37,7 @@ PlanRow plan_row(const ModelParams& p, int workers) {
   r.samples_per_sec = predicted_throughput(p, workers);
   r.usd_per_hour = p.trainer_usd_per_hour + workers * p.worker_usd_per_hour;
   r.at_ceiling = r.samples_per_sec >= p.ceiling * (1 - kTolerance);
+  r.limit = row_limit(p, workers);
   r.feasible = r.samples_per_sec > 0;
   if (r.feasible) {
     r.step_seconds = p.global_batch / r.samples_per_sec;
@@ -35,8 +50,9 @@ PlanRow plan_row(const ModelParams& p, int workers) {
 
 int workers_to_ceiling(const ModelParams& p) {
   if (p.local >= p.ceiling * (1 - kTolerance)) return 0;
-  if (p.per_worker <= 0) return -1;
-  const double needed = (p.ceiling - p.local) / p.per_worker;
+  const double per_worker = effective_per_worker(p);
+  if (per_worker <= 0 || p.local + p.trainer_network < p.ceiling * (1 - kTolerance)) return -1;
+  const double needed = (p.ceiling - p.local) / per_worker;
   int n = static_cast<int>(std::ceil(needed * (1 - kTolerance)));
   while (!plan_row(p, n).at_ceiling) ++n;  // ceil's rounding, at most a step or two
   return n;

@@ -1,5 +1,6 @@
 #include "tandem/plan/plan_inputs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -108,8 +109,11 @@ void local_rate(const nlohmann::json& pi, RunMeasurements& m) {
   m.local_threads = static_cast<int>(threads.value_or(0));
   // Capacity (threads x per-thread rate), as for the workers: a measured rate may be held
   // back by the ceiling. The measured rate stands in when the parts are missing.
-  const double per_host = threads && rate && *threads > 0 && *rate > 0 ? *threads * *rate : made.value_or(0);
+  const bool parts = threads && rate && *threads > 0 && *rate > 0;
+  const double per_host = parts ? *threads * *rate : made.value_or(0);
   m.local = per_host * m.trainer_hosts;
+  m.local_per_thread = parts ? *rate : 0.0;
+  m.local_made_only = !parts && made.value_or(0) > 0;
   if (!m.rate_from_workers && rate && *rate > 0 && m.local_threads > 0) {
     m.images_per_cpu_second = *rate;
     m.rate_threads = m.local_threads;
@@ -154,7 +158,8 @@ nlohmann::json to_json(const PlanInputs& in) {
                         {"local", nullptr},
                         {"workers", nlohmann::json::array()},
                         {"worker_instance_type", or_null(in.worker_instance_type)},
-                        {"simulated", in.simulated}};
+                        {"simulated", in.simulated},
+                        {"bytes_per_sample", in.bytes_per_sample}};
   if (in.local) {
     out["local"] = {{"threads", in.local->threads},
                     {"images_per_cpu_second", in.local->images_per_cpu_second},
@@ -191,6 +196,7 @@ PlanInputs read_plan_inputs(const nlohmann::json& summary) {
   in.worker_instance_type = string_at(pi, "worker_instance_type");
   const auto sim = pi.find("simulated");
   in.simulated = sim != pi.end() && sim->is_boolean() && sim->get<bool>();
+  in.bytes_per_sample = number_or(pi, "bytes_per_sample", 0);
   return in;
 }
 
@@ -206,6 +212,11 @@ RunMeasurements read_measurements(const nlohmann::json& s, const PlanOptions& o)
   if (hosts < 1 || hosts > 100000) throw ConfigError("summary.json plan_inputs.trainer_hosts must be at least 1: the file is damaged");
   m.trainer_hosts = static_cast<int>(hosts);
   m.cpu_model = string_at(pi, "cpu_model");
+  m.ranks = static_cast<int>(std::clamp(number_at(pi, "/ranks").value_or(1), 1.0, 1e6));
+  m.bytes_per_sample = number_at(pi, "/bytes_per_sample").value_or(0);
+  const double written = number_at(s, "/checkpoints/count").value_or(0);
+  m.checkpoint_seconds = written > 0 ? number_at(s, "/checkpoints/seconds").value_or(0) / written : 0.0;
+  m.startup_seconds = number_at(s, "/startup_seconds").value_or(0);
   const auto sim = pi.find("simulated");
   m.simulated = sim != pi.end() && sim->is_boolean() && sim->get<bool>();
   m.run_worker_type = string_at(pi, "worker_instance_type");

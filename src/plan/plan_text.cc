@@ -59,6 +59,8 @@ std::string table(const nlohmann::json& p) {
     if (n == best) marks += " cheapest";
     if (n == fast && fast != best) marks += " fastest within " + group_thousands(p["fastest_within"]["within_pct"].get<double>(), 0) + "%";
     if (r["at_ceiling"].get<bool>()) marks += (marks.empty() ? " " : ", ") + std::string("at ceiling");
+    const std::string limit = r.value("limit", "");
+    if (limit.find("network") != std::string::npos) marks += (marks.empty() ? " " : ", ") + limit + " bound";
     out += line + (marks.empty() ? "" : "  <-" + marks) + "\n";
   }
   return out;
@@ -77,10 +79,16 @@ std::string inputs(const nlohmann::json& p) {
   };
   item("training loop ceiling", group_thousands(p["ceiling_samples_per_sec"].get<double>(), 0) +
                                     " samples/s (global batch " + group_thousands(p["global_batch"].get<double>(), 0) + ")");
-  item("local preprocessing", group_thousands(p["local_samples_per_sec"].get<double>(), 0) + " samples/s (" +
-                                  std::to_string(t["local_threads_per_host"].get<int>()) +
-                                  (t["local_threads_per_host"].get<int>() == 1 ? " thread" : " threads") +
-                                  " per trainer host)");
+  const nlohmann::json& spare = t["spare_vcpus_per_host"];
+  item("local preprocessing",
+       group_thousands(p["local_samples_per_sec"].get<double>(), 0) + " samples/s (" +
+           (spare.is_number()
+                ? std::to_string(spare.get<int>()) + " spare vCPUs per trainer host: " +
+                      std::to_string(t["vcpus"].get<int>()) + " less " +
+                      std::to_string(t["reserve_vcpus_per_rank"].get<int>()) + " for each of " +
+                      counted(t["ranks_per_host"].get<int>(), "rank", "ranks") + ", --reserve-per-rank)"
+                : std::to_string(t["local_threads_per_host"].get<int>()) +
+                      (t["local_threads_per_host"].get<int>() == 1 ? " thread" : " threads") + " per trainer host, as run)"));
   item("one " + wt, group_thousands(w["samples_per_sec"].get<double>(), 0) + " samples/s = " +
                         group_thousands(m["images_per_cpu_second"].get<double>(), 1) + " samples per CPU-second x " +
                         std::to_string(w["vcpus"].get<int>()) + " vCPUs; the rate was measured on " +
@@ -91,9 +99,53 @@ std::string inputs(const nlohmann::json& p) {
                         group_thousands(r["measured_samples_per_sec"].get<double>(), 0) + " samples/s, the model gives " +
                         group_thousands(r["predicted_samples_per_sec"].get<double>(), 0));
   }
+  const nlohmann::json& net = p["network"];
+  if (net["bytes_per_sample"].is_number()) {
+    auto carried = [](const nlohmann::json& gbps, const nlohmann::json& samples) {
+      return gbps.is_number() ? group_thousands(gbps.get<double>(), 1) + " Gbit/s = " +
+                                    group_thousands(samples.get<double>(), 0) + " samples/s"
+                              : std::string("unknown");
+    };
+    item("network", group_thousands(net["bytes_per_sample"].get<double>(), 0) + " bytes per sample; a worker's NIC " +
+                        carried(net["worker_gbps"], net["worker_samples_per_sec"]) + ", the trainer hosts' " +
+                        carried(net["trainer_gbps"], net["trainer_samples_per_sec"]));
+  }
   const nlohmann::json& pr = p["prices"];
   item("prices", printable(pr["file"].get<std::string>(), 300) + " (" + pr["region"].get<std::string>() + ", " +
                      pr["as_of"].get<std::string>() + "), indicative");
+  return out;
+}
+
+// On spot: each choice beside on-demand, the checkpoint interval, and a spot CPU group.
+std::string spot_text(const nlohmann::json& p) {
+  if (!p.contains("spot")) return "";
+  const nlohmann::json& s = p["spot"];
+  std::string out = "On spot (the whole job restarts from its last checkpoint at any interruption):\n";
+  for (const nlohmann::json& j : s["whole_job"]) {
+    std::string line = std::to_string(j["workers"].get<int>()) + " workers: $" +
+                       group_thousands(j["spot_usd_per_1000_steps"].get<double>(), 3) + " per 1,000 steps at " +
+                       group_thousands(j["spot_step_ms"].get<double>(), 1) + " ms/step (on-demand $" +
+                       group_thousands(j["on_demand_usd_per_1000_steps"].get<double>(), 3) + " at " +
+                       group_thousands(j["on_demand_step_ms"].get<double>(), 1) + " ms/step; " +
+                       group_thousands(100 * j["saving_vs_on_demand"].get<double>(), 0) + "% less), " +
+                       group_thousands(j["interruptions_per_day"].get<double>(), 2) + " interruptions a day";
+    if (j["checkpoint_every_steps"].is_number()) {
+      line += "; checkpoint every " + group_thousands(j["checkpoint_every_steps"].get<double>(), 0) + " steps (" +
+              group_thousands(j["checkpoint_every_seconds"].get<double>() / 60, 1) +
+              " min, --checkpoint-every auto)";
+    }
+    out += wrap(line + ".", "    ", "  - ");
+  }
+  if (s["spot_workers_on_demand_trainer"].is_object()) {
+    const nlohmann::json& g = s["spot_workers_on_demand_trainer"];
+    out += wrap("Spot data workers beside an on-demand trainer group (Kubernetes, Slurm: the workers hold no "
+                "state, so an interruption costs only a worker's absence, " +
+                    group_thousands(100 * g["worker_away_share"].get<double>(), 2) + "% of the time): $" +
+                    group_thousands(g["usd_per_1000_steps"].get<double>(), 3) + " per 1,000 steps at " +
+                    group_thousands(g["step_ms"].get<double>(), 1) + " ms/step, " +
+                    group_thousands(100 * g["saving_vs_on_demand"].get<double>(), 0) + "% less than on-demand.",
+                "    ", "  - ");
+  }
   return out;
 }
 
@@ -125,7 +177,7 @@ std::string format_plan_text(const nlohmann::json& p) {
          std::to_string(fast["workers"].get<int>()) + " x " + wt + " (" +
          group_thousands(fast["samples_per_sec"].get<double>(), 0) + " samples/s, $" +
          number_or_dash(fast["usd_per_1000_steps"], 3) + " per 1,000 steps)\n\n";
-  out += wrap(printable(p["explanation"].get<std::string>(), 4000), "", "") + "\nCaveats:\n";
+  out += wrap(printable(p["explanation"].get<std::string>(), 4000), "", "") + "\n" + spot_text(p) + "\nCaveats:\n";
   for (const nlohmann::json& c : p["caveats"]) out += wrap(printable(c.get<std::string>(), 2000), "  ", "- ");
   return out;
 }

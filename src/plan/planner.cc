@@ -1,10 +1,13 @@
 #include "tandem/plan/planner.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
 #include "tandem/plan/model.h"
+#include "spot_plan.h"
 
 namespace tandem::plan {
 
@@ -20,7 +23,50 @@ nlohmann::json row_json(const PlanRow& r, const PlanRow& none) {
           {"usd_per_1000_steps", money_or_null(r.feasible, r.usd_per_1000_steps)},
           {"usd_per_million_samples", money_or_null(r.feasible, r.usd_per_million_samples)},
           {"saving_vs_none", money_or_null(r.feasible && none.feasible, saving(r, none))},
-          {"at_ceiling", r.at_ceiling}};
+          {"at_ceiling", r.at_ceiling},
+          {"limit", r.limit}};
+}
+
+// The trainer hosts' own preprocessing, as rented: the trainer type's vCPUs less what its
+// ranks' training loops keep (reserve_vcpus_per_rank each; a rank per GPU, else the
+// run's ranks per host), at the per-thread rate measured there, else the workers'. So
+// N = 0 is the trainer host alone with every spare core making samples. The run's own
+// figure stands in when the type has no vCPU count (a --price type) or the run gave only
+// what its hosts made.
+struct TrainerCores {
+  double per_host = 0.0;  // samples/s
+  int spare = 0;          // vCPUs making samples, per host; -1 when the run's figure stood in
+  int ranks_per_host = 1;
+};
+
+TrainerCores trainer_cores(const RunMeasurements& m, const InstanceType& trainer, const PlanOptions& o) {
+  TrainerCores c;
+  c.ranks_per_host = trainer.gpus > 0 ? trainer.gpus : std::max(1, m.ranks / std::max(1, m.trainer_hosts));
+  if (trainer.vcpus <= 0 || m.local_made_only) {
+    c.per_host = m.local / m.trainer_hosts;
+    c.spare = -1;
+    return c;
+  }
+  c.spare = std::max(0, trainer.vcpus - o.reserve_vcpus_per_rank * c.ranks_per_host);
+  c.per_host = c.spare * (m.local_per_thread > 0 ? m.local_per_thread : m.images_per_cpu_second);
+  return c;
+}
+
+// Samples/s `gbps` carries at `bytes_per_sample`; infinite when either is unknown.
+double network_samples(double gbps, double bytes_per_sample) {
+  if (gbps <= 0 || bytes_per_sample <= 0) return std::numeric_limits<double>::infinity();
+  return gbps * 1e9 / 8.0 / bytes_per_sample;
+}
+
+// The plan's "network": bytes per sample, each type's bandwidth and what it carries (null: unknown).
+nlohmann::json network_json(const RunMeasurements& m, const ModelParams& mp, const InstanceType& worker,
+                            const InstanceType& trainer) {
+  auto positive = [](double v) { return v > 0 && std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return {{"bytes_per_sample", positive(m.bytes_per_sample)},
+          {"worker_gbps", positive(worker.network_gbps)},
+          {"trainer_gbps", positive(trainer.network_gbps)},
+          {"worker_samples_per_sec", positive(mp.worker_network)},
+          {"trainer_samples_per_sec", positive(mp.trainer_network)}};
 }
 
 std::string where_measured(const RunMeasurements& m, const PriceTable& prices) {
@@ -43,7 +89,7 @@ std::string where_measured(const RunMeasurements& m, const PriceTable& prices) {
 }
 
 std::vector<std::string> caveats(const RunMeasurements& m, const PriceTable& prices, const InstanceType& worker,
-                                 int to_ceiling, int max_workers) {
+                                 const InstanceType& trainer, int to_ceiling, int max_workers) {
   std::vector<std::string> out;
   const bool same_type = m.rate_from_workers && m.run_worker_type == worker.name && !m.simulated;
   if (!same_type) {
@@ -62,7 +108,15 @@ std::vector<std::string> caveats(const RunMeasurements& m, const PriceTable& pri
   out.push_back("Prices are indicative on-demand figures from " + prices.origin + " (" + prices.region + ", " +
                 prices.as_of + "); check the current ones and override with --price TYPE=DOLLARS or --prices FILE.");
   out.push_back("The model assumes the training loop's own speed (the ceiling) does not change with more workers, "
-                "that the network carries the extra batches, and that a worker's rate grows with its vCPUs.");
+                "and that a worker's rate grows with its vCPUs.");
+  if (m.bytes_per_sample <= 0 || worker.network_gbps <= 0 || trainer.network_gbps <= 0) {
+    out.push_back(std::string("The network is not modelled: ") +
+                  (m.bytes_per_sample <= 0 ? "the summary does not say how many bytes a sample carries (re-run the "
+                                             "job with this version)"
+                                           : "the price table gives no network_gbps for " +
+                                                 (worker.network_gbps <= 0 ? worker.name : trainer.name)) +
+                  ", so the table assumes the network carries every batch.");
+  }
   if (to_ceiling < 0 || to_ceiling > max_workers) {
     out.push_back("The ceiling is not reached with " + std::to_string(max_workers) +
                   " workers: the table stops there (--max-workers).");
@@ -70,23 +124,54 @@ std::vector<std::string> caveats(const RunMeasurements& m, const PriceTable& pri
   return out;
 }
 
-std::string explanation(const nlohmann::json& p, const RunMeasurements& m, const InstanceType& worker) {
+// What the network does to the plan, in a sentence ("" when it limits nothing).
+std::string network_sentence(const nlohmann::json& p, const InstanceType& worker, const InstanceType& trainer) {
+  const nlohmann::json& net = p["network"];
+  if (net["bytes_per_sample"].is_null()) return "";
+  const double bytes = net["bytes_per_sample"].get<double>();
+  const double per_worker = p["worker"]["samples_per_sec"].get<double>();
+  std::string s;
+  if (!net["worker_samples_per_sec"].is_null() && net["worker_samples_per_sec"].get<double>() < per_worker) {
+    s += " At " + group_thousands(bytes / 1024.0, 1) + " KiB per sample a " + worker.name + "'s network (" +
+         group_thousands(net["worker_gbps"].get<double>(), 1) + " Gbit/s) carries only " +
+         group_thousands(net["worker_samples_per_sec"].get<double>(), 0) + " of the " + group_thousands(per_worker, 0) +
+         " samples/s its cores make: the network, not the cores, limits each worker.";
+  }
+  for (const nlohmann::json& r : p["rows"]) {
+    if (r["limit"] == "trainer network") {
+      s += " From " + counted(r["workers"].get<int>(), "worker", "workers") + " on, the " + trainer.name +
+           "'s network (" + group_thousands(net["trainer_gbps"].get<double>(), 1) + " Gbit/s, " +
+           group_thousands(net["trainer_samples_per_sec"].get<double>(), 0) +
+           " samples/s) limits what more workers add.";
+      break;
+    }
+  }
+  return s;
+}
+
+std::string explanation(const nlohmann::json& p, const RunMeasurements& m, const InstanceType& worker,
+                        const InstanceType& trainer) {
   const nlohmann::json& rows = p["rows"];
   const nlohmann::json& best = p["recommended"];
   const nlohmann::json& none = rows[0];
+  const double local = p["local_samples_per_sec"].get<double>();
   std::string s = "With " + std::to_string(m.trainer_hosts) + " x " + m.trainer_type + " alone, ";
-  if (m.local > 0) {
-    s += "its own preprocessing makes about " + group_thousands(m.local, 0) + " samples/s while the training loop " +
-         "could take " + group_thousands(m.ceiling, 0) + " samples/s";
-    s += m.local >= m.ceiling ? ": the loop is already the bottleneck, so data workers would add cost and no speed."
-                              : ", so the accelerators wait for data " +
-                                    group_thousands(100.0 * (1.0 - m.local / m.ceiling), 0) + "% of the time.";
+  if (local > 0) {
+    const nlohmann::json& spare = p["trainer"]["spare_vcpus_per_host"];
+    s += "its own preprocessing" +
+         (spare.is_null() ? std::string() : " (" + std::to_string(spare.get<int>()) + " spare vCPUs per host)") +
+         " makes about " + group_thousands(local, 0) + " samples/s while the training loop could take " +
+         group_thousands(m.ceiling, 0) + " samples/s";
+    s += local >= m.ceiling ? ": the loop is already the bottleneck, so data workers would add cost and no speed."
+                            : ", so the accelerators wait for data " +
+                                  group_thousands(100.0 * (1.0 - local / m.ceiling), 0) + "% of the time.";
   } else {
-    s += "nothing preprocesses on the trainer hosts, so the job needs at least one data worker.";
+    s += "nothing preprocesses on the trainer hosts (no vCPUs to spare), so the job needs at least one data worker.";
   }
   s += " Each " + worker.name + " adds about " + group_thousands(m.images_per_cpu_second * worker.vcpus, 0) +
        " samples/s (" + group_thousands(m.images_per_cpu_second, 1) + " samples per CPU-second x " +
        std::to_string(worker.vcpus) + " vCPUs) for $" + group_thousands(worker.usd_per_hour, 3) + "/hour.";
+  s += network_sentence(p, worker, trainer);
   const int n = best["workers"].get<int>();
   s += " The cheapest per sample is " + (n == 0 ? std::string("none") : counted(n, "worker", "workers")) + ": $" +
        group_thousands(best["usd_per_1000_steps"].get<double>(), 3) + " per 1,000 steps at " +
@@ -123,10 +208,13 @@ nlohmann::json make_plan(const nlohmann::json& summary, const PriceTable& prices
     throw ConfigError("worker type " + worker.name + " has no vCPU count (its price came from --price): add it to a "
                       "--prices file with \"vcpus\"");
   }
+  const TrainerCores cores = trainer_cores(m, trainer, options);
   ModelParams mp;
   mp.ceiling = m.ceiling;
-  mp.local = m.local;
+  mp.local = cores.per_host * m.trainer_hosts;
   mp.per_worker = m.images_per_cpu_second * worker.vcpus;
+  mp.worker_network = network_samples(worker.network_gbps, m.bytes_per_sample);
+  mp.trainer_network = network_samples(trainer.network_gbps * m.trainer_hosts, m.bytes_per_sample);
   mp.global_batch = m.global_batch;
   mp.trainer_usd_per_hour = trainer.usd_per_hour * m.trainer_hosts;
   mp.worker_usd_per_hour = worker.usd_per_hour;
@@ -136,7 +224,10 @@ nlohmann::json make_plan(const nlohmann::json& summary, const PriceTable& prices
 
   nlohmann::json p;
   p["trainer"] = {{"instance_type", trainer.name}, {"hosts", m.trainer_hosts}, {"usd_per_hour", trainer.usd_per_hour},
-                  {"cpu_model", m.cpu_model}, {"local_threads_per_host", m.local_threads}};
+                  {"cpu_model", m.cpu_model}, {"local_threads_per_host", m.local_threads},
+                  {"vcpus", trainer.vcpus}, {"ranks_per_host", cores.ranks_per_host},
+                  {"spare_vcpus_per_host", cores.spare >= 0 ? nlohmann::json(cores.spare) : nlohmann::json(nullptr)},
+                  {"reserve_vcpus_per_rank", options.reserve_vcpus_per_rank}};
   p["worker"] = {{"instance_type", worker.name}, {"vcpus", worker.vcpus}, {"usd_per_hour", worker.usd_per_hour},
                  {"cpu", worker.cpu}, {"samples_per_sec", mp.per_worker}};
   p["measurement"] = {{"images_per_cpu_second", m.images_per_cpu_second}, {"threads", m.rate_threads},
@@ -144,8 +235,9 @@ nlohmann::json make_plan(const nlohmann::json& summary, const PriceTable& prices
                       {"run_worker_type", m.run_worker_type}, {"cpu_model", m.cpu_model}};
   p["prices"] = {{"file", prices.origin}, {"region", prices.region}, {"as_of", prices.as_of},
                  {"currency", prices.currency}, {"overridden", prices.overridden}};
+  p["network"] = network_json(m, mp, worker, trainer);
   p["ceiling_samples_per_sec"] = m.ceiling;
-  p["local_samples_per_sec"] = m.local;
+  p["local_samples_per_sec"] = mp.local;
   p["global_batch"] = m.global_batch;
   p["rows"] = nlohmann::json::array();
   for (const PlanRow& r : rows) p["rows"].push_back(row_json(r, rows[0]));
@@ -158,8 +250,11 @@ nlohmann::json make_plan(const nlohmann::json& summary, const PriceTable& prices
     p["run"] = {{"workers", m.run_workers}, {"measured_samples_per_sec", m.run_samples_per_sec},
                 {"predicted_samples_per_sec", predicted_throughput(mp, m.run_workers)}};
   }
-  p["explanation"] = explanation(p, m, worker);
-  p["caveats"] = caveats(m, prices, worker, to_ceiling, options.max_workers);
+  const SpotInputs spot = spot_inputs(m, prices, trainer, worker);
+  p["spot"] = spot_section(spot, mp, rows, best);
+  p["explanation"] = explanation(p, m, worker, trainer);
+  p["caveats"] = caveats(m, prices, worker, trainer, to_ceiling, options.max_workers);
+  p["caveats"].push_back(spot_caveat(spot));
   return p;
 }
 

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "tandem/common/error.h"
 #include "tandem/common/json_limits.h"
 #include "tandem/common/text.h"
@@ -20,6 +22,28 @@ namespace {
 std::string string_or(const nlohmann::json& j, const char* key, const std::string& fallback) {
   const auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+// The number at `key` in [0, most], -1 when absent. Throws naming it otherwise.
+double fraction_or(const nlohmann::json& e, const char* key, double most, const std::string& where) {
+  const auto it = e.find(key);
+  if (it == e.end()) return -1.0;
+  if (!it->is_number() || !(it->get<double>() >= 0) || it->get<double>() > most) {
+    throw ConfigError(where + " has a bad \"" + key + "\": a number from 0 to " + fmt::format("{}", most));
+  }
+  return it->get<double>();
+}
+
+SpotDefaults parse_spot(const nlohmann::json& j, const std::string& origin) {
+  SpotDefaults d;
+  const auto it = j.find("spot");
+  if (it == j.end()) return d;
+  if (!it->is_object()) throw ConfigError("\"spot\" in " + origin + " is not an object: see data/sagemaker-prices.json");
+  const std::string where = "\"spot\" in " + origin;
+  if (const double v = fraction_or(*it, "discount", 1.0, where); v >= 0) d.discount = v;
+  if (const double v = fraction_or(*it, "interruption_pct_month", 100.0, where); v >= 0) d.interruption_pct_month = v;
+  if (const double v = fraction_or(*it, "provision_seconds", 86400.0, where); v >= 0) d.provision_seconds = v;
+  return d;
 }
 
 InstanceType parse_type(const std::string& name, const nlohmann::json& e, const std::string& origin) {
@@ -46,6 +70,14 @@ InstanceType parse_type(const std::string& name, const nlohmann::json& e, const 
   }
   t.usd_per_hour = price->get<double>();
   t.cpu = string_or(e, "cpu", "");
+  t.spot_discount = fraction_or(e, "spot_discount", 1.0, where);
+  t.spot_interruption_pct_month = fraction_or(e, "spot_interruption_pct_month", 100.0, where);
+  if (const auto net = e.find("network_gbps"); net != e.end()) {
+    if (!net->is_number() || !std::isfinite(net->get<double>()) || net->get<double>() <= 0) {
+      throw ConfigError(where + " has a bad \"network_gbps\": the sustained bandwidth in gigabits/s, more than 0");
+    }
+    t.network_gbps = net->get<double>();
+  }
   return t;
 }
 
@@ -88,7 +120,28 @@ PriceTable parse_price_table(const nlohmann::json& j, const std::string& origin)
   t.as_of = string_or(j, "as_of", "unknown date");
   t.currency = string_or(j, "currency", "USD");
   for (const auto& [name, entry] : instances->items()) t.types.emplace(name, parse_type(name, entry, origin));
+  t.spot = parse_spot(j, origin);
   return t;
+}
+
+double job_interruptions_per_hour(const PriceTable& table, const std::vector<std::string>& instances) {
+  double sum = 0;
+  for (const std::string& name : instances) {
+    const auto it = table.types.find(name);
+    sum += spot_interruptions_per_hour(table, it != table.types.end() ? it->second : InstanceType{});
+  }
+  return sum;
+}
+
+double spot_discount(const PriceTable& table, const InstanceType& type) {
+  return type.spot_discount >= 0 ? type.spot_discount : table.spot.discount;
+}
+
+double spot_interruptions_per_hour(const PriceTable& table, const InstanceType& type) {
+  const double pct = type.spot_interruption_pct_month >= 0 ? type.spot_interruption_pct_month
+                                                           : table.spot.interruption_pct_month;
+  // A month is 730 hours; a share p interrupted in it is a rate of -ln(1 - p) per month.
+  return pct >= 100 ? 1.0 : -std::log1p(-pct / 100.0) / 730.0;
 }
 
 PriceTable load_price_table(const std::string& path) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "tandem/common/cpu_time.h"
 #include "tandem/common/files.h"
 
 namespace tandem::report {
@@ -61,7 +62,10 @@ ScriptRun::ScriptRun(ScriptRunOptions opts) : opts_(std::move(opts)) {
 void ScriptRun::waiting() {
   const Clock::time_point now = Clock::now();
   if (paused_) {  // a feed's first request: its step starts here
-    if (steps_ == 0) first_ = now;
+    if (steps_ == 0) {
+      first_ = now;
+      startup_s_ = process_age_seconds();
+    }
     mark_ = now;
     paused_ = false;
   }
@@ -114,6 +118,7 @@ TrainReport ScriptRun::report() const {
   r.samples = static_cast<int64_t>(samples_);
   r.wall_seconds = steps_ ? seconds_between(first_, mark_) : 0;
   r.paused_seconds = std::max(r.wall_seconds - training_s_, 0.0);  // between feeds
+  r.startup_seconds = startup_s_;
   r.samples_per_sec = training_s_ > 0 ? static_cast<double>(samples_) / training_s_ : 0;
   r.data_wait_seconds = wait_s_;
   r.data_wait_fraction = training_s_ > 0 ? wait_s_ / training_s_ : 0;

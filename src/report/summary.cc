@@ -49,6 +49,12 @@ plan::PlanInputs measure_plan_inputs(const TrainReport& train, const std::vector
   out.ranks = train.world;
   out.trainer_host_cores = std::thread::hardware_concurrency();
   out.cpu_model = cpu_model();
+  uint64_t bytes = 0, samples = 0;
+  for (const auto& s : sources) {
+    bytes += s.bytes;
+    samples += s.samples;
+  }
+  out.bytes_per_sample = samples > 0 ? static_cast<double>(bytes) / static_cast<double>(samples) : 0.0;
   for (const auto& s : sources) {
     const double rate = training_s > 0 ? static_cast<double>(s.samples) / training_s : 0.0;
     if (s.name == "local") {
@@ -110,6 +116,10 @@ nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::So
   out["grad_buckets"] = train.grad_buckets;
   out["grad_buckets_overlapped"] = train.grad_buckets_overlapped;
   if (!train.last_checkpoint.empty()) out["checkpoint_dir"] = train.last_checkpoint;
+  // What a restart costs (the plan's spot terms): start-up to the first step, and writing
+  // a checkpoint.
+  out["startup_seconds"] = train.startup_seconds;
+  out["checkpoints"] = {{"count", train.checkpoints}, {"seconds", train.checkpoint_seconds}};
   if (!train.model_file.empty()) out["model_file"] = train.model_file;
   if (!train.model_error.empty()) out["model_error"] = train.model_error;
   if (train.eval_accuracy) {

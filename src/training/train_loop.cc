@@ -8,6 +8,8 @@
 
 #include "autocast.h"
 #include "optim.h"
+#include "checkpoint_schedule.h"
+#include "tandem/common/cpu_time.h"
 #include "tandem/common/error.h"
 #include "trainer_impl.h"
 
@@ -45,11 +47,11 @@ struct Due {
   bool checkpoint = false;
 };
 
-Due due_after(const LoopOptions& o, const CheckpointOptions& c, int64_t done, int64_t end, bool has_eval) {
+Due due_after(const LoopOptions& o, const CheckpointSchedule& c, int64_t done, int64_t end, bool has_eval) {
   const bool last = done == o.steps;
   return {done % o.log_every == 0 || done == end,
           has_eval && (last || (o.eval_every > 0 && done % o.eval_every == 0)),
-          c.every > 0 && done % c.every == 0 && done < o.steps};
+          c.due(done)};
 }
 
 // The log window: samples, steps and phase times since the last log point, over training
@@ -76,7 +78,8 @@ class RunLoop {
  public:
   RunLoop(Trainer& trainer, Trainer::Impl& m, const LoopOptions& loop, const CheckpointOptions& checkpoints,
           const NextBatch& next, const std::atomic<bool>& stop, const RunLimits& limits, const RunObserver& observer)
-      : trainer_(trainer), m_(m), loop_(loop), checkpoints_(checkpoints), stop_(stop), limits_(limits),
+      : trainer_(trainer), m_(m), loop_(loop),
+        schedule_(checkpoints, m.next_step, loop.steps), stop_(stop), limits_(limits),
         observer_(observer), feed_(next, m.info, m.device, m.format), clock_(m.device), step_(m.next_step),
         completed_(m.next_step) {
     r_.device = m.device.str();
@@ -109,7 +112,7 @@ class RunLoop {
       return;
     }
     try {
-      const std::string dir = m_.save_checkpoint(completed_);
+      const std::string dir = checkpoint(completed_);
       if (!dir.empty()) {
         spdlog::warn("training failed after completing step {}; checkpoint of step {} written in {}", completed_,
                      completed_, dir);
@@ -123,6 +126,24 @@ class RunLoop {
 
  private:
   void save_final_model();
+  // --checkpoint-every auto: rank 0's first checkpoint sets the interval (CheckpointSchedule).
+  void auto_interval(int64_t done) {
+    const double trained_s = seconds_since(start_) - r_.paused_seconds;
+    const double step_s = trained_s / static_cast<double>(std::max<int64_t>(done - r_.start_step, 1));
+    const std::string line = schedule_.measured(done, r_.checkpoint_seconds / r_.checkpoints, step_s);
+    if (!line.empty()) spdlog::info("{}", line);
+  }
+  // A checkpoint of step `step` (Trainer::Impl::save_checkpoint), timed: the plan's
+  // checkpoint cost (checkpoint_seconds).
+  std::string checkpoint(int64_t step) {
+    const auto t0 = Clock::now();
+    std::string dir = m_.save_checkpoint(step);
+    if (!dir.empty()) {
+      r_.checkpoint_seconds += seconds_since(t0);
+      ++r_.checkpoints;
+    }
+    return dir;
+  }
   bool reporter() const { return m_.dist.rank == 0; }
   bool alone() const { return m_.dist.world <= 1; }
   void progress(int64_t step, const char* phase) {
@@ -157,12 +178,15 @@ class RunLoop {
   }
 
   void after_step(int64_t done) {
-    const Due due = due_after(loop_, checkpoints_, done, end_, m_.eval != nullptr);
+    const Due due = due_after(loop_, schedule_, done, end_, m_.eval != nullptr);
     std::optional<LogPoint> point;
     if (due.log) point = log_point(done);
     if (due.eval) evaluate_at(done, point);
     if (point && reporter() && observer_.on_log) observer_.on_log(*point);
-    if (due.checkpoint) paused("checkpoint", [&] { r_.last_checkpoint = m_.save_checkpoint(done); });
+    if (due.checkpoint) {
+      paused("checkpoint", [&] { r_.last_checkpoint = checkpoint(done); });
+      if (r_.checkpoints > 0) auto_interval(done);
+    }
   }
 
   // Closes the log window at step `done`.
@@ -221,7 +245,7 @@ class RunLoop {
   Trainer& trainer_;
   Trainer::Impl& m_;
   const LoopOptions& loop_;
-  const CheckpointOptions& checkpoints_;
+  CheckpointSchedule schedule_;
   const std::atomic<bool>& stop_;
   const RunLimits& limits_;
   const RunObserver& observer_;
@@ -231,6 +255,7 @@ class RunLoop {
   StepClock clock_;
   std::vector<torch::Tensor> pending_;
   const Clock::time_point start_ = Clock::now();
+  const double startup_s_ = process_age_seconds();
   LogWindow window_;
   int64_t end_ = 0;
   int64_t step_;       // the step being trained
@@ -248,6 +273,7 @@ void RunLoop::record_totals() {
     r_.final_loss = r_.losses.back();
   }
   r_.wall_seconds = seconds_since(start_);
+  r_.startup_seconds = startup_s_;
   const double training_s = r_.wall_seconds - r_.paused_seconds;
   r_.samples_per_sec = training_s > 0 ? r_.samples / training_s : 0;
   r_.data_wait_seconds = r_.step_times.data_wait;
@@ -282,7 +308,7 @@ void RunLoop::save_final_model() {
     r_.model_error = std::string("cannot write the trained model: ") + e.what();
   }
   try {
-    r_.last_checkpoint = m_.save_checkpoint(completed_);
+    r_.last_checkpoint = checkpoint(completed_);
     r_.model_error += "; its weights (step " + std::to_string(completed_) + ") are kept in the checkpoint in " +
                       r_.last_checkpoint + ": fix the model folder and start the run again, which resumes at that "
                       "step and writes the model at once";
@@ -295,7 +321,7 @@ void RunLoop::save_final_model() {
 TrainReport RunLoop::finish() {
   m_.next_step = completed_;
   // Stopped before this run's first step: the newest checkpoint (if any) already holds it.
-  if (r_.interrupted && completed_ > r_.start_step) r_.last_checkpoint = m_.save_checkpoint(completed_);
+  if (r_.interrupted && completed_ > r_.start_step) r_.last_checkpoint = checkpoint(completed_);
   else if (limits_.max_steps < 0 || completed_ == loop_.steps) save_final_model();
   record_totals();
   agree_on_parameters();

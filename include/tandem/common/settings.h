@@ -158,7 +158,7 @@ struct TrainerOptions {
   // --single-rank-group: form the process group and allreduce gradients with one rank
   // too (NCCL on a one-GPU machine; a world of 1 otherwise skips both)
   bool single_rank_group = false;
-  int64_t checkpoint_every = 0;      // --checkpoint-every: steps between checkpoints; 0 = only on SIGTERM
+  int64_t checkpoint_every = 0;      // --checkpoint-every: steps between checkpoints; 0 = only on SIGTERM; -1 = auto
   int keep_checkpoints = 3;          // --keep-checkpoints: the newest K are kept
   // --eval-data: a held-out set (same forms as --data, read with --split test); the
   // trainer reports its top-1 accuracy every --eval-every steps (0 = at the end only).

@@ -37,6 +37,7 @@ struct SourceStats {
   uint64_t batches = 0;        // delivered to the training loop
   uint64_t samples = 0;
   double compute_seconds = 0;  // CPU-seconds the source reported for its batches
+  uint64_t bytes = 0;          // what its batches carried (data::Batch::payload_bytes)
   bool failed = false;
   std::string error;           // why it failed (the last failure, for one that rejoined)
   int rejoins = 0;             // times it failed, recovered and served again

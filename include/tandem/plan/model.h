@@ -1,10 +1,13 @@
 // The price-performance model behind `tandem plan`: how fast and how costly a job is
 // with N data-worker instances added to its trainer hosts. Pure arithmetic, no I/O.
 //
-//   throughput(N) = min(ceiling, local + N * per_worker)            samples/s, whole job
+//   throughput(N) = min(ceiling, local + min(N * min(per_worker, worker_network),
+//                                            trainer_network))      samples/s, whole job
 //   cost per sample(N) = (trainer $/h * trainer hosts + N * worker $/h) / 3600 / throughput(N)
 #pragma once
 
+#include <limits>
+#include <string>
 #include <vector>
 
 namespace tandem::plan {
@@ -18,7 +21,16 @@ struct ModelParams {
   double global_batch = 0.0;         // samples per step, all ranks together
   double trainer_usd_per_hour = 0.0; // all trainer hosts together
   double worker_usd_per_hour = 0.0;  // one worker instance
+  // Samples/s the network carries: out of one worker instance (its NIC), and into the
+  // trainer hosts from all workers together (theirs). Infinite when not known.
+  double worker_network = std::numeric_limits<double>::infinity();
+  double trainer_network = std::numeric_limits<double>::infinity();
 };
+
+// What holds a row's throughput: the training loop ("ceiling"), the workers' cores
+// ("cores"), a worker's NIC ("worker network") or the trainer hosts' NIC ("trainer
+// network"); "cores" too for N = 0 (the trainer hosts' own).
+std::string row_limit(const ModelParams& p, int workers);
 
 // One line of the plan's table.
 struct PlanRow {
@@ -30,16 +42,18 @@ struct PlanRow {
   double usd_per_million_samples = 0.0; // 0 when samples_per_sec is 0 (undefined)
   bool feasible = false;         // samples_per_sec > 0
   bool at_ceiling = false;       // the data path keeps up: the loop is the bottleneck
+  std::string limit;             // row_limit()
 };
 
-// The predicted whole-job samples/s with `workers` worker instances.
-double predicted_throughput(const ModelParams& p, int workers);
+// The predicted whole-job samples/s with `workers` worker instances (a fraction: workers
+// away part of the time).
+double predicted_throughput(const ModelParams& p, double workers);
 
 // The row for `workers` worker instances.
 PlanRow plan_row(const ModelParams& p, int workers);
 
-// The smallest N whose throughput reaches the ceiling, or -1 when per_worker is 0 and the
-// local rate alone is short of it.
+// The smallest N whose throughput reaches the ceiling, or -1 when none does (per_worker
+// is 0, or the trainer hosts' network caps the workers short of it).
 int workers_to_ceiling(const ModelParams& p);
 
 // Rows for N = 0 .. (the first N at the ceiling) + 1, at most max_workers + 1 rows.

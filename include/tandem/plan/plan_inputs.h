@@ -43,6 +43,7 @@ struct PlanInputs {
   std::vector<WorkerRate> workers;
   std::string worker_instance_type;  // the workers' type (one type per run)
   bool simulated = false;            // `simulate`: every "host" ran on this machine's CPU
+  double bytes_per_sample = 0;       // what a sample carried from its source; 0 = unknown
   bool operator==(const PlanInputs&) const = default;
 };
 
@@ -60,6 +61,7 @@ struct PlanOptions {
   std::optional<double> ceiling;  // overrides throughput.ceiling_samples_per_sec (samples/s)
   double within_pct = 5.0;        // "fastest within X% of the cheapest"
   int max_workers = 64;           // the table stops here when the ceiling is further
+  int reserve_vcpus_per_rank = 2; // a trainer host's vCPUs each rank's training loop keeps
 };
 
 // The measurements, for the whole job unless said otherwise.
@@ -70,8 +72,14 @@ struct RunMeasurements {
   int trainer_hosts = 1;
   double global_batch = 0.0;          // samples per step
   double ceiling = 0.0;               // samples/s
-  double local = 0.0;                 // samples/s of the trainer hosts' own preprocessing
+  double local = 0.0;                 // samples/s of the trainer hosts' own preprocessing, as run
   int local_threads = 0;              // per trainer host
+  double local_per_thread = 0.0;      // samples per CPU-second there; 0 when no local thread ran
+  bool local_made_only = false;       // the run said what its hosts made, not their threads and rate
+  int ranks = 1;                      // the run's world size
+  double bytes_per_sample = 0.0;      // what a sample carried; 0 when unknown
+  double checkpoint_seconds = 0.0;    // writing one checkpoint, measured; 0 when none was written
+  double startup_seconds = 0.0;       // process start to the first step; 0 when unknown
   double images_per_cpu_second = 0.0; // the per-thread rate the worker estimate scales
   bool rate_from_workers = false;     // false: measured on the trainer host (no workers ran)
   int rate_threads = 0;               // threads the rate was measured over

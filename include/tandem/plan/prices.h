@@ -17,6 +17,18 @@ struct InstanceType {
   int gpus = 0;
   double usd_per_hour = 0.0;  // on-demand, for one instance
   std::string cpu;            // the processor the type runs on, "" when the file does not say
+  double network_gbps = 0.0;  // sustained network bandwidth, gigabits/s; 0 when the file does not say
+  // Spot: the fraction saved against on-demand, and the share of instances interrupted in
+  // a month (the unit of AWS's Spot Instance Advisor); negative: the table's default.
+  double spot_discount = -1.0;
+  double spot_interruption_pct_month = -1.0;
+};
+
+// The table's spot defaults ("spot" in the file), for types that give none.
+struct SpotDefaults {
+  double discount = 0.65;
+  double interruption_pct_month = 10.0;
+  double provision_seconds = 300.0;  // from an interruption to a replacement instance running the container
 };
 
 struct PriceTable {
@@ -26,11 +38,19 @@ struct PriceTable {
   std::string currency = "USD";
   std::map<std::string, InstanceType> types;
   std::vector<std::string> overridden;  // types whose price came from --price
+  SpotDefaults spot;
 };
+
+// A type's spot discount and interruptions per hour (its own, else the table's default).
+double spot_discount(const PriceTable& table, const InstanceType& type);
+double spot_interruptions_per_hour(const PriceTable& table, const InstanceType& type);
+// A job's: the sum over its instances (one entry each), a type the table lacks at the
+// table's default. A SageMaker job restarts whole when any one is interrupted.
+double job_interruptions_per_hour(const PriceTable& table, const std::vector<std::string>& instances);
 
 // Parses a price file's JSON:
 //   {"region": ..., "as_of": ..., "instances": {"ml.c5.18xlarge": {"vcpus": 72, "gpus": 0,
-//    "usd_per_hour": 3.672, "cpu": "..."}, ...}}
+//    "usd_per_hour": 3.672, "cpu": "...", "network_gbps": 25}, ...}}
 // `origin` names the file in errors. Throws ConfigError naming the entry and the fix for
 // a missing or non-positive vcpus or usd_per_hour.
 PriceTable parse_price_table(const nlohmann::json& j, const std::string& origin);

@@ -25,6 +25,7 @@ struct TrainReport {
   int64_t steps = 0;              // steps this run took
   int64_t samples = 0;            // this rank's
   double wall_seconds = 0;
+  double startup_seconds = 0;     // the process's start to this run's first step
   double paused_seconds = 0;      // of wall_seconds, evaluating and writing checkpoints
   double samples_per_sec = 0;     // this rank's, over training time (wall less paused)
   double data_wait_seconds = 0;
@@ -48,6 +49,8 @@ struct TrainReport {
   int world = 1;
   std::vector<std::string> param_checksums;  // per rank: FNV-1a of every parameter's bytes
   std::string last_checkpoint;    // path, if this run wrote one
+  int64_t checkpoints = 0;        // written by this run (rank 0)
+  double checkpoint_seconds = 0;  // writing them, in all
   std::string model_file;         // the final model, written by rank 0
   // Why the final model could not be written (a read-only or full model folder), and
   // which checkpoint holds its weights instead; "" when it was written.

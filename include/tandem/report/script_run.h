@@ -77,6 +77,7 @@ class ScriptRun {
   Clock::time_point first_{}, mark_{}, asked_{};  // first request; end of the last step; this request
   uint64_t steps_ = 0, samples_ = 0;
   uint64_t start_step_ = 0;       // the first step taken (a resumed run)
+  double startup_s_ = 0;          // the process's start to its first request
   double training_s_ = 0, wait_s_ = 0;
   uint64_t window_steps_ = 0, window_samples_ = 0;
   double window_s_ = 0, window_wait_s_ = 0;

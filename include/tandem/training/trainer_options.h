@@ -64,8 +64,12 @@ struct MixOptions {
 // Checkpoints: how often and how many. They go to RunPaths::checkpoint_dir (none when it
 // is empty), and a run resumes from the newest valid one there.
 struct CheckpointOptions {
-  int64_t every = 0;  // --checkpoint-every: steps between them; 0 = only on a stop or a failure
+  // --checkpoint-every: steps between them; 0 = only on a stop or a failure; -1 = auto:
+  // the first after kAutoFirstCheckpoint steps measures their cost C, then every
+  // sqrt(2 C / interruptions) seconds of training (Young's interval; plan/spot.h).
+  int64_t every = 0;
   int keep = 3;       // --keep-checkpoints: the newest K
+  double interruptions_per_hour = 0;  // the job's spot interruptions, for auto
   bool operator==(const CheckpointOptions&) const = default;
 };
 

@@ -4,21 +4,15 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <mutex>
 #include <thread>
 
+#include "tandem/common/cpu_time.h"
 #include "tandem/common/error.h"
 #include "tandem/data/batching/convert.h"
 
 namespace tandem::data {
 namespace {
-
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 // Shared by the chunks of one batch; the last chunk to finish hands the batch on.
 struct Job {
@@ -152,12 +146,12 @@ std::unique_ptr<SampleReads> BatchMaker::read_ahead(const BatchRequest& request)
 }
 
 Batch BatchMaker::make(const BatchRequest& request, SampleReads* reads) const {
-  const double start = thread_cpu_seconds();
+  const double start = work_cpu_seconds();
   RaggedRows ragged;
   Batch batch = allocate(request, ragged);
   fill(batch, request, 0, request.indices.size(), ragged, reads);
   gather_ragged(batch, ragged, dataset_->info().extra_fields());
-  batch.compute_seconds = thread_cpu_seconds() - start;
+  batch.compute_seconds = work_cpu_seconds() - start;
   return batch;
 }
 
@@ -175,14 +169,14 @@ void BatchMaker::make_async(BatchRequest request, std::function<void(Batch)> don
   for (size_t c = 0; c < chunks; ++c) {
     const size_t begin = n * c / chunks, end = n * (c + 1) / chunks;
     pool_->submit([this, job, begin, end] {
-      const double start = thread_cpu_seconds();
+      const double start = work_cpu_seconds();
       try {
         fill(job->batch, job->request, begin, end, job->ragged, job->reads.get());
       } catch (...) {
         std::lock_guard lock(job->mu);
         if (!job->error) job->error = std::current_exception();
       }
-      const double cpu = thread_cpu_seconds() - start;
+      const double cpu = work_cpu_seconds() - start;
       if (slowdown_ > 1) std::this_thread::sleep_for(std::chrono::duration<double>((slowdown_ - 1) * cpu));
       job->cpu_seconds.fetch_add(cpu * slowdown_);
       if (job->remaining.fetch_sub(1) != 1) return;

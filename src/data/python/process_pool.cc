@@ -21,6 +21,7 @@
 #include "pool_channel.h"
 #include "pool_process.h"
 #include "tandem/common/clock.h"
+#include "tandem/common/cpu_time.h"
 #include "tandem/common/text.h"
 #include "tandem/data/sources/dataset.h"  // fnv1a
 
@@ -270,6 +271,10 @@ void PythonProcessPool::serve(uint64_t index, const nlohmann::json& request, std
       }
       throw PythonSampleError(describe(index) + " killed its Python process twice (" + first_death + ", then " + how +
                               "): fix the crash, e.g. in a C extension, or check for the out-of-memory killer");
+    }
+    // The process's CPU for this request counts as the batch's (common/cpu_time.h).
+    if (const auto cpu = reply.find("cpu"); cpu != reply.end() && cpu->is_number()) {
+      add_helper_cpu_seconds(cpu->get<double>());
     }
     if (!reply.value("ok", false) && reply.contains("shm_needed")) {
       throw PythonSampleError(too_big(describe(index), reply.value("shm_needed", size_t{0}), opts_));

@@ -89,6 +89,12 @@ struct Batch {
   Batch& operator=(const Batch&) = delete;
 
   int64_t size() const { return shape.empty() ? 0 : shape[0]; }
+  // What it carries: payload, labels, indices and fields (about its size on the wire).
+  size_t payload_bytes() const {
+    size_t n = data.size() + labels.size() * sizeof(int64_t) + indices.size() * sizeof(uint64_t);
+    for (const Field& f : fields) n += f.data.size() + f.lengths.size() * sizeof(int64_t);
+    return n;
+  }
 };
 
 }  // namespace tandem::data
