@@ -224,6 +224,12 @@ TEST(PlanPrices, DefaultFileIsFoundBesideABuildFolderOrAnInstall) {
   EXPECT_NE(config_error([&] { load_default_price_table(exe); }).find("--prices FILE"), std::string::npos);
   fs::copy_file(kPriceFile, dir / "share/tandem/sagemaker-prices.json");
   EXPECT_EQ(load_default_price_table(exe).origin, (dir / "share/tandem/sagemaker-prices.json").string());
+  // The wheel: the library a script loads (tandem/libtandem_feed.so) has the table in
+  // tandem/share/tandem/ (a script's executable is Python's: it is not looked beside).
+  fs::create_directories(dir / "wheel/tandem/share/tandem");
+  fs::copy_file(kPriceFile, dir / "wheel/tandem/share/tandem/sagemaker-prices.json");
+  EXPECT_EQ(load_default_price_table((dir / "wheel/tandem/libtandem_feed.so").string()).origin,
+            (dir / "wheel/tandem/share/tandem/sagemaker-prices.json").string());
   fs::remove_all(dir);
 }
 

@@ -63,7 +63,9 @@ TEST(Metrics, EveryLogStepAndEvaluationIsALineOfMetricsJsonl) {
 TEST(StatusLine, ATerminalGetsALiveStatusLineAndAPipePlainLines) {
   if (std::system("command -v script > /dev/null") != 0) GTEST_SKIP() << "needs util-linux's script";
   const fs::path dir = fresh_dir("status-line");
-  const std::string args = "trainer --local-workers 1 --train-threads 1 --steps 60 --log-every 20 --eval-data synthetic";
+  const std::string args =
+      "trainer --local-workers 1 --train-threads 1 --image-size 16 --batch-size 8 --steps 60 --log-every 20 "
+      "--eval-data synthetic";
   const std::string cmd = "TERM=xterm script -qec '" + std::string(TANDEM_BINARY) + " " + args + "' /dev/null > " +
                           (dir / "tty.log").string() + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(dir / "tty.log");

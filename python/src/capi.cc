@@ -217,6 +217,13 @@ int tandem_feed_close(void* feed) {
   });
 }
 
+int tandem_feed_log(void* feed, const char* name, double value) {
+  return guarded(-1, [&] {
+    static_cast<Feed*>(feed)->log(name, value);
+    return 0;
+  });
+}
+
 int tandem_feed_shutdown(void* feed) {
   return guarded(-1, [&] { return static_cast<Feed*>(feed)->shutdown(); });
 }

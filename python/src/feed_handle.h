@@ -94,6 +94,13 @@ class Feed {
     return TANDEM_NEXT_BATCH;
   }
 
+  // What the script reports (ScriptRun::reported), on rank 0; other ranks check it alone.
+  void log(const std::string& name, double value) {
+    std::lock_guard lock(mu_);
+    if (run_) return run_->reported(name, value);
+    report::ScriptRun::check_reported(name, value);
+  }
+
   // Stops the feed's threads; tells the workers to exit when release_workers was asked.
   void close() {
     feed::Feeder* f = nullptr;

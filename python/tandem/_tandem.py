@@ -175,6 +175,15 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
             _raise()
         self._closed = True
 
+    def log(self, **values):
+        """Report the script's own numbers, loss= and lr=: they go into the metric lines (step=N loss=...),
+        metrics.jsonl and the summary, as the trainer's do"""
+        if not self._handle:
+            raise RuntimeError("log() on a closed feed: report before the feed ends")
+        for name, value in values.items():
+            if _lib.tandem_feed_log(self._handle, str(name).encode(), float(value)) < 0:
+                _raise()
+
     def shutdown(self):
         """Tell every worker to exit now; returns how many acknowledged"""
         got = _lib.tandem_feed_shutdown(self._handle) if self._handle else -1

@@ -30,9 +30,12 @@ std::string summary_table(const report::SummaryView& s, const fs::path& dir) {
   std::string out;
   const uint64_t steps = std::isfinite(s.steps) ? static_cast<uint64_t>(s.steps) : 0;
   const uint64_t ranks = std::isfinite(s.world_size) ? static_cast<uint64_t>(s.world_size) : 1;
-  out += fmt::format("training    {}, {} epochs, loss {} -> {}, {}{}\n", counted(steps, "step"), fixed(s.epochs, 2),
-                     fixed(s.first_loss, 4), fixed(s.final_loss, 4), counted(ranks, "rank"),
-                     s.interrupted ? ", interrupted" : "");
+  // A script's loss is its own: known only when it reported one (feed.log(loss=...)).
+  const std::string loss = std::isfinite(s.first_loss)
+                               ? "loss " + fixed(s.first_loss, 4) + " -> " + fixed(s.final_loss, 4)
+                               : "loss not reported (the script's own; feed.log(loss=...) reports it)";
+  out += fmt::format("training    {}, {} epochs, {}, {}{}\n", counted(steps, "step"), fixed(s.epochs, 2), loss,
+                     counted(ranks, "rank"), s.interrupted ? ", interrupted" : "");
   out += fmt::format("throughput  {} samples/s global ({} per rank), data wait {}%, loop ceiling {} samples/s global\n",
                      fixed(s.global_samples_per_sec, 1), fixed(s.per_rank_samples_per_sec, 1),
                      fixed(std::isfinite(s.data_wait_fraction) ? s.data_wait_fraction * 100 : 0.0, 1),

@@ -84,6 +84,7 @@ LiveRecords::LiveRecords(const RunFiles& files, int rank, bool resumed, uint64_t
     const std::filesystem::path dir = std::filesystem::path(files.summary).parent_path();
     if (!dir.empty()) std::filesystem::create_directories(dir);
     metrics_ = std::make_unique<report::MetricsLog>((dir / "metrics.jsonl").string(), resumed, steps_per_epoch);
+    metrics_->add_tensorboard(report::tensorboard_dir(files.root, dir.string()));
   }
   if (report::StatusLine::wanted(quiet)) status_ = std::make_unique<report::StatusLine>();
 }

@@ -1,5 +1,6 @@
 #include "tandem/plan/prices.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -81,8 +82,16 @@ InstanceType parse_type(const std::string& name, const nlohmann::json& e, const 
   return t;
 }
 
-std::string self_exe() {
+// The file holding this code: the tandem binary, or the library a Python script loaded
+// (the wheel's tandem/libtandem_feed.so, a build's python/tandem/), whose process's
+// executable is Python's.
+std::string self_object() {
+  Dl_info info{};
   std::error_code ec;
+  if (dladdr(reinterpret_cast<void*>(&load_default_price_table), &info) != 0 && info.dli_fname) {
+    const fs::path p = fs::canonical(info.dli_fname, ec);
+    if (!ec) return p.string();
+  }
   const fs::path p = fs::read_symlink("/proc/self/exe", ec);
   return ec ? std::string() : p.string();
 }
@@ -160,12 +169,14 @@ PriceTable load_price_table(const std::string& path) {
 }
 
 std::vector<std::string> default_price_file_candidates(const std::string& exe) {
-  const std::string self = exe.empty() ? self_exe() : exe;
+  const std::string self = exe.empty() ? self_object() : exe;
   if (self.empty()) return {};
   const fs::path dir = fs::path(self).parent_path();
-  return {(dir / "../share/tandem/sagemaker-prices.json").lexically_normal().string(),
-          (dir / "../data/sagemaker-prices.json").lexically_normal().string(),
-          (dir / "data/sagemaker-prices.json").lexically_normal().string()};
+  std::vector<std::string> out;
+  for (const char* place : {"../share/tandem", "../data", "data", "share/tandem", "../../../data"}) {
+    out.push_back((dir / place / "sagemaker-prices.json").lexically_normal().string());
+  }
+  return out;
 }
 
 PriceTable load_default_price_table(const std::string& exe) {

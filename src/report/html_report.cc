@@ -118,7 +118,9 @@ std::string settings_table(const SummaryView& s) {
   std::string out = "<table>";
   for (const auto& [key, name] : kRows) {
     if (!s.settings.contains(key)) continue;
-    out += std::string("<tr><th class=\"l\">") + name + "</th><td class=\"l\">" + text(s.settings, key) + "</td></tr>";
+    // null: a script's own choice, which tandem does not know (its optimizer, its schedule)
+    out += std::string("<tr><th class=\"l\">") + name + "</th><td class=\"l\">" +
+           text(s.settings, key, "the script's own (not known to tandem)") + "</td></tr>";
   }
   return out + "</table>";
 }
@@ -151,8 +153,12 @@ std::string sources_table(const SummaryView& s) {
 std::string step_time_table(const SummaryView& s) {
   if (!s.step_seconds) return "<p class=\"nodata\">no step_seconds in the summary</p>";
   const StepSeconds& st = *s.step_seconds;
-  const std::pair<double, const char*> phases[] = {{st.data_wait, "data wait"}, {st.host_to_device, "host to device"},
-      {st.forward_backward, "forward + backward"}, {st.communication, "communication"}, {st.optimizer, "optimizer"}};
+  // A script run measures two phases: waiting for data, and its own work between batches.
+  const bool script = std::isfinite(st.script);
+  std::vector<std::pair<double, const char*>> phases = {{st.data_wait, "data wait"}};
+  if (script) phases.emplace_back(st.script, "the script's own work");
+  else phases.insert(phases.end(), {{st.host_to_device, "host to device"}, {st.forward_backward, "forward + backward"},
+                                    {st.communication, "communication"}, {st.optimizer, "optimizer"}});
   double total = 0;
   for (const auto& [v, _] : phases) total += std::isfinite(v) ? v : 0.0;
   std::string out = "<table><tr><th class=\"l\">phase</th><th>seconds (whole run)</th><th>ms per step</th><th>share</th></tr>";

@@ -19,6 +19,31 @@ MetricsLog::MetricsLog(std::string path, bool append, uint64_t steps_per_epoch)
   if (!out_) throw std::runtime_error("cannot write " + path_ + ": check the directory exists and is writable");
 }
 
+void MetricsLog::add_tensorboard(const std::string& dir) {
+  try {
+    tensorboard_ = std::make_unique<TensorBoardLog>(dir);
+  } catch (const std::exception& e) {
+    spdlog::warn("no TensorBoard events for this run: {}", e.what());
+  }
+}
+
+namespace {
+
+// A metrics line's scalars, as TensorBoard tags.
+std::vector<std::pair<std::string, double>> scalars_of(const nlohmann::json& line) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const char* key : {"loss", "lr", "samples_per_sec", "data_wait_pct", "eval_accuracy"}) {
+    const auto it = line.find(key);
+    if (it != line.end() && it->is_number()) out.emplace_back(key, it->get<double>());
+  }
+  if (const auto sources = line.find("sources"); sources != line.end()) {
+    for (const nlohmann::json& s : *sources) out.emplace_back("source_share/" + s["name"].get<std::string>(), s["share"]);
+  }
+  return out;
+}
+
+}  // namespace
+
 void MetricsLog::write(const LogPoint& p, const std::vector<feed::SourceStats>& sources) {
   nlohmann::json line = {{"step", p.step}, {"total_steps", p.total_steps}, {"elapsed_s", p.elapsed_s}};
   if (steps_per_epoch_ > 0) line["epoch"] = static_cast<double>(p.step) / static_cast<double>(steps_per_epoch_);
@@ -53,6 +78,7 @@ void MetricsLog::write(const LogPoint& p, const std::vector<feed::SourceStats>& 
   if (p.eval_accuracy) line["eval_accuracy"] = *p.eval_accuracy;
   out_ << line.dump() << '\n';
   out_.flush();
+  if (tensorboard_) tensorboard_->scalars(p.step, scalars_of(line));
 }
 
 namespace {

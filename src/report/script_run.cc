@@ -3,11 +3,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include "tandem/common/cpu_time.h"
+#include "tandem/common/error.h"
 #include "tandem/common/files.h"
+#include "tandem/common/text.h"
 
 namespace tandem::report {
 namespace {
@@ -57,6 +63,7 @@ ScriptRun::ScriptRun(ScriptRunOptions opts) : opts_(std::move(opts)) {
   const std::filesystem::path dir = std::filesystem::path(opts_.summary_path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir);
   metrics_ = std::make_unique<MetricsLog>((dir / "metrics.jsonl").string(), opts_.append_metrics, opts_.steps_per_epoch);
+  metrics_->add_tensorboard(tensorboard_dir(opts_.sagemaker_root, dir.string()));
 }
 
 void ScriptRun::waiting() {
@@ -98,9 +105,14 @@ void ScriptRun::log_point(uint64_t step, uint64_t total_steps, const std::vector
   p.samples_per_sec_per_rank = window_s_ > 0 ? static_cast<double>(window_samples_) / window_s_ : 0;
   p.samples_per_sec = p.samples_per_sec_per_rank * ranks();
   p.data_wait_pct = window_s_ > 0 ? 100 * window_wait_s_ / window_s_ : 0;
-  p.loss = std::numeric_limits<double>::quiet_NaN();  // the script's own: unknown here
+  p.loss = last_loss_;  // the script's own: NaN unless it reported one
+  p.lr = last_lr_;
   p.step_ms.data_wait = 1000 * window_wait_s_ / static_cast<double>(window_steps_);
   metrics_->write(p, added(sources_, sources));
+  // The trainer's metric line, so that the same metric definitions (CloudWatch) read it.
+  spdlog::info("step={}{} samples_per_sec={:.1f} data_wait_pct={:.1f}{}", p.step,
+               std::isfinite(p.loss) ? fmt::format(" loss={:.4f}", p.loss) : std::string(), p.samples_per_sec,
+               p.data_wait_pct, std::isfinite(p.lr) ? fmt::format(" lr={:.6g}", p.lr) : std::string());
   window_steps_ = window_samples_ = 0;
   window_s_ = window_wait_s_ = 0;
 }
@@ -123,7 +135,9 @@ TrainReport ScriptRun::report() const {
   r.data_wait_seconds = wait_s_;
   r.data_wait_fraction = training_s_ > 0 ? wait_s_ / training_s_ : 0;
   r.step_times.data_wait = wait_s_;
-  r.first_loss = r.final_loss = std::numeric_limits<double>::quiet_NaN();
+  r.step_times.script = std::max(training_s_ - wait_s_, 0.0);
+  r.first_loss = first_loss_;  // NaN unless the script reported one (feed.log(loss=...))
+  r.final_loss = last_loss_;
   r.device = "python";
   r.model = "(the script's)";
   r.rank = opts_.rank;
@@ -131,10 +145,33 @@ TrainReport ScriptRun::report() const {
   return r;
 }
 
+void ScriptRun::check_reported(const std::string& name, double value) {
+  if (name != "loss" && name != "lr") {
+    throw ConfigError("feed.log() takes loss= and lr= (what the metric lines and the summary carry), not " +
+                      printable(name, 40) + "=");
+  }
+  if (!std::isfinite(value)) throw ConfigError("feed.log(" + name + "=...) got " + fmt::format("{}", value) + ": give a finite number");
+}
+
+void ScriptRun::reported(const std::string& name, double value) {
+  check_reported(name, value);
+  if (name == "loss") {
+    if (!std::isfinite(first_loss_)) first_loss_ = value;
+    last_loss_ = value;
+  } else {
+    last_lr_ = value;
+  }
+}
+
 std::string ScriptRun::write_summary(RunSummaryFacts facts) const {
   facts.sources = sources_;
   facts.hedged = hedged_;
   nlohmann::json summary = run_summary(report(), facts);
+  // What trained is the script's: tandem's trainer settings are not, so they are unknown.
+  for (const char* key : {"optimizer", "lr", "lr_schedule", "warmup_steps", "momentum", "weight_decay",
+                          "clip_grad_norm", "mixup", "cutmix", "label_smoothing", "amp", "fused_optimizer"}) {
+    summary["settings"][key] = nullptr;
+  }
   summary["metrics_file"] = metrics_->path();
   write_summary_and_report(opts_.summary_path, summary);
   return opts_.summary_path;

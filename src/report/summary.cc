@@ -113,6 +113,7 @@ nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::So
                          {"forward_backward", t.forward_backward},
                          {"communication", t.communication},
                          {"optimizer", t.optimizer}};
+  if (t.script > 0) out["step_seconds"]["script"] = t.script;
   out["grad_buckets"] = train.grad_buckets;
   out["grad_buckets_overlapped"] = train.grad_buckets_overlapped;
   if (!train.last_checkpoint.empty()) out["checkpoint_dir"] = train.last_checkpoint;

@@ -44,7 +44,7 @@ SourceSummary source_of(const nlohmann::json& j) {
 std::optional<StepSeconds> step_seconds_of(const nlohmann::json& j) {
   if (!j.is_object()) return std::nullopt;
   return StepSeconds{number(j, "data_wait"), number(j, "host_to_device"), number(j, "forward_backward"),
-                     number(j, "communication"), number(j, "optimizer")};
+                     number(j, "communication"), number(j, "optimizer"), number(j, "script")};
 }
 
 }  // namespace

@@ -169,9 +169,13 @@ class PlaceTest(SyntheticWorkerTest):
                 import sys, tandem
                 with tandem.Feed(None, sagemaker_root={root!r}, batch_size=4, steps=6, log_every=2,
                                  data="synthetic", image_size=16, dataset_size=64) as feed:
-                    for batch in feed:
-                        pass
+                    for i, batch in enumerate(feed):
+                        feed.log(loss=1.0 / (i + 1), lr=0.1)
                     print(sorted(s["name"] for s in feed.stats()["sources"]))
+                    try:
+                        feed.log(accuracy=0.5)
+                    except ValueError as e:
+                        print(e, file=sys.stderr)
                 """)
             env = {**os.environ, "PYTHONPATH": ARGS.module_dir, "TANDEM_HOST_MAP": f"algo-1={self.workers.targets[0]}"}
             for k in ("RANK", "WORLD_SIZE", "TANDEM_WORKERS", "TANDEM_SETTINGS"):
@@ -179,6 +183,9 @@ class PlaceTest(SyntheticWorkerTest):
             out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertEqual(out.stdout.strip(), str(self.workers.targets))
+            # The trainer's metric line, so the documented metric definitions read a script's job.
+            self.assertIn("step=2 loss=1.0000 samples_per_sec=", out.stderr)
+            self.assertIn("feed.log() takes loss= and lr=", out.stderr)
             self.check_records(os.path.join(root, "output", "data"))
 
     def check_records(self, data):
@@ -186,8 +193,21 @@ class PlaceTest(SyntheticWorkerTest):
             lines = [json.loads(line) for line in f]
         self.assertEqual([line["step"] for line in lines], [2, 4, 6])
         self.assertTrue(all(line["samples_per_sec"] > 0 and 0 <= line["data_wait_pct"] <= 100 for line in lines))
+        self.assertEqual([line["lr"] for line in lines], [0.1, 0.1, 0.1])
         with open(os.path.join(data, "summary.json")) as f:
             summary = json.load(f)
+        # What the script reported; what tandem does not know is null, not its own defaults.
+        self.assertEqual(summary["first_loss"], 1.0)
+        self.assertAlmostEqual(summary["final_loss"], 1.0 / 6)
+        self.assertIsNone(summary["settings"]["optimizer"])
+        self.assertIsNone(summary["settings"]["mixup"])
+        self.assertEqual(summary["settings"]["data"], "synthetic")
+        self.assertGreater(summary["step_seconds"]["script"], 0)
+        with open(os.path.join(data, "report.html")) as f:
+            html = f.read()
+        self.assertIn("the script's own (not known to tandem)", html)
+        self.assertIn("the script's own work", html)
+        self.assertNotIn("no price file", html)  # found beside the library the script loaded
         self.assertEqual((summary["steps"], summary["samples"]), (6, 24))
         self.assertGreater(summary["throughput"]["global_samples_per_sec"], 0)
         self.assertGreater(summary["step_seconds"]["data_wait"], 0)
@@ -224,7 +244,7 @@ class PlaceTest(SyntheticWorkerTest):
                                  env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertEqual(sorted(os.listdir(os.path.dirname(summary))), ["metrics.jsonl", "report.html",
-                                                                           "summary.json"])
+                                                                           "summary.json", "tensorboard"])
 
 
     def test_the_summary_counts_the_ranks_that_trained(self):

@@ -58,9 +58,11 @@ PriceTable parse_price_table(const nlohmann::json& j, const std::string& origin)
 // Reads and parses a price file. Throws ConfigError when it cannot be read or parsed.
 PriceTable load_price_table(const std::string& path);
 
-// Where tandem looks for its price file, in order, relative to the running executable
-// `exe` (/proc/self/exe when empty): <exe dir>/../share/tandem/ (cmake install),
-// <exe dir>/../data/ (a build/ folder inside the source tree), <exe dir>/data/.
+// Where tandem looks for its price file, in order, relative to `exe`'s folder (when
+// empty: the file holding this code, the tandem binary or the library a Python script
+// loaded): ../share/tandem/ (cmake install; the wheel's _bin/tandem), ../data/ (a build/
+// folder inside the source tree), data/, share/tandem/ (the wheel's library), ../../../data/
+// (a build's python/tandem/ library).
 std::vector<std::string> default_price_file_candidates(const std::string& exe = "");
 
 // The first existing default candidate, loaded. Throws ConfigError listing where it

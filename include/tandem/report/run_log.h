@@ -13,6 +13,7 @@
 
 #include "tandem/feed/scheduler.h"
 #include "tandem/report/run_records.h"
+#include "tandem/report/tensorboard.h"
 
 namespace tandem::report {
 
@@ -26,7 +27,14 @@ class MetricsLog {
   // Throws std::runtime_error naming the path when it cannot be written.
   MetricsLog(std::string path, bool append, uint64_t steps_per_epoch);
 
+  // Each line from now on goes to TensorBoard too (tensorboard.h), in an event file in
+  // `dir`: loss, lr, samples_per_sec, data_wait_pct, eval_accuracy and each source's
+  // share (source_share/NAME). Never throws: without it the run goes on, saying why.
+  void add_tensorboard(const std::string& dir);
+
   void write(const LogPoint& point, const std::vector<feed::SourceStats>& sources);
+  // The event file, "" without one.
+  std::string tensorboard_path() const { return tensorboard_ ? tensorboard_->path() : ""; }
 
   const std::string& path() const { return path_; }
 
@@ -35,6 +43,7 @@ class MetricsLog {
   std::ofstream out_;
   uint64_t steps_per_epoch_;
   std::map<std::string, uint64_t> batches_before_;  // per source, at the previous line
+  std::unique_ptr<TensorBoardLog> tensorboard_;
 };
 
 // The live status line: "step 120/300 40% | 0:42, ETA 1:03 | 5200 samples/s | data wait

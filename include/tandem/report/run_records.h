@@ -18,6 +18,7 @@ struct StepTimes {
   double forward_backward = 0;
   double communication = 0;     // gradient allreduce not hidden behind backward
   double optimizer = 0;         // clipping and the optimizer step
+  double script = 0;            // a script fed by tandem.Feed: its own work between batches (not split)
 };
 
 struct TrainReport {

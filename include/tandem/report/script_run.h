@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@ struct ScriptRunOptions {
   int world = 1;
   int log_every = 50;            // batches between two metrics.jsonl lines
   uint64_t steps_per_epoch = 0;  // for the lines' epoch
+  std::string sagemaker_root;    // for TensorBoard's folder (tensorboard_dir); "" when none
   // The ranks training now (ranks_training()); null: `world`. The job's throughput is
   // this rank's times that count.
   std::function<int()> ranks;
@@ -57,7 +59,13 @@ class ScriptRun {
   // sources are added to the run's.
   void feed_ended(const std::vector<feed::SourceStats>& sources, uint64_t hedged);
 
-  // The run so far as the trainer reports one (no loss: the script keeps its own).
+  // What the script reported (feed.log): "loss" or "lr", a finite number. Throws
+  // ConfigError naming the fix for another name or a value that is not finite.
+  void reported(const std::string& name, double value);
+  // The same checks alone (ranks that keep no records).
+  static void check_reported(const std::string& name, double value);
+
+  // The run so far as the trainer reports one (its loss: what the script reported, else NaN).
   TrainReport report() const;
   // Every feed's sources so far, by name, and their hedged requests.
   const std::vector<feed::SourceStats>& sources() const { return sources_; }
@@ -78,6 +86,9 @@ class ScriptRun {
   uint64_t steps_ = 0, samples_ = 0;
   uint64_t start_step_ = 0;       // the first step taken (a resumed run)
   double startup_s_ = 0;          // the process's start to its first request
+  double first_loss_ = std::numeric_limits<double>::quiet_NaN();  // reported(): the first loss
+  double last_loss_ = std::numeric_limits<double>::quiet_NaN();   // and the latest
+  double last_lr_ = std::numeric_limits<double>::quiet_NaN();
   double training_s_ = 0, wait_s_ = 0;
   uint64_t window_steps_ = 0, window_samples_ = 0;
   double window_s_ = 0, window_wait_s_ = 0;

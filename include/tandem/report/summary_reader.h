@@ -26,6 +26,7 @@ struct SourceSummary {
 // Seconds of the whole run in each phase of a step (summary "step_seconds").
 struct StepSeconds {
   double data_wait = NAN, host_to_device = NAN, forward_backward = NAN, communication = NAN, optimizer = NAN;
+  double script = NAN;  // a script run's own work between batches
 };
 
 struct SummaryView {
