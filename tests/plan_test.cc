@@ -315,6 +315,8 @@ TEST(PlanTrainerCores, NoWorkersIsTheTrainerTypesSpareVcpus) {
   nlohmann::json p = make_plan(s, prices, {});
   EXPECT_DOUBLE_EQ(p["local_samples_per_sec"].get<double>(), (96 - 2 * 8) * 50.0) << "not the 1 thread that ran";
   EXPECT_EQ(p["trainer"]["spare_vcpus_per_host"], 80);
+  // The run is compared with the model as it ran: its one local thread and 2 workers.
+  EXPECT_DOUBLE_EQ(p["run"]["predicted_samples_per_sec"].get<double>(), 50.0 + 2 * 45.0 * 72);
   p = make_plan(s, prices, {.reserve_vcpus_per_rank = 4});
   EXPECT_DOUBLE_EQ(p["local_samples_per_sec"].get<double>(), (96 - 4 * 8) * 50.0);
   // No local threads ran: the workers' per-thread rate on the trainer's spare vCPUs.

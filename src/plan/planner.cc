@@ -247,8 +247,10 @@ nlohmann::json make_plan(const nlohmann::json& summary, const PriceTable& prices
   p["fastest_within"] = p["rows"][fast];
   p["fastest_within"]["within_pct"] = options.within_pct;
   if (m.rate_from_workers && m.run_worker_type == worker.name && m.run_samples_per_sec > 0) {
+    ModelParams as_run = mp;  // the run's own local threads, not the trainer type's spare vCPUs
+    as_run.local = m.local;
     p["run"] = {{"workers", m.run_workers}, {"measured_samples_per_sec", m.run_samples_per_sec},
-                {"predicted_samples_per_sec", predicted_throughput(mp, m.run_workers)}};
+                {"predicted_samples_per_sec", predicted_throughput(as_run, m.run_workers)}};
   }
   const SpotInputs spot = spot_inputs(m, prices, trainer, worker);
   p["spot"] = spot_section(spot, mp, rows, best);
