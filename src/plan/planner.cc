@@ -69,6 +69,14 @@ nlohmann::json network_json(const RunMeasurements& m, const ModelParams& mp, con
           {"trainer_samples_per_sec", positive(mp.trainer_network)}};
 }
 
+// The run beside the model as it ran: its own local threads (not the trainer type's spare
+// vCPUs) and its workers.
+nlohmann::json run_json(const RunMeasurements& m, ModelParams as_run) {
+  as_run.local = m.local;
+  return {{"workers", m.run_workers}, {"measured_samples_per_sec", m.run_samples_per_sec},
+          {"predicted_samples_per_sec", predicted_throughput(as_run, m.run_workers)}};
+}
+
 std::string where_measured(const RunMeasurements& m, const PriceTable& prices) {
   if (!m.rate_from_workers) {
     return "the trainer host's " + counted(m.local_threads, "local thread", "local threads") +
@@ -246,12 +254,7 @@ nlohmann::json make_plan(const nlohmann::json& summary, const PriceTable& prices
   p["recommended"] = p["rows"][best];
   p["fastest_within"] = p["rows"][fast];
   p["fastest_within"]["within_pct"] = options.within_pct;
-  if (m.rate_from_workers && m.run_worker_type == worker.name && m.run_samples_per_sec > 0) {
-    ModelParams as_run = mp;  // the run's own local threads, not the trainer type's spare vCPUs
-    as_run.local = m.local;
-    p["run"] = {{"workers", m.run_workers}, {"measured_samples_per_sec", m.run_samples_per_sec},
-                {"predicted_samples_per_sec", predicted_throughput(as_run, m.run_workers)}};
-  }
+  if (m.rate_from_workers && m.run_worker_type == worker.name && m.run_samples_per_sec > 0) p["run"] = run_json(m, mp);
   const SpotInputs spot = spot_inputs(m, prices, trainer, worker);
   p["spot"] = spot_section(spot, mp, rows, best);
   p["explanation"] = explanation(p, m, worker, trainer);
