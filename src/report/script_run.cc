@@ -14,6 +14,7 @@
 #include "tandem/common/error.h"
 #include "tandem/common/files.h"
 #include "tandem/common/text.h"
+#include "tandem/report/summary.h"
 
 namespace tandem::report {
 namespace {
@@ -168,10 +169,8 @@ std::string ScriptRun::write_summary(RunSummaryFacts facts) const {
   facts.hedged = hedged_;
   nlohmann::json summary = run_summary(report(), facts);
   // What trained is the script's: tandem's trainer settings are not, so they are unknown.
-  for (const char* key : {"optimizer", "lr", "lr_schedule", "warmup_steps", "momentum", "weight_decay",
-                          "clip_grad_norm", "mixup", "cutmix", "label_smoothing", "amp", "fused_optimizer"}) {
-    summary["settings"][key] = nullptr;
-  }
+  const nlohmann::json trainer = trainer_settings(facts.settings.trainer);  // kept: items() views it
+  for (const auto& [key, _] : trainer.items()) summary["settings"][key] = nullptr;
   summary["metrics_file"] = metrics_->path();
   write_summary_and_report(opts_.summary_path, summary);
   return opts_.summary_path;

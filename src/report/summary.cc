@@ -141,18 +141,8 @@ std::string pipeline_run(const DataOptions& d, const data::DatasetInfo& info) {
 
 }  // namespace
 
-nlohmann::json run_settings(const Settings& settings, const data::DatasetInfo& info) {
-  const DataOptions& d = settings.data;
-  const TrainerOptions& t = settings.trainer;
-  return {{"data", d.data},
-          {"dataset", info.name},
-          {"dataset_size", info.size},
-          {"image_size", info.sample_shape.size() == 3 ? info.sample_shape[2] : d.image_size},
-          {"num_classes", info.num_classes},
-          {"seed", d.seed},
-          {"pipeline", pipeline_run(d, info)},
-          {"wire_dtype", d.wire_dtype.empty() ? "the dataset's own" : d.wire_dtype},
-          {"optimizer", t.optimizer},
+nlohmann::json trainer_settings(const TrainerOptions& t) {
+  return {{"optimizer", t.optimizer},
           {"lr", t.lr},
           {"lr_schedule", t.schedule},
           {"warmup_steps", t.warmup_steps},
@@ -164,6 +154,20 @@ nlohmann::json run_settings(const Settings& settings, const data::DatasetInfo& i
           {"label_smoothing", t.label_smoothing},
           {"amp", t.amp},
           {"fused_optimizer", t.fused_optimizer}};
+}
+
+nlohmann::json run_settings(const Settings& settings, const data::DatasetInfo& info) {
+  const DataOptions& d = settings.data;
+  nlohmann::json out = {{"data", d.data},
+          {"dataset", info.name},
+          {"dataset_size", info.size},
+          {"image_size", info.sample_shape.size() == 3 ? info.sample_shape[2] : d.image_size},
+          {"num_classes", info.num_classes},
+          {"seed", d.seed},
+          {"pipeline", pipeline_run(d, info)},
+          {"wire_dtype", d.wire_dtype.empty() ? "the dataset's own" : d.wire_dtype}};
+  out.update(trainer_settings(settings.trainer));
+  return out;
 }
 
 void write_failure(const std::string& sagemaker_root, const std::string& reason) {

@@ -44,6 +44,9 @@ plan::PlanInputs measure_plan_inputs(const TrainReport& train, const std::vector
 // learning rate and schedule, momentum, weight decay, clipping, mixed precision, fused
 // kernels), for the report and for a person comparing runs.
 nlohmann::json run_settings(const Settings& settings, const data::DatasetInfo& dataset);
+// The part of "settings" about what trained (tandem's trainer's options); a script fed by
+// tandem.Feed trains with its own, so its summary has these keys null.
+nlohmann::json trainer_settings(const TrainerOptions& trainer);
 
 // Records why the job failed in <root>/output/failure, where SageMaker looks for it.
 // Skipped when the root does not exist (not on SageMaker). Never throws: failing to report a failure must not hide the original error.
