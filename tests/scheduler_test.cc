@@ -6,6 +6,9 @@
 #include <cstring>
 #include <functional>
 #include <future>
+#include <mutex>
+#include <utility>
+#include <vector>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -333,6 +336,78 @@ TEST(Scheduler, ALateRequestAtTheHeadOfTheLineIsHedgedToAnotherSource) {
   s.close();
   a.join();
   b.join();
+}
+
+// What a consumer that works `work` per batch saw: each batch's sequence and source, and
+// for each request the source `watched` acquired, how far ahead of the next delivery it was.
+struct PacedRun {
+  std::vector<uint64_t> sequences;
+  std::vector<int> sources;
+  std::vector<int64_t> watched_lead;
+};
+
+PacedRun consume_paced(Scheduler& s, uint64_t total, std::chrono::milliseconds work, int watched,
+                       std::chrono::milliseconds watched_delay, const std::vector<std::pair<int, std::chrono::milliseconds>>& others) {
+  PacedRun run;
+  std::atomic<int64_t> delivered{0};
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    while (auto r = s.acquire(watched)) {
+      {
+        std::lock_guard lock(mu);
+        run.watched_lead.push_back(static_cast<int64_t>(r->sequence) - delivered.load());
+      }
+      std::this_thread::sleep_for(watched_delay);
+      s.complete(watched, batch_for(*r));
+    }
+  });
+  for (const auto& [id, delay] : others) threads.push_back(serve(s, id, delay));
+  for (uint64_t i = 0; i < total; ++i) {
+    auto b = s.next();
+    if (!b) break;
+    run.sequences.push_back(b->sequence);
+    run.sources.push_back(b->source);
+    delivered = static_cast<int64_t>(i) + 1;
+    std::this_thread::sleep_for(work);
+  }
+  s.close();
+  for (auto& t : threads) t.join();
+  return run;
+}
+
+// The trainer's own two threads beside fast workers: a source that takes longer per batch
+// than the prefetch window lasts (150 ms against 8 batches of 10 ms) would stall the loop
+// at each of its batches. Once its latency and the loop's pace are known, it is given
+// batches beyond the window, due after it finishes; every batch still comes once, in order.
+TEST(Scheduler, ASourceSlowerThanTheWindowIsGivenBatchesDueLater) {
+  const uint64_t total = 150;
+  Scheduler s(request_for, {total, /*prefetch=*/8, 30});
+  const int fast = s.add_source("fast", 4), slow = s.add_source("slow", 1);
+  const PacedRun run = consume_paced(s, total, 10ms, slow, 150ms, {{fast, 2ms}});
+  ASSERT_EQ(run.sequences.size(), total);
+  for (uint64_t i = 0; i < total; ++i) ASSERT_EQ(run.sequences[i], i);
+  const auto stats = s.stats();
+  EXPECT_GE(stats[slow].batches, 3u) << "the slow source still adds batches";
+  EXPECT_EQ(stats[fast].batches + stats[slow].batches, total);
+  EXPECT_GE(stats[slow].ahead, 2u);
+  EXPECT_EQ(stats[fast].ahead, 0u);
+  ASSERT_GE(run.watched_lead.size(), 4u);
+  // Its first requests are in the line (nothing is known yet); the last ones lie past the window.
+  for (size_t i = run.watched_lead.size() - 2; i < run.watched_lead.size(); ++i) {
+    EXPECT_GE(run.watched_lead[i], 8) << "request " << i << " of the slow source was within the window";
+  }
+}
+
+// With no faster source to take the line's batches, a slow source keeps the ordinary order.
+TEST(Scheduler, ALoneSlowSourceServesTheLineInOrder) {
+  const uint64_t total = 20;
+  Scheduler s(request_for, {total, 2, 30});
+  const int slow = s.add_source("slow", 1);
+  const PacedRun run = consume_paced(s, total, 20ms, slow, 40ms, {});
+  ASSERT_EQ(run.sequences.size(), total);
+  EXPECT_EQ(s.stats()[slow].ahead, 0u);
+  for (const int64_t lead : run.watched_lead) EXPECT_LE(lead, 2);
 }
 
 // The calls for sources that fail and come back (what feed::WorkerLink uses): fail with

@@ -1,6 +1,7 @@
 #include "tandem/feed/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <string_view>
 
@@ -52,7 +53,43 @@ bool Scheduler::has_work_for(int id) const {
   const Source& s = sources_.at(id);
   if (s.inflight >= s.window) return false;
   if (!s.checks.empty() || retry_index_for(id) >= 0) return true;
-  return next_new_ < opts_.total_batches && next_new_ < next_deliver_ + opts_.prefetch;
+  return new_sequence_for(id).has_value();
+}
+
+namespace {
+// A source counts as in time for a batch when 1.25 x its latency fits before it is due.
+constexpr double kLatencyMargin = 1.25;
+}  // namespace
+
+bool Scheduler::in_time(double latency, uint64_t seq, double interval) const {
+  return kLatencyMargin * latency <= static_cast<double>(seq - next_deliver_ + 1) * interval;
+}
+
+std::optional<double> Scheduler::consumer_interval() const {
+  if (consumer_work_.size() < 4) return std::nullopt;
+  std::vector<double> sorted(consumer_work_.begin(), consumer_work_.end());
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(sorted.size() / 2), sorted.end());
+  return sorted[sorted.size() / 2];
+}
+
+std::optional<uint64_t> Scheduler::new_sequence_for(int id) const {
+  const uint64_t end = opts_.total_batches;
+  const std::optional<uint64_t> in_line =
+      next_new_ < end && next_new_ < next_deliver_ + opts_.prefetch ? std::optional(next_new_) : std::nullopt;
+  const std::optional<double> interval = consumer_interval();
+  const Source& s = sources_.at(id);
+  if (!interval || *interval <= 0 || !s.latency || in_time(*s.latency, next_new_, *interval)) return in_line;
+  bool other = false;  // a live source that makes next_new_ in time takes the line's batches
+  for (size_t i = 0; i < sources_.size() && !other; ++i) {
+    const Source& o = sources_[i];
+    other = static_cast<int>(i) != id && !o.stats.failed && !o.retired && o.latency &&
+            in_time(*o.latency, next_new_, *interval);
+  }
+  if (!other) return in_line;
+  uint64_t seq = std::max(next_new_, next_deliver_ + static_cast<uint64_t>(std::ceil(kLatencyMargin * *s.latency /
+                                                                                     *interval)));
+  while (seq < end && taken(seq)) ++seq;
+  return seq < end ? std::optional(seq) : std::nullopt;
 }
 
 std::optional<data::BatchRequest> Scheduler::acquire(int source) {
@@ -78,8 +115,10 @@ std::optional<data::BatchRequest> Scheduler::acquire(int source) {
       outstanding_[seq] = Ticket{source, now, -1, {}};
     }
   } else {
-    seq = next_new_++;
+    seq = *new_sequence_for(source);  // has_work_for() said there is one
+    if (seq != next_new_) ++s.stats.ahead;
     outstanding_[seq] = Ticket{source, now, -1, {}};
+    while (next_new_ < opts_.total_batches && taken(next_new_)) ++next_new_;
   }
   ++s.inflight;
   lock.unlock();
@@ -103,8 +142,10 @@ void Scheduler::complete(int source, data::Batch batch) {
     if (t.owner != source && t.hedge != source) return;
     const bool by_owner = t.owner == source;
     const auto since = by_owner ? t.since : t.hedge_since;
-    latencies_.push_back(std::chrono::duration<double>(Clock::now() - since).count());
+    const double latency = seconds_since(since);
+    latencies_.push_back(latency);
     if (latencies_.size() > 64) latencies_.pop_front();
+    s.latency = s.latency ? 0.75 * *s.latency + 0.25 * latency : latency;
     const int other = by_owner ? t.hedge : t.owner;
     latest_ = Made{batch.sequence, batch_digest(batch), source};
     if (other >= 0) losers_[{batch.sequence, other}] = {latest_->digest, source};
@@ -234,6 +275,10 @@ std::optional<data::Batch> Scheduler::next() {
   if (!unrepeatable_error_.empty()) throw DataError(unrepeatable_error_);
   if (next_deliver_ >= opts_.total_batches) return std::nullopt;
   const auto start = std::chrono::steady_clock::now();
+  if (returned_) {  // the consumer's own work since the last batch
+    consumer_work_.push_back(seconds_between(*returned_, start));
+    if (consumer_work_.size() > 32) consumer_work_.pop_front();
+  }
   const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                     std::chrono::duration<double>(opts_.batch_timeout_s));
   auto done = [&] { return closed_ || ready_.count(next_deliver_) || sources_.empty() || all_failed(); };
@@ -257,6 +302,7 @@ std::optional<data::Batch> Scheduler::next() {
   data::Batch batch = std::move(it->second);
   ready_.erase(it);
   ++next_deliver_;
+  returned_ = Clock::now();
   Source& s = sources_.at(batch.source);
   ++s.stats.batches;
   s.stats.samples += static_cast<uint64_t>(batch.size());

@@ -32,6 +32,7 @@ std::vector<feed::SourceStats> added(std::vector<feed::SourceStats> base, const 
     it->samples += s.samples;
     it->compute_seconds += s.compute_seconds;
     it->rejoins += s.rejoins;
+    it->ahead += s.ahead;
     it->failed = s.failed;
     if (!s.error.empty()) it->error = s.error;
   }

@@ -84,7 +84,8 @@ nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::So
         {"share", total ? static_cast<double>(s.batches) / total : 0.0},
         {"compute_seconds", s.compute_seconds},
         {"failed", s.failed},
-        {"rejoins", s.rejoins}};
+        {"rejoins", s.rejoins},
+        {"ahead", s.ahead}};
     if (s.failed) w["error"] = s.error;
     workers.push_back(std::move(w));
   }

@@ -2,7 +2,10 @@
 // has room, re-issues a failed source's requests to the others, and delivers finished
 // batches to the training loop in sequence order. Sources pull work (acquire) rather
 // than being pushed to, so a faster source simply asks more often: load balancing by
-// construction. Tested without a network; gRPC and in-process sources plug into it.
+// construction. A source slower per batch than the prefetch window lasts (the trainer's
+// own few threads beside fast workers) is given batches due later, ones it can finish
+// before the loop needs them, so that it adds its batches without stalling the line.
+// Tested without a network; gRPC and in-process sources plug into it.
 #pragma once
 
 #include <chrono>
@@ -41,6 +44,7 @@ struct SourceStats {
   bool failed = false;
   std::string error;           // why it failed (the last failure, for one that rejoined)
   int rejoins = 0;             // times it failed, recovered and served again
+  uint64_t ahead = 0;          // requests it was given beyond the line, due later (slower than the window)
 };
 
 class Scheduler {
@@ -102,6 +106,7 @@ class Scheduler {
     bool retired = false;
     bool may_return = false;  // failed, but being retried
     std::deque<uint64_t> checks;  // batches made before, to make again (revive())
+    std::optional<double> latency;  // seconds from acquire to answer, smoothed
   };
   // Who holds an outstanding request: its owner, and a second source when the request
   // was late and re-issued (hedged); the first answer wins.
@@ -112,6 +117,17 @@ class Scheduler {
     Clock::time_point hedge_since;
   };
   bool has_work_for(int id) const;
+  // The never-issued sequence `id` would take now, or nullopt: next_new_ within the
+  // prefetch window, or, for a source too slow for that one while another live source
+  // is fast enough, the first free sequence it can make before it is due.
+  std::optional<uint64_t> new_sequence_for(int id) const;
+  // A sequence given out already: outstanding or made.
+  bool taken(uint64_t seq) const { return outstanding_.count(seq) > 0 || ready_.count(seq) > 0; }
+  // The consumer's own time per batch (between next() returning and being called
+  // again, its waits left out): the median of the last ones, once there are 4.
+  std::optional<double> consumer_interval() const;
+  // Whether a source with this latency makes `seq` before the consumer needs it.
+  bool in_time(double latency, uint64_t seq, double interval) const;
   // The first queued re-issue `id` may take (not a hedge of its own request), or -1.
   long retry_index_for(int id) const;
   bool all_failed() const;
@@ -151,6 +167,8 @@ class Scheduler {
   uint64_t next_deliver_ = 0;                   // GUARDED_BY(mu_)
   bool closed_ = false;                         // GUARDED_BY(mu_)
   std::chrono::steady_clock::duration waited_{};  // GUARDED_BY(mu_)
+  std::deque<double> consumer_work_;            // GUARDED_BY(mu_): seconds, the last 32
+  std::optional<Clock::time_point> returned_;   // GUARDED_BY(mu_): when next() last returned a batch
 };
 
 }  // namespace tandem::feed
