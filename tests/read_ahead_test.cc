@@ -15,6 +15,7 @@
 
 #include "image_fixtures.h"
 #include "process_helpers.h"
+#include "tandem/common/cpu_time.h"
 #include "tandem/data/batching/batch_maker.h"
 #include "tandem/data/batching/sampler.h"
 #include "tandem/data/batching/thread_pool.h"
@@ -55,6 +56,27 @@ TEST(ReadAhead, FetchesConcurrentlyAndHandsEveryKeyItsBytes) {
   EXPECT_LT(seconds_since(start), kKeys * 0.020 / 2);
   EXPECT_GE(fetched, kKeys / 2);
   EXPECT_EQ(ahead.held_bytes(), 0u);
+}
+
+// The I/O threads' CPU is part of making the batch: what the threads reading a sample
+// spent is added to the work of the thread that takes it, so a batch's compute time, and
+// with it `tandem plan`'s per-thread rate, count it (issue 32).
+TEST(ReadAhead, TheReadsCpuCountsAsTheTakersWork) {
+  constexpr int kKeys = 4;
+  constexpr double kCpu = 0.02;  // each read: 20 ms of CPU on its I/O thread
+  ReadAhead ahead({kKeys, 1 << 20}, [](uint64_t key) {
+    const double end = thread_cpu_seconds() + kCpu;
+    while (thread_cpu_seconds() < end) {
+    }
+    return Fetched{{static_cast<uint8_t>(key)}, ""};
+  });
+  auto reads = ahead.start({0, 1, 2, 3});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (ahead.held_bytes() < kKeys && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(Ms(5));
+  ASSERT_EQ(ahead.held_bytes(), static_cast<uint64_t>(kKeys)) << "the I/O threads did not read every key";
+  const double before = work_cpu_seconds();
+  for (int i = 0; i < kKeys; ++i) ASSERT_TRUE(reads->take(i));
+  EXPECT_GE(work_cpu_seconds() - before, kKeys * kCpu) << "the reads' CPU is not the taker's work";
 }
 
 TEST(ReadAhead, HoldsNoMoreThanItsLimitAndNeverMakesATakerWaitForAQueuedRead) {

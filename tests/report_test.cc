@@ -1,5 +1,6 @@
 // The HTML report: escaping of names that came from peers, runs with no metrics or one
 // step, the SVG charts, `tandem report` as a process, and the page in headless Chromium.
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -203,6 +204,45 @@ std::string chromium() {
   return "";
 }
 
+// Headless Chromium's command line, its profile and home under `dir`.
+std::string headless(const std::string& browser, const fs::path& dir) {
+  const std::string flags = " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
+                            (dir / "profile").string() + " --window-size=1200,2400 ";
+  return "HOME=" + dir.string() + " timeout -s KILL 90 " + browser + flags;
+}
+
+// A Feed-fed script's run, as the browser shows it: the settings the script chose are
+// the script's own, not tandem's defaults, and the step-time table's share of data wait
+// is the header's. The fixture is a real run: examples/python/train_ddp.py --model small
+// under tandem simulate with one worker (it reports its loss and lr through ds.log).
+TEST(ReportChromium, AScriptRunShowsTheScriptsOwnSettingsAndOneDataWait) {
+  const std::string browser = chromium();
+  if (browser.empty()) GTEST_SKIP() << "chromium is not installed (apt-get install chromium): the page was not checked in a browser";
+  const fs::path dir = fresh_dir("report-chromium-script");
+  plan::PriceTable prices = plan::load_price_table(kPriceFile);
+  const std::string page = write_run_report(kRuns + "/script-run", (dir / "report.html").string(), &prices);
+  ASSERT_EQ(std::system((headless(browser, dir) + "--dump-dom file://" + page + " > " + (dir / "dom.html").string() +
+                         " 2> " + (dir / "dom.err").string()).c_str()), 0) << slurp(dir / "dom.err");
+  const std::string dom = slurp(dir / "dom.html");
+  for (const char* setting : {"optimizer", "schedule", "mixup alpha", "label smoothing", "momentum"}) {
+    EXPECT_NE(dom.find(std::string("<th class=\"l\">") + setting + "</th><td class=\"l\">the script's own (not known to tandem)"),
+              std::string::npos) << setting;
+  }
+  EXPECT_EQ(dom.find(">sgd<"), std::string::npos) << "tandem's default optimizer shown as the script's";
+  EXPECT_NE(dom.find("<td class=\"l\">the script's own work</td>"), std::string::npos);
+  const size_t card = dom.find("</b><span>of step time waiting for data</span>");
+  ASSERT_NE(card, std::string::npos);
+  const double wait_header = std::strtod(dom.c_str() + dom.rfind("<b>", card) + 3, nullptr);
+  const size_t row = dom.find("<td class=\"l\">data wait</td>");
+  ASSERT_NE(row, std::string::npos);
+  size_t share_at = row;
+  for (int cell = 0; cell < 3; ++cell) share_at = dom.find("<td>", share_at + 1);  // seconds, ms per step, share
+  const double wait_chart = std::strtod(dom.c_str() + share_at + 4, nullptr);
+  EXPECT_GT(wait_header, 0);
+  EXPECT_NEAR(wait_header, wait_chart, 0.11) << "the header's data wait and the step-time table's disagree";
+  fs::remove_all(dir);
+}
+
 // The page as a browser builds it: every chart is an SVG element in the DOM, and a
 // screenshot is an image with something drawn on it.
 TEST(ReportChromium, RendersTheChartsHeadless) {
@@ -211,9 +251,7 @@ TEST(ReportChromium, RendersTheChartsHeadless) {
   const fs::path dir = fresh_dir("report-chromium");
   plan::PriceTable prices = plan::load_price_table(kPriceFile);
   const std::string page = write_run_report(kRuns + "/two-workers", (dir / "report.html").string(), &prices);
-  const std::string flags = " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
-                            (dir / "profile").string() + " --window-size=1200,2400 ";
-  const std::string run = "HOME=" + dir.string() + " timeout -s KILL 90 " + browser + flags;
+  const std::string run = headless(browser, dir);
   ASSERT_EQ(std::system((run + "--dump-dom file://" + page + " > " + (dir / "dom.html").string() + " 2> " +
                          (dir / "dom.err").string()).c_str()), 0) << slurp(dir / "dom.err");
   const std::string dom = slurp(dir / "dom.html"), source = slurp(page);

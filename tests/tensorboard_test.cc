@@ -90,6 +90,7 @@ TEST(TensorBoard, ATrainersEventsMatchItsMetrics) {
   std::ofstream(dir / "R/input/config/tensorboardoutputconfig.json") << "{}";
   EXPECT_EQ(tensorboard_dir((dir / "R").string(), "elsewhere"), (dir / "R/output/tensorboard").string());
   EXPECT_EQ(tensorboard_dir((dir / "none").string(), "S"), "S/tensorboard");
+  EXPECT_EQ(tensorboard_dir("", "S"), "S/tensorboard") << "no root: beside the summary, whatever /input/config holds";
   fs::remove_all(dir);
 }
 

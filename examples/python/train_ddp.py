@@ -115,6 +115,7 @@ def main():
         loss.backward()
         opt.step()
         losses.append(loss.item())
+        ds.log(loss=losses[-1], lr=opt.param_groups[0]["lr"])  # tandem's metric lines, metrics.jsonl, summary
         if rank == 0 and (step % args.log_every == 0 or step == args.steps - 1):
             print(f"step {step} loss {losses[-1]:.4f}", flush=True)
     seconds = time.monotonic() - start

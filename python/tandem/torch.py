@@ -113,6 +113,13 @@ class TandemDataset(torch.utils.data.IterableDataset):
             self._feed = None
             feed.close()
 
+    def log(self, **values):
+        """Report the script's own numbers (loss=, lr=) to the running pass's feed: the metric
+        lines, metrics.jsonl and the summary carry them, as tandem.Feed.log does."""
+        if self._feed is None:
+            raise RuntimeError("log() between passes: report while iterating over this TandemDataset")
+        self._feed.log(**values)
+
     def stats(self):
         """The running (or last) feed's stats: per-source counts and hedged requests."""
         return self._feed.stats() if self._feed is not None else None

@@ -91,7 +91,10 @@ void TensorBoardLog::record(const std::string& bytes) {
 }
 
 std::string tensorboard_dir(const std::string& sagemaker_root, const std::string& summary_dir) {
-  const auto config = read_file(sagemaker_root + "/input/config/tensorboardoutputconfig.json");
+  // No root (a run outside SageMaker): nothing to read, not /input/config/... of this machine.
+  const auto config = sagemaker_root.empty()
+                          ? std::nullopt
+                          : read_file(sagemaker_root + "/input/config/tensorboardoutputconfig.json");
   if (config) {
     const nlohmann::json j = nlohmann::json::parse(*config, nullptr, /*allow_exceptions=*/false);
     const auto it = j.is_object() ? j.find("LocalPath") : j.end();

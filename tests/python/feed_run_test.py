@@ -309,6 +309,20 @@ class EpochTest(SyntheticWorkerTest):
         with self.assertRaisesRegex(ValueError, "set_epoch.. belongs to the epoch form"):
             ds.set_epoch(1)
 
+    def test_a_dataset_reports_the_scripts_loss_to_its_running_feed(self):
+        from tandem.torch import TandemDataset
+        with tempfile.TemporaryDirectory() as tmp:
+            summary = os.path.join(tmp, "summary.json")
+            ds = TandemDataset(self.workers.targets, batch_size=8, steps=4, rank=0, world=1, summary_json=summary,
+                               **SYNTHETIC)
+            with self.assertRaisesRegex(RuntimeError, "log.. between passes"):
+                ds.log(loss=1.0)
+            for i, _ in enumerate(ds):
+                ds.log(loss=2.0 - i / 2, lr=0.05)
+            with open(summary) as f:
+                got = json.load(f)
+            self.assertEqual((got["first_loss"], got["final_loss"]), (2.0, 0.5))
+
 
 if __name__ == "__main__":
     sys.argv = sys.argv[:1]

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "tandem/common/cpu_time.h"
 #include "tandem/data/batching/thread_pool.h"
 
 namespace tandem::data {
@@ -85,6 +86,7 @@ std::optional<Fetched> SampleReads::take(size_t position) {
   // Bytes given back: room for one more read (which hands it on while room is left). A
   // slot taken over while queued needs no wake-up: its task returns when it runs.
   if (was == SlotState::kReady) core.room.notify_one();
+  if (out) add_helper_cpu_seconds(out->cpu_seconds);  // the I/O thread worked for this one
   return out;
 }
 
@@ -147,11 +149,13 @@ void ReadAhead::fetch(const std::shared_ptr<SampleReads::Batch>& batch, size_t p
     if (!reads) return;
   }
   Fetched fetched;
+  const double cpu_start = thread_cpu_seconds();
   try {
     fetched = read_(batch->keys[position]);
   } catch (const std::exception& e) {  // an I/O task must not throw: the sample's maker reports it
     fetched.problem = e.what();
   }
+  fetched.cpu_seconds = thread_cpu_seconds() - cpu_start;
   {
     std::lock_guard lock(core.mu);
     auto& slot = batch->slots[position];

@@ -22,6 +22,7 @@ class ThreadPool;
 struct Fetched {
   std::vector<uint8_t> bytes;
   std::string problem;
+  double cpu_seconds = 0;  // the I/O thread's CPU time reading them
 };
 
 // The reads in flight for --io-threads `requested`: itself when 0 or more; for -1 ("auto")
@@ -50,6 +51,8 @@ class SampleReads {
   // takes them once read. nullopt when no I/O thread has started on it (queued behind
   // others, or held back by the memory limit), or it was taken already: the caller reads
   // it itself, so a preprocessing thread never waits for a read that has not begun.
+  // The read's CPU time is added to the taking thread's work (add_helper_cpu_seconds), so
+  // a batch's compute time, and the plan's per-thread rate, count the I/O threads too.
   std::optional<Fetched> take(size_t position);
 
  private:

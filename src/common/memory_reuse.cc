@@ -1,0 +1,21 @@
+#include "tandem/common/memory_reuse.h"
+
+#include <malloc.h>
+
+#include <cstdlib>
+#include <string_view>
+
+namespace tandem {
+
+void keep_freed_memory() {
+#if defined(__GLIBC__)
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  const bool user_set = std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_") ||
+                        (tunables && std::string_view(tunables).find("glibc.malloc.") != std::string_view::npos);
+  if (user_set) return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's ceiling for it on 64-bit (HEAP_MAX_SIZE / 2)
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
+}  // namespace tandem
