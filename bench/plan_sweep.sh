@@ -12,11 +12,12 @@
 # bench/plan_sweep_prices.json (a trainer at 10 x a worker).
 #
 #   bench/plan_sweep.sh [--out FILE] [--data SPEC] [--data-args JSON] [--script]
-#       TANDEM, SLOWDOWN (20), STEPS (300), MAX_WORKERS (4)
+#       TANDEM, SLOWDOWN (20), STEPS (300), MAX_WORKERS (4), LOG_EVERY (50), SCRIPT_MODEL
 #   --data SPEC      what the workers serve (default blur-benchmark, tandem's C++ pipeline);
 #                    python:FILE:NAME runs a Python dataset in one process per worker
-#   --script         train with examples/python/train_ddp.py --model small, fed by
-#                    tandem.Feed, instead of tandem's own trainer (resnet18)
+#   --script         train with examples/python/train_ddp.py (torchvision's resnet18, or
+#                    SCRIPT_MODEL), fed by tandem.Feed, instead of tandem's own trainer
+#                    (resnet18)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tandem=${TANDEM:-$root/build/tandem}
@@ -32,8 +33,8 @@ while [ $# -gt 0 ]; do
     --out) result=$2; shift 2 ;;
     --data) data=(--data "$2"); shift 2 ;;
     --data-args) data+=(--data-args "$2"); shift 2 ;;
-    --script) script=(-- /usr/bin/python3 "$root/examples/python/train_ddp.py" --model small)
-              kind="train_ddp.py --model small through tandem.Feed"; shift ;;
+    --script) script=(-- /usr/bin/python3 "$root/examples/python/train_ddp.py" --model "${SCRIPT_MODEL:-resnet18}")
+              kind="train_ddp.py --model ${SCRIPT_MODEL:-resnet18} through tandem.Feed"; shift ;;
     *) echo "plan_sweep: unknown argument $1 (see the comment at the top)" >&2; exit 2 ;;
   esac
 done
@@ -43,11 +44,32 @@ prices=$root/bench/plan_sweep_prices.json
 common=(--model resnet18 --image-size 32 --batch-size 16 --train-threads 1 --local-workers 0 --log-every "${LOG_EVERY:-50}"
         "${data[@]}" --threads 1 --emulate-slowdown "$slowdown" --steps "$steps")
 
+# The script trains on one thread, as tandem's trainer does here (--train-threads 1).
+if [ ${#script[@]} -gt 0 ]; then export OMP_NUM_THREADS=1; fi
+# Threads pinned: every simulated host on the last core, then the training process (tandem
+# trainer, or the script) moved to core 0 as soon as it starts, with every thread it has,
+# so that the workers never take the trainer's core. A real cluster's workers have cores
+# of their own; here they sleep most of the time (--emulate-slowdown) on theirs.
+last=$(( $(nproc) - 1 ))
+pin_trainer() {  # pin_trainer RUN_DIR: until the run ends, pins each new training process to core 0
+  local seen=" "
+  while kill -0 "$1" 2> /dev/null; do
+    for pid in $(pgrep -f -- "tandem trainer --sagemaker-root $2/|examples/python/train_ddp.py" || true); do
+      case $seen in *" $pid "*) continue ;; esac
+      taskset -a -p -c 0 "$pid" > /dev/null 2>&1 && seen="$seen$pid "
+    done
+    sleep 0.05
+  done
+}
 for n in $(seq 1 "$max"); do
   echo "plan_sweep: $n worker(s)" >&2
-  PYTHONPATH="$root/build/python${PYTHONPATH:+:$PYTHONPATH}" timeout 900 \
-    "$tandem" simulate --worker-hosts "$n" --run-dir "$work/n$n" "${common[@]}" "${script[@]}" > "$work/n$n.log" 2>&1 ||
-    { echo "plan_sweep: the run with $n worker(s) failed; see $work/n$n.log" >&2; exit 1; }
+  PYTHONPATH="$root/build/python${PYTHONPATH:+:$PYTHONPATH}" timeout 900 taskset -c "$last" \
+    "$tandem" simulate --worker-hosts "$n" --run-dir "$work/n$n" "${common[@]}" "${script[@]}" > "$work/n$n.log" 2>&1 &
+  sim=$!
+  pin_trainer "$sim" "$work/n$n" &
+  pinner=$!
+  wait "$sim" || { echo "plan_sweep: the run with $n worker(s) failed; see $work/n$n.log" >&2; exit 1; }
+  wait "$pinner" || true
 done
 froms=(1)
 [ "$max" -ge 3 ] && froms+=(3)

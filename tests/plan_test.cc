@@ -358,6 +358,33 @@ TEST(PlanNetwork, ALargeSampleOnASmallNicIsNetworkBound) {
   EXPECT_NE(make_plan(s, prices, {})["caveats"].dump().find("The network is not modelled"), std::string::npos);
 }
 
+// The CPU-time rate cross-checked against the wall clock: in a run that waited for data,
+// workers that made far less than their threads' CPU time says were held by something
+// else (storage, the network), and the plan says its table is optimistic; workers that
+// agree (within 20%), or a run that did not wait, say nothing.
+TEST(PlanInputs, TheCpuTimeRateIsCrossCheckedAgainstTheWallClock) {
+  const PriceTable prices = load_price_table(kPriceFile);
+  nlohmann::json s = two_workers();  // 2 x 72 threads x 45 = 6,480 samples/s by CPU time; made 6,327
+  auto cross_check = [&] {
+    const nlohmann::json plan = make_plan(s, prices, {});  // held: a range over a temporary's member dangles
+    for (const auto& c : plan["caveats"]) {
+      if (c.get<std::string>().rfind("Cross-check:", 0) == 0) return c.get<std::string>();
+    }
+    return std::string();
+  };
+  s["data_wait_fraction"] = 0.3;
+  EXPECT_EQ(cross_check(), "") << "the workers made what their CPU time says";
+  for (auto& w : s["plan_inputs"]["workers"]) w["images_per_sec"] = 1500.0;  // storage-bound
+  EXPECT_NE(cross_check().find("the workers made 3,000.0 samples/s while the loop waited for data 30% of the time, "
+                               "and their threads' CPU time says 6,480.0. Something besides their cores"),
+            std::string::npos) << cross_check();
+  s["data_wait_fraction"] = 0.02;
+  EXPECT_EQ(cross_check(), "") << "a loop that did not wait holds its workers back itself";
+  s["data_wait_fraction"] = 0.3;
+  for (auto& w : s["plan_inputs"]["workers"]) w["images_per_sec"] = 5000.0;
+  EXPECT_NE(cross_check().find("the table is pessimistic"), std::string::npos) << cross_check();
+}
+
 // Spot against a hand computation: C = 20 s, lambda = 0.5 an hour, R = 400 s.
 TEST(PlanSpot, YoungsIntervalAndTheTimeFactorByHand) {
   const SpotJob job{0.5, 20, 400};

@@ -86,6 +86,7 @@ void worker_rate(const nlohmann::json& workers, RunMeasurements& m) {
     types.insert(string_at(w, "instance_type"));
     const std::string host = string_at(w, "host").empty() ? string_at(w, "address") : string_at(w, "host");
     if (t <= 0 || rate <= 0) continue;  // made no batches (failed early): says nothing about the type
+    m.workers_made += number_at(w, "/images_per_sec").value_or(0);
     weighted += rate * t;
     threads += static_cast<int>(t);
     hosts += (hosts.empty() ? "" : ", ") + host;
@@ -95,6 +96,7 @@ void worker_rate(const nlohmann::json& workers, RunMeasurements& m) {
                       "every worker): they made no batches; check the workers served and run for more steps");
   }
   if (threads > 0) {
+    m.workers_capacity = weighted;
     m.images_per_cpu_second = weighted / threads;
     m.rate_threads = threads;
     m.rate_from_workers = true;
@@ -217,6 +219,7 @@ RunMeasurements read_measurements(const nlohmann::json& s, const PlanOptions& o)
   const double written = number_at(s, "/checkpoints/count").value_or(0);
   m.checkpoint_seconds = written > 0 ? number_at(s, "/checkpoints/seconds").value_or(0) / written : 0.0;
   m.startup_seconds = number_at(s, "/startup_seconds").value_or(0);
+  m.data_wait_fraction = number_at(s, "/data_wait_fraction").value_or(0);
   const auto sim = pi.find("simulated");
   m.simulated = sim != pi.end() && sim->is_boolean() && sim->get<bool>();
   m.run_worker_type = string_at(pi, "worker_instance_type");

@@ -96,6 +96,25 @@ std::string where_measured(const RunMeasurements& m, const PriceTable& prices) {
   return s;
 }
 
+// The per-thread rate comes from CPU time. While the loop waited for data, the workers
+// made as much as they could: when that, by the wall clock, is far from what their CPU
+// time says, something besides their cores set their pace. "" when they agree or the
+// run was not waiting (then the workers had no reason to run flat out).
+std::string wall_clock_check(const RunMeasurements& m) {
+  if (m.workers_capacity <= 0 || m.workers_made <= 0 || m.data_wait_fraction < 0.1) return "";
+  const double ratio = m.workers_made / m.workers_capacity;
+  if (ratio >= 0.8 && ratio <= 1.25) return "";
+  const std::string numbers = "the workers made " + group_thousands(m.workers_made, 1) + " samples/s while the loop " +
+                              "waited for data " + group_thousands(100 * m.data_wait_fraction, 0) +
+                              "% of the time, and their threads' CPU time says " +
+                              group_thousands(m.workers_capacity, 1);
+  return ratio < 0.8 ? "Cross-check: " + numbers + ". Something besides their cores held them back (reading from "
+                           "storage, the network, cores shared with other processes): the table, which counts cores "
+                           "alone, is optimistic until that is fixed."
+                     : "Cross-check: " + numbers + ". Work the CPU time does not see made samples (processes of "
+                           "the dataset's own that tandem does not measure): the table is pessimistic.";
+}
+
 std::vector<std::string> caveats(const RunMeasurements& m, const PriceTable& prices, const InstanceType& worker,
                                  const InstanceType& trainer, int to_ceiling, int max_workers) {
   std::vector<std::string> out;
@@ -125,6 +144,7 @@ std::vector<std::string> caveats(const RunMeasurements& m, const PriceTable& pri
                                                  (worker.network_gbps <= 0 ? worker.name : trainer.name)) +
                   ", so the table assumes the network carries every batch.");
   }
+  if (const std::string wall = wall_clock_check(m); !wall.empty()) out.push_back(wall);
   if (to_ceiling < 0 || to_ceiling > max_workers) {
     out.push_back("The ceiling is not reached with " + std::to_string(max_workers) +
                   " workers: the table stops there (--max-workers).");

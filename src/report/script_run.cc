@@ -111,6 +111,10 @@ void ScriptRun::log_point(uint64_t step, uint64_t total_steps, const std::vector
   p.lr = last_lr_;
   p.step_ms.data_wait = 1000 * window_wait_s_ / static_cast<double>(window_steps_);
   metrics_->write(p, added(sources_, sources));
+  if (logged_windows_++ > 0) {  // not the first window: no warm-up in it
+    steady_samples_ += static_cast<double>(window_samples_);
+    steady_busy_s_ += std::max(window_s_ - window_wait_s_, 0.0);
+  }
   // The trainer's metric line, so that the same metric definitions (CloudWatch) read it.
   spdlog::info("step={}{} samples_per_sec={:.1f} data_wait_pct={:.1f}{}", p.step,
                std::isfinite(p.loss) ? fmt::format(" loss={:.4f}", p.loss) : std::string(), p.samples_per_sec,
@@ -136,6 +140,8 @@ TrainReport ScriptRun::report() const {
   r.samples_per_sec = training_s_ > 0 ? static_cast<double>(samples_) / training_s_ : 0;
   r.data_wait_seconds = wait_s_;
   r.data_wait_fraction = training_s_ > 0 ? wait_s_ / training_s_ : 0;
+  r.steady_samples = steady_samples_;
+  r.steady_busy_seconds = steady_busy_s_;
   r.step_times.data_wait = wait_s_;
   r.step_times.script = std::max(training_s_ - wait_s_, 0.0);
   r.first_loss = first_loss_;  // NaN unless the script reported one (feed.log(loss=...))

@@ -32,11 +32,14 @@ std::string cpu_model() {
 
 nlohmann::json throughput(const TrainReport& train) {
   const double training_s = train.wall_seconds - train.paused_seconds;
-  const double busy_s = training_s - train.data_wait_seconds;
+  // The loop's ceiling from the log windows after the first (no warm-up), else the whole run.
+  const bool steady = train.steady_busy_seconds > 0;
+  const double busy_s = steady ? train.steady_busy_seconds : training_s - train.data_wait_seconds;
+  const double samples = steady ? train.steady_samples : static_cast<double>(train.samples);
   const double global = train.samples_per_sec * train.world;
   return {{"global_samples_per_sec", global},
           {"per_rank_samples_per_sec", train.samples_per_sec},
-          {"ceiling_samples_per_sec", busy_s > 0 ? train.world * static_cast<double>(train.samples) / busy_s : 0.0}};
+          {"ceiling_samples_per_sec", busy_s > 0 ? train.world * samples / busy_s : 0.0}};
 }
 
 plan::PlanInputs measure_plan_inputs(const TrainReport& train, const std::vector<feed::SourceStats>& sources,

@@ -206,6 +206,10 @@ class RunLoop {
     point.lr = learning_rate(m_.config.optimizer, done - 1);
     point.step_ms = per_step_ms(r_.step_times, window_.times_before, window_.steps);
     if (observer_.log_lines) m_.log_line(point);
+    if (done - window_.steps > r_.start_step) {  // not the first window: no warm-up in it
+      r_.steady_samples += static_cast<double>(window_.samples);
+      r_.steady_busy_seconds += std::max(train_s - window_wait, 0.0);
+    }
     window_.reset(r_.step_times);
     clock_.interrupt();  // the log step's own work is not waiting for data
     return point;

@@ -88,6 +88,12 @@ struct RunMeasurements {
   std::string cpu_model;              // the trainer host's CPU ("" when unknown)
   std::string rate_hosts;             // where the rate was measured, e.g. "algo-2, algo-3"
   bool simulated = false;             // `simulate`: every "host" ran on this machine's CPU (cpu_model)
+  // The cross-check of the CPU-time rate against the wall clock: what the workers made
+  // (samples/s, summed) against what their threads' CPU time says they can
+  // (threads x images_per_cpu_second, summed), and the share of the run spent waiting.
+  double workers_made = 0.0;
+  double workers_capacity = 0.0;
+  double data_wait_fraction = 0.0;
 };
 
 // Reads and checks the summary. Throws ConfigError naming the missing or bad field and

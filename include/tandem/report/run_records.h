@@ -31,6 +31,11 @@ struct TrainReport {
   double samples_per_sec = 0;     // this rank's, over training time (wall less paused)
   double data_wait_seconds = 0;
   double data_wait_fraction = 0;  // of training time, spent waiting for the next batch
+  // Over the log windows after the first (the first steps' warm-up left out): samples,
+  // and training seconds not spent waiting for data. The loop's ceiling is taken from
+  // them when there are any.
+  double steady_samples = 0;
+  double steady_busy_seconds = 0;
   StepTimes step_times;
   int64_t grad_buckets = 0;               // allreduce buckets per step (world > 1)
   int64_t grad_buckets_overlapped = 0;    // of all sent this run, how many left during backward

@@ -92,6 +92,8 @@ class ScriptRun {
   double training_s_ = 0, wait_s_ = 0;
   uint64_t window_steps_ = 0, window_samples_ = 0;
   double window_s_ = 0, window_wait_s_ = 0;
+  int logged_windows_ = 0;                  // log windows written so far
+  double steady_samples_ = 0, steady_busy_s_ = 0;  // over the windows after the first (TrainReport)
   std::vector<feed::SourceStats> sources_;  // of the feeds that ended
   uint64_t hedged_ = 0;
 };
