@@ -12,7 +12,7 @@
 # bench/plan_sweep_prices.json (a trainer at 10 x a worker).
 #
 #   bench/plan_sweep.sh [--out FILE] [--data SPEC] [--data-args JSON] [--script]
-#       TANDEM, SLOWDOWN (20), STEPS (300), MAX_WORKERS (4), LOG_EVERY (50), SCRIPT_MODEL
+#       TANDEM, SLOWDOWN (20), STEPS (300), MAX_WORKERS (4), LOG_EVERY (50), SCRIPT_MODEL, PIN
 #   --data SPEC      what the workers serve (default blur-benchmark, tandem's C++ pipeline);
 #                    python:FILE:NAME runs a Python dataset in one process per worker
 #   --script         train with examples/python/train_ddp.py (torchvision's resnet18, or
@@ -24,7 +24,7 @@ tandem=${TANDEM:-$root/build/tandem}
 slowdown=${SLOWDOWN:-20}
 steps=${STEPS:-300}
 max=${MAX_WORKERS:-4}
-result=$root/bench/results/plan_sweep.json
+result=$root/bench/results/plan-sweep/plan_sweep.json
 data=(--data blur-benchmark)
 script=()
 kind="tandem trainer (resnet18)"
@@ -46,15 +46,24 @@ common=(--model resnet18 --image-size 32 --batch-size 16 --train-threads 1 --loc
 
 # The script trains on one thread, as tandem's trainer does here (--train-threads 1).
 if [ ${#script[@]} -gt 0 ]; then export OMP_NUM_THREADS=1; fi
-# Threads pinned: every simulated host on the last core, then the training process (tandem
-# trainer, or the script) moved to core 0 as soon as it starts, with every thread it has,
-# so that the workers never take the trainer's core. A real cluster's workers have cores
-# of their own; here they sleep most of the time (--emulate-slowdown) on theirs.
+# PIN=1: threads pinned. Every simulated host on the last core, then the trainer host (where
+# tandem's trainer runs, or the script) moved to core 0 as soon as it starts, with every
+# thread it has, so that the workers never take the trainer's core. On a 2-core machine that
+# leaves the trainer one core for training and for receiving every worker's stream, which
+# a GPU host does not lack (docs/plan.md shows both). Default: not pinned.
 last=$(( $(nproc) - 1 ))
-pin_trainer() {  # pin_trainer RUN_DIR: until the run ends, pins each new training process to core 0
-  local seen=" "
+trainer_host() {  # trainer_host RUN_DIR: the simulated trainer host's name, once simulate wrote the config
+  python3 -c 'import json, sys
+groups = json.load(open(sys.argv[1]))["instance_groups"]
+print(next(g["hosts"][0] for g in groups if g["instance_group_name"].startswith("train")))' \
+    "$1/algo-1/input/config/resourceconfig.json" 2> /dev/null
+}
+pin_trainer() {  # pin_trainer PID RUN_DIR: until PID ends, pins the trainer host's processes to core 0
+  local seen=" " host=""
   while kill -0 "$1" 2> /dev/null; do
-    for pid in $(pgrep -f -- "tandem trainer --sagemaker-root $2/|examples/python/train_ddp.py" || true); do
+    [ -n "$host" ] || host=$(trainer_host "$2") || true
+    [ -n "$host" ] || { sleep 0.05; continue; }
+    for pid in $(pgrep -f -- "tandem launch --sagemaker-root $2/$host\$|examples/python/train_ddp.py" || true); do
       case $seen in *" $pid "*) continue ;; esac
       taskset -a -p -c 0 "$pid" > /dev/null 2>&1 && seen="$seen$pid "
     done
@@ -63,13 +72,15 @@ pin_trainer() {  # pin_trainer RUN_DIR: until the run ends, pins each new traini
 }
 for n in $(seq 1 "$max"); do
   echo "plan_sweep: $n worker(s)" >&2
-  PYTHONPATH="$root/build/python${PYTHONPATH:+:$PYTHONPATH}" timeout 900 taskset -c "$last" \
+  pin=()
+  [ "${PIN:-0}" = 1 ] && pin=(taskset -c "$last")
+  PYTHONPATH="$root/build/python${PYTHONPATH:+:$PYTHONPATH}" timeout 900 "${pin[@]}" \
     "$tandem" simulate --worker-hosts "$n" --run-dir "$work/n$n" "${common[@]}" "${script[@]}" > "$work/n$n.log" 2>&1 &
   sim=$!
-  pin_trainer "$sim" "$work/n$n" &
-  pinner=$!
+  pinner=
+  if [ "${PIN:-0}" = 1 ]; then pin_trainer "$sim" "$work/n$n" & pinner=$!; fi
   wait "$sim" || { echo "plan_sweep: the run with $n worker(s) failed; see $work/n$n.log" >&2; exit 1; }
-  wait "$pinner" || true
+  [ -z "$pinner" ] || wait "$pinner" || true
 done
 froms=(1)
 [ "$max" -ge 3 ] && froms+=(3)
