@@ -211,6 +211,13 @@ std::string headless(const std::string& browser, const fs::path& dir) {
   return "HOME=" + dir.string() + " timeout -s KILL 90 " + browser + flags;
 }
 
+// Writes the DOM headless Chromium builds from `page` to dir/dom.html (its stderr to
+// dir/dom.err). True when Chromium exited 0.
+bool dump_dom(const std::string& browser, const fs::path& dir, const std::string& page) {
+  return std::system((headless(browser, dir) + "--dump-dom file://" + page + " > " + (dir / "dom.html").string() +
+                      " 2> " + (dir / "dom.err").string()).c_str()) == 0;
+}
+
 // A Feed-fed script's run, as the browser shows it: the settings the script chose are
 // the script's own, not tandem's defaults, and the step-time table's share of data wait
 // is the header's. The fixture is a real run: examples/python/train_ddp.py --model small
@@ -221,8 +228,7 @@ TEST(ReportChromium, AScriptRunShowsTheScriptsOwnSettingsAndOneDataWait) {
   const fs::path dir = fresh_dir("report-chromium-script");
   plan::PriceTable prices = plan::load_price_table(kPriceFile);
   const std::string page = write_run_report(kRuns + "/script-run", (dir / "report.html").string(), &prices);
-  ASSERT_EQ(std::system((headless(browser, dir) + "--dump-dom file://" + page + " > " + (dir / "dom.html").string() +
-                         " 2> " + (dir / "dom.err").string()).c_str()), 0) << slurp(dir / "dom.err");
+  ASSERT_TRUE(dump_dom(browser, dir, page)) << slurp(dir / "dom.err");
   const std::string dom = slurp(dir / "dom.html");
   for (const char* setting : {"optimizer", "schedule", "mixup alpha", "label smoothing", "momentum"}) {
     EXPECT_NE(dom.find(std::string("<th class=\"l\">") + setting + "</th><td class=\"l\">the script's own (not known to tandem)"),
@@ -251,9 +257,8 @@ TEST(ReportChromium, RendersTheChartsHeadless) {
   const fs::path dir = fresh_dir("report-chromium");
   plan::PriceTable prices = plan::load_price_table(kPriceFile);
   const std::string page = write_run_report(kRuns + "/two-workers", (dir / "report.html").string(), &prices);
+  ASSERT_TRUE(dump_dom(browser, dir, page)) << slurp(dir / "dom.err");
   const std::string run = headless(browser, dir);
-  ASSERT_EQ(std::system((run + "--dump-dom file://" + page + " > " + (dir / "dom.html").string() + " 2> " +
-                         (dir / "dom.err").string()).c_str()), 0) << slurp(dir / "dom.err");
   const std::string dom = slurp(dir / "dom.html"), source = slurp(page);
   EXPECT_EQ(count(dom, "<svg"), 7u) << slurp(dir / "dom.err");
   for (const char* element : {"<polygon", "<path", "<rect", "<text", "<circle"}) {
