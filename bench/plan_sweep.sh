@@ -8,11 +8,16 @@
 # One machine cannot hold MAX_WORKERS real worker hosts, so each simulated worker runs one
 # thread slowed down SLOWDOWN times (--emulate-slowdown: it sleeps (SLOWDOWN-1) x the CPU
 # time each chunk of a batch took, its Python processes' included, and reports the
-# stretched time as its compute time, as a core that much slower would). Prices:
+# stretched time as its compute time, as a core that much slower would), and each training
+# step (tandem's, or the script's between two batches of tandem.Feed) takes at least
+# STEP_MS (--emulate-step-ms; 0 = off): the step of an accelerator that slow, which leaves
+# the host's CPU free. The loop's real CPU work, which on 2 shared cores runs slower after
+# each wait for data (by up to 27% here), then does not set its speed. Prices:
 # bench/plan_sweep_prices.json (a trainer at 10 x a worker).
 #
 #   bench/plan_sweep.sh [--out FILE] [--data SPEC] [--data-args JSON] [--script]
-#       TANDEM, SLOWDOWN (20), STEPS (300), MAX_WORKERS (4), LOG_EVERY (50), SCRIPT_MODEL, PIN
+#       TANDEM, SLOWDOWN (20), STEP_MS (0), STEPS (300), MAX_WORKERS (4), LOG_EVERY (50),
+#       SCRIPT_MODEL, PIN
 #   --data SPEC      what the workers serve (default blur-benchmark, tandem's C++ pipeline);
 #                    python:FILE:NAME runs a Python dataset in one process per worker
 #   --script         train with examples/python/train_ddp.py (torchvision's resnet18, or
@@ -22,6 +27,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tandem=${TANDEM:-$root/build/tandem}
 slowdown=${SLOWDOWN:-20}
+step_ms=${STEP_MS:-0}
 steps=${STEPS:-300}
 max=${MAX_WORKERS:-4}
 result=$root/bench/results/plan-sweep/plan_sweep.json
@@ -42,7 +48,7 @@ case ${data[1]} in python:*) data+=(--python-procs 1) ;; esac
 work=$(mktemp -d /tmp/tandem-plan-sweep-XXXXXX)
 prices=$root/bench/plan_sweep_prices.json
 common=(--model resnet18 --image-size 32 --batch-size 16 --train-threads 1 --local-workers 0 --log-every "${LOG_EVERY:-50}"
-        "${data[@]}" --threads 1 --emulate-slowdown "$slowdown" --steps "$steps")
+        "${data[@]}" --threads 1 --emulate-slowdown "$slowdown" --emulate-step-ms "$step_ms" --steps "$steps")
 
 # The script trains on one thread, as tandem's trainer does here (--train-threads 1).
 if [ ${#script[@]} -gt 0 ]; then export OMP_NUM_THREADS=1; fi
@@ -90,10 +96,10 @@ for from in "${froms[@]}"; do
 done
 
 froms_csv=$(IFS=,; echo "${froms[*]}")
-python3 - "$work" "$max" "$result" "$slowdown" "$steps" "$froms_csv" "${data[1]}" "$kind" <<'PY'
+python3 - "$work" "$max" "$result" "$slowdown" "$steps" "$froms_csv" "${data[1]}" "$kind" "$step_ms" <<'PY'
 import json, os, sys
 work, top, out, slowdown, steps = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-froms, data, kind = [int(f) for f in sys.argv[6].split(",")], sys.argv[7], sys.argv[8]
+froms, data, kind, step_ms = [int(f) for f in sys.argv[6].split(",")], sys.argv[7], sys.argv[8], float(sys.argv[9])
 trainer_usd, worker_usd = 10.0, 1.0
 
 
@@ -137,12 +143,12 @@ for src in froms:
                   "predicted": {n: rows[n]["samples_per_sec"] for n in rows},
                   "error_pct": errors, "largest_error_pct": max((abs(e) for e in errors.values()), default=None),
                   "per_thread_rate": p["measurement"]["images_per_cpu_second"]}
-result = {"data": data, "trainer": kind, "slowdown": int(slowdown), "steps": int(steps),
+result = {"data": data, "trainer": kind, "slowdown": int(slowdown), "step_ms": step_ms, "steps": int(steps),
           "prices": {"trainer": trainer_usd, "worker": worker_usd},
           "measured": measured, "best_measured_workers": best["workers"], "plans": plans}
 os.makedirs(os.path.dirname(out), exist_ok=True)
 json.dump(result, open(out, "w"), indent=2)
-print(f"{data}, {kind}, slowdown {slowdown}, {steps} steps")
+print(f"{data}, {kind}, slowdown {slowdown}, step {step_ms:g} ms at least, {steps} steps")
 print(f"{'workers':>7} {'measured/s':>11} {'$/M samples':>12}" + "".join(f" {'plan(' + str(f) + ')/s':>10} {'error':>7}" for f in froms))
 for m in measured:
     n = m["workers"]

@@ -186,6 +186,22 @@ TEST(DataWorker, StreamsBeyondMaxStreamsAreRefusedUntilOneCloses) {
   EXPECT_NO_THROW(f.worker.open_stream());
 }
 
+// A job of more ranks than --max-streams (issue 37: 96 ranks, 64 streams): each of its
+// ranks gets a stream, and the limit counts beyond them.
+TEST(DataWorker, EveryRankOfTheJobGetsAStreamBeyondMaxStreams) {
+  WorkerOptions o = Fixture::options();
+  o.max_streams = 2;
+  Fixture f(o);
+  std::vector<std::unique_ptr<BatchStream>> open;
+  for (int rank = 0; rank < 6; ++rank) open.push_back(f.worker.open_stream({}, /*job_ranks=*/4));
+  try {
+    f.worker.open_stream({}, 4);
+    ADD_FAILURE() << "a seventh stream was opened: --max-streams 2 beyond the job's 4 ranks is 6";
+  } catch (const Overloaded& e) {
+    EXPECT_NE(std::string(e.what()).find("beyond one per rank of its job's 4"), std::string::npos) << e.what();
+  }
+}
+
 // One request fills the worker's 1 MiB for batches in flight; the next waits until the
 // first batch is handed out and dropped (written, in the server).
 TEST(DataWorker, ARequestWaitsForMemoryUntilABatchIsWritten) {

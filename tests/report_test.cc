@@ -2,6 +2,7 @@
 // step, the SVG charts, `tandem report` as a process, and the page in headless Chromium.
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "tandem/plan/planner.h"
 #include "tandem/report/html_report.h"
 #include "tandem/report/run_files.h"
+#include "tandem/report/script_run.h"
 #include "tandem/report/summary.h"
 #include "tandem/report/svg_chart.h"
 
@@ -56,6 +58,23 @@ TEST(ReportPlanInputs, MeasuredFromRankZerosSourcesAndWhatTheWorkersSaid) {
   EXPECT_EQ(p.workers[1], (plan::WorkerRate{"10.0.0.6:6000", "algo-4", "", 0, 0.0, 0.0}));
   EXPECT_EQ(p.worker_instance_type, "ml.c5.4xlarge");
   EXPECT_FALSE(p.simulated) << "left for the caller";
+}
+
+// tandem.Feed waits for a batch in slices of 0.1 s (each a waiting()): the data wait is
+// the whole wait, from the first slice, not the last slice alone.
+TEST(ReportScriptRun, AWaitInSlicesCountsFromItsFirstSlice) {
+  const fs::path dir = fresh_dir("script-run-slices");
+  ScriptRun run({.summary_path = (dir / "summary.json").string(), .log_every = 100});
+  for (int batch = 0; batch < 2; ++batch) {
+    for (int slice = 0; slice < 3; ++slice) {
+      run.waiting();
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+    run.taken(4, batch, 2, [] { return std::vector<feed::SourceStats>{}; });
+  }
+  const TrainReport r = run.report();
+  EXPECT_GE(r.data_wait_seconds, 2 * 0.09);
+  EXPECT_GT(r.data_wait_fraction, 0.9);
 }
 
 TEST(ReportHtml, EscapesMarkupQuotesAndBadBytes) {

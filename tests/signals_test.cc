@@ -197,7 +197,7 @@ TEST(SelfHealing, AWorkerThatRestartsRejoinsAndALateOneJoins) {
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 90s)) << slurp(dir / "trainer.log");
   // The second worker was absent at start: it joins now.
   Child w2 = spawn(worker(p2), dir / "w2.log");
-  ASSERT_TRUE(wait_for_text(dir / "trainer.log", "127.0.0.1:" + std::to_string(p2) + " rejoined", 60s))
+  ASSERT_TRUE(wait_for_text(dir / "trainer.log", "127.0.0.1:" + std::to_string(p2) + " joined", 60s))
       << slurp(dir / "trainer.log");
   // The first dies and comes back on the same port.
   kill(w1.pid, SIGKILL);

@@ -5,10 +5,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "feed_words.h"
 #include "tandem/cluster/endpoint.h"
+#include "tandem/common/cpu_time.h"
 #include "tandem/common/error.h"
 #include "tandem/data/batching/convert.h"
 #include "tandem/data/batching/sampler.h"
@@ -27,8 +29,10 @@ class Feed {
         settings_(feed_settings(with_launcher_settings(settings_of(request)))) {
     dtype_ = numpy_dtype(data::wire_dtype(settings_.data));
     const int local_threads = request.value("local_threads", 0);
+    // Workers from a watch file or a DNS name (worker_directory.h) come with the feed's options.
+    const bool listed = !settings_.trainer.workers_watch.empty() || !settings_.trainer.worker_service.empty();
     place_ = feed_place(optional_of<std::vector<std::string>>(request, "workers"), optional_of<int>(request, "rank"),
-                        optional_of<int>(request, "world"), settings_, /*need_workers=*/local_threads == 0);
+                        optional_of<int>(request, "world"), settings_, /*need_workers=*/local_threads == 0 && !listed);
     feed::FeederOptions opts{place_.workers, place_.rank,  place_.world, local_threads,
                              request.value("start_step", uint64_t{0}), optional_of<uint64_t>(request, "epoch"),
                              names_data(request)};
@@ -62,6 +66,7 @@ class Feed {
     Inside in(*this);
     if (!in.feeder) return TANDEM_NEXT_END;
     std::optional<data::Batch> batch;
+    emulate_slower_step();
     if (run_) run_->waiting();
     feed::Feeder::Status status;
     try {
@@ -91,7 +96,16 @@ class Feed {
     auto* c = new CBatch{std::move(*batch), {}};
     c->description = describe(c->batch, source_name(*in.feeder, c->batch.source));
     *out = c;
+    step_started_ = Clock::now();  // the script's step starts now
     return TANDEM_NEXT_BATCH;
+  }
+
+  // --emulate-step-ms (simulations only): the script's step, since the last batch, takes
+  // at least that long. Once per batch asked for.
+  void emulate_slower_step() {
+    if (!step_started_) return;
+    pad_step(*step_started_, settings_.trainer.emulate_step_ms);
+    step_started_.reset();
   }
 
   // What the script reports (ScriptRun::reported), on rank 0; other ranks check it alone.
@@ -212,6 +226,7 @@ class Feed {
   uint64_t batches_per_epoch_ = 0;
   std::string info_;
   std::vector<std::string> names_;  // used by the one thread in next()
+  std::optional<Clock::time_point> step_started_;  // when the last batch was handed out (emulate_slower_step)
   int busy_ = 0;
   bool closing_ = false;
   std::string stats_;  // kept at close()

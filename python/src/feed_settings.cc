@@ -15,8 +15,11 @@ namespace {
 
 // The trainer's settings that shape the feed rather than the training loop.
 // log-every and summary-json: the run's records (metrics.jsonl, summary.json), as the trainer's.
-const std::set<std::string> kFeedTrainerSettings = {"batch-size",    "steps",     "inflight",    "prefetch",
-                                                    "connect-timeout", "batch-timeout", "log-every", "summary-json"};
+// emulate-step-ms: the script's steps, between two batches (bench/plan_sweep.sh --script).
+const std::set<std::string> kFeedTrainerSettings = {"batch-size",    "steps",         "inflight",
+                                                    "prefetch",      "connect-timeout", "batch-timeout",
+                                                    "log-every",     "summary-json",  "emulate-step-ms",
+                                                    "workers-watch", "worker-service"};
 
 std::string dashed(std::string key) {
   std::replace(key.begin(), key.end(), '_', '-');

@@ -46,6 +46,10 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
       ->capture_default_str()->check(in_range(1, 65535))->group(kClusterGroup);
   app.add_option("--resolve-timeout", o.resolve_timeout_s, "Seconds to wait for host names to resolve")
       ->capture_default_str()->check(non_negative())->group(kClusterGroup);
+  app.add_option("--metrics-port", o.metrics_port,
+                 "A worker, and a trainer's rank 0, serve Prometheus text at http://HOST:PORT/metrics; -1 = off, "
+                 "0 = a free port")
+      ->capture_default_str()->check(in_range(-1, 65535))->group(kClusterGroup);
   limit_text(app, before);
 }
 
@@ -54,7 +58,11 @@ void add_worker_list_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--workers", o.workers, "Data workers to pull from: host[:port],... (the port defaults to --worker-port)")
       ->delimiter(',')->allow_extra_args(false)->group(kTrainerGroup);
   app.add_option("--worker-service", o.worker_service,
-                 "A DNS name with one address per data worker (a Kubernetes headless Service): NAME[:PORT]")
+                 "A DNS name with one address per data worker (a Kubernetes headless Service): NAME[:PORT], "
+                 "re-resolved as the run goes")
+      ->group(kTrainerGroup);
+  app.add_option("--workers-watch", o.workers_watch,
+                 "A file of data workers, host:port a line, re-read when it changes: workers join and leave the run")
       ->group(kTrainerGroup);
   limit_text(app, before);
 }
@@ -161,6 +169,10 @@ void add_worker_options(CLI::App& app, WorkerOptions& o) {
       ->capture_default_str()->check(in_range(int64_t{0}, int64_t{1} << 30))->group(kWorkerGroup);
   app.add_option("--term-grace", o.term_grace_s, "After SIGTERM, serve connected trainers at most this many seconds")
       ->capture_default_str()->check(in_range(0.0, 110.0))->group(kWorkerGroup);
+  app.add_flag("--drain", o.drain,
+               "On SIGTERM leave the job politely: tell the trainers, answer what was accepted (within --term-grace), "
+               "exit 0")
+      ->group(kWorkerGroup);
   app.add_option("--emulate-slowdown", o.emulate_slowdown,
                  "Simulations only: act like cores this many times slower (bench/plan_sweep.sh)")
       ->capture_default_str()->check(in_range(1.0, 1000.0))->group(kWorkerGroup);
@@ -252,6 +264,10 @@ void add_schedule_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->group(kTrainerGroup);
   app.add_option("--log-every", o.log_every, "Steps between metric lines")->capture_default_str()
       ->check(positive())->group(kTrainerGroup);
+  app.add_option("--emulate-step-ms", o.emulate_step_ms,
+                 "Simulations only: each training step takes at least this many ms, the rest asleep, as on an "
+                 "accelerator that slow (bench/plan_sweep.sh); 0 = off")
+      ->capture_default_str()->check(in_range(0.0, 600000.0))->group(kTrainerGroup);
 }
 
 // The feed and the cores, and what the run records.

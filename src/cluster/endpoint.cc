@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "tandem/common/clock.h"
@@ -218,6 +219,41 @@ std::vector<std::string> resolve_all(const std::string& host, double timeout_s) 
 
 std::string resolve_host(const std::string& host, double timeout_s) { return resolve_all(host, timeout_s).front(); }
 
+namespace {
+
+constexpr std::string_view kDnsPrefix = "dns:";
+
+// NAME[:PORT] as `flag` gave it (shown in errors as `shown`).
+WorkerService parse_service(const std::string& text, const std::string& shown, int default_port) {
+  WorkerService s{text, default_port};
+  if (const size_t colon = text.rfind(':'); colon != std::string::npos) {
+    s.name = text.substr(0, colon);
+    const std::string digits = text.substr(colon + 1);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), s.port);
+    if (ec != std::errc() || end != digits.data() + digits.size() || s.port < 1 || s.port > 65535) {
+      throw ConfigError(shown + ": \"" + digits + "\" is not a port. Fix: write NAME or NAME:PORT with a port from 1 "
+                        "to 65535, e.g. tandem-workers.default.svc:6000");
+    }
+  }
+  if (s.name.empty() || s.name.find_first_of("[]/ ") != std::string::npos) {
+    throw ConfigError(shown + ": not a DNS name. Fix: name a DNS record with one address per worker, e.g. a "
+                      "Kubernetes headless Service: tandem-workers.default.svc");
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<WorkerService> worker_services(const std::vector<std::string>& workers, const std::string& service,
+                                           const ClusterOptions& opts) {
+  std::vector<WorkerService> out;
+  for (const std::string& w : workers) {
+    if (w.starts_with(kDnsPrefix)) out.push_back(parse_service(w.substr(kDnsPrefix.size()), "--workers " + w, opts.worker_port));
+  }
+  if (!service.empty()) out.push_back(parse_service(service, "--worker-service " + service, opts.worker_port));
+  return out;
+}
+
 std::vector<std::string> explicit_worker_targets(const std::vector<std::string>& workers,
                                                  const std::string& service, const ClusterOptions& opts,
                                                  const Resolver& resolve) {
@@ -227,25 +263,11 @@ std::vector<std::string> explicit_worker_targets(const std::vector<std::string>&
   };
   for (const std::string& w : workers) {
     if (w.empty()) throw ConfigError("--workers lists an empty address. Fix: write host[:port],host[:port],...");
-    add(with_default_port(w, opts.worker_port));
+    if (!w.starts_with(kDnsPrefix)) add(with_default_port(w, opts.worker_port));
   }
-  if (service.empty()) return out;
-  std::string name = service;
-  int port = opts.worker_port;
-  if (const size_t colon = service.rfind(':'); colon != std::string::npos) {
-    name = service.substr(0, colon);
-    const std::string digits = service.substr(colon + 1);
-    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-    if (ec != std::errc() || end != digits.data() + digits.size() || port < 1 || port > 65535) {
-      throw ConfigError("--worker-service " + service + ": \"" + digits + "\" is not a port. Fix: write NAME or "
-                        "NAME:PORT with a port from 1 to 65535, e.g. tandem-workers.default.svc:6000");
-    }
+  for (const WorkerService& s : worker_services(workers, service, opts)) {
+    for (const std::string& address : resolve(s.name, opts.resolve_timeout_s)) add(Endpoint{s.name, address, s.port}.target());
   }
-  if (name.empty() || name.find_first_of("[]/ ") != std::string::npos) {
-    throw ConfigError("--worker-service " + service + ": not a DNS name. Fix: name a DNS record with one address "
-                      "per worker, e.g. a Kubernetes headless Service: tandem-workers.default.svc");
-  }
-  for (const std::string& address : resolve(name, opts.resolve_timeout_s)) add(Endpoint{name, address, port}.target());
   return out;
 }
 

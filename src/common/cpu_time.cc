@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <ctime>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 namespace tandem {
 namespace {
@@ -41,6 +43,16 @@ double process_age_seconds() {
     return hz > 0 ? std::max(up - ticks / hz, 0.0) : 0;
   }
   return 0;
+}
+
+void pad_step(Clock::time_point started, double ms) {
+  if (ms > 0) std::this_thread::sleep_until(started + seconds(ms / 1000));
+}
+
+void emulate_slower(double cpu_seconds, double slowdown) {
+  if (slowdown > 1 && cpu_seconds > 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>((slowdown - 1) * cpu_seconds));
+  }
 }
 
 }  // namespace tandem

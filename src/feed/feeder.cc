@@ -24,7 +24,7 @@ FeedOptions feeder_feed_options(const Settings& settings, const FeederOptions& f
   // (it needs neither the dataset's FILE nor its processes).
   o.may_learn = f.local_threads == 0;
   o.learn_python = f.local_threads == 0;
-  o.learn_any = f.local_threads == 0 && !f.data_given && !f.workers.empty();
+  o.learn_any = f.local_threads == 0 && !f.data_given && !o.workers.empty();  // the directory's too
   o.check_deadline_s = 3 * kReleaseDeadlineS;
   o.timeout_setting = "connect_timeout";
   o.consumer = "this feed";

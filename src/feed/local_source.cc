@@ -7,7 +7,7 @@ namespace tandem::feed {
 LocalSource::LocalSource(Scheduler& scheduler, std::shared_ptr<const data::Dataset> dataset, int threads,
                          data::DType wire)
     : scheduler_(scheduler), maker_(std::move(dataset), nullptr, wire),
-      id_(scheduler.add_source("local", maker_.dataset().read_ahead_bytes() > 0 ? 2 * threads : threads)) {
+      id_(scheduler.add_source(kLocalSource, maker_.dataset().read_ahead_bytes() > 0 ? 2 * threads : threads)) {
   const bool ahead = maker_.dataset().read_ahead_bytes() > 0;
   if (ahead) threads_.emplace_back([this] { dispatch(); });
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this, ahead] { ahead ? make_ahead() : run(); });

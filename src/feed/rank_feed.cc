@@ -76,6 +76,14 @@ FeedOptions feed_options(const Settings& settings, std::vector<std::string> work
   // A Python dataset here starts one process (to learn the schema); the local threads
   // start the rest as they first need them, so the host's cores stay with training.
   if (o.data.python_start_procs == 0) o.data.python_start_procs = 1;
+  DirectoryOptions d = directory_options(t.workers, t.worker_service, t.workers_watch, settings.cluster);
+  if (!d.watch_file.empty() || !d.names.empty()) {
+    d.resolve_timeout_s = std::min(settings.cluster.resolve_timeout_s, 5.0);
+    o.directory = std::make_shared<WorkerDirectory>(std::move(d), settings.cluster.worker_port);
+    for (const std::string& w : o.directory->current()) {
+      if (std::find(o.workers.begin(), o.workers.end(), w) == o.workers.end()) o.workers.push_back(w);
+    }
+  }
   return o;
 }
 
@@ -108,7 +116,9 @@ RankFeed::RankFeed(FeedOptions opts, const std::atomic<bool>& stop) : opts_(std:
 RankFeed::~RankFeed() { close(); }
 
 std::unique_ptr<transport::WorkerClient> RankFeed::client_for(const std::string& target) const {
-  return opts_.connect ? opts_.connect(target) : transport::make_worker_client(target, opts_.security);
+  auto client = opts_.connect ? opts_.connect(target) : transport::make_worker_client(target, opts_.security);
+  client->set_job_ranks(opts_.world);  // the worker gives each of the job's ranks a stream
+  return client;
 }
 
 bool RankFeed::stopped() const {
@@ -177,7 +187,8 @@ void RankFeed::start(uint64_t steps, uint64_t start_step, int local_threads) {
     std::lock_guard lock(mu_);
     scheduler_ = std::make_unique<Scheduler>([s = sampler_.get()](uint64_t seq) { return s->request(seq); },
                                              SchedulerOptions{steps, opts_.prefetch, opts_.batch_timeout_s, start_step,
-                                                              opts_.data.require_deterministic});
+                                                              opts_.data.require_deterministic,
+                                                              opts_.directory && opts_.directory->changes()});
     if (interrupted_) scheduler_->close();
   }
   local_threads_ = local_threads;
@@ -188,29 +199,97 @@ void RankFeed::start(uint64_t steps, uint64_t start_step, int local_threads) {
 }
 
 void RankFeed::connect_workers() {
+  // Workers the directory does not list (an instance group's) stay for the whole run.
+  std::vector<std::string> kept = opts_.workers;
+  if (opts_.directory) {
+    const std::vector<std::string> listed = opts_.directory->current();
+    std::erase_if(kept, [&](const std::string& w) { return std::find(listed.begin(), listed.end(), w) != listed.end(); });
+  }
+  link_workers();
+  if (opts_.directory && opts_.directory->changes()) {
+    watcher_ = std::thread([this, kept] { watch_directory(kept); });
+  }
+}
+
+void RankFeed::link_workers() {
   if (opts_.workers.empty()) return;
   warn_if_open(opts_);
   std::vector<std::unique_ptr<transport::WorkerClient>> clients;
   for (const std::string& t : opts_.workers) clients.push_back(client_for(t));
   std::vector<bool> ready(clients.size(), false);
+  std::vector<int> threads(clients.size(), 0);
   reach(
       clients, ready,
       [&](size_t i) {
         const transport::WorkerInfo wi = clients[i]->info(std::min(opts_.check_deadline_s, opts_.connect_timeout_s));
         check_serves(wi, clients[i]->target(), identity_problem(wi, info_, opts_.consumer));
+        threads[i] = static_cast<int>(wi.threads);
         spdlog::info("data worker {} ({}) ready: {}", clients[i]->target(), wi.host, counted(wi.threads, "thread"));
       },
       // This process makes batches too: it need not wait for a worker.
       local_threads_ > 0 ? Enough::kOnePass : Enough::kAny);
+  std::lock_guard lock(links_mu_);
   for (size_t i = 0; i < clients.size(); ++i) {
     if (!ready[i]) {
       spdlog::warn("data worker {} does not answer yet: the feed starts without it, it joins when it does",
                    clients[i]->target());
     }
-    LinkOptions link;
-    link.inflight = opts_.inflight;
-    links_.push_back(std::make_unique<WorkerLink>(std::move(clients[i]), *scheduler_, info_, link));
-    links_.back()->start(/*absent=*/!ready[i]);
+    add_link(std::move(clients[i]), /*absent=*/!ready[i]);
+    links_.back()->set_threads(threads[i]);
+  }
+}
+
+void RankFeed::add_link(std::unique_ptr<transport::WorkerClient> client, bool absent) {
+  LinkOptions link;
+  link.inflight = opts_.inflight;
+  links_.push_back(std::make_unique<WorkerLink>(std::move(client), *scheduler_, info_, link));
+  links_.back()->start(absent);
+}
+
+void RankFeed::watch_directory(std::vector<std::string> kept) {
+  std::unique_lock lock(watch_mu_);
+  while (!watch_cv_.wait_for(lock, seconds(opts_.directory_every_s), [&] { return watch_stop_; })) {
+    lock.unlock();
+    try {
+      reconcile(opts_.directory->current(), kept);
+    } catch (const std::exception& e) {  // the directory keeps its last list; so does the feed
+      spdlog::warn("reading the data workers' list: {}", e.what());
+    }
+    lock.lock();
+  }
+}
+
+void RankFeed::reconcile(const std::vector<std::string>& listed, const std::vector<std::string>& kept) {
+  auto wanted = [&](const std::string& t) {
+    return std::find(listed.begin(), listed.end(), t) != listed.end() ||
+           std::find(kept.begin(), kept.end(), t) != kept.end();
+  };
+  std::lock_guard lock(links_mu_);
+  if (stopped()) return;
+  // Targets that have a link: live ones, and ones that left (drained) but are still
+  // listed: the same worker, not a new one, until the list drops it.
+  std::vector<std::string> linked;
+  std::vector<WorkerLink*> delisted;
+  for (auto& link : links_) {
+    const std::string& t = link->target();
+    if (!wanted(t)) {
+      if (link->leaving()) delisted_.insert(t);  // listed again later: a new worker there
+      else delisted.push_back(link.get());
+      continue;
+    }
+    if (!link->leaving() || !delisted_.count(t)) linked.push_back(t);
+  }
+  // New ones first, so that the pool is never empty in between.
+  for (const std::string& t : listed) {
+    if (std::find(linked.begin(), linked.end(), t) != linked.end()) continue;
+    spdlog::info("data worker {} listed: it joins once it answers serving this dataset", t);
+    delisted_.erase(t);
+    add_link(client_for(t), /*absent=*/true);
+    linked.push_back(t);
+  }
+  for (WorkerLink* link : delisted) {
+    link->leave("no longer listed (--workers-watch, --worker-service)");
+    delisted_.insert(link->target());
   }
 }
 
@@ -227,14 +306,29 @@ void RankFeed::close() {
     std::lock_guard lock(mu_);
     if (scheduler_) scheduler_->close();
   }
+  {
+    std::lock_guard lock(watch_mu_);
+    watch_stop_ = true;
+  }
+  watch_cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
   // The sources' threads use the scheduler: they stop before it goes.
   for (auto& link : links_) link->stop();
   local_.reset();
 }
 
 int RankFeed::release_workers(const std::string& reason) const {
+  // The workers named at start, and every one that joined since and is still listed.
+  std::vector<std::string> targets = opts_.workers;
+  {
+    std::lock_guard lock(links_mu_);
+    for (const auto& link : links_) {
+      const std::string& t = link->target();
+      if (!link->leaving() && std::find(targets.begin(), targets.end(), t) == targets.end()) targets.push_back(t);
+    }
+  }
   std::vector<std::unique_ptr<transport::WorkerClient>> clients;
-  for (const std::string& t : opts_.workers) clients.push_back(client_for(t));
+  for (const std::string& t : targets) clients.push_back(client_for(t));
   return release_all(std::move(clients), reason);
 }
 

@@ -165,7 +165,7 @@ void Scheduler::fail(int source, const std::string& why, bool may_return) {
       s.stats.error = why;
       return;
     }
-    s.may_return = may_return;
+    s.may_return = may_return && !s.leaving;  // one that left is not taken back
     s.stats.failed = true;
     s.stats.error = why;
     s.inflight = 0;
@@ -235,16 +235,37 @@ void Scheduler::retire(int source) {
   cv_.notify_all();
 }
 
+void Scheduler::leave(int source, const std::string& why, bool answers) {
+  {
+    std::lock_guard lock(mu_);
+    Source& s = sources_.at(source);
+    s.retired = s.leaving = true;
+    s.answers = answers;
+    s.may_return = false;
+    s.stats.left = why;
+  }
+  cv_.notify_all();
+}
+
+// Every source failed for good or left with nothing outstanding: nobody will answer
+// (unless sources may still join).
 bool Scheduler::all_failed() const {
-  return std::all_of(sources_.begin(), sources_.end(),
-                     [](const Source& s) { return s.stats.failed && !s.may_return; });
+  if (opts_.sources_may_join) return false;
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    const Source& s = sources_[i];
+    if (s.stats.failed && !s.may_return) continue;
+    if (s.leaving && s.inflight <= 0) continue;
+    return false;
+  }
+  return true;
 }
 
 std::string Scheduler::failure_summary() const {
   std::string out;
   for (const Source& s : sources_) {
     out += "\n  " + s.stats.name + ": " +
-           (s.stats.failed ? (s.may_return ? "down, being retried: " : "") + s.stats.error : "alive, no batch");
+           (s.stats.failed ? (s.may_return ? "down, being retried: " : "") + s.stats.error
+                           : !s.stats.left.empty() ? "left: " + s.stats.left : "alive, no batch");
   }
   return out;
 }
@@ -331,6 +352,7 @@ void Scheduler::maybe_hedge(Clock::time_point now) {
   const std::optional<Clock::duration> margin = hedge_margin();
   if (!margin || now - it->second.since < *margin) return;
   const int owner = it->second.owner;
+  if (sources_.at(owner).answers && !sources_.at(owner).stats.failed) return;  // it said it answers
   bool other = false;
   for (size_t i = 0; i < sources_.size(); ++i) {
     other |= static_cast<int>(i) != owner && !sources_[i].stats.failed && !sources_[i].retired;
@@ -338,6 +360,7 @@ void Scheduler::maybe_hedge(Clock::time_point now) {
   if (!other) return;
   retry_.push_front(next_deliver_);
   ++hedged_;
+  ++sources_.at(owner).stats.hedged;
   cv_.notify_all();
 }
 

@@ -66,10 +66,18 @@ void WorkerLink::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void WorkerLink::leave(const std::string& why, bool answers) {
+  if (leaving_.exchange(true)) return;
+  spdlog::info("data worker {} leaves the feed: {}; it answers what it holds", target(), why);
+  scheduler_.leave(id_, why, answers);
+  std::lock_guard lock(mu_);
+  wake_.notify_all();
+}
+
 bool WorkerLink::pause(double s) {
   std::unique_lock lock(mu_);
-  wake_.wait_for(lock, std::chrono::duration<double>(s), [&] { return stopping_; });
-  return !stopping_;
+  wake_.wait_for(lock, std::chrono::duration<double>(s), [&] { return stopping_ || leaving_; });
+  return !stopping_ && !leaving_;
 }
 
 // Streams until the work is done; a worker that drops out for a transient reason is
@@ -78,12 +86,13 @@ bool WorkerLink::pause(double s) {
 void WorkerLink::run(bool absent) {
   Backoff backoff(opts_.backoff);
   std::string why = "data worker " + target() + " not answering at start";
+  bool streamed = !absent;  // once: "joined"; after that "rejoined"
   if (absent) scheduler_.fail(id_, why, /*may_return=*/true);
   for (;;) {
     if (!absent) {
       const Outcome outcome = stream_once(why);
       if (outcome == Outcome::kDone) return;
-      if (outcome == Outcome::kFinal) {
+      if (outcome == Outcome::kFinal || leaving_) {  // one that left is not retried
         spdlog::warn("{}; its requests go to the other sources", why);
         scheduler_.fail(id_, why);
         return;
@@ -102,7 +111,9 @@ void WorkerLink::run(bool absent) {
         return;
       }
     }
-    spdlog::info("data worker {} rejoined", target());
+    if (leaving_) return;  // it left while being taken back
+    spdlog::info("data worker {} {}", target(), streamed ? "rejoined" : "joined");
+    streamed = true;
     scheduler_.revive(id_);
     backoff.reset();
   }
@@ -122,6 +133,7 @@ bool WorkerLink::take_back() {
   if (const std::string problem = identity_problem(info, expected_); !problem.empty()) {
     throw ConfigError("it serves other data (" + problem + ")");
   }
+  set_threads(static_cast<int>(info.threads));
   return true;
 }
 
@@ -133,6 +145,7 @@ WorkerLink::Outcome WorkerLink::stream_once(std::string& why) {
     call_ = client_->stream();
     call = call_;
   }
+  call->on_leaving([this](const std::string& why) { leave("data worker " + target() + " is leaving: " + why, true); });
   std::atomic<bool> writer_finished{false};
   std::thread writer([&] {
     while (auto request = scheduler_.acquire(id_)) {

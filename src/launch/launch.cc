@@ -132,7 +132,11 @@ int run_trainer_ranks(const Settings& settings, const cluster::Cluster& c, const
   o.argv = {std::filesystem::read_symlink("/proc/self/exe"), "trainer", "--sagemaker-root",
             settings.cluster.sagemaker_root, "--current-host", o.context.host};
   if (!settings.cluster.config_file.empty()) o.argv.insert(o.argv.end(), {"--config", settings.cluster.config_file});
-  if (!targets.empty()) o.argv.insert(o.argv.end(), {"--workers", joined(targets)});
+  // Workers named by DNS are resolved by each rank again, and again as the run goes
+  // (feed::WorkerDirectory): the addresses found here would stay when a name drops them.
+  const bool by_name = !cluster::worker_services(settings.trainer.workers, settings.trainer.worker_service,
+                                                 settings.cluster).empty();
+  if (!targets.empty() && !by_name) o.argv.insert(o.argv.end(), {"--workers", joined(targets)});
   o.argv.insert(o.argv.end(), forwarded.begin(), forwarded.end());
   o.shown = "tandem trainer";
   o.context.settings_json = given;

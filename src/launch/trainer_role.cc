@@ -26,6 +26,7 @@
 #include "tandem/training/trainer.h"
 #include "tandem/training/trainer_options.h"
 #include "tandem/transport/grpc_runtime.h"
+#include "live_metrics.h"
 #include "trainer_records.h"
 
 namespace tandem::launch {
@@ -135,6 +136,20 @@ training::TrainReport train(training::Trainer& trainer, feed::RankFeed& feed, fe
       stop, {}, live.observer(feed.scheduler()));
 }
 
+// --metrics-port on rank 0: its last metrics line and its feed now (null: not asked, or
+// another rank, or no records kept).
+std::unique_ptr<transport::MetricsServer> serve_live_metrics(const Settings& settings, const LiveRecords& live,
+                                                             const feed::RankFeed& feed) {
+  if (!live.metrics()) {
+    if (settings.cluster.metrics_port >= 0 && feed.options().rank == 0) {
+      spdlog::warn("--metrics-port: this run keeps no metrics (no output folder): give --summary-json or --sagemaker-root");
+    }
+    return nullptr;
+  }
+  return serve_metrics(settings.cluster,
+                       [&live, &feed] { return trainer_metrics(live.metrics()->last(), feed.scheduler()); });
+}
+
 // --checkpoint-every auto: the job's spot interruptions an hour, from its instances' types
 // and the price table (its defaults for types it lacks, or without one).
 double job_interruptions(const Settings& settings, const cluster::Cluster* cluster) {
@@ -184,6 +199,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     std::unique_ptr<feed::SampleAudit> audit;
     if (settings.trainer.audit_samples) audit = std::make_unique<feed::SampleAudit>(feed.sampler(), feed.info().size);
     LiveRecords live(files, dist.rank, trainer.start_step() > 0, opts.steps_per_epoch, settings.quiet);
+    const auto metrics = serve_live_metrics(settings, live, feed);
     const training::TrainReport result = train(trainer, feed, audit.get(), signals.stop(), live);
     feed.close();
     // Every rank's audit goes to rank 0, which reports the whole job's coverage.

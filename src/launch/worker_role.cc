@@ -10,6 +10,7 @@
 #include "tandem/launch/run.h"
 #include "tandem/report/summary.h"
 #include "tandem/transport/byte_budget.h"
+#include "live_metrics.h"
 #include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/worker_server.h"
 
@@ -26,13 +27,27 @@ void check_determinism(const data::Dataset& dataset, const DataOptions& opts) {
   spdlog::warn("{}; --require-deterministic makes this an error", problem);
 }
 
+// The first SIGTERM: with --drain this worker alone leaves the job (it tells its trainers,
+// answers what they asked for, exits); else the whole job is stopping, and the worker
+// serves a connected trainer a little longer, so that it can finish its step and checkpoint.
+void first_term(transport::WorkerServer& s, const WorkerOptions& o, const std::string& host) {
+  if (o.drain) {
+    spdlog::info("received SIGTERM with --drain: leaving the job; the trainers are told, what they asked for is "
+                 "answered (at most {} s), then the worker exits", o.term_grace_s);
+    s.drain(o.term_grace_s, "its host " + host + " is leaving (SIGTERM, --drain)");
+  } else {
+    spdlog::info("received SIGTERM: stopping the data worker once no trainer is connected (at most {} s)",
+                 o.term_grace_s);
+    s.stop_when_idle(o.term_grace_s);
+  }
+}
+
 }  // namespace
 
 int run_worker(const Settings& settings, const std::string& host) {
   std::atomic<transport::WorkerServer*> live{nullptr};
   std::atomic<bool> signalled{false};
-  // SIGTERM reaches every host of a job at once: serve a connected trainer a little
-  // longer, so that it can finish its step and checkpoint; a second signal stops at once.
+  // A second signal, or SIGINT, stops at once.
   SignalWatcher signals([&](int signo) {
     const bool again = signalled.exchange(true);
     auto* s = live.load();
@@ -41,9 +56,7 @@ int run_worker(const Settings& settings, const std::string& host) {
       spdlog::info("received {}: stopping the data worker", signal_name(signo));
       s->stop();
     } else {
-      spdlog::info("received SIGTERM: stopping the data worker once no trainer is connected (at most {} s)",
-                   settings.worker.term_grace_s);
-      s->stop_when_idle(settings.worker.term_grace_s);
+      first_term(*s, settings.worker, host);
     }
   });
   transport::keep_grpc_initialised();
@@ -65,7 +78,8 @@ int run_worker(const Settings& settings, const std::string& host) {
   const int port = settings.worker.port >= 0 ? settings.worker.port : settings.cluster.worker_port;
   const int bound = server.start(settings.worker.bind + ":" + std::to_string(port));
   live = &server;
-  if (signalled) server.stop_when_idle(settings.worker.term_grace_s);
+  const auto metrics = serve_metrics(settings.cluster, [&server] { return worker_metrics(server.stats()); });
+  if (signalled) first_term(server, settings.worker, host);
   spdlog::info("data worker {} serving '{}' ({}, fingerprint {}) on port {} with {}", host, dataset->info().name,
                counted(dataset->info().size, "sample"), dataset->info().fingerprint, bound,
                counted(server.threads(), "thread"));

@@ -1,5 +1,8 @@
 #include "tandem/report/run_log.h"
 
+#include "tandem/feed/local_source.h"
+#include "tandem/feed/scaling.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,7 +45,33 @@ std::vector<std::pair<std::string, double>> scalars_of(const nlohmann::json& lin
   return out;
 }
 
+// The live workers, and tandem_workers_wanted (feed/scaling.h) at kTargetDataWait: the
+// loop's ceiling over the window (every rank's), what the hosts' own threads made (rank
+// 0's, times the ranks), and each live worker's capacity.
+void add_scaling(nlohmann::json& line, const LogPoint& p, const std::vector<feed::SourceStats>& sources,
+                 double local_rate) {
+  feed::ScalingInputs in;
+  const double wait = std::clamp(p.data_wait_pct / 100, 0.0, 0.99);
+  in.ceiling = p.samples_per_sec / (1 - wait);
+  const double ranks = p.samples_per_sec_per_rank > 0 ? p.samples_per_sec / p.samples_per_sec_per_rank : 1;
+  in.local = local_rate * ranks;
+  in.target_wait = kTargetDataWait;
+  int live = 0;
+  for (const auto& s : sources) {
+    if (s.name == feed::kLocalSource || s.failed || !s.left.empty()) continue;
+    ++live;
+    in.capacities.push_back(feed::worker_capacity(s));
+  }
+  line["workers"] = live;
+  if (const std::optional<int> wanted = feed::workers_wanted(in)) line["workers_wanted"] = *wanted;
+}
+
 }  // namespace
+
+nlohmann::json MetricsLog::last() const {
+  std::lock_guard lock(last_mu_);
+  return last_;
+}
 
 void MetricsLog::write(const LogPoint& p, const std::vector<feed::SourceStats>& sources) {
   nlohmann::json line = {{"step", p.step}, {"total_steps", p.total_steps}, {"elapsed_s", p.elapsed_s}};
@@ -59,25 +88,37 @@ void MetricsLog::write(const LogPoint& p, const std::vector<feed::SourceStats>& 
                        {"communication", p.step_ms.communication},
                        {"optimizer", p.step_ms.optimizer}};
     // Per source, since the previous line: this rank's batches.
+    // (A worker that left and joined again is a new source of the same name: its count
+    // starts again, never below what was counted before.)
+    auto since = [&](const feed::SourceStats& s) { return s.batches - std::min(batches_before_[s.name], s.batches); };
     uint64_t total = 0;
-    for (const auto& s : sources) total += s.batches - batches_before_[s.name];
+    for (const auto& s : sources) total += since(s);
     const double window = p.window_s;
+    double local_rate = 0;  // this rank's own threads, samples/s
     nlohmann::json out = nlohmann::json::array();
     for (const auto& s : sources) {
-      const uint64_t batches = s.batches - batches_before_[s.name];
+      const uint64_t batches = since(s);
       const double per_batch = s.batches ? static_cast<double>(s.samples) / static_cast<double>(s.batches) : 0;
+      const double rate = window > 0 ? batches * per_batch / window : 0.0;
+      if (s.name == feed::kLocalSource) local_rate = rate;
       out.push_back({{"name", s.name},
                      {"batches", batches},
-                     {"images_per_sec", window > 0 ? batches * per_batch / window : 0.0},
+                     {"images_per_sec", rate},
                      {"share", total ? static_cast<double>(batches) / static_cast<double>(total) : 0.0}});
+      if (const double c = feed::worker_capacity(s); c > 0 && s.name != feed::kLocalSource) out.back()["capacity"] = c;
       batches_before_[s.name] = s.batches;
     }
     line["sources"] = std::move(out);
     line["window_s"] = p.window_s;
+    add_scaling(line, p, sources, local_rate);
   }
   if (p.eval_accuracy) line["eval_accuracy"] = *p.eval_accuracy;
   out_ << line.dump() << '\n';
   out_.flush();
+  {
+    std::lock_guard lock(last_mu_);
+    if (p.training) last_ = line;
+  }
   if (tensorboard_) tensorboard_->scalars(p.step, scalars_of(line));
 }
 

@@ -78,7 +78,8 @@ void ScriptRun::waiting() {
     mark_ = now;
     paused_ = false;
   }
-  asked_ = now;
+  if (!asking_) asked_ = now;  // a wait comes in slices of next(): it started at the first
+  asking_ = true;
 }
 
 void ScriptRun::taken(uint64_t samples, uint64_t step, uint64_t total_steps,
@@ -86,6 +87,7 @@ void ScriptRun::taken(uint64_t samples, uint64_t step, uint64_t total_steps,
   const Clock::time_point now = Clock::now();
   const double step_s = seconds_between(mark_, now), wait_s = seconds_between(asked_, now);
   mark_ = now;
+  asking_ = false;
   if (steps_ == 0) start_step_ = step;
   ++steps_;
   samples_ += samples;
@@ -125,6 +127,7 @@ void ScriptRun::log_point(uint64_t step, uint64_t total_steps, const std::vector
 
 void ScriptRun::feed_ended(const std::vector<feed::SourceStats>& sources, uint64_t hedged) {
   paused_ = true;
+  asking_ = false;
   sources_ = added(std::move(sources_), sources);
   hedged_ += hedged;
 }

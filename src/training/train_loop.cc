@@ -162,11 +162,13 @@ class RunLoop {
       return false;
     }
     clock_.start_step();
+    const Clock::time_point started = Clock::now();
     // Ranks of a group agree on stopping at every step, through the gradient sync.
     if (!m_.train_step(batch ? &*batch : nullptr, stop_.load(), step_, clock_, pending_)) {
       r_.interrupted = true;
       return false;
     }
+    pad_step(started, loop_.step_ms);
     completed_ = step_ + 1;
     r_.samples += batch->size;
     window_.samples += batch->size;

@@ -1,5 +1,7 @@
 #include "tandem/transport/credentials.h"
 
+#include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -17,6 +19,7 @@ namespace tandem::transport {
 namespace {
 
 constexpr const char* kJobKey = "tandem-job";
+constexpr const char* kJobRanksKey = "tandem-job-ranks";
 
 std::string read_pem(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
@@ -121,6 +124,16 @@ grpc::Status check_caller(const grpc::ServerContext& ctx, const SecurityOptions&
     }
   }
   return job.admit(metadata(ctx, kJobKey), claim);
+}
+
+void add_job_ranks(grpc::ClientContext& ctx, int ranks) { ctx.AddMetadata(kJobRanksKey, std::to_string(ranks)); }
+
+int job_ranks_of(const grpc::ServerContext& ctx) {
+  const std::string text = metadata(ctx, kJobRanksKey);
+  int ranks = 1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ranks);
+  if (ec != std::errc() || end != text.data() + text.size()) return 1;
+  return std::clamp(ranks, 1, kMostJobRanks);
 }
 
 bool is_loopback(const std::string& address) {

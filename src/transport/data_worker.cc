@@ -73,11 +73,15 @@ WorkerInfo DataWorker::describe() const {
   return info;
 }
 
-std::unique_ptr<BatchStream> DataWorker::open_stream(std::function<void()> on_stall) {
-  if (++open_streams_ > opts_.max_streams) {
+std::unique_ptr<BatchStream> DataWorker::open_stream(std::function<void()> on_stall, int job_ranks) {
+  for (int seen = job_ranks_.load(); job_ranks > seen && !job_ranks_.compare_exchange_weak(seen, job_ranks);) {
+  }
+  const int ranks = job_ranks_.load(), limit = opts_.max_streams + ranks;
+  if (++open_streams_ > limit) {
     --open_streams_;
-    throw Overloaded("this data worker already serves " + std::to_string(opts_.max_streams) +
-                     " streams (--max-streams): close some, or raise the limit");
+    const std::string beyond = ranks > 0 ? " beyond one per rank of its job's " + std::to_string(ranks) : "";
+    throw Overloaded("this data worker already serves " + std::to_string(limit) + " streams (--max-streams " +
+                     std::to_string(opts_.max_streams) + beyond + "): close some, or raise the limit");
   }
   touch();
   return std::unique_ptr<BatchStream>(new BatchStream(*this, std::move(on_stall)));

@@ -154,6 +154,12 @@ OutgoingBatch error_batch(const std::string& why) {
   return out;
 }
 
+OutgoingBatch leaving_notice(const std::string& why) {
+  OutgoingBatch out;
+  out.header.set_leaving(why.empty() ? std::string("leaving") : why);
+  return out;
+}
+
 data::Batch from_wire(IncomingBatch&& batch) {
   const v1::BatchHeader& h = batch.header;
   if (!h.error().empty()) throw PeerError("it refused a request: " + printable(h.error(), 300));

@@ -82,17 +82,21 @@ CallStatus status_of(const grpc::Status& s) {
 
 class GrpcBatchCall : public BatchCall {
  public:
-  GrpcBatchCall(grpc::Channel& channel, const SecurityOptions& security) {
+  GrpcBatchCall(grpc::Channel& channel, const SecurityOptions& security, int job_ranks) {
     authorise(ctx_, security);
+    add_job_ranks(ctx_, job_ranks);
     // The copy-free reader (batch_method.h) in place of the generated protobuf stub.
     rw_ = open_copy_free(channel, ctx_);
   }
   bool write(const data::BatchRequest& request) override { return rw_->Write(to_proto(request)); }
   void writes_done() override { rw_->WritesDone(); }
   std::optional<data::Batch> read() override {
-    IncomingBatch msg;
-    if (!rw_->Read(&msg)) return std::nullopt;
-    return from_wire(std::move(msg));
+    for (;;) {
+      IncomingBatch msg;
+      if (!rw_->Read(&msg)) return std::nullopt;
+      if (msg.header.leaving().empty()) return from_wire(std::move(msg));
+      leaving(printable(msg.header.leaving(), 200));  // a notice, not a batch: read on
+    }
   }
   void cancel() override { ctx_.TryCancel(); }
   CallStatus finish() override { return status_of(rw_->Finish()); }
@@ -156,7 +160,9 @@ class GrpcWorkerClient : public WorkerClient {
     return status_of(stub_->Shutdown(&ctx, req, &reply));
   }
 
-  std::unique_ptr<BatchCall> stream() override { return std::make_unique<GrpcBatchCall>(*channel_, security_); }
+  std::unique_ptr<BatchCall> stream() override {
+    return std::make_unique<GrpcBatchCall>(*channel_, security_, job_ranks());
+  }
 
  private:
   std::string target_;

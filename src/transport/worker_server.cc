@@ -65,7 +65,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     if (grpc::Status s = check_caller(*ctx, security, job, true); !s.ok()) return refuse(*ctx, "StreamBatches", s);
     std::unique_ptr<BatchStream> stream;
     try {
-      stream = worker.open_stream([this, ctx] { close_stalled(*ctx); });
+      stream = worker.open_stream([this, ctx] { close_stalled(*ctx); }, job_ranks_of(*ctx));
     } catch (const std::exception& e) {
       return refuse(*ctx, "StreamBatches", status_for(e, "opening a stream"));
     }
@@ -113,8 +113,18 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   }
 
   grpc::Status write_batches(grpc::ServerContext* ctx, ServerBatchStream* rw, BatchStream& stream) {
+    bool told = false;  // that this worker is leaving (drain)
     try {
       for (;;) {
+        if (!told && leaving.load()) {
+          std::string why;
+          {
+            std::lock_guard lock(mu);
+            why = leaving_why;
+          }
+          if (!rw->Write(leaving_notice(why))) return {grpc::StatusCode::CANCELLED, "trainer went away"};
+          told = true;
+        }
         bool done = false;
         // Wakes periodically to notice a cancelled call or a stopping worker.
         std::optional<ServedBatch> served = stream.next(std::chrono::milliseconds(200), &done);
@@ -124,8 +134,11 @@ struct WorkerServer::Impl final : v1::DataService::Service {
           continue;
         }
         // The batch's bytes stay reserved until it is written: `served` ends after Write.
+        const auto samples = static_cast<uint64_t>(served->batch().size());
         if (!rw->Write(to_wire(std::move(served->batch())))) return {grpc::StatusCode::CANCELLED, "trainer went away"};
         stream.written();
+        ++batches_served;
+        samples_served += samples;
       }
     } catch (const std::exception& e) {
       return status_for(e, "serving batches");
@@ -160,6 +173,9 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   std::mutex mu;
   std::condition_variable cv;
   std::optional<StopReason> reason;  // GUARDED_BY(mu)
+  std::atomic<bool> leaving{false};  // drain(): every stream is told
+  std::atomic<uint64_t> batches_served{0}, samples_served{0};
+  std::string leaving_why;           // GUARDED_BY(mu)
 };
 
 WorkerServer::WorkerServer(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts,
@@ -169,6 +185,11 @@ WorkerServer::WorkerServer(std::shared_ptr<const data::Dataset> dataset, const W
 WorkerServer::~WorkerServer() = default;
 
 int WorkerServer::threads() const { return impl_->worker.threads(); }
+
+WorkerServer::Stats WorkerServer::stats() const {
+  return {impl_->worker.open_streams(), impl_->worker.threads(), impl_->batches_served.load(),
+          impl_->samples_served.load(), impl_->leaving.load()};
+}
 
 int WorkerServer::start(const std::string& address) {
   grpc::EnableDefaultHealthCheckService(true);
@@ -239,6 +260,15 @@ StopReason WorkerServer::wait() {
 }
 
 void WorkerServer::stop() { impl_->finish(StopReason::kStopped); }
+
+void WorkerServer::drain(double grace_s, const std::string& why) {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->leaving_why = why;
+  }
+  impl_->leaving = true;
+  stop_when_idle(grace_s);
+}
 
 void WorkerServer::stop_when_idle(double grace_s) {
   const auto deadline = after(grace_s);

@@ -34,8 +34,19 @@ std::string resolve_host(const std::string& host, double timeout_s);
 // resolve_host does: a Kubernetes headless Service names one address per ready pod.
 std::vector<std::string> resolve_all(const std::string& host, double timeout_s);
 
+// A DNS name that stands for every data worker, each address one worker on `port`:
+// --worker-service NAME[:PORT], or an entry dns:NAME[:PORT] of --workers.
+struct WorkerService {
+  std::string name;
+  int port = 0;
+};
+// Every such name given (the port defaults to --worker-port). Throws ConfigError naming
+// the entry and the fix for a bad port or a name that is not a DNS name.
+std::vector<WorkerService> worker_services(const std::vector<std::string>& workers, const std::string& service,
+                                           const ClusterOptions& opts);
+
 // The data workers a trainer was told of explicitly: --workers host[:port],... (the
-// port defaults to --worker-port) and every address of --worker-service NAME[:PORT].
+// port defaults to --worker-port) and every address of each worker_services() name.
 // `resolve` is injectable for tests. Empty when neither is set.
 using Resolver = std::function<std::vector<std::string>(const std::string& host, double timeout_s)>;
 std::vector<std::string> explicit_worker_targets(const std::vector<std::string>& workers,

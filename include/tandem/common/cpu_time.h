@@ -4,6 +4,8 @@
 // `tandem plan`'s per-thread rate counts every CPU that made the batch.
 #pragma once
 
+#include "tandem/common/clock.h"
+
 namespace tandem {
 
 // This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), in seconds.
@@ -20,5 +22,16 @@ double work_cpu_seconds();
 // they cannot be read. A run's start-up (process start to its first step) is this at
 // the first step: what a restart after an interruption costs beyond provisioning.
 double process_age_seconds();
+
+// Simulations only (--emulate-slowdown): after work that took `cpu_seconds` of CPU,
+// sleeps (slowdown - 1) times that, so the work takes as long as on a processor
+// `slowdown` times slower while leaving the CPU to others, as a slower host of its own
+// would. Nothing when slowdown <= 1.
+void emulate_slower(double cpu_seconds, double slowdown);
+
+// Simulations only (--emulate-step-ms): sleeps until `ms` milliseconds after `started`,
+// so a training step takes at least that long, as one whose accelerator takes that long
+// would, while the host's CPU stays free. Nothing when ms <= 0 or that time has passed.
+void pad_step(Clock::time_point started, double ms);
 
 }  // namespace tandem

@@ -20,6 +20,9 @@ struct ClusterOptions {
   // `simulate` uses it to put every host on 127.0.0.1 with its own ports.
   std::vector<std::string> host_map;
   int worker_port = 6000;                    // --worker-port: where data workers listen
+  // --metrics-port: a data worker, and a trainer's rank 0, serve Prometheus text at
+  // /metrics (-1 = none; 0 = a free port, logged): rates, data wait, tandem_workers_wanted.
+  int metrics_port = -1;
   double resolve_timeout_s = 120;            // --resolve-timeout: DNS may lag at job start
 };
 
@@ -113,6 +116,10 @@ struct WorkerOptions {
   // --term-grace: after SIGTERM, keep serving connected trainers this long at most (they
   // are stopping too, and need their batches to reach a checkpoint).
   double term_grace_s = 30;
+  // --drain: SIGTERM makes this worker leave its job politely (a spot notice, a scale-in):
+  // it tells its trainers, which send it nothing more, answers what it accepted (within
+  // --term-grace) and exits 0. Without it, SIGTERM means the whole job is stopping.
+  bool drain = false;
   // --emulate-slowdown K: for simulations only, behave like a core K times slower (each
   // batch chunk is followed by a sleep of K-1 times its CPU time, reported as compute).
   double emulate_slowdown = 1;
@@ -121,10 +128,13 @@ struct WorkerOptions {
 // The training loop and its feeding.
 struct TrainerOptions {
   // Data workers named directly rather than by an instance group (torchrun, Kubeflow,
-  // `tandem trainer`): --workers host[:port],... and --worker-service NAME[:PORT], a DNS
-  // name with one address per worker (a Kubernetes headless Service).
+  // `tandem trainer`): --workers host[:port],... and --worker-service NAME[:PORT] (or
+  // --workers dns:NAME[:PORT]), a DNS name with one address per worker (a Kubernetes
+  // headless Service), re-resolved while the run goes; --workers-watch FILE, a file of
+  // host:port lines re-read when it changes (worker_directory.h).
   std::vector<std::string> workers;
   std::string worker_service;
+  std::string workers_watch;
   std::string model = "small_cnn";   // --model: small_cnn | mnist_cnn | resnet18 | resnet50 | vit_tiny | vit_b16 | FILE.pt
   int batch_size = 64;               // --batch-size: per trainer process
   int64_t steps = 300;               // --steps
@@ -165,6 +175,9 @@ struct TrainerOptions {
   std::string eval_data;
   int64_t eval_every = 0;
   int log_every = 20;                // --log-every
+  // --emulate-step-ms: simulations only; each training step (or a script's, between two
+  // batches of tandem.Feed) takes at least this long, sleeping the rest (pad_step).
+  double emulate_step_ms = 0;
   int local_workers = -1;            // --local-workers: in-process preprocessing threads; -1 = spare cores
   int train_threads = 0;             // --train-threads: LibTorch intra-op threads; 0 = auto
   int inflight = 4;                  // --inflight: requests outstanding per worker

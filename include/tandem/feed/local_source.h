@@ -13,6 +13,9 @@
 
 namespace tandem::feed {
 
+// The scheduler's name for this process's own preprocessing threads.
+inline constexpr const char* kLocalSource = "local";
+
 class LocalSource {
  public:
   // Starts `threads` threads, each building whole batches. For a dataset that reads its

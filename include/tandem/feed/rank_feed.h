@@ -7,12 +7,15 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tandem/common/settings.h"
@@ -20,6 +23,7 @@
 #include "tandem/data/batching/sampler.h"
 #include "tandem/data/sources/dataset.h"
 #include "tandem/feed/scheduler.h"
+#include "tandem/feed/worker_directory.h"
 #include "tandem/feed/worker_link.h"
 #include "tandem/transport/worker_client.h"
 
@@ -58,6 +62,11 @@ struct FeedOptions {
   std::string timeout_setting = "--connect-timeout";
   // How errors name this side when a worker serves other data ("this feed expects ...").
   std::string consumer = "this trainer";
+  // Where workers come and go while the feed runs (--workers-watch, DNS names); null: the
+  // workers are fixed. Workers it lists join (checked like any); ones it stops listing
+  // leave (WorkerLink::leave); workers it never listed (an instance group's) stay.
+  std::shared_ptr<WorkerDirectory> directory;
+  double directory_every_s = 1;  // how often it is asked
   // Test-only: how a worker is reached (default: gRPC, transport::make_worker_client).
   std::function<std::unique_ptr<transport::WorkerClient>(const std::string& target)> connect;
 };
@@ -112,6 +121,8 @@ class RankFeed {
   const data::Sampler& sampler() const { return *sampler_; }
   // REQUIRES: start() was called.
   const Scheduler& scheduler() const { return *scheduler_; }
+  // Every worker link so far, those that left included. REQUIRES: close() was called, or
+  // the feed has no directory (links are added while it runs).
   const std::vector<std::unique_ptr<WorkerLink>>& workers() const { return links_; }
   int local_threads() const { return local_threads_; }
 
@@ -131,6 +142,13 @@ class RankFeed {
   void reach(std::vector<std::unique_ptr<transport::WorkerClient>>& clients, std::vector<bool>& ready,
              const std::function<void(size_t)>& on_ready, Enough enough);
   void connect_workers();
+  void link_workers();  // opts_.workers, once each answered or the first pass ended
+  // A link to `target`, started; `absent`: it joins once it answers. REQUIRES: links_mu_.
+  void add_link(std::unique_ptr<transport::WorkerClient> client, bool absent);
+  // The directory's thread: every directory_every_s, workers listed anew join and
+  // workers no longer listed leave, until close().
+  void watch_directory(std::vector<std::string> kept);
+  void reconcile(const std::vector<std::string>& listed, const std::vector<std::string>& kept);
   bool stopped() const;
 
   FeedOptions opts_;
@@ -139,7 +157,13 @@ class RankFeed {
   data::DatasetInfo info_;
   std::unique_ptr<data::Sampler> sampler_;
   std::unique_ptr<Scheduler> scheduler_;
+  mutable std::mutex links_mu_;  // guards links_ and delisted_ while the directory's thread adds to them
+  std::set<std::string> delisted_;  // targets whose link left and that the list dropped since
   std::vector<std::unique_ptr<WorkerLink>> links_;
+  std::thread watcher_;                 // watch_directory()
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  bool watch_stop_ = false;             // GUARDED_BY(watch_mu_)
   std::unique_ptr<LocalSource> local_;
   int local_threads_ = 0;
   mutable std::mutex mu_;        // guards the scheduler's creation against interrupt()

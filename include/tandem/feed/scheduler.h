@@ -33,6 +33,9 @@ struct SchedulerOptions {
   // Two copies of one batch (a hedged request answered by both sources) that differ are
   // an error from next(), not a warning (--require-deterministic).
   bool require_deterministic = false;
+  // Sources may join while it runs (a watch file, a DNS name): when every source has
+  // failed or left, next() waits for a new one up to batch_timeout_s instead of failing.
+  bool sources_may_join = false;
 };
 
 struct SourceStats {
@@ -45,6 +48,9 @@ struct SourceStats {
   std::string error;           // why it failed (the last failure, for one that rejoined)
   int rejoins = 0;             // times it failed, recovered and served again
   uint64_t ahead = 0;          // requests it was given beyond the line, due later (slower than the window)
+  std::string left;            // why it left politely (leave()): a draining worker, one no longer listed; "" = it did not
+  uint64_t hedged = 0;         // its requests also given to another source because they were late
+  int threads = 0;             // the threads making its batches, as it said (0 = not known)
 };
 
 class Scheduler {
@@ -73,11 +79,21 @@ class Scheduler {
   void revive(int source);
   // A source being retried gives up for good (its retries ran out).
   void abandon(int source, const std::string& why);
+  // How many threads make the source's batches (a worker's Info; scaling.h).
+  void set_threads(int source, int threads) {
+    std::lock_guard lock(mu_);
+    sources_.at(source).stats.threads = threads;
+  }
 
   // The source takes no more work: a parked acquire() returns nullopt. Its outstanding
   // requests stay its own until complete() or fail(). Lets a transport stop its writer
   // before it knows why its stream ended.
   void retire(int source);
+  // The source leaves for good (`why`: a draining worker, an address no longer listed):
+  // it takes no more work and answers what it holds; fail() still re-issues that if its
+  // stream breaks first. `answers`: the worker itself said it answers them (its leaving
+  // notice), so they are not hedged; else (delisted, perhaps dead) they may be.
+  void leave(int source, const std::string& why, bool answers);
 
   // Consumer side. The next batch in sequence order, or nullopt after the last one.
   // Throws NetworkError when every source has failed or batch_timeout_s passes.
@@ -97,6 +113,11 @@ class Scheduler {
   std::vector<std::string> determinism_problems() const;
   // Seconds next() spent waiting for data, in total.
   double wait_seconds() const;
+  // Requests given to a source and not answered yet.
+  size_t in_flight() const {
+    std::lock_guard lock(mu_);
+    return outstanding_.size();
+  }
 
  private:
   struct Source {
@@ -105,6 +126,8 @@ class Scheduler {
     int inflight = 0;
     bool retired = false;
     bool may_return = false;  // failed, but being retried
+    bool leaving = false;     // leave(): for good
+    bool answers = false;     // leave(..., answers): its requests are not hedged
     std::deque<uint64_t> checks;  // batches made before, to make again (revive())
     std::optional<double> latency;  // seconds from acquire to answer, smoothed
   };

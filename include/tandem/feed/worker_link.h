@@ -52,6 +52,8 @@ class WorkerLink {
   WorkerLink& operator=(const WorkerLink&) = delete;
 
   transport::WorkerClient& client() { return *client_; }
+  // How many threads the worker said it makes batches on (Scheduler::set_threads).
+  void set_threads(int threads) { scheduler_.set_threads(id_, threads); }
   const std::string& target() const { return client_->target(); }
 
   // Streams for the scheduler on its own threads until the scheduler runs out of work or
@@ -64,6 +66,14 @@ class WorkerLink {
 
   // Cancels the stream, ends a pause, joins the threads. Idempotent.
   void stop();
+
+  // The worker leaves the feed for good (`why`: its address is no longer listed; or,
+  // with `answers`, the worker said it is leaving): it is sent nothing more and answers
+  // what it holds (Scheduler::leave); if its stream breaks first, its requests go to the
+  // others; it is not retried. Thread-safe.
+  void leave(const std::string& why, bool answers = false);
+  // Whether it left or is leaving (leave(), or the worker said it is leaving).
+  bool leaving() const { return leaving_; }
 
  private:
   enum class Outcome { kDone, kTransient, kFinal };
@@ -81,6 +91,7 @@ class WorkerLink {
   std::mutex mu_;
   std::condition_variable wake_;             // ends a pause on stop()
   bool stopping_ = false;                    // GUARDED_BY(mu_)
+  std::atomic<bool> leaving_{false};         // leave(), or the worker's notice
   std::shared_ptr<transport::BatchCall> call_;  // GUARDED_BY(mu_): the stream, to cancel
 };
 

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tandem/feed/scheduler.h"
 #include "tandem/report/run_records.h"
 #include "tandem/report/tensorboard.h"
@@ -37,6 +39,9 @@ class MetricsLog {
   std::string tensorboard_path() const { return tensorboard_ ? tensorboard_->path() : ""; }
 
   const std::string& path() const { return path_; }
+  // The last training line written (null before the first): what --metrics-port serves.
+  // Thread-safe.
+  nlohmann::json last() const;
 
  private:
   std::string path_;
@@ -44,7 +49,12 @@ class MetricsLog {
   uint64_t steps_per_epoch_;
   std::map<std::string, uint64_t> batches_before_;  // per source, at the previous line
   std::unique_ptr<TensorBoardLog> tensorboard_;
+  mutable std::mutex last_mu_;
+  nlohmann::json last_;  // GUARDED_BY(last_mu_)
 };
+
+// The data wait tandem_workers_wanted aims under (metrics.jsonl's workers_wanted).
+inline constexpr double kTargetDataWait = 0.05;
 
 // The live status line: "step 120/300 40% | 0:42, ETA 1:03 | 5200 samples/s | data wait
 // 3.2% | loss 1.930" (or "evaluating"), redrawn at most 4 times a second on stderr. While

@@ -48,7 +48,7 @@ class ScriptRun {
   // path when it cannot be written.
   explicit ScriptRun(ScriptRunOptions opts);
 
-  // The script asks for the next batch (enters next()).
+  // The script asks for the next batch (enters next(); again for each slice of one wait).
   void waiting();
   // It has one: `samples` of them, step `step` of `total_steps`. Writes a metrics line
   // every log_every batches, with `sources()`: the feed's counts so far (they restart
@@ -82,6 +82,7 @@ class ScriptRun {
   ScriptRunOptions opts_;
   std::unique_ptr<MetricsLog> metrics_;
   bool paused_ = true;
+  bool asking_ = false;  // between the first waiting() for a batch and taken()
   Clock::time_point first_{}, mark_{}, asked_{};  // first request; end of the last step; this request
   uint64_t steps_ = 0, samples_ = 0;
   uint64_t start_step_ = 0;       // the first step taken (a resumed run)

@@ -46,6 +46,7 @@ struct LoopOptions {
   int64_t steps = 300;     // the run's last step (--steps, or --epochs x steps per epoch)
   int log_every = 20;      // --log-every
   int64_t eval_every = 0;  // --eval-every: 0 = at the end only (with an eval set)
+  double step_ms = 0;      // --emulate-step-ms: simulations only (pad_step); 0 = off
   bool operator==(const LoopOptions&) const = default;
 };
 

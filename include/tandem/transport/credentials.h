@@ -53,6 +53,12 @@ class WorkerJob {
 // PERMISSION_DENIED with a message that says which and what to do.
 grpc::Status check_caller(const grpc::ServerContext& ctx, const SecurityOptions& s, WorkerJob& job, bool claim);
 
+// The caller's job's ranks (its world size), carried as `tandem-job-ranks` on a stream
+// (add_job_ranks): 1 when absent or not a number, at most kMostJobRanks.
+inline constexpr int kMostJobRanks = 65536;
+void add_job_ranks(grpc::ClientContext& ctx, int ranks);
+int job_ranks_of(const grpc::ServerContext& ctx);
+
 // True when `address` (host[:port]) is a loopback address: the data plane is private
 // there even without a token.
 bool is_loopback(const std::string& address);

@@ -63,10 +63,13 @@ class DataWorker {
   // What the Info RPC answers.
   WorkerInfo describe() const;
 
-  // Opens one trainer's stream. Throws Overloaded past opts.max_streams open streams.
-  // `on_stall` is called if close_stalled_streams() closes it (the adapter cancels its
-  // call there, which unblocks a write the peer never takes); it must not block.
-  std::unique_ptr<BatchStream> open_stream(std::function<void()> on_stall = {});
+  // Opens one trainer's stream. `job_ranks`: its job's ranks, as the stream says (every
+  // caller has passed the job's checks). Throws Overloaded past opts.max_streams open
+  // streams plus the most ranks any stream of the job said: each rank of the job gets
+  // its stream, the limit guards against streams beyond those. `on_stall` is called if
+  // close_stalled_streams() closes it (the adapter cancels its call there, which
+  // unblocks a write the peer never takes); it must not block.
+  std::unique_ptr<BatchStream> open_stream(std::function<void()> on_stall = {}, int job_ranks = 0);
 
   // Closes every stream whose trainer has not taken the batch being written to it for
   // opts.idle_timeout_s (a client that asks and never reads): its finished batches give
@@ -97,6 +100,7 @@ class DataWorker {
   std::unique_ptr<ByteBudget> budget_;
   uint64_t bytes_per_sample_ = 0;  // one sample as sent, with its label
   std::atomic<int> open_streams_{0};
+  std::atomic<int> job_ranks_{0};  // the most ranks a stream of the job said (open_stream)
   std::mutex streams_mu_;
   std::vector<BatchStream*> streams_;  // GUARDED_BY(streams_mu_): the open ones
   std::atomic<bool> stopping_{false};

@@ -20,6 +20,8 @@ data::BatchRequest from_proto(const v1::BatchRequest& request);
 OutgoingBatch to_wire(data::Batch&& batch);
 // A message that tells the trainer its request cannot be served.
 OutgoingBatch error_batch(const std::string& why);
+// The notice that the worker is leaving (BatchHeader.leaving), with `why`.
+OutgoingBatch leaving_notice(const std::string& why);
 // Moves the payload out. Throws NetworkError for an error message or an inconsistent
 // one (payload size does not match shape x dtype, labels do not match the batch size).
 data::Batch from_wire(IncomingBatch&& batch);

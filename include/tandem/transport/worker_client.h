@@ -5,6 +5,7 @@
 // with a fake one.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +42,19 @@ class BatchCall {
   virtual void cancel() = 0;
   // How the call ended. REQUIRES: read() returned nullopt.
   virtual CallStatus finish() = 0;
+
+  // `f(why)` runs on the reading thread, inside read(), when the worker says it is
+  // leaving (drained: --drain): it answers the requests it holds and then ends the
+  // stream, so send it nothing more. Set before the first read().
+  void on_leaving(std::function<void(const std::string& why)> f) { on_leaving_ = std::move(f); }
+
+ protected:
+  void leaving(const std::string& why) {
+    if (on_leaving_) on_leaving_(why);
+  }
+
+ private:
+  std::function<void(const std::string&)> on_leaving_;
 };
 
 class WorkerClient {
@@ -59,6 +73,15 @@ class WorkerClient {
   virtual CallStatus shutdown(const std::string& reason, double timeout_s) = 0;
   // Opens a StreamBatches call.
   virtual std::unique_ptr<BatchCall> stream() = 0;
+
+  // The job's ranks (its world size), which each stream tells the worker: a worker
+  // admits that many streams of its job beyond its --max-streams, so every rank of a
+  // large job is served (DataWorker::open_stream).
+  void set_job_ranks(int ranks) { job_ranks_ = ranks; }
+  int job_ranks() const { return job_ranks_; }
+
+ private:
+  int job_ranks_ = 1;
 };
 
 // A client over gRPC for `target` ("address:port"), with its own connection. Every call

@@ -2,6 +2,7 @@
 // its cores allow. The gRPC types stay inside the .cc.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -39,7 +40,22 @@ class WorkerServer {
   // latest: on SIGTERM a worker lets a connected trainer finish its step and checkpoint.
   void stop_when_idle(double grace_s);
 
+  // Leaves the job politely (--drain): every stream, open or opened later, is told that
+  // this worker is leaving (`why`), so its trainer sends nothing more; what was accepted
+  // is answered; wait() returns kStopped once no stream is open, or after `grace_s`.
+  void drain(double grace_s, const std::string& why);
+
   int threads() const;
+
+  // What --metrics-port shows. Thread-safe.
+  struct Stats {
+    int open_streams = 0;
+    int threads = 0;
+    uint64_t batches_served = 0;
+    uint64_t samples_served = 0;
+    bool leaving = false;  // drain() was called
+  };
+  Stats stats() const;
 
  private:
   struct Impl;

@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <mutex>
-#include <thread>
 
 #include "tandem/common/cpu_time.h"
 #include "tandem/common/error.h"
@@ -177,7 +175,7 @@ void BatchMaker::make_async(BatchRequest request, std::function<void(Batch)> don
         if (!job->error) job->error = std::current_exception();
       }
       const double cpu = work_cpu_seconds() - start;
-      if (slowdown_ > 1) std::this_thread::sleep_for(std::chrono::duration<double>((slowdown_ - 1) * cpu));
+      emulate_slower(cpu, slowdown_);
       job->cpu_seconds.fetch_add(cpu * slowdown_);
       if (job->remaining.fetch_sub(1) != 1) return;
       job->reads.reset();  // bytes of samples a failed chunk never reached go back now
