@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""examples/kubernetes/jobset.yaml, checked two ways:
+"""examples/kubernetes/jobset.yaml, checked two ways (and elastic-workers.yaml: how its
+objects name each other, and that every flag it passes exists; check_elastic):
 
 1. Against the schema fields it uses: JobSet v1alpha2 (kubernetes-sigs/jobset v0.12.0,
    api/jobset/v1alpha2/jobset_types.go: json tags, enums, required fields) and batch/v1 Job / core/v1 Pod (the Kubernetes
@@ -25,6 +26,7 @@ import yaml  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MANIFEST = os.path.join(ROOT, "examples", "kubernetes", "jobset.yaml")
+ELASTIC = os.path.join(ROOT, "examples", "kubernetes", "elastic-workers.yaml")
 
 # ---- The schema subset ---------------------------------------------------------------
 # A type is str, int, bool, a set of allowed strings, a list [type], a dict of fields
@@ -209,6 +211,50 @@ def main():
     check(bad, JOBSET, "jobset", errors)
     assert len(errors) == 2 and "unknown field 'replica'" in errors[0] and "expected int" in errors[1], errors
     print(f"OK: {len(all_pods)} pods, roles {roles}")
+    check_elastic()
+
+
+def flags_of(args):
+    return [a for a in args if a.startswith("--")]
+
+
+def arg_after(args, flag):
+    return args[args.index(flag) + 1]
+
+
+def check_elastic():
+    """examples/kubernetes/elastic-workers.yaml: the objects name each other rightly, and
+    every flag they pass is one `tandem <command>` has."""
+    with open(ELASTIC) as f:
+        docs = {d["kind"]: d for d in yaml.safe_load_all(f)}
+    assert set(docs) == {"Service", "Deployment", "Job", "HorizontalPodAutoscaler"}, sorted(docs)
+    service, workers, trainer, hpa = (docs[k] for k in ("Service", "Deployment", "Job", "HorizontalPodAutoscaler"))
+    assert service["spec"]["clusterIP"] == "None", "the workers' Service must be headless: one address per pod"
+    pod = workers["spec"]["template"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items(), "the Service selects no worker"
+    w_args = pod["spec"]["containers"][0]["args"]
+    t_args = trainer["spec"]["template"]["spec"]["containers"][0]["args"]
+    for command, args in (("worker", w_args), ("trainer", t_args)):
+        assert args[0] == command, args
+        help_text = subprocess.run([ARGS.tandem, command, "--help"], capture_output=True, text=True, timeout=60).stdout
+        for flag in flags_of(args):
+            assert flag in help_text, f"`tandem {command}` has no {flag}"
+    assert "--drain" in w_args, "a scale-in must drain, not cut off"
+    grace = float(arg_after(w_args, "--term-grace"))
+    assert pod["spec"]["terminationGracePeriodSeconds"] > grace, "the kubelet's SIGKILL would cut the drain short"
+    name, port = arg_after(t_args, "--worker-service").split(":")
+    assert name == service["metadata"]["name"] and int(port) == service["spec"]["ports"][0]["port"], t_args
+    assert arg_after(w_args, "--job-name") == arg_after(t_args, "--job-name"), "workers refuse another job's trainer"
+    metrics_port = arg_after(t_args, "--metrics-port")
+    annotations = trainer["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == metrics_port, "Prometheus scrapes another port than the trainer serves"
+    ref = hpa["spec"]["scaleTargetRef"]
+    assert (ref["kind"], ref["name"]) == ("Deployment", workers["metadata"]["name"]), ref
+    metric = hpa["spec"]["metrics"][0]["external"]
+    assert metric["metric"]["name"] == "tandem_workers_wanted", metric
+    assert metric["target"] == {"type": "AverageValue", "averageValue": "1"}, \
+        "AverageValue 1 makes the replicas the trainer's tandem_workers_wanted"
+    print("OK: elastic-workers.yaml")
 
 
 if __name__ == "__main__":
