@@ -97,6 +97,35 @@ TEST(PlanModel, FastestWithinPercentOfTheCheapest) {
   EXPECT_EQ(fastest_row_within(rows, 0), 0);
 }
 
+TEST(PlanModel, AnElasticPoolStartsAtTheCheapestAndMovesWithinPercentOfIt) {
+  // Cost per sample: 0 workers $0.072/h per sample/s, 1 $0.036, 2 $0.0254, 3 $0.0234 (the
+  // ceiling), 4 $0.0252 (no faster than 3).
+  ModelParams p{.ceiling = 2000, .local = 500, .per_worker = 600, .global_batch = 100,
+                .trainer_usd_per_hour = 36, .worker_usd_per_hour = 3.6};
+  const std::vector<PlanRow> rows = plan_table(p, 64);
+  ScalingRange r = scaling_range(rows, 10);
+  EXPECT_EQ(r.start, 3);
+  EXPECT_EQ(r.min, 2) << "2 workers cost 8.5% more per sample";
+  EXPECT_EQ(r.max, 3) << "4 are within 10% too, but no faster";
+  r = scaling_range(rows, 5);
+  EXPECT_EQ(r.min, 3);
+  EXPECT_EQ(r.max, 3);
+  // None is cheapest; up to 2 workers within 5%: the pool may grow to 2 and shrink to none.
+  ModelParams q{.ceiling = 3000, .local = 1000, .per_worker = 1000, .global_batch = 100,
+                .trainer_usd_per_hour = 10, .worker_usd_per_hour = 10.5};
+  r = scaling_range(plan_table(q, 64), 5);
+  EXPECT_EQ(r.start, 0);
+  EXPECT_EQ(r.min, 0);
+  EXPECT_EQ(r.max, 2);
+  // Where workers are the cheapest, the pool keeps at least one.
+  q.worker_usd_per_hour = 1;
+  q.local = 100;
+  r = scaling_range(plan_table(q, 64), 3000);
+  EXPECT_EQ(r.start, 3);
+  EXPECT_EQ(r.min, 1) << "none is within 3000% of the cheapest, but the pool keeps one";
+  EXPECT_EQ(scaling_range({}, 10).start, -1);
+}
+
 // AWS's published heterogeneous-cluster example: 1 x ml.p4d.24xlarge alone at 192 ms/step
 // and $0.201, with 2 x ml.c5.18xlarge added at 86 ms/step and $0.108: 46% cheaper. Its "$
 // per step" figures are dollars per 100 steps (cents per step): $37.688/h x 0.192 s =
@@ -464,6 +493,7 @@ TEST(PlanCli, TextFromARunDirectoryWithTheInstalledPrices) {
   EXPECT_NE(out.find("Recommended: 2 x ml.c5.18xlarge"), std::string::npos) << out;
   EXPECT_NE(out.find("sagemaker-prices.json (us-east-1"), std::string::npos) << out;
   EXPECT_NE(out.find("$0.712 per 1,000 steps"), std::string::npos) << out;
+  EXPECT_NE(out.find("Elastic pool: "), std::string::npos) << out;
   // A cheaper worker price moves nothing but the costs; the positional after --price stays the run.
   ASSERT_EQ(run_plan("plan --price ml.c5.18xlarge=1.0 " + kRuns + "/two-workers", dir, out, err), 0) << err;
   EXPECT_NE(out.find("+ N x ml.c5.18xlarge ($1.000/h"), std::string::npos) << out;
@@ -478,6 +508,9 @@ TEST(PlanCli, JsonForTools) {
   const nlohmann::json p = nlohmann::json::parse(out);
   EXPECT_EQ(p["recommended"]["workers"], 2);
   EXPECT_EQ(p["fastest_within"]["within_pct"], 10.0);
+  EXPECT_EQ(p["elastic"]["start"], 2);
+  EXPECT_LE(p["elastic"]["min"].get<int>(), 2);
+  EXPECT_EQ(p["elastic"]["max"], p["fastest_within"]["workers"]);
   EXPECT_EQ(p["rows"][0]["workers"], 0);
   EXPECT_NEAR(p["rows"][2]["usd_per_1000_steps"].get<double>(), 45.032 / 3600 * 512.0 / 9000 * 1000, 1e-9);
   fs::remove_all(dir);

@@ -131,6 +131,7 @@ FeedPlace feed_place(const std::optional<std::vector<std::string>>& workers, std
   p.world = env.world_size;
   p.local_world = env.local_world_size;
   p.simulated = env.simulated_host;
+  p.relay = env.stream_relay;
   const auto launched = cluster::process_env(launch_env::kWorkers);
   p.launched = launched.has_value();
   if (workers) {

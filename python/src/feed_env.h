@@ -28,6 +28,7 @@ struct FeedPlace {
   int local_world = 1;          // ranks on this host (LOCAL_WORLD_SIZE)
   bool launched = false;        // started by `tandem launch` (TANDEM_WORKERS is set)
   bool simulated = false;       // a host of `tandem simulate`
+  std::string relay;            // the host's stream relay (TANDEM_STREAM_RELAY); "" = none
   cluster::Cluster cluster;     // for the plan's instance types; empty when not discovered
   std::string workers_from;     // where the workers came from, for the log
 };

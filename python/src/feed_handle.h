@@ -35,7 +35,7 @@ class Feed {
                         optional_of<int>(request, "world"), settings_, /*need_workers=*/local_threads == 0 && !listed);
     feed::FeederOptions opts{place_.workers, place_.rank,  place_.world, local_threads,
                              request.value("start_step", uint64_t{0}), optional_of<uint64_t>(request, "epoch"),
-                             names_data(request)};
+                             names_data(request), place_.relay};
     learns_dtype_ = !opts.data_given && local_threads == 0 && settings_.data.wire_dtype.empty();
     feeder_ = std::make_unique<feed::Feeder>(settings_, std::move(opts));
   }
@@ -88,7 +88,10 @@ class Feed {
       throw ConfigError("the data workers send bfloat16 batches (their --wire-dtype), which numpy cannot hold: "
                         "start them with --wire-dtype float16, float32 or uint8");
     }
-    if (run_) run_->taken(batch->size(), batch->sequence, in.feeder->steps(), [&] { return in.feeder->stats(); });
+    if (run_) {
+      run_->taken(batch->size(), batch->sequence, in.feeder->steps(), [&] { return in.feeder->stats(); });
+      run_->note_in_flight(in.feeder->rank_feed().scheduler().in_flight());
+    }
     if (!mark_at_.empty()) {  // this rank trains: rank 0's summary counts it
       report::mark_rank_training(mark_at_, place_.rank);
       mark_at_.clear();

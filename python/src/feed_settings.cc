@@ -47,7 +47,7 @@ struct Registry {
 bool accepted(const CLI::Option& o) {
   const std::string& name = o.get_lnames().front();
   const std::string& g = o.get_group();
-  return g == cli::kDataGroup || g == cli::kSecurityGroup || name == "sagemaker-root" ||
+  return g == cli::kDataGroup || g == cli::kSecurityGroup || name == "sagemaker-root" || name == "metrics-port" ||
          kFeedTrainerSettings.count(name) > 0;
 }
 

@@ -142,6 +142,7 @@ std::shared_ptr<report::ScriptRun> script_run(const Settings& settings, const Fe
   report::ScriptRunOptions o{summary, start_step > 0, place.rank, place.world, settings.trainer.log_every,
                              steps_per_epoch};
   if (std::filesystem::is_directory(root, ec)) o.sagemaker_root = root;
+  o.metrics_port = settings.cluster.metrics_port;
   if (place.world > 1) {
     o.ranks = [summary, world = place.world, local = place.local_world] {
       return report::ranks_training(summary, world, local);

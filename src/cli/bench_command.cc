@@ -49,6 +49,10 @@ Command add_bench_command(CLI::App& root, Settings&) {
   app->require_subcommand(1);
   CLI::App* pipeline = add_bench(*app, "pipeline", "Augmentation throughput on this host's cores, no network", flags);
   CLI::App* transport = add_bench(*app, "transport", "Pre-made batches from a worker to a trainer over loopback", flags);
+  transport->add_option("--ranks", flags.opts.ranks, "Ranks pulling at once, each its own feed")
+      ->capture_default_str()->check(positive());
+  transport->add_flag("--via-relay", flags.opts.via_relay,
+                      "The ranks share one stream to the worker through a relay (--share-streams on)");
   CLI::App* feed = add_bench(*app, "feed", "Two workers of different speed feeding one trainer: shares and total", flags);
   static bench::TrainBenchOptions train_opts;
   train_opts.data.data = "premade";

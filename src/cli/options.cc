@@ -358,6 +358,10 @@ void add_launch_options(CLI::App& app, LaunchOptions& o) {
                  "Seconds the first trainer host waits, after its own ranks ended, for the other hosts' ranks before "
                  "it releases the workers")
       ->capture_default_str()->check(non_negative())->group(kLaunchGroup);
+  app.add_option("--share-streams", o.share_streams,
+                 "A host's ranks share one stream to each data worker through a local relay: on, off, or auto (on "
+                 "past 64 ranks in the job)")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "on", "off"}))->group(kLaunchGroup);
   limit_text(app, before);
 }
 

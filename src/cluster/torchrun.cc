@@ -101,6 +101,7 @@ LauncherEnv read_launcher_env(const EnvLookup& env) {
   if (l.agent_store) l.restart_count = integer("TORCHELASTIC_RESTART_COUNT", 0, 0);
   l.gloo_address = get(env, "TANDEM_GLOO_ADDRESS").value_or("");
   l.simulated_host = get(env, "TANDEM_SIMULATED_HOST").has_value();
+  l.stream_relay = get(env, "TANDEM_STREAM_RELAY").value_or("");
   if (l.rank >= l.world_size) {
     detail::fail(detail::env_where("RANK"), "is " + std::to_string(l.rank) + " of WORLD_SIZE=" +
                                                 std::to_string(l.world_size),

@@ -28,6 +28,7 @@ FeedOptions feeder_feed_options(const Settings& settings, const FeederOptions& f
   o.check_deadline_s = 3 * kReleaseDeadlineS;
   o.timeout_setting = "connect_timeout";
   o.consumer = "this feed";
+  if (!f.relay.empty()) o.relay = f.relay;
   return o;
 }
 

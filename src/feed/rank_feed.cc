@@ -66,6 +66,7 @@ FeedOptions feed_options(const Settings& settings, std::vector<std::string> work
   o.data = settings.data;
   o.workers = std::move(workers);
   o.security = settings.security;
+  o.relay = settings.launcher.stream_relay;
   o.rank = rank;
   o.world = world;
   o.batch_size = t.batch_size;
@@ -116,7 +117,7 @@ RankFeed::RankFeed(FeedOptions opts, const std::atomic<bool>& stop) : opts_(std:
 RankFeed::~RankFeed() { close(); }
 
 std::unique_ptr<transport::WorkerClient> RankFeed::client_for(const std::string& target) const {
-  auto client = opts_.connect ? opts_.connect(target) : transport::make_worker_client(target, opts_.security);
+  auto client = opts_.connect ? opts_.connect(target) : transport::make_worker_client(target, opts_.security, opts_.relay);
   client->set_job_ranks(opts_.world);  // the worker gives each of the job's ranks a stream
   return client;
 }

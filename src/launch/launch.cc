@@ -79,6 +79,11 @@ int ranks_on_host(const Settings& settings, const cluster::Cluster& c, bool own_
   return std::max(gpus, 1);
 }
 
+// --share-streams for a job of `ranks`: "auto" shares them past kShareStreamsAbove.
+bool shares_streams(const std::string& mode, int ranks) {
+  return mode == "on" || (mode == "auto" && ranks > kShareStreamsAbove);
+}
+
 // This host's rank group but for its program (rank_group.h): what every rank is told,
 // how many there are, the grace of a stop, and its part in the end-of-job barrier (the
 // first trainer host hears from the others and releases the workers; the others report).
@@ -98,6 +103,7 @@ RankGroupOptions group_options(const Settings& settings, const cluster::Cluster&
   o.grace_s = stop_grace(settings.launch, c);
   o.failure_root = settings.cluster.sagemaker_root;
   o.security = settings.security;
+  o.share_streams = shares_streams(settings.launch.share_streams, procs * static_cast<int>(plan.trainer_hosts.size()));
   if (plan.host_index == 0) {
     o.release = targets;
     o.peers.assign(plan.trainer_hosts.begin() + 1, plan.trainer_hosts.end());

@@ -20,12 +20,36 @@
 #include "tandem/feed/rank_feed.h"
 #include "tandem/launch/release_gate.h"
 #include "tandem/report/summary.h"
+#include "tandem/transport/stream_relay.h"
 #include "tandem/training/trainer.h"
 
 namespace tandem::launch {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The host's stream relay when its ranks share their streams (--share-streams).
+class HostRelay {
+ public:
+  explicit HostRelay(RankGroupOptions& o) {
+    if (!o.share_streams || o.procs < 2) return;
+    relay_ = std::make_unique<transport::StreamRelay>(transport::StreamRelayOptions{"", o.security});
+    o.context.stream_relay = relay_->address();
+    spdlog::info("this host's {} ranks share one stream to each data worker through {} (--share-streams)", o.procs,
+                 relay_->address());
+  }
+  ~HostRelay() {
+    if (!relay_) return;
+    const transport::StreamRelay::Stats s = relay_->stats();
+    spdlog::info("stream relay: {} batches handed to the ranks over {}", s.batches,
+                 counted(s.worker_streams_opened, "stream") + " to data workers");
+  }
+  HostRelay(const HostRelay&) = delete;
+  HostRelay& operator=(const HostRelay&) = delete;
+
+ private:
+  std::unique_ptr<transport::StreamRelay> relay_;
+};
 
 // What SageMaker shows of output/failure (DescribeTrainingJob's FailureReason).
 constexpr size_t kFailureChars = 1024;
@@ -277,7 +301,9 @@ int host_gpus() {
                       cvd == nullptr ? std::nullopt : std::optional<std::string>(cvd));
 }
 
-int run_rank_group(const RankGroupOptions& o) {
+int run_rank_group(const RankGroupOptions& given) {
+  RankGroupOptions o = given;
+  const HostRelay relay(o);
   const RankPlace first{o.group_rank, o.groups, 0, o.procs};
   spdlog::info("starting {} (ranks {}..{} of {}) of {}, rendezvous at {}:{}", counted(o.procs, "process", "processes"),
                first.rank(), first.rank() + o.procs - 1, first.world(), shown(program(o)), o.context.master_addr,

@@ -19,6 +19,7 @@
 #include "tandem/feed/sample_audit.h"
 #include "tandem/launch/run.h"
 #include "tandem/plan/prices.h"
+#include "tandem/report/live_metrics.h"
 #include "tandem/report/run_summary.h"
 #include "tandem/report/summary.h"
 #include "tandem/report/run_log.h"
@@ -26,7 +27,6 @@
 #include "tandem/training/trainer.h"
 #include "tandem/training/trainer_options.h"
 #include "tandem/transport/grpc_runtime.h"
-#include "live_metrics.h"
 #include "trainer_records.h"
 
 namespace tandem::launch {
@@ -146,8 +146,9 @@ std::unique_ptr<transport::MetricsServer> serve_live_metrics(const Settings& set
     }
     return nullptr;
   }
-  return serve_metrics(settings.cluster,
-                       [&live, &feed] { return trainer_metrics(live.metrics()->last(), feed.scheduler()); });
+  return report::serve_metrics(settings.cluster.metrics_port, [&live, &feed] {
+    return report::trainer_metrics(live.metrics()->last(), static_cast<double>(feed.scheduler().in_flight()));
+  });
 }
 
 // --checkpoint-every auto: the job's spot interruptions an hour, from its instances' types

@@ -89,6 +89,18 @@ int fastest_row_within(const std::vector<PlanRow>& rows, double within_pct) {
   return best;
 }
 
+ScalingRange scaling_range(const std::vector<PlanRow>& rows, double within_pct) {
+  const int cheapest = cheapest_row(rows);
+  if (cheapest < 0) return {};
+  ScalingRange r{rows[cheapest].workers, rows[cheapest].workers, rows[fastest_row_within(rows, within_pct)].workers};
+  const double limit = rows[cheapest].usd_per_million_samples * (1 + within_pct / 100.0) * (1 + kTolerance);
+  for (const PlanRow& row : rows) {
+    if (row.feasible && row.usd_per_million_samples <= limit) r.min = std::min(r.min, row.workers);
+  }
+  if (r.start > 0) r.min = std::max(r.min, 1);
+  return r;
+}
+
 double saving(const PlanRow& row, const PlanRow& base) {
   if (!row.feasible || !base.feasible) return 0.0;
   return 1.0 - row.usd_per_million_samples / base.usd_per_million_samples;

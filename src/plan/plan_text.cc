@@ -149,6 +149,20 @@ std::string spot_text(const nlohmann::json& p) {
   return out;
 }
 
+// The range of an elastic pool (plan/model.h, ScalingRange), in a line.
+std::string elastic_text(const nlohmann::json& p, const std::string& worker_type) {
+  const nlohmann::json& e = p["elastic"];
+  const int start = e["start"].get<int>(), lo = e["min"].get<int>(), hi = e["max"].get<int>();
+  const std::string within = group_thousands(e["within_pct"].get<double>(), 0) + "%";
+  if (lo == hi) {
+    return "Elastic pool: keep " + std::to_string(start) + " x " + worker_type + " (no other count is within " +
+           within + " of the cheapest cost per sample)\n";
+  }
+  return "Elastic pool: start with " + std::to_string(start) + " x " + worker_type + ", let an autoscaler move it " +
+         "between " + std::to_string(lo) + " and " + std::to_string(hi) + " (each within " + within +
+         " of the cheapest cost per sample; tandem_workers_wanted, docs/platforms.md)\n";
+}
+
 }  // namespace
 
 std::string group_thousands(double n, int decimals) {
@@ -176,7 +190,8 @@ std::string format_plan_text(const nlohmann::json& p) {
   out += "Fastest within " + group_thousands(fast["within_pct"].get<double>(), 0) + "% of that cost: " +
          std::to_string(fast["workers"].get<int>()) + " x " + wt + " (" +
          group_thousands(fast["samples_per_sec"].get<double>(), 0) + " samples/s, $" +
-         number_or_dash(fast["usd_per_1000_steps"], 3) + " per 1,000 steps)\n\n";
+         number_or_dash(fast["usd_per_1000_steps"], 3) + " per 1,000 steps)\n";
+  out += elastic_text(p, wt) + "\n";
   out += wrap(printable(p["explanation"].get<std::string>(), 4000), "", "") + "\n" + spot_text(p) + "\nCaveats:\n";
   for (const nlohmann::json& c : p["caveats"]) out += wrap(printable(c.get<std::string>(), 2000), "  ", "- ");
   return out;

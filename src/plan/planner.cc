@@ -274,6 +274,8 @@ nlohmann::json make_plan(const nlohmann::json& summary, const PriceTable& prices
   p["recommended"] = p["rows"][best];
   p["fastest_within"] = p["rows"][fast];
   p["fastest_within"]["within_pct"] = options.within_pct;
+  const ScalingRange range = scaling_range(rows, options.within_pct);
+  p["elastic"] = {{"start", range.start}, {"min", range.min}, {"max", range.max}, {"within_pct", options.within_pct}};
   if (m.rate_from_workers && m.run_worker_type == worker.name && m.run_samples_per_sec > 0) p["run"] = run_json(m, mp);
   const SpotInputs spot = spot_inputs(m, prices, trainer, worker);
   p["spot"] = spot_section(spot, mp, rows, best);

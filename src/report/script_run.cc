@@ -14,6 +14,7 @@
 #include "tandem/common/error.h"
 #include "tandem/common/files.h"
 #include "tandem/common/text.h"
+#include "tandem/report/live_metrics.h"
 #include "tandem/report/summary.h"
 
 namespace tandem::report {
@@ -65,6 +66,7 @@ ScriptRun::ScriptRun(ScriptRunOptions opts) : opts_(std::move(opts)) {
   const std::filesystem::path dir = std::filesystem::path(opts_.summary_path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir);
   metrics_ = std::make_unique<MetricsLog>((dir / "metrics.jsonl").string(), opts_.append_metrics, opts_.steps_per_epoch);
+  metrics_server_ = serve_metrics(opts_.metrics_port, [this] { return trainer_metrics(metrics_->last(), in_flight_); });
   metrics_->add_tensorboard(tensorboard_dir(opts_.sagemaker_root, dir.string()));
 }
 

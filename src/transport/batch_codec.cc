@@ -45,6 +45,13 @@ class SliceReader {
     }
     return false;
   }
+  // The bytes not yet read, as slices of the received ones (nothing copied).
+  std::vector<Slice> rest() {
+    std::vector<Slice> out;
+    for (; !done(); next()) out.push_back(offset_ == 0 ? slices_[index_] : slices_[index_].sub(offset_, slices_[index_].size()));
+    left_ = 0;
+    return out;
+  }
   // Copies n bytes to dst (or skips them when dst is null).
   bool copy(std::byte* dst, size_t n) {
     while (n > 0) {
@@ -157,6 +164,44 @@ Status SerializationTraits<tandem::transport::IncomingBatch, void>::Deserialize(
       return malformed("bad field " + std::to_string(tag >> 3));
     }
   }
+  return Status::OK;
+}
+
+Status SerializationTraits<tandem::transport::RelayedBatch, void>::Serialize(
+    const tandem::transport::RelayedBatch& msg, ByteBuffer* buffer, bool* own_buffer) {
+  std::string prefix;
+  const std::string header = msg.header.SerializeAsString();
+  prefix.push_back(static_cast<char>(kHeaderTag));
+  put_varint(prefix, header.size());
+  prefix += header;
+  std::vector<Slice> slices;
+  slices.reserve(msg.rest.size() + 1);
+  slices.emplace_back(prefix);
+  slices.insert(slices.end(), msg.rest.begin(), msg.rest.end());
+  *buffer = ByteBuffer(slices.data(), slices.size());
+  *own_buffer = true;
+  return Status::OK;
+}
+
+// The header is the message's first field, as every writer of a Batch puts it (protobuf
+// writes fields in number order); a message without one has an empty header.
+Status SerializationTraits<tandem::transport::RelayedBatch, void>::Deserialize(
+    ByteBuffer* buffer, tandem::transport::RelayedBatch* msg) {
+  std::vector<Slice> slices;
+  if (!buffer->Dump(&slices).ok()) return malformed("unreadable buffer");
+  buffer->Clear();
+  SliceReader in(std::move(slices));
+  SliceReader peek = in;
+  uint64_t tag = 0, size = 0;
+  if (peek.varint(tag) && tag == kHeaderTag) {
+    in = std::move(peek);
+    if (!in.varint(size) || size > in.remaining()) return malformed("truncated header");
+    std::string header(size, '\0');
+    if (!in.copy(reinterpret_cast<std::byte*>(header.data()), size) || !msg->header.ParseFromString(header)) {
+      return malformed("bad header");
+    }
+  }
+  msg->rest = in.rest();
   return Status::OK;
 }
 

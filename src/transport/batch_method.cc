@@ -26,6 +26,25 @@ StreamBatchesMethod find_stream_batches() {
   return {"/" + service->full_name() + "/" + m->name(), m->index()};
 }
 
+template <class Out>
+grpc::internal::MethodHandler* handler_writing(
+    grpc::Service* service,
+    std::function<grpc::Status(grpc::ServerContext*, grpc::ServerReaderWriter<Out, grpc::ByteBuffer>*)> serve) {
+  return new grpc::internal::BidiStreamingHandler<grpc::Service, grpc::ByteBuffer, Out>(
+      [serve = std::move(serve)](grpc::Service*, grpc::ServerContext* ctx,
+                                 grpc::ServerReaderWriter<Out, grpc::ByteBuffer>* stream) { return serve(ctx, stream); },
+      service);
+}
+
+template <class In>
+std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, In>> open_reading(grpc::Channel& channel,
+                                                                             grpc::ClientContext& ctx) {
+  const grpc::internal::RpcMethod method(stream_batches_method().path.c_str(),
+                                         grpc::internal::RpcMethod::BIDI_STREAMING, channel.shared_from_this());
+  return std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, In>>(
+      grpc::internal::ClientReaderWriterFactory<v1::BatchRequest, In>::Create(&channel, method, &ctx));
+}
+
 }  // namespace
 
 const StreamBatchesMethod& stream_batches_method() {
@@ -35,11 +54,12 @@ const StreamBatchesMethod& stream_batches_method() {
 
 grpc::internal::MethodHandler* copy_free_handler(
     grpc::Service* service, std::function<grpc::Status(grpc::ServerContext*, ServerBatchStream*)> serve) {
-  return new grpc::internal::BidiStreamingHandler<grpc::Service, grpc::ByteBuffer, OutgoingBatch>(
-      [serve = std::move(serve)](grpc::Service*, grpc::ServerContext* ctx, ServerBatchStream* stream) {
-        return serve(ctx, stream);
-      },
-      service);
+  return handler_writing<OutgoingBatch>(service, std::move(serve));
+}
+
+grpc::internal::MethodHandler* relay_handler(
+    grpc::Service* service, std::function<grpc::Status(grpc::ServerContext*, RelayServerStream*)> serve) {
+  return handler_writing<RelayedBatch>(service, std::move(serve));
 }
 
 v1::BatchRequest parse_request(grpc::ByteBuffer& raw) {
@@ -54,10 +74,11 @@ v1::BatchRequest parse_request(grpc::ByteBuffer& raw) {
 }
 
 std::unique_ptr<ClientBatchStream> open_copy_free(grpc::Channel& channel, grpc::ClientContext& ctx) {
-  const grpc::internal::RpcMethod method(stream_batches_method().path.c_str(),
-                                         grpc::internal::RpcMethod::BIDI_STREAMING, channel.shared_from_this());
-  return std::unique_ptr<ClientBatchStream>(
-      grpc::internal::ClientReaderWriterFactory<v1::BatchRequest, IncomingBatch>::Create(&channel, method, &ctx));
+  return open_reading<IncomingBatch>(channel, ctx);
+}
+
+std::unique_ptr<RelayClientStream> open_relayed(grpc::Channel& channel, grpc::ClientContext& ctx) {
+  return open_reading<RelayedBatch>(channel, ctx);
 }
 
 }  // namespace tandem::transport

@@ -20,6 +20,9 @@ namespace tandem::transport {
 
 using ServerBatchStream = grpc::ServerReaderWriter<OutgoingBatch, grpc::ByteBuffer>;
 using ClientBatchStream = grpc::ClientReaderWriter<v1::BatchRequest, IncomingBatch>;
+// The same method as a host's stream relay serves it and calls it (stream_relay.h).
+using RelayServerStream = grpc::ServerReaderWriter<RelayedBatch, grpc::ByteBuffer>;
+using RelayClientStream = grpc::ClientReaderWriter<v1::BatchRequest, RelayedBatch>;
 
 // StreamBatches as data.proto declares it: the path a client calls and its index among
 // DataService's methods (the generated service registers its methods in declaration
@@ -37,11 +40,18 @@ const StreamBatchesMethod& stream_batches_method();
 grpc::internal::MethodHandler* copy_free_handler(
     grpc::Service* service, std::function<grpc::Status(grpc::ServerContext*, ServerBatchStream*)> serve);
 
+// The same for a relay, which writes RelayedBatch messages.
+grpc::internal::MethodHandler* relay_handler(
+    grpc::Service* service, std::function<grpc::Status(grpc::ServerContext*, RelayServerStream*)> serve);
+
 // A request read by a ServerBatchStream. Throws PeerError when `raw` is not a
 // BatchRequest.
 v1::BatchRequest parse_request(grpc::ByteBuffer& raw);
 
 // Calls StreamBatches on `channel`, reading IncomingBatch messages.
 std::unique_ptr<ClientBatchStream> open_copy_free(grpc::Channel& channel, grpc::ClientContext& ctx);
+
+// Calls StreamBatches on `channel`, reading RelayedBatch messages (a relay's upstream).
+std::unique_ptr<RelayClientStream> open_relayed(grpc::Channel& channel, grpc::ClientContext& ctx);
 
 }  // namespace tandem::transport

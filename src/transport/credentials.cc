@@ -20,6 +20,7 @@ namespace {
 
 constexpr const char* kJobKey = "tandem-job";
 constexpr const char* kJobRanksKey = "tandem-job-ranks";
+constexpr const char* kUpstreamKey = "tandem-upstream";
 
 std::string read_pem(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
@@ -135,6 +136,10 @@ int job_ranks_of(const grpc::ServerContext& ctx) {
   if (ec != std::errc() || end != text.data() + text.size()) return 1;
   return std::clamp(ranks, 1, kMostJobRanks);
 }
+
+void add_upstream(grpc::ClientContext& ctx, const std::string& target) { ctx.AddMetadata(kUpstreamKey, target); }
+
+std::string upstream_of(const grpc::ServerContext& ctx) { return metadata(ctx, kUpstreamKey); }
 
 bool is_loopback(const std::string& address) {
   std::string host = address;

@@ -1,6 +1,7 @@
 #include "tandem/transport/worker_client.h"
 
 #include "batch_method.h"
+#include "channel.h"
 
 #include <atomic>
 #include <chrono>
@@ -24,67 +25,13 @@ std::chrono::system_clock::time_point deadline_after(double seconds) {
          std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-std::shared_ptr<grpc::Channel> make_channel(const std::string& target, const SecurityOptions& security) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  // Notice a worker host that vanished without closing its connections.
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  // Reconnect as the feed's own retries expect (worker_link.h): gRPC's defaults (pauses
-  // growing to 120 s, 20 s per connection attempt) would let a worker whose network has
-  // healed wait a minute or more for its channel's next attempt.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
-  // Each client gets its own connection, even to the same address.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  if (!security.tls_server_name.empty()) args.SetSslTargetNameOverride(security.tls_server_name);
-  return grpc::CreateCustomChannel(target, channel_credentials(security), args);
-}
-
-const char* code_name(grpc::StatusCode code) {
-  static const char* const names[] = {"OK",           "CANCELLED",          "UNKNOWN",        "INVALID_ARGUMENT",
-                                      "DEADLINE_EXCEEDED", "NOT_FOUND",     "ALREADY_EXISTS", "PERMISSION_DENIED",
-                                      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",  "OUT_OF_RANGE",
-                                      "UNIMPLEMENTED", "INTERNAL",          "UNAVAILABLE",    "DATA_LOSS",
-                                      "UNAUTHENTICATED"};
-  const auto i = static_cast<size_t>(code);
-  return i < std::size(names) ? names[i] : "UNKNOWN";
-}
-
-// A peer's status, with its message made printable: it is the peer's words.
-std::string describe(const grpc::Status& status) {
-  return std::string("gRPC ") + code_name(status.error_code()) + ": " + printable(status.error_message(), 300);
-}
-
-// Failures a retry can cure: the worker restarted, the network glitched, it was busy.
-bool transient(const grpc::Status& s) {
-  switch (s.error_code()) {
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-    case grpc::StatusCode::CANCELLED:
-    case grpc::StatusCode::ABORTED:
-    case grpc::StatusCode::UNKNOWN:
-    case grpc::StatusCode::INTERNAL:
-      return true;
-    default:
-      return false;  // wrong token or job, a request it cannot serve: the same again
-  }
-}
-
-CallStatus status_of(const grpc::Status& s) {
-  if (s.ok()) return {};
-  return {transient(s) ? CallStatus::Kind::kTransient : CallStatus::Kind::kFinal, describe(s)};
-}
-
 class GrpcBatchCall : public BatchCall {
  public:
-  GrpcBatchCall(grpc::Channel& channel, const SecurityOptions& security, int job_ranks) {
+  // `upstream`: the worker this stream is for when `channel` is a host's stream relay.
+  GrpcBatchCall(grpc::Channel& channel, const SecurityOptions& security, int job_ranks, const std::string& upstream) {
     authorise(ctx_, security);
     add_job_ranks(ctx_, job_ranks);
+    if (!upstream.empty()) add_upstream(ctx_, upstream);
     // The copy-free reader (batch_method.h) in place of the generated protobuf stub.
     rw_ = open_copy_free(channel, ctx_);
   }
@@ -108,10 +55,11 @@ class GrpcBatchCall : public BatchCall {
 
 class GrpcWorkerClient : public WorkerClient {
  public:
-  GrpcWorkerClient(std::string target, const SecurityOptions& security)
+  GrpcWorkerClient(std::string target, const SecurityOptions& security, const std::string& relay)
       : target_(std::move(target)),
         security_(security),
-        channel_(make_channel(target_, security)),
+        channel_(make_worker_channel(target_, security)),
+        relay_(relay.empty() ? nullptr : make_relay_channel(relay)),
         stub_(v1::DataService::NewStub(channel_)),
         health_(grpc::health::v1::Health::NewStub(channel_)) {}
 
@@ -161,21 +109,24 @@ class GrpcWorkerClient : public WorkerClient {
   }
 
   std::unique_ptr<BatchCall> stream() override {
-    return std::make_unique<GrpcBatchCall>(*channel_, security_, job_ranks());
+    if (relay_) return std::make_unique<GrpcBatchCall>(*relay_, security_, job_ranks(), target_);
+    return std::make_unique<GrpcBatchCall>(*channel_, security_, job_ranks(), "");
   }
 
  private:
   std::string target_;
   SecurityOptions security_;
   std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<grpc::Channel> relay_;  // this host's stream relay; null: streams go straight to the worker
   std::unique_ptr<v1::DataService::Stub> stub_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
 };
 
 }  // namespace
 
-std::unique_ptr<WorkerClient> make_worker_client(const std::string& target, const SecurityOptions& security) {
-  return std::make_unique<GrpcWorkerClient>(target, security);
+std::unique_ptr<WorkerClient> make_worker_client(const std::string& target, const SecurityOptions& security,
+                                                 const std::string& relay) {
+  return std::make_unique<GrpcWorkerClient>(target, security, relay);
 }
 
 }  // namespace tandem::transport

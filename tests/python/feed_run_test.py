@@ -247,6 +247,36 @@ class PlaceTest(SyntheticWorkerTest):
                                                                            "summary.json", "tensorboard"])
 
 
+    def test_rank_0_serves_its_gauges_for_an_autoscaler(self):
+        # metrics_port: the script's rank 0 serves what a trainer's does, read mid-run.
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with tempfile.TemporaryDirectory() as cwd:
+            script = textwrap.dedent(f"""
+                import urllib.request
+                import tandem
+                with tandem.Feed(local_threads=1, batch_size=4, steps=40, log_every=2, metrics_port={port},
+                                 summary_json="records/summary.json", data="synthetic", image_size=16) as feed:
+                    for i, batch in enumerate(feed):
+                        if i == 30:
+                            print(urllib.request.urlopen("http://127.0.0.1:{port}/metrics", timeout=10).read().decode())
+                """)
+            env = {**os.environ, "PYTHONPATH": ARGS.module_dir}
+            for k in ("RANK", "WORLD_SIZE", "TANDEM_WORKERS", "TANDEM_SETTINGS", "TANDEM_SAGEMAKER_ROOT"):
+                env.pop(k, None)
+            out = subprocess.run([sys.executable, "-c", script], env=env, cwd=cwd, capture_output=True, text=True,
+                                 timeout=120)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            gauges = {line.split()[0]: line.split()[1] for line in out.stdout.splitlines()
+                      if line.startswith("tandem_") and "{" not in line}
+            self.assertGreater(float(gauges["tandem_samples_per_second"]), 0, out.stdout)
+            self.assertGreaterEqual(float(gauges["tandem_step"]), 2, out.stdout)
+            self.assertIn("tandem_requests_in_flight", gauges, out.stdout)
+            self.assertIn("tandem_workers_wanted", gauges, out.stdout)
+            self.assertIn(f"metrics for Prometheus at http://0.0.0.0:{port}/metrics", out.stderr)
+
     def test_the_summary_counts_the_ranks_that_trained(self):
         """Rank 1 of 2 exits at once (never runs here): the job's throughput is rank 0's alone;
         with both ranks feeding, twice that. Both ranks are children of this process, their

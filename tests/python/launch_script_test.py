@@ -81,10 +81,13 @@ def check_trained(out, world):
 
 
 def simulated_training(tmp):
-    code, out = simulate(tmp, ["--trainer-hosts", "2", "--procs-per-host", "2", *DATA],
+    # Each host's two ranks share one stream to each worker through its relay.
+    code, out = simulate(tmp, ["--trainer-hosts", "2", "--procs-per-host", "2", "--share-streams", "on", *DATA],
                          [sys.executable, TRAIN, *TRAIN_ARGS])
     assert code == 0, out
     s = check_trained(out, 4)
+    assert out.count("ranks share one stream to each data worker") == 2, out
+    assert len(re.findall(r"stream relay: [1-9]\d* batches handed to the ranks over 2 streams to data workers", out)) == 2, out
     # Every host (2 trainers, 2 workers) exited 0; the workers because they were released.
     table = re.findall(r"^(algo-\d)\s+(trainer|worker)\s+(.*)$", out, re.M)
     assert len(table) == 4 and all(status == "exited 0" for _, _, status in table), table

@@ -13,12 +13,16 @@ struct BenchOptions {
   int threads = 0;           // preprocessing threads; 0 = all cores
   int batch_size = 32;
   double seconds = 10;       // measured time, after a short warm-up
+  int ranks = 1;             // transport: ranks pulling at once, each its own feed
+  bool via_relay = false;    // transport: the ranks' streams share one through a relay
 };
 
 // Augmentation throughput on this host: the worker's pool and batch maker, no network.
 nlohmann::json bench_pipeline(const BenchOptions& opts);
 
-// Pre-made batches (no augmentation) from a worker to a trainer over loopback gRPC.
+// Pre-made batches (no augmentation) from a worker to a trainer over loopback gRPC: to
+// `ranks` feeds at once, straight or through a stream relay (--share-streams). Reports
+// bytes per second and per CPU-second of the whole process (worker, relay and ranks).
 nlohmann::json bench_transport(const BenchOptions& opts, const std::string& tandem_exe);
 
 // Two data workers of different speed (one pinned to twice the cores of the other):

@@ -63,5 +63,6 @@ inline constexpr const char* kHost = "TANDEM_HOST";
 inline constexpr const char* kRankGroup = "TANDEM_RANK_GROUP";
 // For `tandem trainer` ranks only: the address Gloo binds to.
 inline constexpr const char* kGlooAddress = "TANDEM_GLOO_ADDRESS";
+inline constexpr const char* kStreamRelay = "TANDEM_STREAM_RELAY";
 
 }  // namespace tandem::launch_env

@@ -226,7 +226,13 @@ struct LaunchOptions {
   // --release-wait: how long the first trainer host waits, once its own ranks have ended,
   // for the other trainer hosts' ranks before it releases the workers anyway.
   double release_wait_s = 300;
+  // --share-streams: a trainer host's ranks share one batch stream to each data worker
+  // through a relay (transport/stream_relay.h): "on", "off", or "auto" (on when the job
+  // has more ranks than kShareStreamsAbove, where a worker would serve one stream per
+  // rank; off below, where a direct stream costs the host no copy).
+  std::string share_streams = "auto";
 };
+inline constexpr int kShareStreamsAbove = 64;
 
 // What the launcher that started this process said through its environment, read once
 // at start (cluster::read_launcher_env) so no other code reads the environment.
@@ -248,6 +254,10 @@ struct LauncherEnv {
   // labels there, every host shares one machine).
   std::string gloo_address;
   bool simulated_host = false;
+  // Set by `tandem launch` for its ranks when they share their streams to each data
+  // worker (--share-streams): the host's stream relay, "unix:PATH"
+  // (TANDEM_STREAM_RELAY; transport/stream_relay.h).
+  std::string stream_relay;
 };
 
 struct Settings {

@@ -37,6 +37,7 @@ struct FeederOptions {
   // Whether the settings name a dataset (data=, --data); without one and without local
   // threads the feed learns whatever its workers serve.
   bool data_given = true;
+  std::string relay;  // this host's stream relay (FeedOptions::relay); "" = none
 };
 
 // The RankFeed options of a Feeder: the settings' (feed_options), learning the dataset

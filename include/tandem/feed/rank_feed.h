@@ -39,6 +39,9 @@ struct FeedOptions {
   DataOptions data;                   // what the feed serves (made here when this host has a copy)
   std::vector<std::string> workers;   // data workers, "address:port"
   SecurityOptions security;           // the token and job name every call carries
+  // This host's stream relay ("unix:PATH", set by `tandem launch --share-streams`): the
+  // batch streams go through it (transport/stream_relay.h); "" = straight to each worker.
+  std::string relay;
   int rank = 0;                       // this rank's slice of every global batch
   int world = 1;                      // ranks sharing each global batch
   int batch_size = 32;                // samples per rank per step

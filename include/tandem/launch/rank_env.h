@@ -30,6 +30,7 @@ struct RankContext {
   std::string sagemaker_root;        // this host's root
   std::string host;                  // this host's name
   std::string gloo_address;          // TANDEM_GLOO_ADDRESS (tandem's trainer ranks); "" = not set
+  std::string stream_relay;          // TANDEM_STREAM_RELAY: the host's stream relay; "" = none
   // OMP_NUM_THREADS for each rank, 0 = not set (the launcher's environment has one).
   int omp_threads = 0;
   // GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME; "" = not set (unknown, or the launcher's

@@ -40,6 +40,9 @@ struct RankGroupOptions {
   std::string report_to;          // "" = report to nobody (the first host, or no workers)
   int release_port = 0;
   double release_wait_s = 300;
+  // The ranks share one batch stream to each data worker through a relay this process
+  // runs (--share-streams; transport/stream_relay.h), in a directory of its own.
+  bool share_streams = false;
   int tail_lines = 20;            // the failing rank's last lines in output/failure
   std::ostream* out = nullptr;    // test knob: where the ranks' "[rank-N] line"s go (nullptr = stdout)
 };

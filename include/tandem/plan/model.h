@@ -67,6 +67,18 @@ int cheapest_row(const std::vector<PlanRow>& rows);
 // the cheapest's (the first, i.e. fewest workers, on a tie), or -1 when no row is feasible.
 int fastest_row_within(const std::vector<PlanRow>& rows, double within_pct);
 
+// Where an elastic data pool may run (an autoscaler on tandem_workers_wanted, which asks
+// for the workers that bring the loop to its ceiling): it starts at the cheapest row
+// and moves between the fewest and the fastest row whose cost per sample is within
+// `within_pct` of the cheapest's; at least one worker when the cheapest has any. The
+// rows' worker counts; all -1 when no row is feasible.
+struct ScalingRange {
+  int start = -1;
+  int min = -1;
+  int max = -1;
+};
+ScalingRange scaling_range(const std::vector<PlanRow>& rows, double within_pct);
+
 // 1 - cost(row) / cost(base): the fraction saved per sample against `base`; 0 when either
 // is not feasible.
 double saving(const PlanRow& row, const PlanRow& base);

@@ -5,6 +5,7 @@
 // the other (one per epoch) add up; the time between two feeds is not training time.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -17,6 +18,7 @@
 #include "tandem/report/run_log.h"
 #include "tandem/report/run_records.h"
 #include "tandem/report/run_summary.h"
+#include "tandem/transport/metrics_http.h"
 
 namespace tandem::report {
 
@@ -31,6 +33,9 @@ struct ScriptRunOptions {
   // The ranks training now (ranks_training()); null: `world`. The job's throughput is
   // this rank's times that count.
   std::function<int()> ranks;
+  // --metrics-port (metrics_port=): serve the run's gauges as Prometheus text while it
+  // runs (live_metrics.h), as the trainer's rank 0 does; -1 = off, 0 = a free port.
+  int metrics_port = -1;
 };
 
 // A job's ranks are WORLD_SIZE, but a rank that exits at once trains nothing: each rank of
@@ -55,6 +60,8 @@ class ScriptRun {
   // with each feed).
   void taken(uint64_t samples, uint64_t step, uint64_t total_steps,
              const std::function<std::vector<feed::SourceStats>()>& sources);
+  // The feed's requests in flight when it delivered its last batch, for --metrics-port.
+  void note_in_flight(size_t requests) { in_flight_ = static_cast<double>(requests); }
   // The feed ended (or was closed): until the next waiting() nothing counts; the feed's
   // sources are added to the run's.
   void feed_ended(const std::vector<feed::SourceStats>& sources, uint64_t hedged);
@@ -97,6 +104,8 @@ class ScriptRun {
   double steady_samples_ = 0, steady_busy_s_ = 0;  // over the windows after the first (TrainReport)
   std::vector<feed::SourceStats> sources_;  // of the feeds that ended
   uint64_t hedged_ = 0;
+  std::atomic<double> in_flight_{0};
+  std::unique_ptr<transport::MetricsServer> metrics_server_;  // last: it reads the members above
 };
 
 }  // namespace tandem::report

@@ -9,6 +9,7 @@
 
 #include <grpcpp/impl/serialization_traits.h>
 #include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
 #include <grpcpp/support/status.h>
 
 #include "tandem/data/batching/buffer.h"
@@ -30,6 +31,14 @@ struct IncomingBatch {
   std::vector<data::Buffer> fields;  // the message's `fields` entries, in order
 };
 
+// Passed on by a host's stream relay (stream_relay.h): the header is read (and may be
+// changed), the rest of the message stays in the slices it arrived in and is sent on
+// as they are, copying nothing.
+struct RelayedBatch {
+  v1::BatchHeader header;
+  std::vector<grpc::Slice> rest;  // every field after the header, as received
+};
+
 }  // namespace tandem::transport
 
 namespace grpc {
@@ -46,6 +55,13 @@ class SerializationTraits<tandem::transport::IncomingBatch, void> {
  public:
   static Status Serialize(const tandem::transport::IncomingBatch& msg, ByteBuffer* buffer, bool* own_buffer);
   static Status Deserialize(ByteBuffer* buffer, tandem::transport::IncomingBatch* msg);
+};
+
+template <>
+class SerializationTraits<tandem::transport::RelayedBatch, void> {
+ public:
+  static Status Serialize(const tandem::transport::RelayedBatch& msg, ByteBuffer* buffer, bool* own_buffer);
+  static Status Deserialize(ByteBuffer* buffer, tandem::transport::RelayedBatch* msg);
 };
 
 }  // namespace grpc

@@ -59,6 +59,11 @@ inline constexpr int kMostJobRanks = 65536;
 void add_job_ranks(grpc::ClientContext& ctx, int ranks);
 int job_ranks_of(const grpc::ServerContext& ctx);
 
+// The data worker ("address:port") a stream to a host's stream relay is for, carried as
+// `tandem-upstream` (stream_relay.h); "" when absent.
+void add_upstream(grpc::ClientContext& ctx, const std::string& target);
+std::string upstream_of(const grpc::ServerContext& ctx);
+
 // True when `address` (host[:port]) is a loopback address: the data plane is private
 // there even without a token.
 bool is_loopback(const std::string& address);

@@ -86,7 +86,9 @@ class WorkerClient {
 
 // A client over gRPC for `target` ("address:port"), with its own connection. Every call
 // carries `security`'s token and job name, over TLS when it names a CA. Connects lazily:
-// constructing one never waits.
-std::unique_ptr<WorkerClient> make_worker_client(const std::string& target, const SecurityOptions& security);
+// constructing one never waits. `relay` ("unix:PATH"): this host's stream relay
+// (stream_relay.h), through which its batch streams go; "" = straight to the worker.
+std::unique_ptr<WorkerClient> make_worker_client(const std::string& target, const SecurityOptions& security,
+                                                 const std::string& relay = "");
 
 }  // namespace tandem::transport

@@ -1,9 +1,9 @@
-#include "live_metrics.h"
+#include "tandem/report/live_metrics.h"
 
 #include <cmath>
 #include <limits>
 
-namespace tandem::launch {
+namespace tandem::report {
 namespace {
 
 using transport::Gauge;
@@ -18,7 +18,7 @@ Gauge one(std::string name, std::string help, double value) { return {std::move(
 
 }  // namespace
 
-std::string trainer_metrics(const nlohmann::json& last, const feed::Scheduler& scheduler) {
+std::string trainer_metrics(const nlohmann::json& last, double in_flight) {
   const nlohmann::json line = last.is_object() ? last : nlohmann::json::object();
   std::vector<Gauge> g = {
       one("tandem_step", "Steps done at the last log window", number(line, "step")),
@@ -27,7 +27,7 @@ std::string trainer_metrics(const nlohmann::json& last, const feed::Scheduler& s
       one("tandem_data_wait_ratio", "Fraction of the last log window the training loop waited for data",
           number(line, "data_wait_pct") / 100),
       one("tandem_requests_in_flight", "Batch requests given to sources and not answered yet",
-          static_cast<double>(scheduler.in_flight())),
+          in_flight),
       one("tandem_workers", "Data workers serving now (not failed, not left)", number(line, "workers")),
       one("tandem_workers_wanted",
           "Data workers that would keep the data wait under 5% at the workers' mean capacity (NaN: not known yet)",
@@ -59,10 +59,9 @@ std::string worker_metrics(const transport::WorkerServer::Stats& s) {
   return transport::prometheus_text(g);
 }
 
-std::unique_ptr<transport::MetricsServer> serve_metrics(const ClusterOptions& cluster,
-                                                        std::function<std::string()> render) {
-  if (cluster.metrics_port < 0) return nullptr;
-  return std::make_unique<transport::MetricsServer>("0.0.0.0", cluster.metrics_port, std::move(render));
+std::unique_ptr<transport::MetricsServer> serve_metrics(int port, std::function<std::string()> render) {
+  if (port < 0) return nullptr;
+  return std::make_unique<transport::MetricsServer>("0.0.0.0", port, std::move(render));
 }
 
-}  // namespace tandem::launch
+}  // namespace tandem::report

@@ -1,0 +1,367 @@
+#include "tandem/transport/stream_relay.h"
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "batch_method.h"
+#include "channel.h"
+#include "tandem/common/error.h"
+#include "tandem/common/text.h"
+#include "tandem/transport/credentials.h"
+
+namespace tandem::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One rank's stream through the relay: what its worker answered, waiting to be written.
+struct RankStream {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<RelayedBatch> ready;     // GUARDED_BY(mu)
+  std::optional<grpc::Status> ended;  // GUARDED_BY(mu): the worker's stream ended, so
+  int pending = 0;                    // GUARDED_BY(mu): requests passed on, not answered
+  bool requests_done = false;         // GUARDED_BY(mu): the rank sent its last request
+
+  void put(RelayedBatch batch, bool answer) {
+    {
+      std::lock_guard lock(mu);
+      ready.push_back(std::move(batch));
+      if (answer) --pending;
+    }
+    cv.notify_all();
+  }
+  void end(const grpc::Status& status) {
+    {
+      std::lock_guard lock(mu);
+      if (!ended) ended = status;
+    }
+    cv.notify_all();
+  }
+};
+
+// One stream to one worker, shared by the streams of this host's ranks.
+class WorkerStream {
+ public:
+  WorkerStream(std::shared_ptr<grpc::Channel> channel, const SecurityOptions& security, int job_ranks)
+      : channel_(std::move(channel)) {
+    authorise(ctx_, security);
+    add_job_ranks(ctx_, job_ranks);
+    rw_ = open_relayed(*channel_, ctx_);
+    reader_ = std::thread([this] { read_batches(); });
+  }
+  ~WorkerStream() {
+    ctx_.TryCancel();
+    reader_.join();
+  }
+
+  // Adds a rank's stream; false once this stream has ended or is closing (open another).
+  bool attach(const std::shared_ptr<RankStream>& rank) {
+    std::lock_guard lock(mu_);
+    if (ended_ || closing_) return false;
+    ranks_.push_back(rank);
+    if (!leaving_.empty()) rank->put(leaving_notice_, false);
+    return true;
+  }
+
+  // Drops a rank's stream and what it still waits for; the last one out ends the stream.
+  void detach(const RankStream* rank) {
+    {
+      std::lock_guard lock(mu_);
+      std::erase_if(ranks_, [&](const auto& r) { return r.get() == rank; });
+      std::erase_if(routes_, [&](const auto& route) { return route.second.rank.get() == rank; });
+      if (!ranks_.empty() || ended_ || closing_) return;
+      closing_ = true;
+    }
+    std::lock_guard write(write_mu_);
+    rw_->WritesDone();
+  }
+
+  // Passes a rank's request on under a sequence number of this stream's own.
+  bool send(const std::shared_ptr<RankStream>& rank, v1::BatchRequest request) {
+    {
+      std::lock_guard lock(mu_);
+      if (ended_) return false;
+      const uint64_t sequence = next_++;
+      routes_[sequence] = {rank, request.sequence()};
+      request.set_sequence(sequence);
+      std::lock_guard ranks(rank->mu);
+      ++rank->pending;
+    }
+    std::lock_guard write(write_mu_);
+    return !closing() && rw_->Write(request);
+  }
+
+  bool closing() const {
+    std::lock_guard lock(mu_);
+    return closing_;
+  }
+
+  bool ended() const {
+    std::lock_guard lock(mu_);
+    return ended_;
+  }
+
+ private:
+  struct Route {
+    std::shared_ptr<RankStream> rank;
+    uint64_t sequence = 0;  // the rank's own
+  };
+
+  void read_batches() {
+    RelayedBatch batch;
+    while (rw_->Read(&batch)) {
+      if (!batch.header.leaving().empty() || !batch.header.error().empty()) {
+        tell_all(std::move(batch));
+      } else {
+        answer(std::move(batch));
+      }
+      batch = RelayedBatch();
+    }
+    const grpc::Status status = rw_->Finish();
+    std::vector<std::shared_ptr<RankStream>> ranks;
+    {
+      std::lock_guard lock(mu_);
+      ended_ = true;
+      ranks.swap(ranks_);
+      routes_.clear();
+    }
+    for (const auto& rank : ranks) rank->end(status);
+  }
+
+  // A notice or an in-band refusal concerns every rank's stream.
+  void tell_all(RelayedBatch batch) {
+    std::lock_guard lock(mu_);
+    if (!batch.header.leaving().empty()) leaving_notice_ = batch, leaving_ = batch.header.leaving();
+    for (const auto& rank : ranks_) rank->put(batch, false);
+  }
+
+  void answer(RelayedBatch batch) {
+    std::shared_ptr<RankStream> rank;
+    {
+      std::lock_guard lock(mu_);
+      const auto it = routes_.find(batch.header.sequence());
+      if (it == routes_.end()) return;  // its rank's stream ended: the rank asks again elsewhere
+      rank = std::move(it->second.rank);
+      batch.header.set_sequence(it->second.sequence);
+      routes_.erase(it);
+    }
+    rank->put(std::move(batch), true);
+  }
+
+  std::shared_ptr<grpc::Channel> channel_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<RelayClientStream> rw_;
+  std::mutex write_mu_;  // one Write (or WritesDone) at a time
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<RankStream>> ranks_;  // GUARDED_BY(mu_)
+  std::map<uint64_t, Route> routes_;                // GUARDED_BY(mu_): by this stream's sequence
+  uint64_t next_ = 0;                               // GUARDED_BY(mu_)
+  bool ended_ = false;                              // GUARDED_BY(mu_)
+  bool closing_ = false;                            // GUARDED_BY(mu_)
+  std::string leaving_;                             // GUARDED_BY(mu_): the worker said it leaves
+  RelayedBatch leaving_notice_;                     // GUARDED_BY(mu_)
+  std::thread reader_;
+};
+
+}  // namespace
+
+struct StreamRelay::Impl final : v1::DataService::Service {
+  explicit Impl(StreamRelayOptions o) : opts(std::move(o)), job(opts.security.job) {
+    MarkMethodStreamed(stream_batches_method().index,
+                       relay_handler(this, [this](grpc::ServerContext* ctx, RelayServerStream* rw) {
+                         return relay(ctx, rw);
+                       }));
+  }
+
+  grpc::Status relay(grpc::ServerContext* ctx, RelayServerStream* rw) {
+    if (grpc::Status s = check_caller(*ctx, opts.security, job, false); !s.ok()) return s;
+    const std::string target = upstream_of(*ctx);
+    if (target.empty()) {
+      return {grpc::StatusCode::INVALID_ARGUMENT,
+              "a stream to this host's stream relay must name its data worker (tandem-upstream)"};
+    }
+    const auto rank = std::make_shared<RankStream>();
+    const std::shared_ptr<WorkerStream> worker = attach(target, job_ranks_of(*ctx), rank);
+    ++rank_streams;
+    std::thread reader([&] { read_requests(rw, *worker, rank); });
+    grpc::Status status = write_batches(ctx, rw, *rank);
+    end_rank_stream(ctx, rw, *rank, status);
+    worker->detach(rank.get());
+    reader.join();
+    --rank_streams;
+    return status;
+  }
+
+  // The worker's stream for `target`, a new one when there is none or it has ended.
+  std::shared_ptr<WorkerStream> attach(const std::string& target, int job_ranks,
+                                       const std::shared_ptr<RankStream>& rank) {
+    std::lock_guard lock(mu);
+    std::erase_if(retired, [](const auto& w) { return w.use_count() == 1 && w->ended(); });
+    std::shared_ptr<WorkerStream>& worker = workers[target];
+    if (!worker || !worker->attach(rank)) {
+      if (worker) retired.push_back(std::move(worker));
+      auto& channel = channels[target];
+      if (!channel) channel = make_worker_channel(target, opts.security);
+      worker = std::make_shared<WorkerStream>(channel, opts.security, job_ranks);
+      ++worker_streams_opened;
+      worker->attach(rank);
+    }
+    return worker;
+  }
+
+  static void read_requests(RelayServerStream* rw, WorkerStream& worker, const std::shared_ptr<RankStream>& rank) {
+    grpc::ByteBuffer raw;
+    try {
+      while (rw->Read(&raw)) {
+        if (!worker.send(rank, parse_request(raw))) break;
+      }
+    } catch (const PeerError& e) {
+      rank->end({grpc::StatusCode::INVALID_ARGUMENT, std::string("stream relay: ") + e.what()});
+    }
+    {
+      std::lock_guard lock(rank->mu);
+      rank->requests_done = true;
+    }
+    rank->cv.notify_all();
+  }
+
+  // Writes what the worker answers until the rank has all it asked for, the worker's
+  // stream ends (its status), the rank goes away or the relay stops.
+  grpc::Status write_batches(grpc::ServerContext* ctx, RelayServerStream* rw, RankStream& rank) {
+    for (;;) {
+      std::unique_lock lock(rank.mu);
+      rank.cv.wait_for(lock, std::chrono::milliseconds(200), [&] {
+        return !rank.ready.empty() || rank.ended || (rank.requests_done && rank.pending == 0);
+      });
+      if (!rank.ready.empty()) {
+        RelayedBatch batch = std::move(rank.ready.front());
+        rank.ready.pop_front();
+        lock.unlock();
+        if (!rw->Write(batch)) return {grpc::StatusCode::CANCELLED, "the rank went away"};
+        ++batches;
+        continue;
+      }
+      if (rank.ended) return *rank.ended;
+      if (rank.requests_done && rank.pending == 0) return grpc::Status::OK;
+      lock.unlock();
+      if (ctx->IsCancelled() || stopping) return {grpc::StatusCode::CANCELLED, "the stream relay stops"};
+    }
+  }
+
+  // The rank's request reader must end before the call does. A rank whose worker left
+  // (told, so it ends its requests) or refused in-band (told why, final) gets
+  // opts.end_wait_s to end them; a rank whose worker failed is cut at once, so that it
+  // retries (it reads CANCELLED, which it retries like the worker's own failure).
+  void end_rank_stream(grpc::ServerContext* ctx, RelayServerStream* rw, RankStream& rank, grpc::Status& status) {
+    const auto requests_done = [&rank] {
+      std::lock_guard lock(rank.mu);
+      return rank.requests_done;
+    };
+    if (requests_done()) return;
+    const bool told = status.ok() || !transient(status);
+    if (!status.ok() && told) {
+      RelayedBatch refusal;
+      refusal.header.set_error(status.error_message());
+      rw->Write(refusal);
+    }
+    if (told) {
+      std::unique_lock lock(rank.mu);
+      rank.cv.wait_for(lock, std::chrono::duration<double>(opts.end_wait_s), [&] { return rank.requests_done; });
+    }
+    if (!requests_done()) {
+      if (status.ok()) status = {grpc::StatusCode::CANCELLED, "the worker's stream ended"};
+      spdlog::debug("stream relay: cutting a rank's stream: {}", describe(status));
+      ctx->TryCancel();
+    }
+  }
+
+  StreamRelayOptions opts;
+  WorkerJob job;
+  std::unique_ptr<grpc::Server> server;
+  std::string address;
+  std::string own_dir;  // made for the socket (options without a socket_path); "" = none
+  std::atomic<bool> stopping{false};
+  std::atomic<int> rank_streams{0};
+  std::atomic<uint64_t> batches{0}, worker_streams_opened{0};
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<WorkerStream>> workers;         // GUARDED_BY(mu)
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels;       // GUARDED_BY(mu)
+  std::vector<std::shared_ptr<WorkerStream>> retired;                   // GUARDED_BY(mu): ending
+};
+
+namespace {
+
+// A directory only this user may enter, for the relay's socket.
+std::string private_directory() {
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path();
+  std::string dir = (tmp / "tandem-relay-XXXXXX").string();
+  if (!::mkdtemp(dir.data())) {
+    throw ConfigError("cannot make a directory for the stream relay in " + tmp.string() + ": " +
+                      std::strerror(errno) + "; set TMPDIR to a writable directory, or pass --share-streams off");
+  }
+  return dir;
+}
+
+}  // namespace
+
+StreamRelay::StreamRelay(StreamRelayOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {
+  if (impl_->opts.socket_path.empty()) {
+    impl_->own_dir = private_directory();
+    impl_->opts.socket_path = impl_->own_dir + "/relay.sock";
+  }
+  impl_->address = "unix:" + impl_->opts.socket_path;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(impl_->address, grpc::InsecureServerCredentials());
+  builder.RegisterService(impl_.get());
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.SetMaxSendMessageSize(-1);
+  impl_->server = builder.BuildAndStart();
+  if (!impl_->server) {
+    if (!impl_->own_dir.empty()) std::filesystem::remove_all(impl_->own_dir);
+    throw NetworkError("the stream relay cannot listen on " + impl_->address +
+                       ": check that its directory exists and is writable, or pass --share-streams off");
+  }
+}
+
+StreamRelay::~StreamRelay() {
+  impl_->stopping = true;
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  std::lock_guard lock(impl_->mu);
+  impl_->workers.clear();  // each joins its reader
+  impl_->retired.clear();
+  if (!impl_->own_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(impl_->own_dir, ec);
+  }
+}
+
+std::string StreamRelay::address() const { return impl_->address; }
+
+StreamRelay::Stats StreamRelay::stats() const {
+  Stats s;
+  {
+    std::lock_guard lock(impl_->mu);
+    for (const auto& [target, worker] : impl_->workers) s.worker_streams += worker->ended() ? 0 : 1;
+  }
+  s.rank_streams = impl_->rank_streams.load();
+  s.batches = impl_->batches.load();
+  s.worker_streams_opened = impl_->worker_streams_opened.load();
+  return s;
+}
+
+}  // namespace tandem::transport
