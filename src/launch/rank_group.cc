@@ -41,8 +41,8 @@ class HostRelay {
   ~HostRelay() {
     if (!relay_) return;
     const transport::StreamRelay::Stats s = relay_->stats();
-    spdlog::info("stream relay: {} batches handed to the ranks over {}", s.batches,
-                 counted(s.worker_streams_opened, "stream") + " to data workers");
+    spdlog::info("stream relay: {} batches handed to the ranks, at most {} to data workers at once", s.batches,
+                 counted(s.worker_streams_peak, "stream"));
   }
   HostRelay(const HostRelay&) = delete;
   HostRelay& operator=(const HostRelay&) = delete;

@@ -74,21 +74,31 @@ class WorkerStream {
     std::lock_guard lock(mu_);
     if (ended_ || closing_) return false;
     ranks_.push_back(rank);
+    idle_since_.reset();
     if (!leaving_.empty()) rank->put(leaving_notice_, false);
     return true;
   }
 
-  // Drops a rank's stream and what it still waits for; the last one out ends the stream.
+  // Drops a rank's stream and what it still waits for.
   void detach(const RankStream* rank) {
+    std::lock_guard lock(mu_);
+    std::erase_if(ranks_, [&](const auto& r) { return r.get() == rank; });
+    std::erase_if(routes_, [&](const auto& route) { return route.second.rank.get() == rank; });
+    if (ranks_.empty()) idle_since_ = Clock::now();
+  }
+
+  // Ends the stream (the worker answers what it holds, then ends it) when no rank's
+  // stream has used it since `before`: ranks that restart their streams at once (a retry,
+  // the next epoch's feed) find it still open. True when it closed it now.
+  bool close_if_idle(Clock::time_point before) {
     {
       std::lock_guard lock(mu_);
-      std::erase_if(ranks_, [&](const auto& r) { return r.get() == rank; });
-      std::erase_if(routes_, [&](const auto& route) { return route.second.rank.get() == rank; });
-      if (!ranks_.empty() || ended_ || closing_) return;
+      if (!ranks_.empty() || ended_ || closing_ || !idle_since_ || *idle_since_ > before) return false;
       closing_ = true;
     }
     std::lock_guard write(write_mu_);
     rw_->WritesDone();
+    return true;
   }
 
   // Passes a rank's request on under a sequence number of this stream's own.
@@ -173,6 +183,7 @@ class WorkerStream {
   uint64_t next_ = 0;                               // GUARDED_BY(mu_)
   bool ended_ = false;                              // GUARDED_BY(mu_)
   bool closing_ = false;                            // GUARDED_BY(mu_)
+  std::optional<Clock::time_point> idle_since_;     // GUARDED_BY(mu_): without ranks since
   std::string leaving_;                             // GUARDED_BY(mu_): the worker said it leaves
   RelayedBatch leaving_notice_;                     // GUARDED_BY(mu_)
   std::thread reader_;
@@ -218,10 +229,32 @@ struct StreamRelay::Impl final : v1::DataService::Service {
       auto& channel = channels[target];
       if (!channel) channel = make_worker_channel(target, opts.security);
       worker = std::make_shared<WorkerStream>(channel, opts.security, job_ranks);
-      ++worker_streams_opened;
       worker->attach(rank);
+      int open = 0;
+      for (const auto& [t, w] : workers) open += w->ended() ? 0 : 1;
+      for (const auto& w : retired) open += w->ended() ? 0 : 1;
+      worker_streams_peak = std::max(worker_streams_peak.load(), open);
     }
     return worker;
+  }
+
+  // Every second: the workers' streams idle for opts.linger_s end, and those that ended go.
+  void close_idle_streams() {
+    std::unique_lock lock(mu);
+    while (!stopping) {
+      tick.wait_for(lock, std::chrono::seconds(1));
+      const auto before = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(opts.linger_s));
+      for (auto it = workers.begin(); it != workers.end();) {
+        if (it->second->close_if_idle(before) || it->second->ended()) {
+          retired.push_back(std::move(it->second));
+          it = workers.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      std::erase_if(retired, [](const auto& w) { return w.use_count() == 1 && w->ended(); });
+    }
   }
 
   static void read_requests(RelayServerStream* rw, WorkerStream& worker, const std::shared_ptr<RankStream>& rank) {
@@ -297,7 +330,10 @@ struct StreamRelay::Impl final : v1::DataService::Service {
   std::string own_dir;  // made for the socket (options without a socket_path); "" = none
   std::atomic<bool> stopping{false};
   std::atomic<int> rank_streams{0};
-  std::atomic<uint64_t> batches{0}, worker_streams_opened{0};
+  std::atomic<uint64_t> batches{0};
+  std::atomic<int> worker_streams_peak{0};
+  std::condition_variable tick;  // wakes close_idle_streams to stop
+  std::thread idle_closer;
   std::mutex mu;
   std::map<std::string, std::shared_ptr<WorkerStream>> workers;         // GUARDED_BY(mu)
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels;       // GUARDED_BY(mu)
@@ -336,10 +372,16 @@ StreamRelay::StreamRelay(StreamRelayOptions opts) : impl_(std::make_unique<Impl>
     throw NetworkError("the stream relay cannot listen on " + impl_->address +
                        ": check that its directory exists and is writable, or pass --share-streams off");
   }
+  impl_->idle_closer = std::thread([impl = impl_.get()] { impl->close_idle_streams(); });
 }
 
 StreamRelay::~StreamRelay() {
-  impl_->stopping = true;
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->tick.notify_all();
+  impl_->idle_closer.join();
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   std::lock_guard lock(impl_->mu);
   impl_->workers.clear();  // each joins its reader
@@ -360,7 +402,7 @@ StreamRelay::Stats StreamRelay::stats() const {
   }
   s.rank_streams = impl_->rank_streams.load();
   s.batches = impl_->batches.load();
-  s.worker_streams_opened = impl_->worker_streams_opened.load();
+  s.worker_streams_peak = impl_->worker_streams_peak.load();
   return s;
 }
 

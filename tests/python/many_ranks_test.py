@@ -17,7 +17,7 @@ import textwrap
 import time
 import unittest
 
-from workers import Workers, parse_args, require
+from workers import Workers, free_ports, parse_args, require
 
 ARGS = parse_args()
 require("numpy")
@@ -30,7 +30,12 @@ DEADLINE_S = 90  # for every rank's first batch; they come within seconds
 RANK_PROCESS = textwrap.dedent("""
     import json, os, sys, threading, time
     import tandem
-    workers, first, count, world, folder, deadline = json.loads(sys.argv[1])
+    given = sys.argv[1]
+    if given.endswith(".json"):  # a file: tandem launch would split an argument "[a,b]" (CLI11)
+        given = open(given).read()
+    workers, first, count, world, folder, deadline = json.loads(given)
+    if first < 0:  # one process of `tandem launch`: its slice by its launcher's RANK
+        first = int(os.environ["RANK"]) * count
     results = {}
     def rank(r):
         start = time.monotonic()
@@ -54,6 +59,33 @@ RANK_PROCESS = textwrap.dedent("""
 
 
 class ManyRanksTest(unittest.TestCase):
+    def test_through_a_relay_each_worker_serves_one_stream(self):
+        # The same 96 ranks in 4 processes of one `tandem launch` host (--share-streams on):
+        # every rank is fed from the start, and each worker serves one stream, the relay's.
+        with tempfile.TemporaryDirectory() as folder:
+            workers = Workers(ARGS.tandem, 2, data="synthetic", image_size=8, dataset_size=4096)
+            try:
+                env = {**os.environ, "PYTHONPATH": ARGS.module_dir}
+                for k in ("RANK", "WORLD_SIZE", "TANDEM_WORKERS", "TANDEM_SETTINGS", "TANDEM_SAGEMAKER_ROOT"):
+                    env.pop(k, None)
+                master = free_ports(1)[0]
+                os.makedirs(folder + "/marks")
+                with open(folder + "/args.json", "w") as f:
+                    json.dump([workers.targets, -1, RANKS // PROCESSES, RANKS, folder + "/marks", DEADLINE_S], f)
+                launch = subprocess.run(
+                    [ARGS.tandem, "launch", "--workers", ",".join(workers.targets), "--procs-per-host", str(PROCESSES),
+                     "--share-streams", "on", "--master-port", str(master), "--sagemaker-root", folder + "/root",
+                     "--", sys.executable, "-c", RANK_PROCESS, folder + "/args.json"],
+                    env=env, capture_output=True, text=True, timeout=DEADLINE_S + 120, cwd=folder)
+                out = launch.stdout + launch.stderr
+                self.assertEqual(launch.returncode, 0, out[-4000:])
+                self.assertEqual(len(os.listdir(folder + "/marks")), RANKS, out[-4000:])
+                self.assertIn("at most 2 streams to data workers at once", out, out[-4000:])
+                for port in workers.ports:
+                    self.assertNotIn("already serves", workers.log(port))
+            finally:
+                workers.close()
+
     def test_every_rank_is_fed_from_the_start(self):
         with tempfile.TemporaryDirectory() as folder:
             workers = Workers(ARGS.tandem, 2, data="synthetic", image_size=8, dataset_size=4096)

@@ -32,6 +32,9 @@ struct StreamRelayOptions {
   // A rank whose worker ended its stream cleanly (drained) gets this long to end its own
   // before the relay cuts it.
   double end_wait_s = 10;
+  // A worker's stream that no rank has used for this long ends (a delisted worker's, the
+  // end of a feed); until then a rank that opens its stream again finds it open.
+  double linger_s = 5;
 };
 
 class StreamRelay {
@@ -50,7 +53,7 @@ class StreamRelay {
     int worker_streams = 0;  // streams to workers open now
     int rank_streams = 0;    // ranks' streams open now
     uint64_t batches = 0;    // batches handed to ranks
-    uint64_t worker_streams_opened = 0;  // ever
+    int worker_streams_peak = 0;  // most streams to workers open at once
   };
   Stats stats() const;
 
