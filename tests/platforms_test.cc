@@ -143,6 +143,42 @@ TEST(Slurm, OneStepOverEveryComponentPlacesEachTaskByItsRank) {
   EXPECT_EQ(describe(trainer, tp, {}, 1)["workers"], nlohmann::json({"vm-0:6000"}));
 }
 
+// Jobs that share nodes take their ports from their ids (job 5 here): the same on every
+// task of the job, another job's elsewhere; ports given stay.
+TEST(Slurm, EachJobTakesItsPortsFromItsIdUnlessGiven) {
+  const Cluster worker = discover_env(recorded("slurm-het-step-task0.env"));
+  const Cluster trainer = discover_env(recorded("slurm-het-step-task2.env"));
+  const std::optional<JobPorts> ports = slurm_job_ports(trainer);
+  ASSERT_TRUE(ports);
+  EXPECT_EQ(ports->job, "5");
+  EXPECT_EQ(ports->worker, kJobPortsFirst + 3 * 5);
+  EXPECT_EQ(ports->master, ports->worker + 1);
+  const Settings w = with_job_ports({}, worker), t = with_job_ports({}, trainer);
+  EXPECT_EQ(w.cluster.worker_port, ports->worker) << "the worker listens where the trainer dials";
+  EXPECT_EQ(t.cluster.worker_port, ports->worker);
+  EXPECT_EQ(t.trainer.master_port, ports->master);
+  EXPECT_EQ(describe(trainer, resolve_roles(trainer, t.cluster), t.cluster, 1)["workers"],
+            nlohmann::json({"vm-0:" + std::to_string(ports->worker)}));
+  Cluster other = trainer;
+  other.details["SLURM_JOB_ID"] = "6";
+  EXPECT_NE(slurm_job_ports(other)->worker, ports->worker) << "the next job on the node";
+  EXPECT_GE(slurm_job_ports(other)->worker, ports->worker + 3) << "past this job's rendezvous and reports";
+  other.details["SLURM_JOB_ID"] = std::to_string(5 + kJobPortsSpan);
+  EXPECT_EQ(slurm_job_ports(other)->worker, ports->worker) << "ids a span apart share ports";
+  other.details["SLURM_JOB_ID"] = "99999999";
+  EXPECT_LE(slurm_job_ports(other)->master + 1, 65535);
+  Settings given;
+  given.cluster.worker_port = 7000;
+  given.cluster.worker_port_given = true;
+  const Settings kept = with_job_ports(given, trainer);
+  EXPECT_EQ(kept.cluster.worker_port, 7000);
+  EXPECT_EQ(kept.trainer.master_port, ports->master) << "the port not given is still the job's";
+  Cluster sagemaker = trainer;
+  sagemaker.details.clear();
+  EXPECT_FALSE(slurm_job_ports(sagemaker));
+  EXPECT_EQ(with_job_ports({}, sagemaker).cluster.worker_port, 6000);
+}
+
 TEST(Slurm, TheBatchScriptAndOneComponentStepsFindTheirComponent) {
   const Cluster batch = discover_env(recorded("slurm-het-batch.env"));
   EXPECT_EQ(batch.current_group, "het-group-0");

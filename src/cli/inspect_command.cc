@@ -32,8 +32,11 @@ Command add_inspect_command(CLI::App& root, Settings& s) {
   add_host_options(*app, s);  // the whole configuration, not just the cluster's
   return {app, [&s] {
             const cluster::Cluster c = cluster::discover(s.cluster);
-            const cluster::RolePlan plan = cluster::resolve_roles(c, s.cluster);
-            nlohmann::json out = cluster::describe(c, plan, s.cluster, 1, s.trainer.workers, s.trainer.worker_service);
+            const Settings ported = cluster::with_job_ports(s, c);  // a Slurm job's own ports
+            const cluster::RolePlan plan = cluster::resolve_roles(c, ported.cluster);
+            nlohmann::json out =
+                cluster::describe(c, plan, ported.cluster, 1, ported.trainer.workers, ported.trainer.worker_service);
+            out["master_port"] = ported.trainer.master_port;
             out["data"] = data_facts(s.data);
             out["torch"] = training::to_json(training::torch_runtime());
             std::cout << out.dump(2) << std::endl;

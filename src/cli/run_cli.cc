@@ -36,6 +36,16 @@ bool set_output(std::string log_level, bool quiet, Settings& settings) {
   return true;
 }
 
+// Which ports the command was given, by a flag or a settings file (ClusterOptions).
+void note_ports_given(const CLI::App& cmd, ClusterOptions& c) {
+  const auto given = [&cmd](const char* flag) {
+    const CLI::Option* o = cmd.get_option_no_throw(flag);
+    return o != nullptr && o->count() > 0;
+  };
+  c.worker_port_given = given("--worker-port");
+  c.master_port_given = given("--master-port");
+}
+
 }  // namespace
 
 int run_cli(int argc, char** argv) {
@@ -78,6 +88,7 @@ int run_cli(int argc, char** argv) {
     if (!cmd.app->parsed()) continue;
     try {
       apply_setting_files(*cmd.app, settings.cluster);
+      note_ports_given(*cmd.app, settings.cluster);
       finish_settings(settings, cmd.is_rank);
       return cmd.run();
     } catch (const std::exception& e) {

@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "draft.h"
+#include "tandem/cluster/cluster.h"
 #include "tandem/cluster/slurm.h"
 
 namespace tandem::cluster::detail {
@@ -173,7 +174,7 @@ std::optional<Cluster> from_slurm_env(const EnvLookup& env) {
   c.origin["current_group"] = own_origin;
   c.origin["current_instance_type"] = "SLURM_JOB_PARTITION";
   c.origin["gpus_per_host"] = d.groups[own].name + ": " + std::to_string(gpus) + " (" + gpus_origin + ")";
-  for (const char* name : {"SLURM_JOB_ID", "SLURM_PROCID", "SLURM_NODEID", "SLURM_LOCALID", "SLURM_NTASKS",
+  for (const char* name : {"SLURM_JOB_ID", "SLURM_HET_JOB_ID", "SLURM_PROCID", "SLURM_NODEID", "SLURM_LOCALID", "SLURM_NTASKS",
                            "SLURM_STEP_NUM_TASKS", "CUDA_VISIBLE_DEVICES"}) {
     if (auto v = get(env, name)) c.details[name] = *v;
   }
@@ -181,3 +182,27 @@ std::optional<Cluster> from_slurm_env(const EnvLookup& env) {
 }
 
 }  // namespace tandem::cluster::detail
+
+namespace tandem::cluster {
+
+std::optional<JobPorts> slurm_job_ports(const Cluster& c) {
+  const auto het = c.details.find("SLURM_HET_JOB_ID");
+  const auto one = c.details.find("SLURM_JOB_ID");
+  const std::string* id = het != c.details.end() ? &het->second : one != c.details.end() ? &one->second : nullptr;
+  if (!id) return std::nullopt;
+  uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(id->data(), id->data() + id->size(), n);
+  if (ec != std::errc() || end != id->data() + id->size()) return std::nullopt;
+  const int base = kJobPortsFirst + 3 * static_cast<int>(n % kJobPortsSpan);
+  return JobPorts{*id, base, base + 1};
+}
+
+Settings with_job_ports(Settings s, const Cluster& c) {
+  const std::optional<JobPorts> ports = slurm_job_ports(c);
+  if (!ports) return s;
+  if (!s.cluster.worker_port_given) s.cluster.worker_port = ports->worker;
+  if (!s.cluster.master_port_given) s.trainer.master_port = ports->master;
+  return s;
+}
+
+}  // namespace tandem::cluster

@@ -79,6 +79,20 @@ int ranks_on_host(const Settings& settings, const cluster::Cluster& c, bool own_
   return std::max(gpus, 1);
 }
 
+// On Slurm, the ports not given are the job's own (cluster::with_job_ports): two jobs
+// sharing a node then neither fail to listen nor dial each other's workers.
+Settings job_ports(const Settings& given, const cluster::Cluster& c) {
+  const std::optional<cluster::JobPorts> ports = cluster::slurm_job_ports(c);
+  if (!ports || (given.cluster.worker_port_given && given.cluster.master_port_given)) return given;
+  Settings s = cluster::with_job_ports(given, c);
+  spdlog::info("Slurm job {}: data workers on port {}, the trainers' rendezvous on {} and their reports on {} "
+               "(from the job's id, so that jobs sharing a node do not collide; --worker-port, --master-port and "
+               "--release-port choose others)",
+               ports->job, s.cluster.worker_port, s.trainer.master_port,
+               s.launch.release_port > 0 ? s.launch.release_port : s.trainer.master_port + 1);
+  return s;
+}
+
 // --share-streams for a job of `ranks`: "auto" shares them past kShareStreamsAbove.
 bool shares_streams(const std::string& mode, int ranks) {
   return mode == "on" || (mode == "auto" && ranks > kShareStreamsAbove);
@@ -195,11 +209,12 @@ int print_role(const cluster::Cluster& c, const ClusterOptions& co, const std::v
 
 }  // namespace
 
-int run_launch(const Settings& settings, const std::vector<std::string>& forwarded, const std::string& given) {
+int run_launch(const Settings& given_settings, const std::vector<std::string>& forwarded, const std::string& given) {
   // The role's SignalWatcher takes SIGTERM later; threads started before it (CUDA's,
   // when the GPU check loads the runtime) must not take it instead and die of it.
   block_stop_signals();
-  const cluster::Cluster c = cluster::discover(settings.cluster);
+  const cluster::Cluster c = cluster::discover(given_settings.cluster);
+  const Settings settings = job_ports(given_settings, c);
   const ClusterOptions& co = settings.cluster;
   const std::vector<std::string> named =
       cluster::explicit_worker_targets(settings.trainer.workers, settings.trainer.worker_service, co);

@@ -21,6 +21,10 @@ namespace {
 constexpr const char* kJobKey = "tandem-job";
 constexpr const char* kJobRanksKey = "tandem-job-ranks";
 constexpr const char* kUpstreamKey = "tandem-upstream";
+// Another job's worker answering means two jobs chose one port on one host.
+constexpr const char* kPortsCollided =
+    "If two jobs share this host, their ports collided: give each job its own --worker-port and --master-port "
+    "(on Slurm tandem derives them from the job's id unless they are given; docs/platforms.md)";
 
 std::string read_pem(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
@@ -107,7 +111,7 @@ grpc::Status WorkerJob::admit(const std::string& caller, bool claim) {
   std::string why = "this data worker belongs to " + job_phrase(*job_) + ", not to " + job_phrase(caller);
   if (!named_) why += " (it was started without a job name and took the job of the first trainer that streamed from it)";
   return {grpc::StatusCode::PERMISSION_DENIED,
-          why + ": point the trainer at its own job's workers, or give both the same --job-name"};
+          why + ": point the trainer at its own job's workers, or give both the same --job-name. " + kPortsCollided};
 }
 
 grpc::Status check_caller(const grpc::ServerContext& ctx, const SecurityOptions& s, WorkerJob& job, bool claim) {
@@ -121,7 +125,7 @@ grpc::Status check_caller(const grpc::ServerContext& ctx, const SecurityOptions&
     if (!same_secret(given, "Bearer " + s.token)) {
       return {grpc::StatusCode::UNAUTHENTICATED,
               "wrong token for this data worker: give the trainer the same TANDEM_TOKEN, --token-file or token "
-              "setting as the workers"};
+              "setting as the workers. " + std::string(kPortsCollided)};
     }
   }
   return job.admit(metadata(ctx, kJobKey), claim);

@@ -10,7 +10,10 @@
 # The job: `#SBATCH hetjob` with a CPU component and a GPU component, and one
 # `srun --het-group=0,1 tandem launch`. tandem must find on its own, from Slurm's
 # variables, that the CPU task serves data and the GPU task trains (on the CPU here:
-# --allow-cpu-training), train, release the worker, and every step must exit 0.
+# --allow-cpu-training), train, release the worker, and every step must exit 0. Two such
+# jobs run at once on the same two nodes, neither given a port: each takes its ports from
+# its job id, and both finish (fixed ports would collide: the second worker could not
+# listen, and its trainer would dial the first job's worker).
 #
 #   tests/slurm/het_job_test.sh build/tandem
 #
@@ -38,15 +41,16 @@ stop() {
 }
 fail() {
   echo "FAILED: $*"
-  for f in "$dir"/job.out "$dir"/log/*.log; do [[ -f $f ]] && { echo "---- $f"; tail -40 "$f"; }; done
+  for f in "$dir"/*.out "$dir"/log/*.log; do [[ -f $f ]] && { echo "---- $f"; tail -40 "$f"; }; done
   exit 1
 }
 trap 'stop; rm -rf "$dir"' EXIT
 
 mkdir -p "$dir"/{munge,state,log,run,spool,dev}
-ctld_port=$(free_port); cpu_port=$(free_port); gpu_port=$(free_port); worker_port=$(free_port)
+ctld_port=$(free_port); cpu_port=$(free_port); gpu_port=$(free_port)
 mknod -m 666 "$dir/dev/nvidia0" c 1 3
-echo "NodeName=tandem-gpu0 Name=gpu File=$dir/dev/nvidia0" > "$dir/gres.conf"
+mknod -m 666 "$dir/dev/nvidia1" c 1 3
+echo "NodeName=tandem-gpu0 Name=gpu File=$dir/dev/nvidia[0-1]" > "$dir/gres.conf"
 mem=$(awk '/MemTotal/ {print int($2 / 1024 / 4)}' /proc/meminfo)
 cat > "$SLURM_CONF" <<CONF
 ClusterName=tandem-test
@@ -78,7 +82,7 @@ MailProg=/bin/true
 MinJobAge=600
 GresTypes=gpu
 NodeName=tandem-cpu0 NodeHostname=tandem-cpu0 NodeAddr=127.0.0.1 Port=$cpu_port CPUs=$(nproc) RealMemory=$mem State=UNKNOWN
-NodeName=tandem-gpu0 NodeHostname=tandem-gpu0 NodeAddr=127.0.0.1 Port=$gpu_port CPUs=$(nproc) RealMemory=$mem Gres=gpu:1 State=UNKNOWN
+NodeName=tandem-gpu0 NodeHostname=tandem-gpu0 NodeAddr=127.0.0.1 Port=$gpu_port CPUs=$(nproc) RealMemory=$mem Gres=gpu:2 State=UNKNOWN
 PartitionName=cpu Nodes=tandem-cpu0 Default=YES MaxTime=30 State=UP
 PartitionName=gpu Nodes=tandem-gpu0 MaxTime=30 State=UP
 CONF
@@ -99,41 +103,46 @@ done
 echo "slurm up in $(( $(date +%s) - start )) s: $(sinfo -h -N -o '%N/%P/%T' | tr '\n' ' ')"
 
 export TANDEM_TOKEN=slurm-test-$RANDOM$RANDOM
-cat > "$dir/job.sh" <<JOB
+# One job: $1 names its output files. No --worker-port or --master-port: the job's own.
+submit() {
+  cat > "$dir/$1.sh" <<JOB
 #!/bin/bash
-#SBATCH --job-name=tandem-het
-#SBATCH --output=$dir/job.out
+#SBATCH --job-name=tandem-het-$1
+#SBATCH --output=$dir/$1.out
 #SBATCH --partition=cpu --nodes=1 --ntasks-per-node=1 --cpus-per-task=1
 #SBATCH hetjob
 #SBATCH --partition=gpu --nodes=1 --ntasks-per-node=1 --cpus-per-task=1 --gres=gpu:1
 set -euo pipefail
 # The node names are Slurm's; --host-map says where they listen (both on 127.0.0.1 here).
-srun --het-group=0,1 --kill-on-bad-exit=1 $tandem launch --worker-port $worker_port \\
+srun --het-group=0,1 --kill-on-bad-exit=1 $tandem launch \\
   --host-map tandem-cpu0=127.0.0.1,tandem-gpu0=127.0.0.1 --allow-cpu-training \\
-  --steps 30 --batch-size 16 --log-every 10 --summary-json $dir/summary.json --sagemaker-root $dir/none
+  --steps 30 --batch-size 16 --log-every 10 --summary-json $dir/$1-summary.json --sagemaker-root $dir/none
 echo "srun exited \$?"
 JOB
-job=$(sbatch --parsable "$dir/job.sh") || fail "sbatch refused the job"
-echo "submitted heterogeneous job $job"
-deadline=$(( $(date +%s) + 240 ))
-while :; do
-  states=$(scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | sort -u | tr '\n' ' ')
-  [[ $states =~ ^(JobState=COMPLETED |JobState=FAILED |JobState=CANCELLED |JobState=TIMEOUT |JobState=COMPLETED JobState=FAILED )+$ ]] && break
-  [[ $states =~ (FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) ]] && break
-  (( $(date +%s) < deadline )) || { scancel "$job"; fail "job $job did not end within 240 s ($states)"; }
-  sleep 0.5
-done
-info=$(scontrol show job "$job")
-echo "$info" | grep -E 'JobId=|JobState=|ExitCode=' | sed 's/^ */  /'
-[[ $(grep -c 'JobState=COMPLETED' <<<"$info") == 2 ]] || fail "both components must complete: $states"
-[[ $(grep -o 'ExitCode=[0-9:]*' <<<"$info" | sort -u) == "ExitCode=0:0" ]] || fail "an exit code is not 0"
-out=$(cat "$dir/job.out")
-grep -q "srun exited 0" <<<"$out" || fail "srun did not exit 0"
-grep -q "host tandem-cpu0 of group het-group-0 (cpu): role worker" <<<"$out" || fail "the CPU task did not serve"
-grep -q "host tandem-gpu0 of group het-group-1 (gpu): role trainer" <<<"$out" || fail "the GPU task did not train"
-grep -q "host with 1 GPUs" <<<"$out" || fail "the trainer did not see its GPU"
-grep -q "shutdown requested by the trainer" <<<"$out" || fail "the worker was not released"
-python3 - "$dir/summary.json" <<'PY' || fail "summary"
+  sbatch --parsable "$dir/$1.sh" || fail "sbatch refused job $1"
+}
+# Waits for job $1 to end, then checks it as job $2 (its files' name).
+check() {
+  local job=$1 name=$2 deadline=$(( $(date +%s) + 240 )) states info out
+  while :; do
+    states=$(scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | sort -u | tr '\n' ' ')
+    [[ $states =~ ^(JobState=COMPLETED |JobState=FAILED |JobState=CANCELLED |JobState=TIMEOUT |JobState=COMPLETED JobState=FAILED )+$ ]] && break
+    [[ $states =~ (FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) ]] && break
+    (( $(date +%s) < deadline )) || { scancel "$job"; fail "job $job did not end within 240 s ($states)"; }
+    sleep 0.5
+  done
+  info=$(scontrol show job "$job")
+  echo "$info" | grep -E 'JobId=|JobState=|ExitCode=' | sed 's/^ */  /'
+  [[ $(grep -c 'JobState=COMPLETED' <<<"$info") == 2 ]] || fail "both components of job $job must complete: $states"
+  [[ $(grep -o 'ExitCode=[0-9:]*' <<<"$info" | sort -u) == "ExitCode=0:0" ]] || fail "an exit code of job $job is not 0"
+  out=$(cat "$dir/$name.out")
+  grep -q "srun exited 0" <<<"$out" || fail "srun did not exit 0"
+  grep -q "host tandem-cpu0 of group het-group-0 (cpu): role worker" <<<"$out" || fail "the CPU task did not serve"
+  grep -q "host tandem-gpu0 of group het-group-1 (gpu): role trainer" <<<"$out" || fail "the GPU task did not train"
+  grep -q "host with 1 GPUs" <<<"$out" || fail "the trainer did not see its GPU"
+  grep -q "shutdown requested by the trainer" <<<"$out" || fail "the worker was not released"
+  grep -q "Slurm job [0-9]*: data workers on port" <<<"$out" || fail "job $job's ports are not its own"
+  python3 - "$dir/$name-summary.json" <<'PY' || fail "summary of job $job"
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["steps"] == 30 and not s["interrupted"], s
@@ -141,4 +150,15 @@ assert len(s["workers"]) == 1 and s["workers"][0]["batches"] == 30, s["workers"]
 print(f"summary: {s['steps']} steps, loss {s['first_loss']:.3f} -> {s['final_loss']:.3f}, "
       f"{s['workers'][0]['batches']} batches from the worker")
 PY
-echo "OK: heterogeneous Slurm job $job trained end to end in $(( $(date +%s) - start )) s, every step exit 0"
+}
+job_a=$(submit a)
+job_b=$(submit b)
+echo "submitted heterogeneous jobs $job_a and $job_b, sharing both nodes"
+check "$job_a" a
+check "$job_b" b
+# They ran at once: each started before the other ended.
+window() { scontrol show job "$1" | grep -o '\(StartTime\|EndTime\)=[^ ]*' | head -2 | cut -d= -f2 | xargs -n1 date +%s -d; }
+read -r a0 a1 <<<"$(window "$job_a" | tr '\n' ' ')"
+read -r b0 b1 <<<"$(window "$job_b" | tr '\n' ' ')"
+(( a0 < b1 && b0 < a1 )) || fail "the two jobs did not overlap ($a0-$a1, $b0-$b1): the test shows nothing"
+echo "OK: two heterogeneous Slurm jobs ($job_a, $job_b) on the same nodes at once trained end to end in $(( $(date +%s) - start )) s, every step exit 0"

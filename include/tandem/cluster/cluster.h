@@ -70,4 +70,24 @@ Cluster parse_resource_config(const std::string& json_text, const std::string& p
 // Flags (opts.current_host) override what was discovered.
 Cluster discover(const ClusterOptions& opts, const EnvLookup& env = process_env);
 
+// A Slurm job's ports, the same on every host of the job without a word between them,
+// and different for jobs that share a node (as torchrun users derive MASTER_PORT from
+// SLURM_JOB_ID): the data workers at kJobPortsFirst + 3 x (id mod kJobPortsSpan), the
+// trainers' rendezvous one above, their end-of-job reports (--release-port, by default
+// the rendezvous port + 1) one above that. nullopt outside Slurm, or when the job's id
+// (SLURM_HET_JOB_ID, else SLURM_JOB_ID) is not a number. Jobs whose ids are
+// kJobPortsSpan apart share ports: on one node, that many jobs apart.
+inline constexpr int kJobPortsFirst = 20000;
+inline constexpr int kJobPortsSpan = 15000;
+struct JobPorts {
+  std::string job;  // the id they came from
+  int worker = 0;
+  int master = 0;
+};
+std::optional<JobPorts> slurm_job_ports(const Cluster& c);
+
+// `s` with the job's ports (slurm_job_ports) in place of those not given
+// (worker_port_given, master_port_given); `s` as it is outside Slurm.
+Settings with_job_ports(Settings s, const Cluster& c);
+
 }  // namespace tandem::cluster

@@ -20,6 +20,10 @@ struct ClusterOptions {
   // `simulate` uses it to put every host on 127.0.0.1 with its own ports.
   std::vector<std::string> host_map;
   int worker_port = 6000;                    // --worker-port: where data workers listen
+  // Whether --worker-port and --master-port were given (a flag, a settings file): on
+  // Slurm the ports not given come from the job's id (cluster::slurm_job_ports).
+  bool worker_port_given = false;
+  bool master_port_given = false;
   // --metrics-port: a data worker, and a trainer's rank 0, serve Prometheus text at
   // /metrics (-1 = none; 0 = a free port, logged): rates, data wait, tandem_workers_wanted.
   int metrics_port = -1;
