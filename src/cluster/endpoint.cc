@@ -274,11 +274,10 @@ std::vector<std::string> explicit_worker_targets(const std::vector<std::string>&
 std::vector<std::string> group_worker_targets(const std::vector<std::string>& worker_hosts,
                                               const ClusterOptions& opts) {
   std::vector<std::string> targets;
-  for (const std::string& host : worker_hosts) {
-    Endpoint ep = worker_endpoint(host, opts);
-    ep.address = resolve_host(ep.address, opts.resolve_timeout_s);
-    targets.push_back(ep.target());
-  }
+  // Names stay names: the feed looks each up again whenever it dials the worker anew
+  // (a pod recreated at a new address), and one that does not resolve yet (a pod still
+  // pending) joins when it does while the others serve.
+  for (const std::string& host : worker_hosts) targets.push_back(worker_endpoint(host, opts).target());
   return targets;
 }
 

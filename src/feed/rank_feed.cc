@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "tandem/cluster/endpoint.h"
 #include "tandem/common/clock.h"
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
@@ -117,7 +118,9 @@ RankFeed::RankFeed(FeedOptions opts, const std::atomic<bool>& stop) : opts_(std:
 RankFeed::~RankFeed() { close(); }
 
 std::unique_ptr<transport::WorkerClient> RankFeed::client_for(const std::string& target) const {
-  auto client = opts_.connect ? opts_.connect(target) : transport::make_worker_client(target, opts_.security, opts_.relay);
+  auto client = opts_.connect ? opts_.connect(target)
+                              : transport::make_worker_client(target, opts_.security, opts_.relay,
+                                                              opts_.resolve ? opts_.resolve : cluster::resolve_all);
   client->set_job_ranks(opts_.world);  // the worker gives each of the job's ranks a stream
   return client;
 }

@@ -3,9 +3,16 @@
 #include "batch_method.h"
 #include "channel.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <tuple>
+
+#include <spdlog/spdlog.h>
 
 #include <grpcpp/grpcpp.h>
 
@@ -53,19 +60,37 @@ class GrpcBatchCall : public BatchCall {
   std::unique_ptr<ClientBatchStream> rw_;
 };
 
+// "name:port" -> {name, ":port"}; a numeric host (or a bracketed IPv6 one): {"", ""}.
+std::pair<std::string, std::string> name_of(const std::string& target) {
+  const size_t colon = target.rfind(':');
+  if (target.empty() || target.front() == '[' || colon == std::string::npos) return {};
+  const std::string host = target.substr(0, colon);
+  unsigned char buf[sizeof(in6_addr)];
+  if (inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1) return {};
+  return {host, target.substr(colon)};
+}
+
 class GrpcWorkerClient : public WorkerClient {
  public:
-  GrpcWorkerClient(std::string target, const SecurityOptions& security, const std::string& relay)
+  GrpcWorkerClient(std::string target, const SecurityOptions& security, const std::string& relay,
+                   NameResolver resolve)
       : target_(std::move(target)),
         security_(security),
-        channel_(make_worker_channel(target_, security)),
-        relay_(relay.empty() ? nullptr : make_relay_channel(relay)),
-        stub_(v1::DataService::NewStub(channel_)),
-        health_(grpc::health::v1::Health::NewStub(channel_)) {}
+        relay_(relay.empty() ? nullptr : make_relay_channel(relay)) {
+    std::tie(name_, port_) = name_of(target_);
+    if (!name_.empty() && resolve) {
+      resolve_ = std::move(resolve);
+      // TLS still checks the worker's certificate against its name, not the address dialled.
+      if (!security_.tls_ca.empty() && security_.tls_server_name.empty()) security_.tls_server_name = name_;
+    } else {
+      connect(target_);
+    }
+  }
 
   const std::string& target() const override { return target_; }
 
   bool healthy(double timeout_s, std::string* why) override {
+    if (!redial(timeout_s, why)) return false;
     const auto deadline = deadline_after(timeout_s);
     // Each check is a fresh try: gRPC's own reconnect pause (grown while the worker was
     // unreachable) would otherwise hold the connection back past the network's heal.
@@ -84,6 +109,8 @@ class GrpcWorkerClient : public WorkerClient {
   }
 
   WorkerInfo info(double timeout_s) override {
+    std::string why;
+    if (!channel_ && !redial(timeout_s, &why)) throw NetworkError("data worker " + target_ + ": " + why);
     grpc::ClientContext ctx;
     ctx.set_deadline(deadline_after(timeout_s));
     authorise(ctx, security_);
@@ -99,6 +126,8 @@ class GrpcWorkerClient : public WorkerClient {
   }
 
   CallStatus shutdown(const std::string& reason, double timeout_s) override {
+    std::string why;
+    if (!channel_ && !redial(timeout_s, &why)) return {CallStatus::Kind::kTransient, why};
     grpc::ClientContext ctx;
     ctx.set_deadline(deadline_after(timeout_s));
     authorise(ctx, security_);
@@ -110,12 +139,40 @@ class GrpcWorkerClient : public WorkerClient {
 
   std::unique_ptr<BatchCall> stream() override {
     if (relay_) return std::make_unique<GrpcBatchCall>(*relay_, security_, job_ranks(), target_);
+    if (!channel_ && !redial(2, nullptr)) connect(target_);  // let gRPC try the name itself
     return std::make_unique<GrpcBatchCall>(*channel_, security_, job_ranks(), "");
   }
 
  private:
+  void connect(const std::string& dial) {
+    channel_ = make_worker_channel(dial, security_);
+    stub_ = v1::DataService::NewStub(channel_);
+    health_ = grpc::health::v1::Health::NewStub(channel_);
+  }
+
+  // Looks the name up again (a client made with a resolver) and dials its first address
+  // when it moved. False, saying why, when the name does not resolve now.
+  bool redial(double timeout_s, std::string* why) {
+    if (!resolve_) return true;
+    std::vector<std::string> addresses;
+    try {
+      addresses = resolve_(name_, std::min(timeout_s, 2.0));
+    } catch (const std::exception& e) {
+      if (why) *why = e.what();
+      return false;
+    }
+    if (addresses.empty() || addresses.front() == address_) return !address_.empty();
+    if (!address_.empty()) spdlog::info("data worker {} is now at {}: dialling it there", target_, addresses.front());
+    address_ = addresses.front();
+    connect((address_.find(':') != std::string::npos ? "[" + address_ + "]" : address_) + port_);
+    return true;
+  }
+
   std::string target_;
   SecurityOptions security_;
+  std::string name_, port_;  // target_'s host when it is a name, and ":port"
+  NameResolver resolve_;     // null: target_ is dialled as it is
+  std::string address_;      // where the name pointed when last looked up
   std::shared_ptr<grpc::Channel> channel_;
   std::shared_ptr<grpc::Channel> relay_;  // this host's stream relay; null: streams go straight to the worker
   std::unique_ptr<v1::DataService::Stub> stub_;
@@ -125,8 +182,8 @@ class GrpcWorkerClient : public WorkerClient {
 }  // namespace
 
 std::unique_ptr<WorkerClient> make_worker_client(const std::string& target, const SecurityOptions& security,
-                                                 const std::string& relay) {
-  return std::make_unique<GrpcWorkerClient>(target, security, relay);
+                                                 const std::string& relay, NameResolver resolve) {
+  return std::make_unique<GrpcWorkerClient>(target, security, relay, std::move(resolve));
 }
 
 }  // namespace tandem::transport

@@ -54,8 +54,9 @@ std::vector<std::string> explicit_worker_targets(const std::vector<std::string>&
                                                  const Resolver& resolve = resolve_all);
 
 // The worker groups' hosts as a trainer dials them: each through --host-map and
-// --worker-port (worker_endpoint), its address resolved (resolve_host). What `tandem
-// launch` gives its trainer, and tandem.Feed() finds on SageMaker.
+// --worker-port (worker_endpoint), a name left a name (the feed looks it up whenever it
+// dials the worker anew). What `tandem launch` gives its trainer, and tandem.Feed()
+// finds on SageMaker.
 std::vector<std::string> group_worker_targets(const std::vector<std::string>& worker_hosts,
                                               const ClusterOptions& opts);
 

@@ -72,6 +72,9 @@ struct FeedOptions {
   double directory_every_s = 1;  // how often it is asked
   // Test-only: how a worker is reached (default: gRPC, transport::make_worker_client).
   std::function<std::unique_ptr<transport::WorkerClient>(const std::string& target)> connect;
+  // How a worker named by its host name is looked up, again at each try to reach it
+  // (transport::make_worker_client's `resolve`). Default: cluster::resolve_all.
+  transport::NameResolver resolve;
 };
 
 // A feed's options from the settings, filled once: --data and its settings, the token and

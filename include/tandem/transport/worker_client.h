@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tandem/common/settings.h"
 #include "tandem/data/batching/batch.h"
@@ -84,11 +85,21 @@ class WorkerClient {
   int job_ranks_ = 1;
 };
 
+// Every address of a host name, waiting at most timeout_s; throws Error when it has none
+// (cluster::resolve_all).
+using NameResolver = std::function<std::vector<std::string>(const std::string& host, double timeout_s)>;
+
 // A client over gRPC for `target` ("address:port"), with its own connection. Every call
 // carries `security`'s token and job name, over TLS when it names a CA. Connects lazily:
 // constructing one never waits. `relay` ("unix:PATH"): this host's stream relay
 // (stream_relay.h), through which its batch streams go; "" = straight to the worker.
+// `resolve`, for a target whose host is a name: the name is looked up again at every
+// health check (each try to take a worker back), and the client dials whatever it
+// answers now, so a worker that comes back under its name at a new address (a pod
+// recreated) is found there, and one whose name does not resolve yet is only not
+// healthy (the feed keeps trying it while the others serve). Null: gRPC resolves the
+// name itself.
 std::unique_ptr<WorkerClient> make_worker_client(const std::string& target, const SecurityOptions& security,
-                                                 const std::string& relay = "");
+                                                 const std::string& relay = "", NameResolver resolve = nullptr);
 
 }  // namespace tandem::transport
