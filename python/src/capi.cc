@@ -75,7 +75,7 @@ std::string plan(const json& request, const std::atomic<bool>& stop) {
   const std::string dtype = numpy_dtype(data::wire_dtype(settings.data));
   const uint64_t start_step = request.value("start_step", uint64_t{0});
   feed::FeederOptions f{place.workers, place.rank, place.world, request.value("local_threads", 0), start_step,
-                        std::nullopt, names_data(request)};
+                        std::nullopt, names_data(request), place.relay};
   for (auto& w : f.workers) w = cluster::with_default_port(w, settings.cluster.worker_port);
   const auto feed = std::make_unique<feed::RankFeed>(feed::feeder_feed_options(settings, f), stop);
   const bool learnt = !f.data_given && f.local_threads == 0 && settings.data.wire_dtype.empty();
