@@ -80,6 +80,15 @@ class SliceReader {
   size_t left_ = 0;
 };
 
+// A Batch's header field (tag, length, bytes): how every Batch written here begins.
+std::string header_field(const tandem::v1::BatchHeader& h) {
+  std::string out;
+  const std::string header = h.SerializeAsString();
+  out.push_back(static_cast<char>(kHeaderTag));
+  put_varint(out, header.size());
+  return out + header;
+}
+
 Status malformed(const std::string& what) {
   return Status(StatusCode::INTERNAL, "malformed tandem.v1.Batch from the worker: " + what);
 }
@@ -99,11 +108,7 @@ bool skip_field(SliceReader& in, uint64_t wire_type) {
 
 Status SerializationTraits<tandem::transport::OutgoingBatch, void>::Serialize(
     const tandem::transport::OutgoingBatch& msg, ByteBuffer* buffer, bool* own_buffer) {
-  std::string prefix;
-  const std::string header = msg.header.SerializeAsString();
-  prefix.push_back(static_cast<char>(kHeaderTag));
-  put_varint(prefix, header.size());
-  prefix += header;
+  std::string prefix = header_field(msg.header);
   // Each byte block travels as its own slice, which owns the batch's memory: the tag and
   // length of the next block go into a small slice of their own.
   std::vector<Slice> slices;
@@ -169,11 +174,7 @@ Status SerializationTraits<tandem::transport::IncomingBatch, void>::Deserialize(
 
 Status SerializationTraits<tandem::transport::RelayedBatch, void>::Serialize(
     const tandem::transport::RelayedBatch& msg, ByteBuffer* buffer, bool* own_buffer) {
-  std::string prefix;
-  const std::string header = msg.header.SerializeAsString();
-  prefix.push_back(static_cast<char>(kHeaderTag));
-  put_varint(prefix, header.size());
-  prefix += header;
+  std::string prefix = header_field(msg.header);
   std::vector<Slice> slices;
   slices.reserve(msg.rest.size() + 1);
   slices.emplace_back(prefix);

@@ -18,22 +18,28 @@ const char* code_name(grpc::StatusCode code) {
   return i < std::size(names) ? names[i] : "UNKNOWN";
 }
 
-}  // namespace
 
-std::shared_ptr<grpc::Channel> make_worker_channel(const std::string& target, const SecurityOptions& security) {
+// Messages of any size, and reconnects as the feed's own retries expect (worker_link.h):
+// gRPC's defaults (pauses growing to 120 s, 20 s per connection attempt) would let a
+// worker whose network has healed wait a minute or more for its channel's next attempt.
+grpc::ChannelArguments channel_args() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
+  return args;
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> make_worker_channel(const std::string& target, const SecurityOptions& security) {
+  grpc::ChannelArguments args = channel_args();
   // Notice a worker host that vanished without closing its connections.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  // Reconnect as the feed's own retries expect (worker_link.h): gRPC's defaults (pauses
-  // growing to 120 s, 20 s per connection attempt) would let a worker whose network has
-  // healed wait a minute or more for its channel's next attempt.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   // Each client gets its own connection, even to the same address.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // A name dialled by gRPC itself (a host's stream relay dials workers by name) is looked
@@ -45,13 +51,7 @@ std::shared_ptr<grpc::Channel> make_worker_channel(const std::string& target, co
 }
 
 std::shared_ptr<grpc::Channel> make_relay_channel(const std::string& address) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), channel_args());
 }
 
 std::string describe(const grpc::Status& status) {

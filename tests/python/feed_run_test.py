@@ -40,6 +40,15 @@ def make_image_folder(root, classes=("cat", "dog"), per_class=6):
             Image.fromarray(pixels).save(os.path.join(root, c, f"{i}.png"))
 
 
+def run_alone(script, cwd):
+    """`script` in its own Python in `cwd`, outside any launcher or SageMaker root."""
+    env = {**os.environ, "PYTHONPATH": ARGS.module_dir}
+    for k in ("RANK", "WORLD_SIZE", "TANDEM_WORKERS", "TANDEM_SETTINGS", "TANDEM_SAGEMAKER_ROOT"):
+        env.pop(k, None)
+    return subprocess.run([sys.executable, "-c", script], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
 @contextmanager
 def environment(**values):
     """os.environ with `values` set (None: unset), restored afterwards."""
@@ -230,18 +239,13 @@ class PlaceTest(SyntheticWorkerTest):
                     for batch in feed:
                         pass
                 """)
-            env = {**os.environ, "PYTHONPATH": ARGS.module_dir}
-            for k in ("RANK", "WORLD_SIZE", "TANDEM_WORKERS", "TANDEM_SETTINGS", "TANDEM_SAGEMAKER_ROOT"):
-                env.pop(k, None)
-            out = subprocess.run([sys.executable, "-c", script], env=env, cwd=cwd, capture_output=True, text=True,
-                                 timeout=120)
+            out = run_alone(script, cwd)
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertEqual(os.listdir(cwd), [], "a feed wrote into the script's folder")
             self.assertIn("pass summary_json=PATH", out.stderr)
             # Told where: the records are there.
             summary = os.path.join(cwd, "records", "summary.json")
-            out = subprocess.run([sys.executable, "-c", script.replace('steps=3,', f'steps=3, summary_json={summary!r},')],
-                                 env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
+            out = run_alone(script.replace('steps=3,', f'steps=3, summary_json={summary!r},'), cwd)
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertEqual(sorted(os.listdir(os.path.dirname(summary))), ["metrics.jsonl", "report.html",
                                                                            "summary.json", "tensorboard"])
@@ -263,11 +267,7 @@ class PlaceTest(SyntheticWorkerTest):
                         if i == 30:
                             print(urllib.request.urlopen("http://127.0.0.1:{port}/metrics", timeout=10).read().decode())
                 """)
-            env = {**os.environ, "PYTHONPATH": ARGS.module_dir}
-            for k in ("RANK", "WORLD_SIZE", "TANDEM_WORKERS", "TANDEM_SETTINGS", "TANDEM_SAGEMAKER_ROOT"):
-                env.pop(k, None)
-            out = subprocess.run([sys.executable, "-c", script], env=env, cwd=cwd, capture_output=True, text=True,
-                                 timeout=120)
+            out = run_alone(script, cwd)
             self.assertEqual(out.returncode, 0, out.stderr)
             gauges = {line.split()[0]: line.split()[1] for line in out.stdout.splitlines()
                       if line.startswith("tandem_") and "{" not in line}
