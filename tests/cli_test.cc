@@ -108,7 +108,7 @@ TEST(CommandLine, ASettingsFileThatIsNotAnObjectOrHasAWrongTypeIsNamed) {
     const int code = run_tandem("inspect --sagemaker-root /nonexistent --config " + (dir / file).string(),
                                 dir / (file + ".log"), 30);
     const std::string out = slurp(dir / (file + ".log"));
-    EXPECT_EQ(code, 1) << file << ": " << out;
+    EXPECT_EQ(code, 3) << "configuration: " << file << ": " << out;
     EXPECT_NE(out.find(words), std::string::npos) << file << ": " << out;
     EXPECT_NE(out.find(file), std::string::npos) << "the message names the file: " << out;
   }

@@ -90,7 +90,7 @@ TEST(DataPlacement, WorkersThatDisagreeWithEachOtherAreRefused) {
   ASSERT_GT(w1.port, 0) << slurp(dir / "w1.log");
   ASSERT_GT(w2.port, 0) << slurp(dir / "w2.log");
   const std::string workers = w1.target() + "," + w2.target();
-  EXPECT_EQ(run_tandem(trainer_args(dir, workers), dir / "trainer.log", 120), 1);
+  EXPECT_EQ(run_tandem(trainer_args(dir, workers), dir / "trainer.log", 120), 3);  // configuration
   const std::string log = slurp(dir / "trainer.log");
   // The trainer learnt the dataset from one worker and names what the other does differently,
   // from the pipeline's first step that differs.
@@ -110,7 +110,7 @@ TEST(DataPlacement, LocalPreprocessingWithoutTheDataIsAnError) {
   ASSERT_GT(worker.port, 0) << slurp(dir / "worker.log");
   EXPECT_EQ(run_tandem(trainer_args(dir, worker.target()) + " --local-workers 1",
                        dir / "trainer.log", 60),
-            1);
+            3);  // configuration
   const std::string log = slurp(dir / "trainer.log");
   EXPECT_NE(log.find("channel 'train'"), std::string::npos) << log;
   EXPECT_NE(log.find("which does not exist"), std::string::npos) << log;

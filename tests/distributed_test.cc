@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "process_helpers.h"
+#include "tandem/common/exit_codes.h"
 
 namespace {
 
@@ -97,7 +98,7 @@ void expect_sigterm_then_resume_reproduces_the_losses(const std::string& model, 
   Child p = spawn(trainer_args(root, 40, extra), dir / "first.log");
   ASSERT_TRUE(wait_for_text(dir / "first.log", "step=10 ", 60s)) << slurp(dir / "first.log");
   kill(p.pid, SIGTERM);
-  ASSERT_EQ(wait_exit(p, 30s), 2) << slurp(dir / "first.log");
+  ASSERT_EQ(wait_exit(p, 30s), tandem::kExitInterrupted) << slurp(dir / "first.log");
   const auto first = summary(root / "s.json");
   const auto before = first["losses"].get<std::vector<double>>();
   ASSERT_TRUE(first["interrupted"].get<bool>());
@@ -229,7 +230,7 @@ TEST(Rendezvous, APeerThatNeverComesEndsAtTheTimeoutNamingTheFix) {
     const auto start = std::chrono::steady_clock::now();
     Child p = spawn("trainer --local-workers 1 --train-threads 1 --steps 10 --dist-timeout 3", dir / "rank.log");
     for (const char* v : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
-    EXPECT_EQ(wait_exit(p, 60s), 1) << slurp(dir / "rank.log");
+    EXPECT_EQ(wait_exit(p, 60s), 5) << slurp(dir / "rank.log");
     EXPECT_LT(std::chrono::steady_clock::now() - start, 40s);
     const std::string log = slurp(dir / "rank.log");
     EXPECT_NE(log.find(std::string("rank ") + rank + " could not meet the others at 127.0.0.1:" + port + " within 3 s"),

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "process_helpers.h"
+#include "tandem/common/exit_codes.h"
 
 namespace {
 
@@ -63,7 +64,7 @@ TEST(EndToEnd, SimulateFailsCleanlyWhenTheTrainerFails) {
   const fs::path dir = fresh_dir("simulate-fail");
   const auto start = std::chrono::steady_clock::now();
   const Result r = run("simulate --model no_such_model --run-dir " + (dir / "run").string(), dir, 120);
-  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.code, 3) << r.output;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 60s) << "workers must not wait for their idle timeout";
   EXPECT_NE(slurp(dir / "run/algo-2/output/failure").find("unknown --model 'no_such_model'"), std::string::npos)
       << r.output;
@@ -81,7 +82,7 @@ TEST(EndToEnd, WorkersDoNotHangWhenTheTrainerIsKilled) {
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 240s)) << slurp(dir / "trainer.log");
   kill(trainer.pid, SIGKILL);
   EXPECT_EQ(wait_exit(trainer, 10s), 128 + SIGKILL);
-  EXPECT_EQ(wait_exit(worker.child, 90s), 1) << slurp(dir / "worker.log");
+  EXPECT_EQ(wait_exit(worker.child, 90s), 5)  /* a peer failed */ << slurp(dir / "worker.log");
   EXPECT_NE(slurp(dir / "worker.log").find("--idle-timeout"), std::string::npos) << slurp(dir / "worker.log");
 }
 
@@ -93,16 +94,21 @@ TEST(EndToEnd, SigtermStopsATrainerWhichReleasesItsWorkers) {
                         dir / "trainer.log");
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 60s)) << slurp(dir / "trainer.log");
   kill(trainer.pid, SIGTERM);
-  EXPECT_EQ(wait_exit(trainer, 20s), 2) << slurp(dir / "trainer.log");
+  EXPECT_EQ(wait_exit(trainer, 20s), tandem::kExitInterrupted) << slurp(dir / "trainer.log");
   EXPECT_EQ(wait_exit(worker.child, 20s), 0) << slurp(dir / "worker.log");
   EXPECT_TRUE(nlohmann::json::parse(slurp(dir / "s.json"))["interrupted"].get<bool>());
 }
 
-TEST(EndToEnd, SigtermStopsAWorkerWithExitZero) {
+// SIGTERM before a trainer released it: interrupted (75), so that a scheduler starts it
+// again; with --drain it leaves the job on purpose (0).
+TEST(EndToEnd, SigtermStopsAWorkerAsInterruptedAndADrainingOneAsDone) {
   const fs::path dir = fresh_dir("worker-sigterm");
   Worker worker = start_worker("", dir / "worker.log");
   kill(worker.child.pid, SIGTERM);
-  EXPECT_EQ(wait_exit(worker.child, 10s), 0) << slurp(dir / "worker.log");
+  EXPECT_EQ(wait_exit(worker.child, 10s), tandem::kExitInterrupted) << slurp(dir / "worker.log");
+  Worker draining = start_worker("--drain", dir / "draining.log");
+  kill(draining.child.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(draining.child, 10s), 0) << slurp(dir / "draining.log");
 }
 
 TEST(EndToEnd, FlagsBeatHyperparametersWhichBeatTheConfigFile) {
@@ -142,7 +148,7 @@ TEST(EndToEnd, EpochsBecomeStepsAndEachEpochUsesEverySampleOnce) {
 
   std::ofstream(dir / "config.json") << R"({"epochs": 3})";
   const Result both = run("trainer --local-workers 1 --steps 5 --config " + (dir / "config.json").string(), dir);
-  EXPECT_EQ(both.code, 1);
+  EXPECT_EQ(both.code, 3);
   EXPECT_NE(both.output.find("both steps and epochs are set"), std::string::npos) << both.output;
 }
 
@@ -150,7 +156,7 @@ TEST(EndToEnd, AnUnknownSettingIsOneClearError) {
   const fs::path dir = fresh_dir("unknown-setting");
   std::ofstream(dir / "config.json") << R"({"batch-sise": 8})";
   const Result r = run("trainer --local-workers 1 --config " + (dir / "config.json").string(), dir);
-  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.code, 3);
   EXPECT_NE(r.output.find("unknown setting 'batch-sise'"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("config.json"), std::string::npos) << r.output;
 }
@@ -161,7 +167,7 @@ TEST(EndToEnd, ABrokenResourceConfigStopsLaunchWithTheFileNamed) {
   fs::create_directories(dir / "root/output");
   std::ofstream(dir / "root/input/config/resourceconfig.json") << R"({"current_host": "algo-1", "hosts": )";
   const Result r = run("launch --sagemaker-root " + (dir / "root").string(), dir, 30);
-  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.code, 3);
   EXPECT_NE(r.output.find("resourceconfig.json"), std::string::npos) << r.output;
   EXPECT_NE(slurp(dir / "root/output/failure").find("resourceconfig.json"), std::string::npos);
 }

@@ -28,9 +28,14 @@ TEST(Errors, EveryKindIsATandemError) {
 }
 
 TEST(Errors, ExitCodes) {
-  EXPECT_EQ(exit_code(Interrupted("SIGTERM")), 2);
-  EXPECT_EQ(exit_code(ConfigError("bad flag")), 1);
-  EXPECT_EQ(exit_code(NetworkError("gone")), 1);
+  // A requeue rule acts on these (docs/configuration.md, "Exit codes"): pinned here.
+  EXPECT_EQ(exit_code(Interrupted("SIGTERM")), 75);
+  EXPECT_EQ(exit_code(ConfigError("bad flag")), 3);
+  EXPECT_EQ(exit_code(DataError("truncated")), 4);
+  EXPECT_EQ(exit_code(NetworkError("gone")), 5);
+  EXPECT_EQ(exit_code(PeerError("bad batch")), 5);
+  EXPECT_EQ(exit_code(Overloaded("too many streams")), 5);
+  EXPECT_EQ(exit_code(Diverged("nan")), 1);
   EXPECT_EQ(exit_code(std::runtime_error("anything else")), 1);
 }
 

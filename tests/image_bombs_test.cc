@@ -108,7 +108,7 @@ TEST(ImageBombs, UnderFailTheTrainersOwnThreadsStopNamingTheFileAndTheFlag) {
                            " --steps 3 --batch-size 2 --sagemaker-root " + dir.string() + " --summary-json " +
                            (dir / "s.json").string();
   const Measured failed = run_measured(args, dir / "fail.log", 180s);
-  EXPECT_EQ(failed.code, 1) << failed.out;
+  EXPECT_EQ(failed.code, 4) << failed.out;
   EXPECT_LT(failed.peak_mib, kPeakBoundMib);
   EXPECT_NE(failed.out.find(data.string() + "/cats/b.png: the header declares a 100000 x 100000 image"),
             std::string::npos)

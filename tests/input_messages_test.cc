@@ -59,7 +59,7 @@ TEST(InputMessages, PrintableEscapesBytesThatAreNotUtf8AndKeepsUtf8) {
 TEST(InputMessages, ATenMegabyteHostNameIsShortenedInOneShortLine) {
   const fs::path dir = fresh_dir("huge-host");
   Outcome r = inspect_root(dir, R"({"current_host": ")" + kHuge + R"(", "hosts": ["algo-1"]})", "");
-  EXPECT_EQ(r.code, 1) << r.out.substr(0, 500);
+  EXPECT_EQ(r.code, 3) << r.out.substr(0, 500);
   EXPECT_LT(r.out.size(), 1000u) << r.out.substr(0, 1000);
   EXPECT_NE(r.out.find("field \"current_host\": is 10000000 bytes long ('aaaa"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("... (10000000 bytes)'), more than the 255 a name may have"), std::string::npos) << r.out;
@@ -72,7 +72,7 @@ TEST(InputMessages, ATenMegabyteSettingIsShortenedInOneShortLine) {
     std::ofstream(dir / "root/input/config/hyperparameters.json") << R"({"data": ")" + kHuge + R"("})";
     const Outcome r = run_capture(std::string(command) + " --sagemaker-root " + (dir / "root").string(),
                                   dir / "out.log", 60);
-    EXPECT_EQ(r.code, 1) << command << ": " << r.out.substr(0, 500);
+    EXPECT_EQ(r.code, 3) << command << ": " << r.out.substr(0, 500);
     EXPECT_LT(r.out.size(), 1500u) << command << ": " << r.out.substr(0, 1500);
     EXPECT_NE(r.out.find("bad value for 'data' in"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("... (10000000 bytes)"), std::string::npos) << r.out;
@@ -83,13 +83,13 @@ TEST(InputMessages, ATenMegabyteSettingIsShortenedInOneShortLine) {
 TEST(InputMessages, BytesThatAreNotUtf8AreEscapedNotEchoed) {
   const fs::path dir = fresh_dir("bad-utf8");
   Outcome r = inspect_root(dir, "{\"current_host\": \"algo-\xff\xfe\", \"hosts\": [\"algo-1\"]}", "");
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("\\xff"), std::string::npos) << r.out;
   EXPECT_FALSE(has_raw_bytes(r.out)) << r.out;
   // A settings file: the JSON parser's own message quotes the bytes it read.
   const fs::path dir2 = fresh_dir("bad-utf8-hp");
   r = inspect_root(dir2, "", "{\"data\": \"x\xc3(\"}");
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("\\xc3"), std::string::npos) << r.out;
   EXPECT_FALSE(has_raw_bytes(r.out)) << r.out;
   // A flag (SM_* variables and the command line reach the same checks).
@@ -112,7 +112,7 @@ TEST(InputMessages, UnsignedSettingsRefuseNegativesAndOverflowWithTheRange) {
   for (const std::string hp : {R"({"seed": "-5"})", R"({"dataset_size": "18446744073709551616"})",
                                 R"({"dataset-size": -1})"}) {
     const Outcome r = inspect_root(fresh_dir("unsigned-hp"), "", hp);
-    EXPECT_EQ(r.code, 1) << hp << ": " << r.out;
+    EXPECT_EQ(r.code, 3) << hp << ": " << r.out;
     EXPECT_NE(r.out.find("in "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(range), std::string::npos) << hp << ": " << r.out;
   }
@@ -129,13 +129,13 @@ TEST(InputMessages, UnsignedSettingsRefuseNegativesAndOverflowWithTheRange) {
 
 TEST(InputMessages, AnUnknownKeyInASettingsFileGetsTheNearestName) {
   Outcome r = inspect_root(fresh_dir("typo-hp"), "", R"({"batch_sise": "8"})");
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("unknown setting 'batch_sise' in "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("hyperparameters.json: did you mean 'batch_size'?"), std::string::npos) << r.out;
   const fs::path dir = fresh_dir("typo-config");
   std::ofstream(dir / "settings.json") << R"({"image-sise": 8})";
   r = run_capture("inspect --config " + (dir / "settings.json").string(), dir / "out.log");
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("did you mean 'image-size'?"), std::string::npos) << r.out;
 }
 
@@ -143,14 +143,14 @@ TEST(InputMessages, StepsAndEpochsTogetherNameWhereEachCameFrom) {
   const fs::path dir = fresh_dir("steps-epochs");
   Outcome r = inspect_root(dir, "", R"({"steps": "5", "epochs": "2"})");
   const std::string hp = (dir / "root/input/config/hyperparameters.json").string();
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("both steps and epochs are set ('steps' in " + hp + ", 'epochs' in " + hp +
                        "): give one of them"),
             std::string::npos)
       << r.out;
   const fs::path dir2 = fresh_dir("steps-flag");
   r = inspect_root(dir2, "", R"({"epochs": "2"})", " --steps 5");
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("(--steps, 'epochs' in " + (dir2 / "root/input/config/hyperparameters.json").string() + ")"),
             std::string::npos)
       << r.out;
@@ -181,7 +181,7 @@ TEST(InputMessages, APipelineTypoGetsTheNearestParameterOrStep) {
       << R"j({"data": "imagefolder:)j" << (dir / "images").string()
       << R"j(", "pipeline": "decode,color_jitter(contrst=0.4)"})j";
   const Outcome r = run_capture("trainer --steps 1 --sagemaker-root " + (dir / "root").string(), dir / "out.log", 60);
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("did you mean 'contrast'?"), std::string::npos) << r.out;
 }
 

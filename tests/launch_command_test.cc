@@ -265,6 +265,19 @@ TEST(LaunchCommand, AListFlagJustBeforeTheCommandLeavesTheCommandWhole) {
   fs::remove_all(h.dir);
 }
 
+// The words after -- are the program's exactly: CLI11 2.1 split "[a,b]" into "a" and "b".
+TEST(LaunchCommand, TheCommandsWordsArePassedExactlyBracketsAndCommasToo) {
+  const Host h = one_host("launch-brackets");
+  const std::string flags = "launch --sagemaker-root " + h.root.string() + " --master-port " +
+                            std::to_string(testing::free_port()) + " --procs-per-host 1 --host-map algo-1=127.0.0.1:6000 ";
+  const std::string words = (h.dir / "words").string();
+  const auto r = testing::run_capture(flags + "-- /bin/sh -c 'echo \"$0|$1|$2\" > " + words + "' '[a,b]' 'x,y' '[]'",
+                                      h.dir / "log", 60);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(slurp(words), "[a,b]|x,y|[]\n");
+  fs::remove_all(h.dir);
+}
+
 // A list hyperparameter as the SDK sends it: JSON from the framework estimators, str() of
 // the list from the generic Estimator. Both are the command; neither is one clear error.
 TEST(LaunchCommand, AListHyperparameterInEitherFormIsTheCommand) {
@@ -392,7 +405,7 @@ TEST(LaunchCommand, AnEmptyScriptOrCommandIsAnError) {
     const auto r = testing::run_capture("train --sagemaker-root " + h.root.string() +
                                             " --host-map algo-1=127.0.0.1:6000 --procs-per-host 1 --allow-cpu-training",
                                         h.dir / "log", 60);
-    EXPECT_EQ(r.code, 1) << given.dump() << r.out;
+    EXPECT_EQ(r.code, 3) << given.dump() << r.out;
     EXPECT_NE(r.out.find(words), std::string::npos) << given.dump() << r.out;
     EXPECT_EQ(r.out.find("[rank-"), std::string::npos) << r.out;
     fs::remove_all(h.dir);

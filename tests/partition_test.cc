@@ -13,6 +13,7 @@
 
 #include "fault_proxy.h"
 #include "process_helpers.h"
+#include "tandem/common/exit_codes.h"
 
 namespace tandem {
 namespace {
@@ -48,7 +49,7 @@ TEST(Partition, AWorkerPartitionedFor30SecondsRejoinsWithinTheBoundAfterItHeals)
   EXPECT_TRUE(testing::wait_for_text(dir / "trainer.log", " step=", 60s, slurp(dir / "trainer.log").size()))
       << "no step after the worker rejoined\n" << slurp(dir / "trainer.log");
   kill(trainer.pid, SIGTERM);
-  EXPECT_EQ(testing::wait_exit(trainer, 60s), 2) << slurp(dir / "trainer.log");
+  EXPECT_EQ(testing::wait_exit(trainer, 60s), kExitInterrupted) << slurp(dir / "trainer.log");
   fs::remove_all(dir);
 }
 

@@ -526,7 +526,7 @@ TEST(PlanCli, BadInputIsOneClearError) {
       {"--json " + dir.string() + "/nowhere", "no such file or directory"}};
   for (const auto& [args, message] : cases) {
     std::string out, err;
-    EXPECT_EQ(run_plan("plan " + args, dir, out, err), 1) << args;
+    EXPECT_EQ(run_plan("plan " + args, dir, out, err), 3) << "configuration: " << args;
     const std::string all = out + err;
     EXPECT_NE(all.find(message), std::string::npos) << all;
     EXPECT_EQ(std::count(all.begin(), all.end(), '\n'), 1) << "one line, no plan: " << all;

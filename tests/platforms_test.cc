@@ -220,6 +220,15 @@ TEST(Slurm, AJobThatIsNotHeterogeneousTrainsEverywhere) {
   EXPECT_TRUE(plan.homogeneous);
 }
 
+// salloc's shell of a heterogeneous job is on the submit host: one clear error, naming
+// the components and how to start tandem on them (it used to say "one local host").
+TEST(SlurmErrors, ASallocShellOfAHeterogeneousJobIsNotOneOfItsNodes) {
+  EXPECT_TRUE(Mentions(discover_error(recorded("slurm-het-salloc.env")),
+                       {"SLURMD_NODENAME", "heterogeneous job 3439 on vm (salloc's)",
+                        "het-group-0 (cpu): tandem-cpu0; het-group-1 (gpu): tandem-gpu0",
+                        "srun --het-group=0,1 --ntasks-per-node=1 tandem launch"}));
+}
+
 TEST(SlurmErrors, EachNamesTheVariableAndTheFix) {
   Vars v = recorded("slurm-het-step-task0.env");
   v["SLURM_LOCALID"] = "1";
@@ -310,6 +319,51 @@ TEST(JobSet, PodsPerJobAndASubdomain) {
   EXPECT_EQ(c.hosts.size(), 5u);
 }
 
+// "workers,trainer": each pod takes the counts from its labels (its replicated job's
+// replicas, the JobSet's total), as examples/kubernetes/jobset.yaml passes them in.
+Vars names_only(const std::string& fixture, const std::string& mine, const std::string& global_index) {
+  Vars v = recorded(fixture);
+  v["TANDEM_JOBSET_GROUPS"] = "workers,trainer";
+  v["REPLICATED_JOB_REPLICAS"] = mine;
+  v["JOBSET_GLOBAL_REPLICAS"] = "3";
+  v["JOB_GLOBAL_INDEX"] = global_index;
+  return v;
+}
+
+TEST(JobSet, NamesAloneTakeTheCountsFromThePodsLabels) {
+  const Cluster worker = discover_env(names_only("jobset-worker.env", "2", "1"));
+  const Cluster written = discover_env(recorded("jobset-worker.env"));
+  EXPECT_EQ(worker.hosts, written.hosts);
+  EXPECT_EQ(worker.current_host, written.current_host);
+  const Cluster trainer = discover_env(names_only("jobset-trainer.env", "1", "2"));
+  EXPECT_EQ(describe(trainer, resolve_roles(trainer, trainer_group("trainer")), trainer_group("trainer"), 1)["workers"],
+            nlohmann::json({"tandem-demo-workers-0-0.tandem-demo:6000", "tandem-demo-workers-1-0.tandem-demo:6000"}));
+  Vars three = names_only("jobset-worker.env", "2", "1");
+  three["TANDEM_JOBSET_GROUPS"] = "workers,trainer=1,eval=2";
+  three["JOBSET_GLOBAL_REPLICAS"] = "5";
+  EXPECT_EQ(discover_env(three).hosts.size(), 5u);
+}
+
+TEST(JobSetErrors, CountsLeftOutNeedTheLabelsAndMustAddUp) {
+  Vars v = names_only("jobset-worker.env", "2", "1");
+  v.erase("REPLICATED_JOB_REPLICAS");
+  EXPECT_TRUE(Mentions(discover_error(v), {"REPLICATED_JOB_REPLICAS", "jobset.sigs.k8s.io/replicatedjob-replicas", "NAME=REPLICAS"}));
+  v = names_only("jobset-worker.env", "2", "1");
+  v["JOBSET_GLOBAL_REPLICAS"] = "";
+  EXPECT_TRUE(Mentions(discover_error(v), {"JOBSET_GLOBAL_REPLICAS", "not set or empty", "global-replicas"}));
+  v["JOBSET_GLOBAL_REPLICAS"] = "2";
+  EXPECT_TRUE(Mentions(discover_error(v), {"leaves no replicas for trainer"}));
+  v = names_only("jobset-worker.env", "2", "1");
+  v["TANDEM_JOBSET_GROUPS"] = "workers,trainer,eval";
+  EXPECT_TRUE(Mentions(discover_error(v), {"2 replicated jobs", "all but one"}));
+  v = names_only("jobset-worker.env", "2", "1");
+  v["TANDEM_JOBSET_GROUPS"] = "trainer,workers";
+  EXPECT_TRUE(Mentions(discover_error(v), {"JOB_GLOBAL_INDEX", "is 1", "order of the JobSet's spec"}));
+  v = names_only("jobset-worker.env", "2", "1");
+  v["TANDEM_JOBSET_GROUPS"] = "workers=3,trainer";
+  EXPECT_TRUE(Mentions(discover_error(v), {"gives workers 3 replicas", "label says 2"}));
+}
+
 TEST(JobSetErrors, EachNamesTheVariableAndTheFix) {
   auto without = [](const std::string& name) {
     Vars v = recorded("jobset-worker.env");
@@ -328,7 +382,7 @@ TEST(JobSetErrors, EachNamesTheVariableAndTheFix) {
   EXPECT_TRUE(Mentions(discover_error(with("JOB_INDEX", "2")), {"JOB_INDEX", "replicas only 2"}));
   EXPECT_TRUE(Mentions(discover_error(with("JOB_COMPLETION_INDEX", "1")), {"JOB_COMPLETION_INDEX", "REPLICASxPARALLELISM"}));
   EXPECT_TRUE(Mentions(discover_error(with("TANDEM_JOBSET_GROUPS", "workers=two,trainer=1")), {"count", "\"two\""}));
-  EXPECT_TRUE(Mentions(discover_error(with("TANDEM_JOBSET_GROUPS", "Workers=2")), {"NAME=REPLICAS"}));
+  EXPECT_TRUE(Mentions(discover_error(with("TANDEM_JOBSET_GROUPS", "Workers=2")), {"NAME or NAME=REPLICAS"}));
   EXPECT_TRUE(Mentions(discover_error(with("TANDEM_JOBSET_GROUPS", "workers=2,workers=1")), {"twice"}));
 }
 

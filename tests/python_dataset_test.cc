@@ -551,7 +551,7 @@ TEST(PythonDatasetWorkers, AWorkerWhoseDatasetCannotStartFailsWithThePythonError
   const fs::path dir = fresh_dir("python-worker-fails");
   const auto out = testing::run_capture("worker --port 0 --bind 127.0.0.1 " + worker_flags("Nope", "{}", 1),
                                         dir / "w.log", 60);
-  EXPECT_EQ(out.code, 1) << out.out;
+  EXPECT_EQ(out.code, 3) << out.out;
   EXPECT_NE(out.out.find("has no 'Nope'"), std::string::npos) << out.out;
 }
 

@@ -164,7 +164,7 @@ TEST(PythonDeterminism, AWorkerWarnsTheSummaryListsItAndTheFlagRefusesIt) {
   EXPECT_NE(summary["determinism_problems"][0].get<std::string>().find("is not deterministic"), std::string::npos);
   const auto strict = testing::run_capture("worker --port 0 --bind 127.0.0.1 --threads 2 --require-deterministic" +
                                            unseeded, dir / "strict.log", 120);
-  EXPECT_EQ(strict.code, 1) << strict.out;
+  EXPECT_EQ(strict.code, 3) << strict.out;
   EXPECT_NE(strict.out.find("is not deterministic"), std::string::npos) << strict.out;
   EXPECT_NE(strict.out.find("(--require-deterministic)"), std::string::npos) << strict.out;
   fs::remove_all(dir);

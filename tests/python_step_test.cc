@@ -255,7 +255,7 @@ TEST(PythonPool, ASampleOverItsShareOfMaxInflightIsAClearError) {
   const auto out = testing::run_capture("worker --port 0 --bind 127.0.0.1 --max-inflight-mb 8 --python-procs 2 "
                                         "--python /usr/bin/python3 --data " + d.data + " --data-args '" + d.data_args + "'",
                                         dir / "w.log", 60);
-  EXPECT_EQ(out.code, 1) << out.out;
+  EXPECT_EQ(out.code, 3) << out.out;
   EXPECT_NE(out.out.find("more than the 2.0 MiB each of its 2 Python processes may use (half of --max-inflight-mb"),
             std::string::npos) << out.out;
 }

@@ -55,7 +55,7 @@ fs::path one_host_root(const fs::path& dir) {
   return root;
 }
 
-// The same failure (rank 1 of 2 exits 1 saying why, rank 0 is stopped) through
+// The same failure (rank 1 of 2 exits 3 saying why, rank 0 is stopped) through
 // `tandem launch` of tandem's trainer, of a command, and `tandem simulate` of each: one
 // code, and output/failure names the rank, how it ended and its last line each time.
 TEST(RankGroup, OneExitCodeRuleForTandemsTrainerACommandAndSimulate) {
@@ -63,10 +63,11 @@ TEST(RankGroup, OneExitCodeRuleForTandemsTrainerACommandAndSimulate) {
   const std::string missing = (dir / "no-such-images").string();
   const std::string trainer = "--procs-per-host 2 --allow-cpu-training --steps 5 --batch-size 4 --image-size 16 "
                               "--data imagefolder:" + missing;
-  // A command that fails as the trainer does: rank 1 first, rank 0 stopped while waiting.
+  // A command that fails as the trainer does (a missing folder: configuration, exit 3):
+  // rank 1 first, rank 0 stopped while waiting.
   const std::string command =
       "--procs-per-host 2 -- /bin/sh -c 'if [ $RANK = 1 ]; then echo \"no such folder " + missing +
-      "\" >&2; exit 1; fi; sleep 60'";
+      "\" >&2; exit 3; fi; sleep 60'";
   std::map<std::string, Failure> seen;
   for (const auto& [name, args] : {std::pair{"trainer", trainer}, std::pair{"command", command}}) {
     const fs::path root = one_host_root(dir / ("launch-" + std::string(name)));
@@ -81,8 +82,8 @@ TEST(RankGroup, OneExitCodeRuleForTandemsTrainerACommandAndSimulate) {
     seen["simulate " + std::string(name)] = failure_of(s.code, run / "algo-1/output/failure", s.out);
   }
   for (const auto& [how, f] : seen) {
-    EXPECT_EQ(f.code, 1) << how << "\n" << f.log;
-    EXPECT_TRUE(f.head.starts_with("rank-0 exited 1") || f.head.starts_with("rank-1 exited 1")) << how << ": " << f.head;
+    EXPECT_EQ(f.code, 3) << how << "\n" << f.log;
+    EXPECT_TRUE(f.head.starts_with("rank-0 exited 3") || f.head.starts_with("rank-1 exited 3")) << how << ": " << f.head;
     EXPECT_NE(f.head.find(", so the other ranks were stopped: "), std::string::npos) << how << ": " << f.head;
     EXPECT_NE(f.last.find("no-such-images"), std::string::npos) << how << ": " << f.last;
   }

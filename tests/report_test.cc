@@ -210,7 +210,7 @@ TEST(ReportCli, WritesThePage) {
   ASSERT_EQ(run_tandem("report " + kRuns + "/two-workers -o " + page.string(), dir / "log", 60), 0) << slurp(dir / "log");
   EXPECT_NE(slurp(dir / "log").find("wrote " + page.string()), std::string::npos);
   EXPECT_EQ(count(slurp(page), "<svg"), 7u);
-  EXPECT_EQ(run_tandem("report " + kRuns + "/two-workers --price ml.c5.18xlarge=x -o " + page.string(), dir / "log", 60), 1);
+  EXPECT_EQ(run_tandem("report " + kRuns + "/two-workers --price ml.c5.18xlarge=x -o " + page.string(), dir / "log", 60), 3);
   EXPECT_NE(slurp(dir / "log").find("is not a price"), std::string::npos);
   fs::remove_all(dir);
 }
@@ -337,7 +337,7 @@ TEST(ReportWords, ARunMadeByHandIsReportedAndPlannedWithTheRightQuestion) {
   EXPECT_EQ(s["settings"]["optimizer"], "adamw");
   EXPECT_EQ(s["settings"]["dataset"], "synthetic");
   EXPECT_EQ(s["settings"]["dataset_size"], 64);
-  EXPECT_EQ(run_tandem("plan " + summary.string() + " --worker-type ml.c5.18xlarge", dir / "plan.log", 60), 1);
+  EXPECT_EQ(run_tandem("plan " + summary.string() + " --worker-type ml.c5.18xlarge", dir / "plan.log", 60), 3);  // configuration
   const std::string plan = slurp(dir / "plan.log");
   EXPECT_NE(plan.find("the trainer's instance type is unknown (the run recorded 'local'"), std::string::npos) << plan;
   EXPECT_NE(plan.find("made by hand, outside SageMaker): give the type to plan for, e.g. --trainer-type "

@@ -276,7 +276,7 @@ TEST(Security, EndToEndATrainerWithoutTheTokenFailsClearlyAndForgedLogLinesStayE
   const int code = run_tandem("trainer --workers " + target + " --steps 3 --local-workers 0 --dataset-size 400"
                               " --image-size 16 --connect-timeout 10",
                               dir / "trainer.log", 60);
-  EXPECT_EQ(code, 1) << slurp(dir / "trainer.log");
+  EXPECT_EQ(code, 5) << slurp(dir / "trainer.log");
   EXPECT_NE(slurp(dir / "trainer.log").find("needs the job's token"), std::string::npos) << slurp(dir / "trainer.log");
 
   auto owner = make_worker_client(target, with_token("e2e-token"));
@@ -305,13 +305,13 @@ TEST(Security, EndToEndTwoJobsOnOneWorkerCannotStopEachOther) {
                            " --connect-timeout 10" + data,
                            dir / "b.log", 60);
   unsetenv("TANDEM_TOKEN");
-  EXPECT_EQ(b, 1) << slurp(dir / "b.log");
+  EXPECT_EQ(b, 5) << slurp(dir / "b.log");
   EXPECT_NE(slurp(dir / "b.log").find("belongs to job 'job-a', not to job 'job-b'"), std::string::npos)
       << slurp(dir / "b.log");
   const size_t steps_then = slurp(dir / "a.log").size();
   ASSERT_TRUE(wait_for_text(dir / "a.log", "step=", 30s, steps_then)) << "job-a stalled: " << slurp(dir / "a.log");
   kill(a.pid, SIGTERM);
-  EXPECT_EQ(wait_exit(a, 60s), 2) << slurp(dir / "a.log");
+  EXPECT_EQ(wait_exit(a, 60s), 75) << slurp(dir / "a.log");
   EXPECT_EQ(wait_exit(worker.child, 30s), 0) << slurp(dir / "worker.log");
   EXPECT_NE(slurp(dir / "worker.log").find("trainer interrupted"), std::string::npos) << slurp(dir / "worker.log");
 }
@@ -338,7 +338,7 @@ TEST(Security, EndToEndAWorkerWithoutAJobNameServesOnlyTheFirstJobThatStreams) {
                            " --connect-timeout 10" + data,
                            dir / "b.log", 60);
   unsetenv("TANDEM_TOKEN");
-  EXPECT_EQ(b, 1) << slurp(dir / "b.log");
+  EXPECT_EQ(b, 5) << slurp(dir / "b.log");
   EXPECT_NE(slurp(dir / "b.log").find("belongs to job 'job-a', not to job 'job-b'"), std::string::npos)
       << slurp(dir / "b.log");
   auto b_again = make_worker_client(target, with_token("shared-token", "job-b"));
@@ -347,7 +347,7 @@ TEST(Security, EndToEndAWorkerWithoutAJobNameServesOnlyTheFirstJobThatStreams) {
   ASSERT_TRUE(wait_for_text(dir / "a.log", "step=", 30s, steps_then)) << "job-a stalled: " << slurp(dir / "a.log");
   EXPECT_NE(slurp(dir / "worker.log").find("now belongs to job 'job-a'"), std::string::npos) << slurp(dir / "worker.log");
   kill(a.pid, SIGTERM);
-  EXPECT_EQ(wait_exit(a, 60s), 2) << slurp(dir / "a.log");
+  EXPECT_EQ(wait_exit(a, 60s), 75) << slurp(dir / "a.log");
   EXPECT_EQ(wait_exit(worker.child, 30s), 0) << slurp(dir / "worker.log");
 }
 
@@ -357,7 +357,7 @@ TEST(Security, AnOpenWorkerOnPortZeroNamesTheBoundPort) {
   unsetenv("TANDEM_TOKEN");
   const Outcome o = run_capture("worker --port 0 --idle-timeout 1 --threads 1 --dataset-size 64 --image-size 16",
                                 dir / "worker.log", 60);
-  EXPECT_EQ(o.code, 1) << o.out;  // idle
+  EXPECT_EQ(o.code, 5) << o.out;  // idle
   const size_t at = o.out.find(" on port ");
   ASSERT_NE(at, std::string::npos) << o.out;
   const std::string port = std::to_string(std::atoi(o.out.c_str() + at + 9));

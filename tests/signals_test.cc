@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "process_helpers.h"
+#include "tandem/common/exit_codes.h"
 
 namespace {
 
@@ -63,16 +64,16 @@ std::vector<fs::path> checkpoints(const fs::path& root) {
   return out;
 }
 
-// SIGTERM to a process that waits (for workers, for rendezvous): it exits 2, within 5 s.
+// SIGTERM to a process that waits (for workers, for rendezvous): it exits 75 (interrupted), within 5 s.
 void expect_sigterm_ends_it_within_5s(Child& child, const fs::path& log) {
   std::this_thread::sleep_for(1s);  // well inside the wait
   const auto start = std::chrono::steady_clock::now();
   kill(child.pid, SIGTERM);
-  EXPECT_EQ(wait_exit(child, 30s), 2) << slurp(log);
+  EXPECT_EQ(wait_exit(child, 30s), tandem::kExitInterrupted) << slurp(log);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
 
-TEST(Signals, SigtermToEveryHostAtOnceCheckpointsTheLastStepAndExitsTwo) {
+TEST(Signals, SigtermToEveryHostAtOnceCheckpointsTheLastStepAndExitsResumable) {
   std::mt19937 rng(7);
   for (int round = 0; round < 3; ++round) {
     const fs::path dir = fresh_dir("sigterm-all-" + std::to_string(round));
@@ -82,7 +83,7 @@ TEST(Signals, SigtermToEveryHostAtOnceCheckpointsTheLastStepAndExitsTwo) {
     ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 90s)) << slurp(dir / "trainer.log");
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 1500)(rng)));
     for (Child* c : {&w1.child, &w2.child, &trainer}) kill(c->pid, SIGTERM);  // all at once, workers first
-    EXPECT_EQ(wait_exit(trainer, 60s), 2) << slurp(dir / "trainer.log");
+    EXPECT_EQ(wait_exit(trainer, 60s), tandem::kExitInterrupted) << slurp(dir / "trainer.log");
     EXPECT_EQ(wait_exit(w1.child, 60s), 0) << slurp(dir / "w1.log");
     EXPECT_EQ(wait_exit(w2.child, 60s), 0) << slurp(dir / "w2.log");
     const auto s = nlohmann::json::parse(slurp(dir / "root/s.json"));
@@ -113,7 +114,7 @@ TEST(Signals, ATrainerWhoseLastSourceDiesWritesACheckpointBeforeFailing) {
   ASSERT_TRUE(wait_for_text(dir / "trainer.log", "step=5 ", 90s)) << slurp(dir / "trainer.log");
   kill(worker.child.pid, SIGKILL);
   wait_exit(worker.child, 10s);
-  EXPECT_EQ(wait_exit(trainer, 60s), 1) << slurp(dir / "trainer.log");
+  EXPECT_EQ(wait_exit(trainer, 60s), tandem::kExitPeer) << slurp(dir / "trainer.log");
   const std::string log = slurp(dir / "trainer.log");
   // The line names the step whose checkpoint it wrote, the last completed one (it used
   // to say "failed at step 623; checkpoint of step 624").
@@ -141,7 +142,7 @@ TEST(Signals, ALossThatIsNotFiniteStopsTrainingWithAClearError) {
 }
 
 // A launcher still waiting for host names to resolve (--resolve-timeout) ends on SIGTERM
-// at once, exit 2, not when the timeout has passed (it ignored SIGTERM for the full 30 s).
+// at once, exit 75, not when the timeout has passed (it ignored SIGTERM for the full 30 s).
 TEST(Signals, SigtermEndsAWaitForHostNamesAtOnce) {
   const fs::path dir = fresh_dir("sigterm-resolve");
   fs::create_directories(dir / "root/input/config");
@@ -157,35 +158,35 @@ TEST(Signals, SigtermEndsAWaitForHostNamesAtOnce) {
   std::this_thread::sleep_for(2s);
   const auto start = std::chrono::steady_clock::now();
   kill(launcher.pid, SIGTERM);
-  EXPECT_EQ(wait_exit(launcher, 60s), 2) << slurp(dir / "launch.log");
+  EXPECT_EQ(wait_exit(launcher, 60s), tandem::kExitInterrupted) << slurp(dir / "launch.log");
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << slurp(dir / "launch.log");
   EXPECT_NE(slurp(dir / "launch.log").find("stopped while resolving host"), std::string::npos) << slurp(dir / "launch.log");
 }
 
-TEST(Signals, SimulateExitsTwoWhenItsRunIsInterrupted) {
+TEST(Signals, SimulateSaysInterruptedWhenItsRunIsStopped) {
   const fs::path dir = fresh_dir("simulate-sigterm");
   Child sim = spawn("simulate --steps 100000 --log-every 20 --run-dir " + (dir / "run").string(), dir / "sim.log");
   ASSERT_TRUE(wait_for_text(dir / "sim.log", "step=20 ", 90s)) << slurp(dir / "sim.log");
   kill(sim.pid, SIGTERM);
-  EXPECT_EQ(wait_exit(sim, 90s), 2) << slurp(dir / "sim.log");
+  EXPECT_EQ(wait_exit(sim, 90s), tandem::kExitInterrupted) << slurp(dir / "sim.log");
 }
 
 // The same with a command as the ranks, which a SIGTERM kills (exit 143): the run was
-// stopped from outside, so simulate exits 2 as well (it exited 1).
-TEST(Signals, SimulateOfACommandExitsTwoWhenItsRunIsInterrupted) {
+// stopped from outside, so simulate exits 75 as well (it exited 1).
+TEST(Signals, SimulateOfACommandSaysInterruptedWhenItsRunIsStopped) {
   const fs::path dir = fresh_dir("simulate-sigterm-command");
   Child sim = spawn("simulate --run-dir " + (dir / "run").string() + " -- /bin/sh -c 'echo ranks-started; sleep 120'",
                     dir / "sim.log");
   ASSERT_TRUE(wait_for_text(dir / "sim.log", "ranks-started", 90s)) << slurp(dir / "sim.log");
   kill(sim.pid, SIGTERM);
-  EXPECT_EQ(wait_exit(sim, 90s), 2) << slurp(dir / "sim.log");
+  EXPECT_EQ(wait_exit(sim, 90s), tandem::kExitInterrupted) << slurp(dir / "sim.log");
 }
 
 
 // Self-healing: a worker that restarts mid-run, and one that starts late, are used again.
 // Paced by events, not steps (a fixed step count outran the changes on a fast machine and
 // the deadline on a loaded one): the trainer runs until both have rejoined and a few more
-// steps, then SIGTERM ends it (exit 2) and its summary counts the rejoins.
+// steps, then SIGTERM ends it (exit 75) and its summary counts the rejoins.
 TEST(SelfHealing, AWorkerThatRestartsRejoinsAndALateOneJoins) {
   const fs::path dir = fresh_dir("rejoin");
   Worker first = start_worker(worker_flags(), dir / "w1.log");
@@ -211,7 +212,7 @@ TEST(SelfHealing, AWorkerThatRestartsRejoinsAndALateOneJoins) {
     std::this_thread::sleep_for(100ms);
   }
   kill(trainer.pid, SIGTERM);
-  EXPECT_EQ(wait_exit(trainer, 60s), 2) << slurp(dir / "trainer.log");
+  EXPECT_EQ(wait_exit(trainer, 60s), tandem::kExitInterrupted) << slurp(dir / "trainer.log");
   const auto s = nlohmann::json::parse(slurp(dir / "s.json"));
   EXPECT_TRUE(s["interrupted"].get<bool>());
   ASSERT_EQ(s["workers"].size(), 2u);
@@ -323,7 +324,7 @@ TEST(Signals, SigtermToRanksWaitingOnAHungSourceStopsThemTogether) {
     for (Child& r : ranks) kill(r.pid, SIGTERM);
     for (int rank = 0; rank < world; ++rank) {
       const fs::path log = dir / ("rank" + std::to_string(rank) + ".log");
-      EXPECT_EQ(wait_exit(ranks[static_cast<size_t>(rank)], 60s), 2) << slurp(log);
+      EXPECT_EQ(wait_exit(ranks[static_cast<size_t>(rank)], 60s), tandem::kExitInterrupted) << slurp(log);
     }
     // Each wait ends at once; the rest is the checkpoint and two calls to the hung worker (3 s deadlines).
     EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);

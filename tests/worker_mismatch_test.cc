@@ -47,7 +47,7 @@ TEST(WorkerMismatch, ATrainerNamesTheImageSizeARealWorkerServes) {
                                   " --sagemaker-root " + (dir / "none").string(),
                               dir / "trainer.log", 120);
   const std::string log = slurp(dir / "trainer.log");
-  EXPECT_EQ(code, 1) << log;
+  EXPECT_EQ(code, 3) << log;
   EXPECT_NE(log.find("data worker " + worker.target() + " ("), std::string::npos) << log;
   EXPECT_NE(log.find(") serves image size 64, this trainer expects 32 (--image-size): give every host the same data "
                      "settings"),

@@ -83,7 +83,8 @@ int run_cli(int argc, char** argv) {
     std::cerr << "tandem: " << problem << std::endl;
     return kExitUsage;
   }
-  if (!set_output(log_level, quiet, settings)) return kExitFailed;
+  if (auto words = words_after_separator(app, argc, argv)) settings.launch.command = std::move(*words);
+  if (!set_output(log_level, quiet, settings)) return kExitConfig;
   for (Command& cmd : commands) {
     if (!cmd.app->parsed()) continue;
     try {

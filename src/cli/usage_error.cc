@@ -117,4 +117,13 @@ std::string separator_problem(const CLI::App& app, int argc, char** argv) {
   return "";
 }
 
+std::optional<std::vector<std::string>> words_after_separator(const CLI::App& app, int argc, char** argv) {
+  const std::vector<CLI::App*> parsed = app.get_subcommands();
+  if (parsed.empty() || parsed.front()->get_option_no_throw("command") == nullptr) return std::nullopt;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") return std::vector<std::string>(argv + i + 1, argv + argc);
+  }
+  return std::nullopt;
+}
+
 }  // namespace tandem::cli

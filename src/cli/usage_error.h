@@ -1,6 +1,7 @@
 // Command-line mistakes: one message, the nearest valid name, exit code 2 (usage).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,10 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& error, int
 // after it, or the program given without `--` before it (its own flags would be taken as
 // tandem's); else "". REQUIRES: `app` parsed `argv`, before settings files are applied.
 std::string separator_problem(const CLI::App& app, int argc, char** argv);
+
+// The words after the first `--` as they were given, for a command that runs the user's
+// program; nullopt when there is no `--` or the command runs none. CLI11 2.1 splits a
+// word like "[a,b]" in two as it collects them; these replace what it collected.
+std::optional<std::vector<std::string>> words_after_separator(const CLI::App& app, int argc, char** argv);
 
 }  // namespace tandem::cli

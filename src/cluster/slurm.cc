@@ -59,6 +59,24 @@ std::vector<std::string> nodes_of(const EnvLookup& env, int component) {
   return nodes;
 }
 
+// The shell salloc starts for a heterogeneous job runs where salloc ran, outside every
+// component, with only the components' variables: say so, and how to reach the nodes.
+[[noreturn]] void outside_the_nodes(const EnvLookup& env, const std::vector<InstanceGroup>& groups) {
+  std::string parts, components;
+  for (size_t k = 0; k < groups.size(); ++k) components += (k ? "," : "") + std::to_string(k);
+  for (const auto& g : groups) {
+    std::string hosts;
+    for (const auto& h : g.hosts) hosts += (hosts.empty() ? "" : ",") + h;
+    parts += (parts.empty() ? "" : "; ") + g.name + " (" + g.instance_type + "): " + hosts;
+  }
+  const std::string where = get(env, "SLURM_SUBMIT_HOST").value_or("the host salloc ran on");
+  fail(env_where("SLURMD_NODENAME"),
+       "is not set: this is a shell of heterogeneous job " + get(env, "SLURM_JOB_ID").value_or("?") + " on " + where +
+           " (salloc's), not a task on its nodes (" + parts + ")",
+       "start tandem on the nodes, one task per node over every component: srun --het-group=" + components +
+           " --ntasks-per-node=1 tandem launch ... (the same with tandem inspect shows each task's role)");
+}
+
 // This task's component, and how it was found. Slurm 22.05 sets no variable that says
 // it (SLURM_HET_JOB_OFFSET reaches only prolog and epilog scripts), so, in order:
 //  1. TANDEM_HET_GROUP (srun --het-group=1 --export=ALL,TANDEM_HET_GROUP=1 ...), or
@@ -107,6 +125,7 @@ std::pair<int, std::string> own_component(const EnvLookup& env, const std::vecto
     }
     if (same.size() == 1) return {same.front(), "SLURM_JOB_NODELIST (the component's own nodes)"};
   }
+  if (!get(env, "SLURMD_NODENAME")) outside_the_nodes(env, groups);
   std::vector<int> holding;
   const std::string node = get(env, "SLURMD_NODENAME").value_or("");
   for (int k = 0; k < n; ++k) {
@@ -124,8 +143,9 @@ std::pair<int, std::string> own_component(const EnvLookup& env, const std::vecto
 }  // namespace
 
 std::optional<Cluster> from_slurm_env(const EnvLookup& env) {
-  if (!get(env, "SLURM_JOB_ID") || !first_of(env, {"SLURM_JOB_NODELIST", "SLURM_NODELIST"})) return std::nullopt;
   const auto het = first_of(env, {"SLURM_HET_SIZE", "SLURM_PACK_SIZE"});
+  // salloc's shell of a heterogeneous job has the components' node lists only.
+  if (!get(env, "SLURM_JOB_ID") || !(het || first_of(env, {"SLURM_JOB_NODELIST", "SLURM_NODELIST"}))) return std::nullopt;
   const int components = het ? env_int(het->name, het->value, 1, kWho) : 0;
   if (components > 64) fail(env_where(het->name), "counts " + het->value + " components", "check the job");
   Draft d;

@@ -2,6 +2,8 @@
 
 #include <exception>
 
+#include "tandem/common/error.h"
+
 namespace tandem::feed {
 
 LocalSource::LocalSource(Scheduler& scheduler, std::shared_ptr<const data::Dataset> dataset, int threads,
@@ -21,7 +23,8 @@ void LocalSource::make(const data::BatchRequest& request, data::SampleReads* rea
   try {
     scheduler_.complete(id_, maker_.make(request, reads));
   } catch (const std::exception& e) {
-    scheduler_.fail(id_, std::string("local preprocessing failed: ") + e.what());
+    scheduler_.fail(id_, std::string("local preprocessing failed: ") + e.what(), /*may_return=*/false,
+                    /*bad_data=*/dynamic_cast<const DataError*>(&e) != nullptr);
     std::lock_guard lock(mu_);
     ended_ = true;
     cv_.notify_all();

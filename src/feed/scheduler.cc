@@ -157,10 +157,11 @@ void Scheduler::complete(int source, data::Batch batch) {
   cv_.notify_all();
 }
 
-void Scheduler::fail(int source, const std::string& why, bool may_return) {
+void Scheduler::fail(int source, const std::string& why, bool may_return, bool bad_data) {
   {
     std::lock_guard lock(mu_);
     Source& s = sources_.at(source);
+    s.bad_data = bad_data;
     if (s.stats.failed) {  // a later, better explanation of the same failure
       s.stats.error = why;
       return;
@@ -318,7 +319,14 @@ std::optional<data::Batch> Scheduler::next() {
       throw NetworkError("no batch " + seq + " within --batch-timeout " +
                          std::to_string(opts_.batch_timeout_s) + " s; sources:" + failure_summary());
     }
-    throw NetworkError("every data source failed before batch " + seq + ":" + failure_summary());
+    const std::string what = "every data source failed before batch " + seq + ":" + failure_summary();
+    // Failed on the data itself everywhere: bad data (exit 4), not a peer (exit 5).
+    auto bad = [](const Source& s) { return s.bad_data; };
+    auto bad_or_left = [](const Source& s) { return s.bad_data || !s.stats.left.empty(); };
+    if (std::any_of(sources_.begin(), sources_.end(), bad) && std::all_of(sources_.begin(), sources_.end(), bad_or_left)) {
+      throw DataError(what);
+    }
+    throw NetworkError(what);
   }
   data::Batch batch = std::move(it->second);
   ready_.erase(it);

@@ -289,14 +289,15 @@ SuperviseOptions simulate_supervision(const SimulateOptions& sim) {
 
 // The exit code of the whole simulated job, by the rank group's rule one level up (each
 // trainer host's `tandem launch` already exits by it): that of the trainer host whose
-// failure ended the job, else of the first that did not exit 0 (2 when they were
-// interrupted and checkpointed); with every trainer host ok, 1 when a worker host failed.
+// failure ended the job, else of the first that did not exit 0 (75 when they were
+// interrupted and checkpointed); with every trainer host ok, 1 when a worker host failed
+// (a worker stopped by the stop itself, 75 or SIGTERM, did not).
 int simulate_exit_code(const std::vector<SimHost>& hosts, const std::vector<ExitStatus>& statuses) {
   std::vector<ExitStatus> trainers;
   bool workers_ok = true;
   for (size_t i = 0; i < hosts.size() && i < statuses.size(); ++i) {
     if (hosts[i].trainer) trainers.push_back(statuses[i]);
-    else workers_ok &= statuses[i].ok() || statuses[i].signal == SIGTERM;
+    else workers_ok &= statuses[i].ok() || statuses[i].signal == SIGTERM || statuses[i].exit_code == kExitInterrupted;
   }
   const int code = job_exit_code(trainers);
   return code != kExitOk || workers_ok ? code : kExitFailed;
@@ -344,7 +345,7 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
   }
   if (lost.empty()) print_failures(run, hosts);
   std::cout << std::flush;
-  // Stopped from outside, the run is interrupted (2), whatever the hosts' own programs
+  // Stopped from outside, the run is interrupted (75), whatever the hosts' own programs
   // exited with on the stop (a command's ranks: 128 + SIGTERM, or as the script decides).
   const int ended = simulate_exit_code(hosts, statuses);
   const int code = signalled && ended != kExitOk ? kExitInterrupted : ended;

@@ -227,7 +227,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
                             std::string("trainer failed: ") + e.what());
     }
     release(worker_targets, settings.security, "trainer failed");
-    return kExitFailed;
+    return exit_code(e);
   }
 }
 

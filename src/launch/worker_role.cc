@@ -92,7 +92,14 @@ int run_worker(const Settings& settings, const std::string& host) {
                                " s (--idle-timeout): the trainer is gone or never started; exiting";
     spdlog::error("{}", reason);
     report::write_failure(settings.cluster.sagemaker_root, reason);
-    return kExitFailed;
+    return kExitPeer;
+  }
+  // Stopped by SIGTERM before its trainer released it (and not leaving alone, --drain):
+  // the job was interrupted, and a scheduler may start this worker again.
+  if (why == transport::StopReason::kStopped && !settings.worker.drain) {
+    spdlog::info("data worker {} exiting: stopped before its trainer released it (exit {}, interrupted)", host,
+                 kExitInterrupted);
+    return kExitInterrupted;
   }
   spdlog::info("data worker {} exiting", host);
   return kExitOk;

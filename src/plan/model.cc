@@ -101,6 +101,33 @@ ScalingRange scaling_range(const std::vector<PlanRow>& rows, double within_pct) 
   return r;
 }
 
+int fastest_row(const std::vector<PlanRow>& rows) {
+  int best = -1;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i].feasible) continue;
+    if (best < 0 || rows[i].samples_per_sec > rows[best].samples_per_sec * (1 + kTolerance)) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+int fewest_near_fastest(const std::vector<PlanRow>& rows, double within_pct) {
+  const int fastest = fastest_row(rows);
+  if (fastest < 0) return -1;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].feasible &&
+        rows[i].samples_per_sec * (1 + within_pct / 100.0) * (1 + kTolerance) >= rows[fastest].samples_per_sec) {
+      return static_cast<int>(i);
+    }
+  }
+  return fastest;
+}
+
+ScalingRange node_range(const std::vector<PlanRow>& rows, double within_pct) {
+  const int fewest = fewest_near_fastest(rows, within_pct);
+  if (fewest < 0) return {};
+  return {rows[fewest].workers, rows[fewest].workers, rows[fastest_row(rows)].workers};
+}
+
 double saving(const PlanRow& row, const PlanRow& base) {
   if (!row.feasible || !base.feasible) return 0.0;
   return 1.0 - row.usd_per_million_samples / base.usd_per_million_samples;

@@ -43,21 +43,25 @@ std::string percent_or_dash(const nlohmann::json& v) {
 
 std::string table(const nlohmann::json& p) {
   const int best = p["recommended"]["workers"].get<int>(), fast = p["fastest_within"]["workers"].get<int>();
+  const bool priced = p.value("priced", true);
+  const int columns = priced ? 6 : 3;  // without prices: no dollar columns
   const size_t widths[] = {7, 12, 10, 10, 12, 8};
   const char* heads[] = {"workers", "samples/s", "ms/step", "$/hour", "$/1k steps", "saving"};
   std::string out = "  ";
-  for (int i = 0; i < 6; ++i) out += pad_left(heads[i], widths[i]) + (i < 5 ? "  " : "");
+  for (int i = 0; i < columns; ++i) out += pad_left(heads[i], widths[i]) + (i < columns - 1 ? "  " : "");
   out += "\n";
   for (const nlohmann::json& r : p["rows"]) {
     const int n = r["workers"].get<int>();
     const std::string cells[] = {std::to_string(n), group_thousands(r["samples_per_sec"].get<double>(), 0),
-                                 number_or_dash(r["step_ms"], 1), group_thousands(r["usd_per_hour"].get<double>(), 2),
+                                 number_or_dash(r["step_ms"], 1), number_or_dash(r["usd_per_hour"], 2),
                                  number_or_dash(r["usd_per_1000_steps"], 3), n == 0 ? "-" : percent_or_dash(r["saving_vs_none"])};
     std::string line = "  ";
-    for (int i = 0; i < 6; ++i) line += pad_left(cells[i], widths[i]) + (i < 5 ? "  " : "");
+    for (int i = 0; i < columns; ++i) line += pad_left(cells[i], widths[i]) + (i < columns - 1 ? "  " : "");
     std::string marks;
-    if (n == best) marks += " cheapest";
-    if (n == fast && fast != best) marks += " fastest within " + group_thousands(p["fastest_within"]["within_pct"].get<double>(), 0) + "%";
+    if (n == best) marks += priced ? " cheapest" : " recommended";
+    if (n == fast && fast != best) {
+      marks += priced ? " fastest within " + group_thousands(p["fastest_within"]["within_pct"].get<double>(), 0) + "%" : " fastest";
+    }
     if (r["at_ceiling"].get<bool>()) marks += (marks.empty() ? " " : ", ") + std::string("at ceiling");
     const std::string limit = r.value("limit", "");
     if (limit.find("network") != std::string::npos) marks += (marks.empty() ? " " : ", ") + limit + " bound";
@@ -69,11 +73,13 @@ std::string table(const nlohmann::json& p) {
 std::string inputs(const nlohmann::json& p) {
   const nlohmann::json &t = p["trainer"], &w = p["worker"], &m = p["measurement"];
   const std::string wt = printable(w["instance_type"].get<std::string>(), 60);
+  auto price = [](const nlohmann::json& usd) { return usd.is_number() ? "$" + group_thousands(usd.get<double>(), 3) + "/h" : std::string(); };
+  const std::string trainer_price = price(t["usd_per_hour"]), worker_price = price(w["usd_per_hour"]);
   std::string out = "Plan for " + std::to_string(t["hosts"].get<int>()) + " x " +
-                    printable(t["instance_type"].get<std::string>(), 60) + " ($" +
-                    group_thousands(t["usd_per_hour"].get<double>(), 3) + "/h) + N x " + wt + " ($" +
-                    group_thousands(w["usd_per_hour"].get<double>(), 3) + "/h, " + std::to_string(w["vcpus"].get<int>()) +
-                    " vCPUs)\n";
+                    printable(t["instance_type"].get<std::string>(), 60) +
+                    (trainer_price.empty() ? "" : " (" + trainer_price + ")") + " + N x " + wt + " (" +
+                    (worker_price.empty() ? "" : worker_price + ", ") + std::to_string(w["vcpus"].get<int>()) + " vCPUs" +
+                    (w.value("vcpus_measured", false) ? ", as the run's workers" : "") + ")\n";
   auto item = [&](const std::string& name, const std::string& value) {
     out += wrap(value, std::string(26, ' '), "  " + pad_right(name, 22) + "  ");
   };
@@ -111,6 +117,12 @@ std::string inputs(const nlohmann::json& p) {
                         carried(net["trainer_gbps"], net["trainer_samples_per_sec"]));
   }
   const nlohmann::json& pr = p["prices"];
+  if (!p.value("priced", true)) {
+    std::string names;
+    for (const auto& n : p["unpriced_types"]) names += (names.empty() ? "" : ", ") + printable(n.get<std::string>(), 60);
+    item("prices", "none for " + names + ": the plan counts nodes");
+    return out;
+  }
   item("prices", printable(pr["file"].get<std::string>(), 300) + " (" + pr["region"].get<std::string>() + ", " +
                      pr["as_of"].get<std::string>() + "), indicative");
   return out;
@@ -154,13 +166,16 @@ std::string elastic_text(const nlohmann::json& p, const std::string& worker_type
   const nlohmann::json& e = p["elastic"];
   const int start = e["start"].get<int>(), lo = e["min"].get<int>(), hi = e["max"].get<int>();
   const std::string within = group_thousands(e["within_pct"].get<double>(), 0) + "%";
+  const bool priced = p.value("priced", true);
   if (lo == hi) {
-    return "Elastic pool: keep " + std::to_string(start) + " x " + worker_type + " (no other count is within " +
-           within + " of the cheapest cost per sample)\n";
+    return "Elastic pool: keep " + std::to_string(start) + " x " + worker_type + " (no other count is within " + within +
+           (priced ? " of the cheapest cost per sample)\n" : " of the fastest)\n");
   }
   return "Elastic pool: start with " + std::to_string(start) + " x " + worker_type + ", let an autoscaler move it " +
-         "between " + std::to_string(lo) + " and " + std::to_string(hi) + " (each within " + within +
-         " of the cheapest cost per sample; tandem_workers_wanted, docs/platforms.md)\n";
+         "between " + std::to_string(lo) + " and " + std::to_string(hi) +
+         (priced ? " (each within " + within + " of the cheapest cost per sample" : " (from the fewest within " + within +
+                                                                                       " of the fastest to the fastest") +
+         "; tandem_workers_wanted, docs/platforms.md)\n";
 }
 
 }  // namespace
@@ -184,13 +199,20 @@ std::string format_plan_text(const nlohmann::json& p) {
   std::string out = inputs(p) + "\n" + table(p) + "\n";
   const nlohmann::json &best = p["recommended"], &fast = p["fastest_within"];
   const std::string wt = printable(p["worker"]["instance_type"].get<std::string>(), 60);
-  out += "Recommended: " + std::to_string(best["workers"].get<int>()) + " x " + wt + " (cheapest per sample: $" +
-         number_or_dash(best["usd_per_1000_steps"], 3) + " per 1,000 steps, " +
-         group_thousands(best["samples_per_sec"].get<double>(), 0) + " samples/s)\n";
-  out += "Fastest within " + group_thousands(fast["within_pct"].get<double>(), 0) + "% of that cost: " +
-         std::to_string(fast["workers"].get<int>()) + " x " + wt + " (" +
-         group_thousands(fast["samples_per_sec"].get<double>(), 0) + " samples/s, $" +
-         number_or_dash(fast["usd_per_1000_steps"], 3) + " per 1,000 steps)\n";
+  const std::string within = group_thousands(fast["within_pct"].get<double>(), 0) + "%";
+  if (p.value("priced", true)) {
+    out += "Recommended: " + std::to_string(best["workers"].get<int>()) + " x " + wt + " (cheapest per sample: $" +
+           number_or_dash(best["usd_per_1000_steps"], 3) + " per 1,000 steps, " +
+           group_thousands(best["samples_per_sec"].get<double>(), 0) + " samples/s)\n";
+    out += "Fastest within " + within + " of that cost: " + std::to_string(fast["workers"].get<int>()) + " x " + wt + " (" +
+           group_thousands(fast["samples_per_sec"].get<double>(), 0) + " samples/s, $" +
+           number_or_dash(fast["usd_per_1000_steps"], 3) + " per 1,000 steps)\n";
+  } else {
+    out += "Recommended: " + std::to_string(best["workers"].get<int>()) + " x " + wt + " (the fewest within " + within +
+           " of the fastest: " + group_thousands(best["samples_per_sec"].get<double>(), 0) + " samples/s)\n";
+    out += "Fastest: " + std::to_string(fast["workers"].get<int>()) + " x " + wt + " (" +
+           group_thousands(fast["samples_per_sec"].get<double>(), 0) + " samples/s)\n";
+  }
   out += elastic_text(p, wt) + "\n";
   out += wrap(printable(p["explanation"].get<std::string>(), 4000), "", "") + "\n" + spot_text(p) + "\nCaveats:\n";
   for (const nlohmann::json& c : p["caveats"]) out += wrap(printable(c.get<std::string>(), 2000), "  ", "- ");

@@ -7,6 +7,7 @@
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
 #include "tandem/plan/model.h"
+#include "plan_types.h"
 #include "spot_plan.h"
 
 namespace tandem::plan {
@@ -15,14 +16,15 @@ namespace {
 
 nlohmann::json money_or_null(bool feasible, double v) { return feasible ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
-nlohmann::json row_json(const PlanRow& r, const PlanRow& none) {
+// A row; its dollars null where nothing feeds the loop, or where the types have no price.
+nlohmann::json row_json(const PlanRow& r, const PlanRow& none, bool priced) {
   return {{"workers", r.workers},
           {"samples_per_sec", r.samples_per_sec},
           {"step_ms", money_or_null(r.feasible, r.step_seconds * 1000.0)},
-          {"usd_per_hour", r.usd_per_hour},
-          {"usd_per_1000_steps", money_or_null(r.feasible, r.usd_per_1000_steps)},
-          {"usd_per_million_samples", money_or_null(r.feasible, r.usd_per_million_samples)},
-          {"saving_vs_none", money_or_null(r.feasible && none.feasible, saving(r, none))},
+          {"usd_per_hour", money_or_null(priced, r.usd_per_hour)},
+          {"usd_per_1000_steps", money_or_null(priced && r.feasible, r.usd_per_1000_steps)},
+          {"usd_per_million_samples", money_or_null(priced && r.feasible, r.usd_per_million_samples)},
+          {"saving_vs_none", money_or_null(priced && r.feasible && none.feasible, saving(r, none))},
           {"at_ceiling", r.at_ceiling},
           {"limit", r.limit}};
 }
@@ -115,8 +117,31 @@ std::string wall_clock_check(const RunMeasurements& m) {
                            "the dataset's own that tandem does not measure): the table is pessimistic.";
 }
 
-std::vector<std::string> caveats(const RunMeasurements& m, const PriceTable& prices, const InstanceType& worker,
-                                 const InstanceType& trainer, int to_ceiling, int max_workers) {
+std::string prices_caveat(const PriceTable& prices) {
+  return "Prices are indicative on-demand figures from " + prices.origin + " (" + prices.region + ", " + prices.as_of +
+         "); check the current ones and override with --price TYPE=DOLLARS or --prices FILE.";
+}
+
+std::string nodes_caveat(const PlanTypes& types, double within_pct) {
+  std::string names;
+  for (const std::string& t : types.unpriced) names += (names.empty() ? "" : ", ") + t;
+  std::string s = "No price for " + names + " (a node type of a Slurm or Kubernetes cluster, not a SageMaker instance "
+                  "type): the plan counts nodes, recommending the fewest workers within " +
+                  group_thousands(within_pct, 0) + "% of the fastest (--within), and prices nothing, spot included. "
+                  "To weigh dollars, give each type's price: --prices FILE with {\"instances\": {\"" +
+                  types.unpriced.front() + "\": {\"vcpus\": N, \"usd_per_hour\": D}}}, or --price " +
+                  types.unpriced.front() + "=D.";
+  if (types.worker_vcpus_measured) {
+    s += " A " + types.worker.name + " worker is taken to have " + std::to_string(types.worker.vcpus) +
+         " vCPUs, the threads the run's workers had; give \"vcpus\" in a --prices file to plan a bigger node.";
+  }
+  return s;
+}
+
+std::vector<std::string> caveats(const RunMeasurements& m, const PriceTable& prices, const PlanTypes& types,
+                                 int to_ceiling, const PlanOptions& options) {
+  const InstanceType &worker = types.worker, &trainer = types.trainer;
+  const int max_workers = options.max_workers;
   std::vector<std::string> out;
   const bool same_type = m.rate_from_workers && m.run_worker_type == worker.name && !m.simulated;
   if (!same_type) {
@@ -132,8 +157,7 @@ std::vector<std::string> caveats(const RunMeasurements& m, const PriceTable& pri
     out.push_back("This run was a simulation (tandem simulate): its hosts shared one machine, so its instance types "
                   "are labels and its rates are this machine's, not those instances'.");
   }
-  out.push_back("Prices are indicative on-demand figures from " + prices.origin + " (" + prices.region + ", " +
-                prices.as_of + "); check the current ones and override with --price TYPE=DOLLARS or --prices FILE.");
+  out.push_back(types.priced ? prices_caveat(prices) : nodes_caveat(types, options.within_pct));
   out.push_back("The model assumes the training loop's own speed (the ceiling) does not change with more workers, "
                 "and that a worker's rate grows with its vCPUs.");
   if (m.bytes_per_sample <= 0 || worker.network_gbps <= 0 || trainer.network_gbps <= 0) {
@@ -177,33 +201,28 @@ std::string network_sentence(const nlohmann::json& p, const InstanceType& worker
   return s;
 }
 
-std::string explanation(const nlohmann::json& p, const RunMeasurements& m, const InstanceType& worker,
-                        const InstanceType& trainer) {
-  const nlohmann::json& rows = p["rows"];
-  const nlohmann::json& best = p["recommended"];
-  const nlohmann::json& none = rows[0];
+// The trainer hosts alone: what their own cores make against what the loop takes.
+std::string alone_sentence(const nlohmann::json& p, const RunMeasurements& m) {
   const double local = p["local_samples_per_sec"].get<double>();
   std::string s = "With " + std::to_string(m.trainer_hosts) + " x " + m.trainer_type + " alone, ";
-  if (local > 0) {
-    const nlohmann::json& spare = p["trainer"]["spare_vcpus_per_host"];
-    s += "its own preprocessing" +
-         (spare.is_null() ? std::string() : " (" + std::to_string(spare.get<int>()) + " spare vCPUs per host)") +
-         " makes about " + group_thousands(local, 0) + " samples/s while the training loop could take " +
-         group_thousands(m.ceiling, 0) + " samples/s";
-    s += local >= m.ceiling ? ": the loop is already the bottleneck, so data workers would add cost and no speed."
-                            : ", so the accelerators wait for data " +
-                                  group_thousands(100.0 * (1.0 - local / m.ceiling), 0) + "% of the time.";
-  } else {
-    s += "nothing preprocesses on the trainer hosts (no vCPUs to spare), so the job needs at least one data worker.";
-  }
-  s += " Each " + worker.name + " adds about " + group_thousands(m.images_per_cpu_second * worker.vcpus, 0) +
-       " samples/s (" + group_thousands(m.images_per_cpu_second, 1) + " samples per CPU-second x " +
-       std::to_string(worker.vcpus) + " vCPUs) for $" + group_thousands(worker.usd_per_hour, 3) + "/hour.";
-  s += network_sentence(p, worker, trainer);
+  if (local <= 0) return s + "nothing preprocesses on the trainer hosts (no vCPUs to spare), so the job needs at least one data worker.";
+  const nlohmann::json& spare = p["trainer"]["spare_vcpus_per_host"];
+  s += "its own preprocessing" +
+       (spare.is_null() ? std::string() : " (" + std::to_string(spare.get<int>()) + " spare vCPUs per host)") +
+       " makes about " + group_thousands(local, 0) + " samples/s while the training loop could take " +
+       group_thousands(m.ceiling, 0) + " samples/s";
+  return s + (local >= m.ceiling ? ": the loop is already the bottleneck, so data workers would add cost and no speed."
+                                 : ", so the accelerators wait for data " +
+                                       group_thousands(100.0 * (1.0 - local / m.ceiling), 0) + "% of the time.");
+}
+
+// The cheapest choice and the fastest within --within of its cost.
+std::string cost_sentences(const nlohmann::json& p) {
+  const nlohmann::json &best = p["recommended"], &none = p["rows"][0], &fast = p["fastest_within"];
   const int n = best["workers"].get<int>();
-  s += " The cheapest per sample is " + (n == 0 ? std::string("none") : counted(n, "worker", "workers")) + ": $" +
-       group_thousands(best["usd_per_1000_steps"].get<double>(), 3) + " per 1,000 steps at " +
-       group_thousands(best["step_ms"].get<double>(), 1) + " ms/step";
+  std::string s = " The cheapest per sample is " + (n == 0 ? std::string("none") : counted(n, "worker", "workers")) + ": $" +
+                  group_thousands(best["usd_per_1000_steps"].get<double>(), 3) + " per 1,000 steps at " +
+                  group_thousands(best["step_ms"].get<double>(), 1) + " ms/step";
   if (n > 0 && !none["saving_vs_none"].is_null() && best["saving_vs_none"].get<double>() > 0) {
     s += ", " + group_thousands(100.0 * best["saving_vs_none"].get<double>(), 0) + "% less than with none";
   }
@@ -215,7 +234,6 @@ std::string explanation(const nlohmann::json& p, const RunMeasurements& m, const
   } else {
     s += " A worker costs more per hour than the speed it adds is worth here.";
   }
-  const nlohmann::json& fast = p["fastest_within"];
   if (fast["workers"] != best["workers"]) {
     s += " For at most " + group_thousands(fast["within_pct"].get<double>(), 0) + "% more per sample, " +
          counted(fast["workers"].get<int>(), "worker makes", "workers make") + " it " +
@@ -224,64 +242,113 @@ std::string explanation(const nlohmann::json& p, const RunMeasurements& m, const
   return s;
 }
 
+// Without prices: the fewest workers near the fastest the job can go.
+std::string node_sentences(const nlohmann::json& p) {
+  const nlohmann::json &best = p["recommended"], &fast = p["fastest_within"];
+  const int n = best["workers"].get<int>();
+  std::string s = " No price is known for " + p["unpriced_types"].get<std::vector<std::string>>().front() +
+                  (p["unpriced_types"].size() > 1 ? " or " + p["unpriced_types"][1].get<std::string>() : std::string()) +
+                  ", so the plan counts nodes: " + (n == 0 ? std::string("no worker") : counted(n, "worker", "workers")) +
+                  " bring the job within " + group_thousands(fast["within_pct"].get<double>(), 0) +
+                  "% of the fastest it can go (" + group_thousands(best["samples_per_sec"].get<double>(), 0) +
+                  " samples/s, " + group_thousands(best["step_ms"].get<double>(), 1) + " ms/step)";
+  if (fast["workers"] != best["workers"]) {
+    s += "; " + counted(fast["workers"].get<int>(), "worker makes", "workers make") + " it " +
+         group_thousands(best["step_ms"].get<double>() / fast["step_ms"].get<double>(), 2) + " times as fast as that";
+  }
+  return s + ".";
+}
+
+std::string explanation(const nlohmann::json& p, const RunMeasurements& m, const PlanTypes& types) {
+  const InstanceType &worker = types.worker, &trainer = types.trainer;
+  std::string s = alone_sentence(p, m);
+  s += " Each " + worker.name + " adds about " + group_thousands(m.images_per_cpu_second * worker.vcpus, 0) +
+       " samples/s (" + group_thousands(m.images_per_cpu_second, 1) + " samples per CPU-second x " +
+       std::to_string(worker.vcpus) + " vCPUs" + (types.worker_vcpus_measured ? ", the threads of the run's workers" : "") +
+       ")" + (types.priced ? " for $" + group_thousands(worker.usd_per_hour, 3) + "/hour." : ".");
+  s += network_sentence(p, worker, trainer);
+  return s + (types.priced ? cost_sentences(p) : node_sentences(p));
+}
+
+// The model's inputs for the whole job.
+ModelParams model_params(const RunMeasurements& m, const TrainerCores& cores, const PlanTypes& types) {
+  ModelParams mp;
+  mp.ceiling = m.ceiling;
+  mp.local = cores.per_host * m.trainer_hosts;
+  mp.per_worker = m.images_per_cpu_second * types.worker.vcpus;
+  mp.worker_network = network_samples(types.worker.network_gbps, m.bytes_per_sample);
+  mp.trainer_network = network_samples(types.trainer.network_gbps * m.trainer_hosts, m.bytes_per_sample);
+  mp.global_batch = m.global_batch;
+  mp.trainer_usd_per_hour = types.priced ? types.trainer.usd_per_hour * m.trainer_hosts : 0.0;
+  mp.worker_usd_per_hour = types.priced ? types.worker.usd_per_hour : 0.0;
+  return mp;
+}
+
+// What the plan was made from: the types, the measurement, the prices, the network.
+nlohmann::json inputs_json(const RunMeasurements& m, const PlanTypes& types, const TrainerCores& cores,
+                           const ModelParams& mp, const PriceTable& prices, const PlanOptions& options) {
+  const InstanceType &trainer = types.trainer, &worker = types.worker;
+  auto usd = [&](const InstanceType& t) { return money_or_null(types.priced, t.usd_per_hour); };
+  nlohmann::json p;
+  p["trainer"] = {{"instance_type", trainer.name}, {"hosts", m.trainer_hosts}, {"usd_per_hour", usd(trainer)},
+                  {"cpu_model", m.cpu_model}, {"local_threads_per_host", m.local_threads},
+                  {"vcpus", trainer.vcpus}, {"ranks_per_host", cores.ranks_per_host},
+                  {"spare_vcpus_per_host", cores.spare >= 0 ? nlohmann::json(cores.spare) : nlohmann::json(nullptr)},
+                  {"reserve_vcpus_per_rank", options.reserve_vcpus_per_rank}};
+  p["worker"] = {{"instance_type", worker.name}, {"vcpus", worker.vcpus}, {"usd_per_hour", usd(worker)},
+                 {"cpu", worker.cpu}, {"samples_per_sec", mp.per_worker}, {"vcpus_measured", types.worker_vcpus_measured}};
+  p["measurement"] = {{"images_per_cpu_second", m.images_per_cpu_second}, {"threads", m.rate_threads},
+                      {"on", m.rate_from_workers ? "workers" : "trainer host"}, {"where", where_measured(m, prices)},
+                      {"run_worker_type", m.run_worker_type}, {"cpu_model", m.cpu_model}};
+  p["prices"] = {{"file", prices.origin}, {"region", prices.region}, {"as_of", prices.as_of},
+                 {"currency", prices.currency}, {"overridden", prices.overridden}};
+  p["priced"] = types.priced;
+  p["unpriced_types"] = types.unpriced;
+  p["network"] = network_json(m, mp, worker, trainer);
+  p["ceiling_samples_per_sec"] = m.ceiling;
+  p["local_samples_per_sec"] = mp.local;
+  p["global_batch"] = m.global_batch;
+  return p;
+}
+
+// The rows, the recommendation, the fastest choice within --within and the elastic range:
+// by cost per sample when priced, else by nodes.
+void choose(nlohmann::json& p, const std::vector<PlanRow>& rows, double within_pct, bool priced) {
+  p["rows"] = nlohmann::json::array();
+  for (const PlanRow& r : rows) p["rows"].push_back(row_json(r, rows[0], priced));
+  const int best = priced ? cheapest_row(rows) : fewest_near_fastest(rows, within_pct);
+  if (best < 0) throw ConfigError("no choice of workers feeds the training loop: the measured rates are 0");
+  const int fast = priced ? fastest_row_within(rows, within_pct) : fastest_row(rows);
+  p["recommended"] = p["rows"][best];
+  p["fastest_within"] = p["rows"][fast];
+  p["fastest_within"]["within_pct"] = within_pct;
+  const ScalingRange range = priced ? scaling_range(rows, within_pct) : node_range(rows, within_pct);
+  p["elastic"] = {{"start", range.start}, {"min", range.min}, {"max", range.max}, {"within_pct", within_pct}};
+}
+
 }  // namespace
 
 nlohmann::json make_plan(const nlohmann::json& summary, const PriceTable& prices, const PlanOptions& options) {
   if (!(options.within_pct >= 0) || options.within_pct > 1000) throw ConfigError("--within must be 0 to 1000 (percent)");
   if (options.max_workers < 1 || options.max_workers > 10000) throw ConfigError("--max-workers must be 1 to 10000");
   const RunMeasurements m = read_measurements(summary, options);
-  const InstanceType& trainer = find_instance_type(prices, m.trainer_type);
-  const InstanceType& worker = find_instance_type(prices, m.worker_type);
-  if (worker.vcpus <= 0) {
-    throw ConfigError("worker type " + worker.name + " has no vCPU count (its price came from --price): add it to a "
-                      "--prices file with \"vcpus\"");
-  }
-  const TrainerCores cores = trainer_cores(m, trainer, options);
-  ModelParams mp;
-  mp.ceiling = m.ceiling;
-  mp.local = cores.per_host * m.trainer_hosts;
-  mp.per_worker = m.images_per_cpu_second * worker.vcpus;
-  mp.worker_network = network_samples(worker.network_gbps, m.bytes_per_sample);
-  mp.trainer_network = network_samples(trainer.network_gbps * m.trainer_hosts, m.bytes_per_sample);
-  mp.global_batch = m.global_batch;
-  mp.trainer_usd_per_hour = trainer.usd_per_hour * m.trainer_hosts;
-  mp.worker_usd_per_hour = worker.usd_per_hour;
+  const PlanTypes types = plan_types(prices, m);
+  const TrainerCores cores = trainer_cores(m, types.trainer, options);
+  const ModelParams mp = model_params(m, cores, types);
   const std::vector<PlanRow> rows = plan_table(mp, options.max_workers);
-  const int best = cheapest_row(rows), fast = fastest_row_within(rows, options.within_pct);
   const int to_ceiling = workers_to_ceiling(mp);
 
-  nlohmann::json p;
-  p["trainer"] = {{"instance_type", trainer.name}, {"hosts", m.trainer_hosts}, {"usd_per_hour", trainer.usd_per_hour},
-                  {"cpu_model", m.cpu_model}, {"local_threads_per_host", m.local_threads},
-                  {"vcpus", trainer.vcpus}, {"ranks_per_host", cores.ranks_per_host},
-                  {"spare_vcpus_per_host", cores.spare >= 0 ? nlohmann::json(cores.spare) : nlohmann::json(nullptr)},
-                  {"reserve_vcpus_per_rank", options.reserve_vcpus_per_rank}};
-  p["worker"] = {{"instance_type", worker.name}, {"vcpus", worker.vcpus}, {"usd_per_hour", worker.usd_per_hour},
-                 {"cpu", worker.cpu}, {"samples_per_sec", mp.per_worker}};
-  p["measurement"] = {{"images_per_cpu_second", m.images_per_cpu_second}, {"threads", m.rate_threads},
-                      {"on", m.rate_from_workers ? "workers" : "trainer host"}, {"where", where_measured(m, prices)},
-                      {"run_worker_type", m.run_worker_type}, {"cpu_model", m.cpu_model}};
-  p["prices"] = {{"file", prices.origin}, {"region", prices.region}, {"as_of", prices.as_of},
-                 {"currency", prices.currency}, {"overridden", prices.overridden}};
-  p["network"] = network_json(m, mp, worker, trainer);
-  p["ceiling_samples_per_sec"] = m.ceiling;
-  p["local_samples_per_sec"] = mp.local;
-  p["global_batch"] = m.global_batch;
-  p["rows"] = nlohmann::json::array();
-  for (const PlanRow& r : rows) p["rows"].push_back(row_json(r, rows[0]));
+  nlohmann::json p = inputs_json(m, types, cores, mp, prices, options);
   p["workers_to_ceiling"] = to_ceiling >= 0 ? nlohmann::json(to_ceiling) : nlohmann::json(nullptr);
-  if (best < 0) throw ConfigError("no choice of workers feeds the training loop: the measured rates are 0");
-  p["recommended"] = p["rows"][best];
-  p["fastest_within"] = p["rows"][fast];
-  p["fastest_within"]["within_pct"] = options.within_pct;
-  const ScalingRange range = scaling_range(rows, options.within_pct);
-  p["elastic"] = {{"start", range.start}, {"min", range.min}, {"max", range.max}, {"within_pct", options.within_pct}};
-  if (m.rate_from_workers && m.run_worker_type == worker.name && m.run_samples_per_sec > 0) p["run"] = run_json(m, mp);
-  const SpotInputs spot = spot_inputs(m, prices, trainer, worker);
-  p["spot"] = spot_section(spot, mp, rows, best);
-  p["explanation"] = explanation(p, m, worker, trainer);
-  p["caveats"] = caveats(m, prices, worker, trainer, to_ceiling, options.max_workers);
-  p["caveats"].push_back(spot_caveat(spot));
+  choose(p, rows, options.within_pct, types.priced);
+  if (m.rate_from_workers && m.run_worker_type == types.worker.name && m.run_samples_per_sec > 0) p["run"] = run_json(m, mp);
+  p["explanation"] = explanation(p, m, types);
+  p["caveats"] = caveats(m, prices, types, to_ceiling, options);
+  if (types.priced) {  // spot is a discount on a price
+    const SpotInputs spot = spot_inputs(m, prices, types.trainer, types.worker);
+    p["spot"] = spot_section(spot, mp, rows, cheapest_row(rows));
+    p["caveats"].push_back(spot_caveat(spot));
+  }
   return p;
 }
 

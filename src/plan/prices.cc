@@ -65,11 +65,14 @@ InstanceType parse_type(const std::string& name, const nlohmann::json& e, const 
     }
     t.gpus = gpus->get<int>();
   }
-  const auto price = e.find("usd_per_hour");
-  if (price == e.end() || !price->is_number() || !std::isfinite(price->get<double>()) || price->get<double>() <= 0) {
-    throw ConfigError(where + " needs \"usd_per_hour\": the on-demand price of one instance-hour, more than 0");
+  // Without a price the type is a node type (another cluster's): the plan counts nodes.
+  if (const auto price = e.find("usd_per_hour"); price != e.end()) {
+    if (!price->is_number() || !std::isfinite(price->get<double>()) || price->get<double>() <= 0) {
+      throw ConfigError(where + " has a bad \"usd_per_hour\": the on-demand price of one instance-hour, more than 0 "
+                                "(leave it out for a node type without a price)");
+    }
+    t.usd_per_hour = price->get<double>();
   }
-  t.usd_per_hour = price->get<double>();
   t.cpu = string_or(e, "cpu", "");
   t.spot_discount = fraction_or(e, "spot_discount", 1.0, where);
   t.spot_interruption_pct_month = fraction_or(e, "spot_interruption_pct_month", 100.0, where);

@@ -176,8 +176,9 @@ std::string plan_table(const nlohmann::json& p) {
                     "<th>$ per 1,000 steps</th><th>$ per million samples</th><th>saving vs 0</th><th class=\"l\"></th></tr>";
   for (const nlohmann::json& r : p["rows"]) {
     const int n = r["workers"].get<int>();
-    std::string mark = n == best ? "cheapest" : "";
-    if (n == fast && fast != best) mark += "fastest within " + number(p["fastest_within"], "within_pct", 0) + "%";
+    const bool priced = p.value("priced", true);
+    std::string mark = n != best ? "" : priced ? "cheapest" : "recommended";
+    if (n == fast && fast != best) mark += priced ? "fastest within " + number(p["fastest_within"], "within_pct", 0) + "%" : "fastest";
     if (r["at_ceiling"].get<bool>()) mark += std::string(mark.empty() ? "" : ", ") + "at ceiling";
     out += std::string("<tr") + (n == best ? " class=\"best\"" : "") + "><td>" + std::to_string(n) + "</td><td>" +
            number(r, "samples_per_sec", 0) + "</td><td>" + number(r, "step_ms", 1) + "</td><td>" +
@@ -194,25 +195,29 @@ std::string plan_section(const ReportInputs& in) {
   }
   const nlohmann::json& p = in.plan;
   std::string out = "<p>" + html_escape(p.value("explanation", "")) + "</p>";
+  const bool priced = p.value("priced", true);
+  auto per_hour = [&](const nlohmann::json& t) { return priced ? " at $" + number(t, "usd_per_hour", 3) + "/hour" : std::string(" (no price)"); };
   out += "<p class=\"note\">Trainer: " + number(p["trainer"], "hosts", 0) + " x " + text(p["trainer"], "instance_type") +
-         " at $" + number(p["trainer"], "usd_per_hour", 3) + "/hour. Worker: " + text(p["worker"], "instance_type") + " (" +
-         number(p["worker"], "vcpus", 0) + " vCPUs, " + text(p["worker"], "cpu", "CPU not stated") + ") at $" +
-         number(p["worker"], "usd_per_hour", 3) + "/hour, " + number(p["worker"], "samples_per_sec", 0) +
+         per_hour(p["trainer"]) + ". Worker: " + text(p["worker"], "instance_type") + " (" +
+         number(p["worker"], "vcpus", 0) + " vCPUs, " + text(p["worker"], "cpu", "CPU not stated") + ")" +
+         per_hour(p["worker"]) + ", " + number(p["worker"], "samples_per_sec", 0) +
          " samples/s each from " + number(p["measurement"], "images_per_cpu_second", 1) +
          " samples per CPU-second measured on " + text(p["measurement"], "where") + ".</p>";
   out += plan_table(p);
   Chart c;
   c.kind = Chart::Kind::kBars;
   c.x_label = "data-worker instances (N)";
-  c.y_label = "$ per million samples";
+  c.y_label = priced ? "$ per million samples" : "samples/s";
   Series s;
   for (const nlohmann::json& r : p["rows"]) {
     s.x.push_back(r["workers"].get<int>());
-    s.y.push_back(number_or_nan(r, "usd_per_million_samples"));
+    s.y.push_back(number_or_nan(r, priced ? "usd_per_million_samples" : "samples_per_sec"));
   }
   c.series.push_back(std::move(s));
   c.highlight = p["recommended"]["workers"].get<int>();
-  out += "<figure class=\"plan\"><figcaption>Cost per sample against the number of workers (cheapest in orange)"
+  out += std::string("<figure class=\"plan\"><figcaption>") +
+         (priced ? "Cost per sample against the number of workers (cheapest in orange)"
+                 : "Samples/s against the number of workers (recommended in orange; no prices)") +
          "</figcaption>" + render_chart(c) + "</figure><ul class=\"caveats\">";
   for (const nlohmann::json& cv : p.value("caveats", nlohmann::json::array())) {
     out += "<li>" + html_escape(cv.is_string() ? cv.get<std::string>() : cv.dump()) + "</li>";

@@ -1,23 +1,39 @@
 #!/usr/bin/python3
-"""examples/kubernetes/jobset.yaml, checked two ways (and elastic-workers.yaml: how its
-objects name each other, and that every flag it passes exists; check_elastic):
+"""examples/kubernetes/jobset.yaml (a PersistentVolumeClaim, a NetworkPolicy, a JobSet),
+checked three ways, and elastic-workers.yaml (how its objects name each other, and that
+every flag it passes exists; check_elastic):
 
-1. Against the schema fields it uses: JobSet v1alpha2 (kubernetes-sigs/jobset v0.12.0,
-   api/jobset/v1alpha2/jobset_types.go: json tags, enums, required fields) and batch/v1 Job / core/v1 Pod (the Kubernetes
-   API reference). Every field must be known, of the right type, with allowed values;
-   unknown fields fail, as `kubectl apply --validate=strict` would.
-2. As tandem sees it: for every pod the JobSet makes, the environment Kubernetes would
-   give it (labels through the downward API, JOB_COMPLETION_INDEX) is built and
-   `tandem inspect` runs with it and the pod's own args: each pod must get the role of
-   its replicated job and the trainer must list every worker pod's DNS name.
+1. Against the schema fields it uses (k8s_schema.py: JobSet v1alpha2, batch/v1 Job with
+   its podFailurePolicy, core/v1 Pod and PersistentVolumeClaim, networking.k8s.io/v1
+   NetworkPolicy): every field known, of the right type, with allowed values; unknown
+   fields fail, as `kubectl apply --validate=strict` would.
+2. As Kubernetes would run it (k8s_rules.py): a podFailurePolicy on restartPolicy Never,
+   exit codes that docs/configuration.md ("Exit codes") documents, and what follows each
+   of them, the Job's rules then the JobSet's: 2, 3, 4 fail the JobSet, 75 and an eviction
+   restart it without counting (the trainer; a worker gets a new pod), the rest restart it
+   within maxRestarts; terminationGracePeriodSeconds longer than --stop-grace (trainer) and
+   --term-grace (workers); --sagemaker-root on a claim the file declares; a NetworkPolicy
+   that lets this JobSet's pods, and no others, reach the workers' port; the Secret the
+   header comment creates; non-root, read-only containers with a writable /tmp; CPU pods
+   off GPU nodes; a gRPC readiness probe on the workers' port. Mutated copies of the
+   manifest must fail these checks, so the checker is shown to catch each mistake.
+3. As tandem sees it: for every pod the JobSet makes, the environment Kubernetes would
+   give it (its JobSet labels through the downward API, JOB_COMPLETION_INDEX) is built and
+   `tandem launch --role-only` runs with it and the pod's own args, and `tandem inspect`
+   with those it shares: each pod must get the role of its replicated job and the trainer
+   must list every worker pod's DNS name.
 
     /usr/bin/python3 tests/python/k8s_manifest_test.py --module-dir build/python --tandem build/tandem
 
 Exits 77 (skipped) when PyYAML is missing."""
+import copy
 import json
 import os
+import re
 import subprocess
 
+import k8s_rules as rules
+from k8s_schema import check_documents
 from workers import parse_args, require
 
 ARGS = parse_args()
@@ -27,122 +43,74 @@ import yaml  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MANIFEST = os.path.join(ROOT, "examples", "kubernetes", "jobset.yaml")
 ELASTIC = os.path.join(ROOT, "examples", "kubernetes", "elastic-workers.yaml")
-
-# ---- The schema subset ---------------------------------------------------------------
-# A type is str, int, bool, a set of allowed strings, a list [type], a dict of fields
-# (required ones marked with a trailing "!"), or "quantity" (a Kubernetes quantity).
-QUANTITY = "quantity"
-ENV_VAR = {
-    "name!": str,
-    "value": str,
-    "valueFrom": {
-        "fieldRef": {"fieldPath!": str, "apiVersion": str},
-        "secretKeyRef": {"name!": str, "key!": str, "optional": bool},
-        "configMapKeyRef": {"name!": str, "key!": str, "optional": bool},
-    },
-}
-CONTAINER = {
-    "name!": str, "image!": str, "command": [str], "args": [str], "workingDir": str,
-    "ports": [{"containerPort!": int, "name": str, "protocol": {"TCP", "UDP", "SCTP"}}],
-    "env": [ENV_VAR],
-    "resources": {"requests": {"*": QUANTITY}, "limits": {"*": QUANTITY}},
-    "volumeMounts": [{"name!": str, "mountPath!": str, "readOnly": bool}],
-}
-POD_SPEC = {
-    "restartPolicy": {"OnFailure", "Never"},  # Jobs refuse Always
-    "containers!": [CONTAINER],
-    "volumes": [{"name!": str, "emptyDir": {"medium": str, "sizeLimit": QUANTITY},
-                 "persistentVolumeClaim": {"claimName!": str, "readOnly": bool},
-                 "secret": {"secretName!": str}}],
-    "nodeSelector": {"*": str},
-    "serviceAccountName": str,
-}
-JOB_SPEC = {
-    "completionMode": {"NonIndexed", "Indexed"},
-    "parallelism": int, "completions": int, "backoffLimit": int, "activeDeadlineSeconds": int,
-    "template!": {"metadata": {"labels": {"*": str}, "annotations": {"*": str}}, "spec!": POD_SPEC},
-}
-JOBSET = {
-    "apiVersion!": {"jobset.x-k8s.io/v1alpha2"},
-    "kind!": {"JobSet"},
-    "metadata!": {"name!": str, "namespace": str, "labels": {"*": str}},
-    "spec!": {
-        "network": {"enableDNSHostnames": bool, "subdomain": str, "publishNotReadyAddresses": bool},
-        "successPolicy": {"operator!": {"All", "Any"}, "targetReplicatedJobs": [str]},
-        "failurePolicy": {"maxRestarts": int, "restartStrategy": {"Recreate", "BlockingRecreate", "InPlaceRestart"}},
-        "startupPolicy": {"startupPolicyOrder!": {"AnyOrder", "InOrder"}},
-        "suspend": bool,
-        "replicatedJobs!": [{"name!": str, "replicas": int,
-                             "template!": {"metadata": {"labels": {"*": str}}, "spec!": JOB_SPEC}}],
-    },
-}
+CONFIGURATION = os.path.join(ROOT, "docs", "configuration.md")
 
 
-def is_quantity(v):
-    if isinstance(v, int) and not isinstance(v, bool):
-        return True
-    if not isinstance(v, str) or not v:
-        return False
-    for suffix in ("Ki", "Mi", "Gi", "Ti", "m", "k", "M", "G", "T", ""):
-        if v.endswith(suffix):
-            number = v[: len(v) - len(suffix)] if suffix else v
-            try:
-                return float(number) >= 0
-            except ValueError:
-                continue
-    return False
+def load(path):
+    with open(path) as f:
+        text = f.read()
+    header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    return list(yaml.safe_load_all(text)), header
 
 
-def check(value, schema, where, errors):
-    if schema is str or schema is int or schema is bool:
-        ok = isinstance(value, schema) and not (schema is int and isinstance(value, bool))
-        if not ok:
-            errors.append(f"{where}: expected {schema.__name__}, got {type(value).__name__} {value!r}")
-    elif schema == QUANTITY:
-        if not is_quantity(value):
-            errors.append(f"{where}: {value!r} is not a Kubernetes quantity")
-    elif isinstance(schema, set):
-        if value not in schema:
-            errors.append(f"{where}: {value!r} is not one of {sorted(schema)}")
-    elif isinstance(schema, list):
-        if not isinstance(value, list):
-            errors.append(f"{where}: expected a list, got {type(value).__name__}")
-            return
-        for i, item in enumerate(value):
-            check(item, schema[0], f"{where}[{i}]", errors)
-    elif isinstance(schema, dict):
-        if not isinstance(value, dict):
-            errors.append(f"{where}: expected an object, got {type(value).__name__}")
-            return
-        fields = {k.rstrip("!"): s for k, s in schema.items()}
-        for k in schema:
-            if k.endswith("!") and k[:-1] not in value:
-                errors.append(f"{where}: required field {k[:-1]!r} is missing")
-        for k, v in value.items():
-            if k in fields:
-                check(v, fields[k], f"{where}.{k}", errors)
-            elif "*" in fields:
-                check(v, fields["*"], f"{where}.{k}", errors)
-            else:
-                errors.append(f"{where}: unknown field {k!r}")
-    else:
-        raise AssertionError(f"bad schema at {where}")
+def of_kind(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
 
 
-# ---- The pods, as the JobSet controller would make them -------------------------------
+def groups_problems(jobset, env):
+    """TANDEM_JOBSET_GROUPS: the replicated jobs in the spec's order, names only."""
+    value = next((v["value"] for v in env if v["name"] == "TANDEM_JOBSET_GROUPS"), "")
+    names = [rj["name"] for rj in jobset["spec"]["replicatedJobs"]]
+    entries = value.split(",")
+    problems = [] if [e.split("=")[0] for e in entries] == names else \
+        [f"TANDEM_JOBSET_GROUPS {value!r} does not list the replicated jobs {names} in the spec's order"]
+    if any("=" in e for e in entries):
+        problems.append(f"TANDEM_JOBSET_GROUPS {value!r} repeats the spec's replica counts: write the names only")
+    return problems
 
-def pods(jobset):
-    name = jobset["metadata"]["name"]
-    for rj in jobset["spec"]["replicatedJobs"]:
-        job = rj["template"]["spec"]
-        for j in range(rj.get("replicas", 1)):
-            for p in range(job.get("parallelism", 1)):
-                labels = {"jobset.sigs.k8s.io/jobset-name": name,
-                          "jobset.sigs.k8s.io/replicatedjob-name": rj["name"],
-                          "jobset.sigs.k8s.io/replicatedjob-replicas": str(rj.get("replicas", 1)),
-                          "jobset.sigs.k8s.io/job-index": str(j)}
-                yield rj["name"], f"{name}-{rj['name']}-{j}-{p}", labels, p, job["template"]["spec"]
 
+def manifest_problems(docs, header, configuration_md):
+    jobsets = of_kind(docs, "JobSet")
+    assert len(jobsets) == 1, f"one JobSet per file, not {len(jobsets)}"
+    jobset = jobsets[0]
+    spec, name = jobset["spec"], jobset["metadata"]["name"]
+    names = [rj["name"] for rj in spec["replicatedJobs"]]
+    problems = [f"successPolicy names {t!r}, not a replicated job ({names})"
+                for t in spec["successPolicy"].get("targetReplicatedJobs", []) if t not in names]
+    problems += [f"{rj['name']}: pods need completionMode Indexed for JOB_COMPLETION_INDEX and stable names"
+                 for rj in spec["replicatedJobs"] if rj["template"]["spec"].get("completionMode") != "Indexed"]
+    pods = list(rules.jobset_pods(jobset))
+    containers = [c for rj in spec["replicatedJobs"] for c in rj["template"]["spec"]["template"]["spec"]["containers"]]
+    trainer_group = rules.arg(containers[0]["args"], "--trainer-group")
+    problems += groups_problems(jobset, containers[0].get("env", []))
+    documented = rules.exit_codes(configuration_md)
+    for code, again in documented.items():  # the docs' "run it again?" column, where there is one
+        if again is not None and code in rules.CANNOT_HELP and not again.lower().startswith("no"):
+            problems.append(f"exit {code} fails the JobSet, but docs/configuration.md says of it: {again}")
+    problems += rules.pod_failure_policy_problems(jobset, documented)
+    problems += rules.failure_problems(jobset, trainer_group, documented)
+    if spec.get("failurePolicy", {}).get("restartStrategy") != "BlockingRecreate":
+        problems.append("failurePolicy.restartStrategy is not BlockingRecreate: a restarted trainer could open the "
+                        "claim, or reach a worker, of the attempt before")
+    problems += rules.grace_problems(jobset, trainer_group, rules.flag_default(configuration_md, "--stop-grace"),
+                                     rules.flag_default(configuration_md, "--term-grace"))
+    worker_ports = {p["containerPort"] for rj in spec["replicatedJobs"] if rj["name"] != trainer_group
+                    for c in rj["template"]["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}
+    problems += rules.network_problems(of_kind(docs, "NetworkPolicy"), pods, worker_ports)
+    problems += rules.secret_problems(header, containers, name)
+    claims = {d["metadata"]["name"]: d for d in of_kind(docs, "PersistentVolumeClaim")}
+    problems += rules.storage_problems(claims, jobset, trainer_group)
+    for rj in spec["replicatedJobs"]:
+        pod = rj["template"]["spec"]["template"]["spec"]
+        problems += rules.security_problems(rj["name"], pod)
+        wants_gpu = any("nvidia.com/gpu" in c.get("resources", {}).get("limits", {}) for c in pod["containers"])
+        problems += rules.placement_problems(rj["name"], pod, wants_gpu)
+        if rj["name"] != trainer_group:
+            problems += rules.probe_problems(rj["name"], pod["containers"][0])
+    return problems
+
+
+# ---- tandem inspect in every pod's environment ---------------------------------------
 
 def container_env(container, labels, completion_index):
     env = {"JOB_COMPLETION_INDEX": str(completion_index), "KUBERNETES_SERVICE_HOST": "10.96.0.1"}
@@ -163,55 +131,146 @@ def container_env(container, labels, completion_index):
     return env
 
 
-def main():
-    with open(MANIFEST) as f:
-        jobset = yaml.safe_load(f)
-    errors = []
-    check(jobset, JOBSET, "jobset", errors)
-    assert not errors, "schema:\n  " + "\n  ".join(errors)
+def for_inspect(args):
+    """`args` less the flags only `tandem launch` takes (--stop-grace ...), with their values."""
+    help_text = subprocess.run([ARGS.tandem, "inspect", "--help"], capture_output=True, text=True, timeout=60).stdout
+    kept, skip = [], False
+    for a in args:
+        if skip and not a.startswith("--"):
+            skip = False
+            continue
+        skip = a.startswith("--") and re.search(re.escape(a) + r"\b", help_text) is None
+        if not skip:
+            kept.append(a)
+    return kept
 
+
+def check_inspect(jobset):
+    """`tandem launch --role-only` with each pod's own command line, and `tandem inspect`
+    with the flags it shares, in each pod's environment."""
     spec = jobset["spec"]
-    names = [rj["name"] for rj in spec["replicatedJobs"]]
-    for target in spec["successPolicy"].get("targetReplicatedJobs", []):
-        assert target in names, f"successPolicy names {target!r}, not a replicated job ({names})"
-    for rj in spec["replicatedJobs"]:
-        assert rj["template"]["spec"].get("completionMode") == "Indexed", \
-            f"{rj['name']}: pods need completionMode Indexed for JOB_COMPLETION_INDEX and stable names"
-
-    all_pods = list(pods(jobset))
+    all_pods = list(rules.jobset_pods(jobset))
     subdomain = spec.get("network", {}).get("subdomain", jobset["metadata"]["name"])
-    workers = sorted(f"{host}.{subdomain}:6000" for group, host, *_ in all_pods if group == "workers")
+    workers = sorted(f"{p['host']}.{subdomain}:6000" for p in all_pods if p["group"] == "workers")
     roles = {}
-    for group, host, labels, index, pod in all_pods:
-        container = pod["containers"][0]
+    for pod in all_pods:
+        host, container = pod["host"], pod["spec"]["containers"][0]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "SLURM", "TANDEM_"))}
         env.pop("WORLD_SIZE", None)
-        env.update(container_env(container, labels, index))
+        env.update(container_env(container, pod["labels"], pod["index"]))
         args = container["args"]
         assert args[0] == "launch", f"{host}: the entry point is `tandem launch`, not {args[0]!r}"
         env["TANDEM_SAGEMAKER_ROOT"] = "/nonexistent"  # no resourceconfig.json here: args may name their own
-        argv = [ARGS.tandem, "inspect", *args[1:]]
-        r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        r = subprocess.run([ARGS.tandem, "launch", "--role-only", *args[1:]], env=env, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, f"{host}: tandem launch --role-only exited {r.returncode}:\n{r.stderr}{r.stdout}"
+        role = json.loads(r.stdout)
+        r = subprocess.run([ARGS.tandem, "inspect", *for_inspect(args[1:])], env=env, capture_output=True, text=True,
+                           timeout=60)
         assert r.returncode == 0, f"{host}: tandem inspect exited {r.returncode}:\n{r.stderr}{r.stdout}"
         out = json.loads(r.stdout)
-        assert out["current_host"] == f"{host}.{subdomain}", out["current_host"]
+        assert out["current_host"] == role["host"] == f"{host}.{subdomain}", (out["current_host"], role["host"])
         roles[host] = out["role"]
+        assert role["role"] == out["role"], (role, out)
         if out["role"] == "trainer":
-            assert out["workers"] == workers, (out["workers"], workers)
+            assert out["workers"] == role["workers"] == workers, (out["workers"], role["workers"], workers)
         else:
             assert out["worker_address"] == f"{host}.{subdomain}:6000", out
-    expected = {host: ("trainer" if group == "trainer" else "worker") for group, host, *_ in all_pods}
+    expected = {p["host"]: ("trainer" if p["group"] == "trainer" else "worker") for p in all_pods}
     assert roles == expected, (roles, expected)
+    return roles
 
-    # The checker itself must catch mistakes: an unknown field and a wrong type.
-    bad = yaml.safe_load(open(MANIFEST))
-    bad["spec"]["replicatedJobs"][0]["replica"] = 2
-    bad["spec"]["replicatedJobs"][1]["template"]["spec"]["parallelism"] = "1"
-    errors = []
-    check(bad, JOBSET, "jobset", errors)
-    assert len(errors) == 2 and "unknown field 'replica'" in errors[0] and "expected int" in errors[1], errors
-    print(f"OK: {len(all_pods)} pods, roles {roles}")
-    check_elastic()
+
+# ---- The checker catches mistakes ----------------------------------------------------------
+
+def pod_of(docs, group):
+    rj = next(rj for rj in of_kind(docs, "JobSet")[0]["spec"]["replicatedJobs"] if rj["name"] == group)
+    return rj["template"]["spec"]
+
+
+def set_env(docs, name, value):
+    env = pod_of(docs, "workers")["template"]["spec"]["containers"][0]["env"]
+    next(v for v in env if v["name"] == name)["value"] = value
+
+
+MUTATIONS = [  # (what is broken, how, a problem it must cause)
+    ("restartPolicy OnFailure with a podFailurePolicy",
+     lambda d: pod_of(d, "trainer")["template"]["spec"].update(restartPolicy="OnFailure"), "requires restartPolicy Never"),
+    ("exit 75 ignored by the trainer's Job",
+     lambda d: pod_of(d, "trainer")["podFailurePolicy"]["rules"][1].update(action="Ignore"),
+     "exit 75 leads to 'new pod, not counted', not 'RestartJobSetAndIgnoreMaxRestarts'"),
+    ("no JobSet rules", lambda d: of_kind(d, "JobSet")[0]["spec"]["failurePolicy"].pop("rules"),
+     "exit 3 leads to 'RestartJobSet', not 'FailJobSet'"),
+    ("no restarts", lambda d: of_kind(d, "JobSet")[0]["spec"]["failurePolicy"].update(maxRestarts=0), "maxRestarts is 0"),
+    ("an undocumented exit code",
+     lambda d: pod_of(d, "workers")["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"].append(42),
+     "exit code 42 is not one tandem documents"),
+    ("a grace no longer than --stop-grace",
+     lambda d: pod_of(d, "trainer")["template"]["spec"].update(terminationGracePeriodSeconds=60), "--stop-grace 60"),
+    ("the default grace on the workers",
+     lambda d: pod_of(d, "workers")["template"]["spec"].pop("terminationGracePeriodSeconds"), "--term-grace 30"),
+    ("a NetworkPolicy open to every pod",
+     lambda d: of_kind(d, "NetworkPolicy")[0]["spec"]["ingress"][0]["from"][0].update(podSelector={}),
+     "lets in pods of another JobSet"),
+    ("no NetworkPolicy", lambda d: d.remove(of_kind(d, "NetworkPolicy")[0]), "no NetworkPolicy"),
+    ("a shared Secret name",
+     lambda d: next(v for v in pod_of(d, "workers")["template"]["spec"]["containers"][0]["env"]
+                    if "valueFrom" in v and "secretKeyRef" in v["valueFrom"])["valueFrom"]["secretKeyRef"].update(
+                        name="tandem-token"), "reads Secret tandem-token/token"),
+    ("an undeclared claim",
+     lambda d: pod_of(d, "trainer")["template"]["spec"]["volumes"][0]["persistentVolumeClaim"].update(claimName="x"),
+     "claim 'x' is not declared"),
+    ("the root on an emptyDir",
+     lambda d: pod_of(d, "trainer")["template"]["spec"]["volumes"].__setitem__(0, {"name": "work", "emptyDir": {}}),
+     "is not on a PersistentVolumeClaim"),
+    ("two trainer pods on a ReadWriteOnce claim",
+     lambda d: pod_of(d, "trainer").update(parallelism=2, completions=2), "needs ReadWriteMany"),
+    ("root", lambda d: pod_of(d, "workers")["template"]["spec"]["securityContext"].pop("runAsNonRoot"), "runs as root"),
+    ("no /tmp", lambda d: pod_of(d, "workers")["template"]["spec"]["containers"][0]["volumeMounts"].clear(),
+     "needs an emptyDir on /tmp"),
+    ("workers tolerating GPU nodes",
+     lambda d: pod_of(d, "workers")["template"]["spec"].update(tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}]),
+     "CPU pods would take GPU nodes"),
+    ("a probe on another port",
+     lambda d: pod_of(d, "workers")["template"]["spec"]["containers"][0]["readinessProbe"]["grpc"].update(port=6001),
+     "the readinessProbe asks"),
+    ("counts written twice", lambda d: set_env(d, "TANDEM_JOBSET_GROUPS", "workers=2,trainer=1"), "repeats the spec"),
+    ("groups out of order", lambda d: set_env(d, "TANDEM_JOBSET_GROUPS", "trainer,workers"), "in the spec's order"),
+]
+
+
+def check_mutations(docs, header, configuration_md):
+    bad = copy.deepcopy(docs)
+    jobset = of_kind(bad, "JobSet")[0]
+    jobset["spec"]["replicatedJobs"][0]["replica"] = 2
+    jobset["spec"]["replicatedJobs"][1]["template"]["spec"]["parallelism"] = "1"
+    of_kind(bad, "PersistentVolumeClaim")[0]["spec"]["accessMode"] = ["ReadWriteOnce"]
+    errors = check_documents(bad)
+    assert len(errors) == 3 and "unknown field 'accessMode'" in errors[0] and "unknown field 'replica'" in errors[1] \
+        and "expected int" in errors[2], errors
+    for what, mutate, expected in MUTATIONS:
+        bad = copy.deepcopy(docs)
+        mutate(bad)
+        problems = manifest_problems(bad, header, configuration_md)
+        assert any(expected in p for p in problems), f"{what}: no problem says {expected!r}: {problems}"
+    bad = header.replace("tandem-demo-token", "tandem-token")
+    problems = manifest_problems(docs, bad, configuration_md)
+    assert any("one name per namespace" in p for p in problems), problems
+
+
+def main():
+    docs, header = load(MANIFEST)
+    with open(CONFIGURATION) as f:
+        configuration_md = f.read()
+    errors = check_documents(docs)
+    assert not errors, "schema:\n  " + "\n  ".join(errors)
+    problems = manifest_problems(docs, header, configuration_md)
+    assert not problems, "manifest:\n  " + "\n  ".join(problems)
+    check_mutations(docs, header, configuration_md)
+    print(f"OK: {len(docs)} objects; the checks catch {len(MUTATIONS) + 2} kinds of mistake")
+    roles = check_inspect(of_kind(docs, "JobSet")[0])
+    print(f"OK: {len(roles)} pods, roles {roles}")
+    check_elastic(configuration_md)
 
 
 def flags_of(args):
@@ -222,12 +281,15 @@ def arg_after(args, flag):
     return args[args.index(flag) + 1]
 
 
-def check_elastic():
-    """examples/kubernetes/elastic-workers.yaml: the objects name each other rightly, and
-    every flag they pass is one `tandem <command>` has."""
-    with open(ELASTIC) as f:
-        docs = {d["kind"]: d for d in yaml.safe_load_all(f)}
-    assert set(docs) == {"Service", "Deployment", "Job", "HorizontalPodAutoscaler"}, sorted(docs)
+def check_elastic(configuration_md):
+    """examples/kubernetes/elastic-workers.yaml: the objects name each other rightly, every
+    flag they pass is one `tandem <command>` has, the trainer's Job (schema, exit codes,
+    its root on the claim) and both pods (Secret, security) as in jobset.yaml."""
+    listed, header = load(ELASTIC)
+    docs = {d["kind"]: d for d in listed}
+    assert set(docs) == {"Service", "Deployment", "Job", "PersistentVolumeClaim", "HorizontalPodAutoscaler"}, sorted(docs)
+    errors = check_documents([docs["Job"], docs["PersistentVolumeClaim"]])
+    assert not errors, "schema:\n  " + "\n  ".join(errors)
     service, workers, trainer, hpa = (docs[k] for k in ("Service", "Deployment", "Job", "HorizontalPodAutoscaler"))
     assert service["spec"]["clusterIP"] == "None", "the workers' Service must be headless: one address per pod"
     pod = workers["spec"]["template"]
@@ -254,6 +316,26 @@ def check_elastic():
     assert metric["metric"]["name"] == "tandem_workers_wanted", metric
     assert metric["target"] == {"type": "AverageValue", "averageValue": "1"}, \
         "AverageValue 1 makes the replicas the trainer's tandem_workers_wanted"
+    # The trainer alone is replaced (the Deployment restarts the workers it released):
+    # 2, 3, 4 fail the Job, 75 and an eviction get a new pod that resumes, others count.
+    job, t_pod = trainer["spec"], trainer["spec"]["template"]["spec"]
+    problems = rules.secret_problems(header, [pod["spec"]["containers"][0], t_pod["containers"][0]],
+                                     arg_after(t_args, "--job-name"))
+    problems += rules.security_problems("workers", pod["spec"]) + rules.security_problems("trainer", t_pod)
+    problems += rules.storage_problems({docs["PersistentVolumeClaim"]["metadata"]["name"]: docs["PersistentVolumeClaim"]},
+                                       {"spec": {"replicatedJobs": [{"name": "trainer", "template": trainer}]}}, "trainer")
+    documented = rules.exit_codes(configuration_md)
+    problems += rules.pod_failure_policy_problems({"spec": {"replicatedJobs": [{"name": "trainer", "template": trainer}]}},
+                                                  documented)
+    events = {**{c: ((), "FailJob" if c in rules.CANNOT_HELP else "Ignore" if c in rules.RESUMES else "Count")
+                 for c in set(documented) - {0}}, "evicted": (((rules.DISRUPTION, "True"),), "Ignore")}
+    for code, (conditions, want) in events.items():
+        got = rules.pod_rule(job, 137 if code == "evicted" else code, set(conditions))[0]
+        if got != want:
+            problems.append(f"the trainer's Job: exit {code} matches {got}, not {want}")
+    if t_pod.get("terminationGracePeriodSeconds", 30) <= 30:
+        problems.append("the trainer's terminationGracePeriodSeconds leaves no time for its checkpoint")
+    assert not problems, "elastic-workers.yaml:\n  " + "\n  ".join(problems)
     print("OK: elastic-workers.yaml")
 
 

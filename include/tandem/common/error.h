@@ -51,7 +51,7 @@ class DataError : public Error {
   using Error::Error;
 };
 
-// A wait was cut short by SIGTERM or SIGINT: the caller stops cleanly (exit 2).
+// A wait was cut short by SIGTERM or SIGINT: the caller stops cleanly (exit 75).
 class Interrupted : public Error {
  public:
   using Error::Error;
@@ -67,7 +67,8 @@ class Diverged : public Error {
 // Wraps `what` with context as an error climbs: "loading resourceconfig.json: <what>".
 std::string with_context(const std::string& context, const std::exception& e);
 
-// The process exit code for an error that ends a command: 2 for Interrupted, else 1.
+// The process exit code for an error that ends a command (common/exit_codes.h): 75 for
+// Interrupted, 3 for ConfigError, 4 for DataError, 5 for a peer's, else 1.
 int exit_code(const std::exception& e) noexcept;
 
 }  // namespace tandem

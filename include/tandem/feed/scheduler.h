@@ -70,8 +70,9 @@ class Scheduler {
   // The source is gone: its outstanding requests go back to the queue for the others.
   // Calling it again only replaces the recorded reason. `may_return`: it is being
   // retried, so while it might come back next() waits (up to batch_timeout_s) instead of
-  // giving up when every source is down.
-  void fail(int source, const std::string& why, bool may_return = false);
+  // giving up when every source is down. `bad_data`: it failed on the data itself (a file
+  // it could not use); when every source did, next() throws DataError, not NetworkError.
+  void fail(int source, const std::string& why, bool may_return = false, bool bad_data = false);
   // A source that failed with may_return serves again: it acquires work as before,
   // first re-making the latest batch already made (by any source), whose digest is
   // compared with the first copy's: a worker that restarted with code that is not
@@ -128,6 +129,7 @@ class Scheduler {
     bool may_return = false;  // failed, but being retried
     bool leaving = false;     // leave(): for good
     bool answers = false;     // leave(..., answers): its requests are not hedged
+    bool bad_data = false;    // failed on the data itself
     std::deque<uint64_t> checks;  // batches made before, to make again (revive())
     std::optional<double> latency;  // seconds from acquire to answer, smoothed
   };

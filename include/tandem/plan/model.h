@@ -79,6 +79,14 @@ struct ScalingRange {
 };
 ScalingRange scaling_range(const std::vector<PlanRow>& rows, double within_pct);
 
+// Without prices (another cluster's node types): the fastest row (the first, i.e. fewest
+// workers, on a tie), and the fewest workers whose throughput is within `within_pct` of
+// it (samples_per_sec * (1 + within_pct / 100) >= the fastest's); -1 when no row is
+// feasible. The elastic range then runs from the second to the first.
+int fastest_row(const std::vector<PlanRow>& rows);
+int fewest_near_fastest(const std::vector<PlanRow>& rows, double within_pct);
+ScalingRange node_range(const std::vector<PlanRow>& rows, double within_pct);
+
 // 1 - cost(row) / cost(base): the fraction saved per sample against `base`; 0 when either
 // is not feasible.
 double saving(const PlanRow& row, const PlanRow& base);

@@ -15,7 +15,7 @@ struct InstanceType {
   std::string name;           // "ml.c5.18xlarge"
   int vcpus = 0;              // what a worker's pool uses: one thread per vCPU
   int gpus = 0;
-  double usd_per_hour = 0.0;  // on-demand, for one instance
+  double usd_per_hour = 0.0;  // on-demand, for one instance; 0: not priced (a node type)
   std::string cpu;            // the processor the type runs on, "" when the file does not say
   double network_gbps = 0.0;  // sustained network bandwidth, gigabits/s; 0 when the file does not say
   // Spot: the fraction saved against on-demand, and the share of instances interrupted in
@@ -51,8 +51,9 @@ double job_interruptions_per_hour(const PriceTable& table, const std::vector<std
 // Parses a price file's JSON:
 //   {"region": ..., "as_of": ..., "instances": {"ml.c5.18xlarge": {"vcpus": 72, "gpus": 0,
 //    "usd_per_hour": 3.672, "cpu": "...", "network_gbps": 25}, ...}}
-// `origin` names the file in errors. Throws ConfigError naming the entry and the fix for
-// a missing or non-positive vcpus or usd_per_hour.
+// `origin` names the file in errors. usd_per_hour may be left out (a node type of another
+// cluster: the plan then counts nodes). Throws ConfigError naming the entry and the fix
+// for a missing or non-positive vcpus, or a usd_per_hour that is not more than 0.
 PriceTable parse_price_table(const nlohmann::json& j, const std::string& origin);
 
 // Reads and parses a price file. Throws ConfigError when it cannot be read or parsed.
