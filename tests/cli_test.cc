@@ -87,6 +87,9 @@ TEST(CommandLine, TheProgramGoesAfterTheSeparator) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("put -- before your program (tandem simulate [flags] -- PROGRAM ARGS...)"), std::string::npos)
       << r.out;
+  r = tandem_run("launch --command python3 -- train.py", "cli-sep-twice");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("the program is given twice, with --command and after --"), std::string::npos) << r.out;
 }
 
 TEST(CommandLine, HelpAndVersionExitZero) {

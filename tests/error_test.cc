@@ -42,7 +42,7 @@ TEST(Errors, ExitCodes) {
 TEST(Errors, GrpcStatusesNameWhatWasBeingDone) {
   using grpc::StatusCode;
   const grpc::Status bad = transport::status_for(data::DecodeError("not a JPEG"), "making batch 12");
-  EXPECT_EQ(bad.error_code(), StatusCode::INVALID_ARGUMENT) << "a bad file is not worth a retry";
+  EXPECT_EQ(bad.error_code(), StatusCode::DATA_LOSS) << "a bad file is not worth a retry, on any worker";
   EXPECT_EQ(bad.error_message(), "data worker, making batch 12: not a JPEG");
   EXPECT_EQ(transport::status_for(ConfigError("x"), "a").error_code(), StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(transport::status_for(PeerError("x"), "a").error_code(), StatusCode::INVALID_ARGUMENT);

@@ -123,6 +123,30 @@ TEST(ImageBombs, UnderFailTheTrainersOwnThreadsStopNamingTheFileAndTheFlag) {
   EXPECT_NE(summary["skipped_files"][0].get<std::string>().find("--max-image-pixels"), std::string::npos);
 }
 
+// The same on data workers: each refuses the request on its data, in-band, and the
+// trainer, whose every source failed on the data, exits 4 (bad data: a requeue cannot
+// help), not 5 (a peer, which might).
+TEST(ImageBombs, UnderFailEveryWorkerRefusingOnTheDataEndsTheTrainerAsBadData) {
+  const fs::path dir = fresh_dir("bombs-workers-fail");
+  const fs::path data = dir / "data";
+  write_bytes(data / "cats" / "a.jpg", encode_jpeg(gradient_image(40, 48, 3, 1)));
+  write_bytes(data / "cats" / "b.png", png_declaring(100000, 100000));
+  const std::string serve = "--threads 1 --idle-timeout 60 --image-size 32 --data imagefolder:" + data.string();
+  Worker w1 = start_worker(serve, dir / "w1.log");
+  Worker w2 = start_worker(serve, dir / "w2.log");
+  ASSERT_GT(w1.port, 0) << slurp(dir / "w1.log");
+  ASSERT_GT(w2.port, 0) << slurp(dir / "w2.log");
+  fs::create_directories(dir / "root");
+  const Measured failed =
+      run_measured("trainer --data imagefolder --image-size 32 --sagemaker-root " + (dir / "root").string() +
+                       " --workers " + w1.target() + "," + w2.target() + " --steps 3 --batch-size 2 --connect-timeout 60",
+                   dir / "trainer.log", 180s);
+  EXPECT_EQ(failed.code, 4) << failed.out;
+  EXPECT_NE(failed.out.find("could not use the data"), std::string::npos) << failed.out;
+  EXPECT_NE(failed.out.find("/cats/b.png: the header declares a 100000 x 100000 image"), std::string::npos)
+      << failed.out;
+}
+
 TEST(ImageBombs, ALargePngIsResizedWithoutHoldingItsFullFrame) {
   // 8000 x 8000 RGB: 183 MiB as a frame, a few MB as a file. Resized to 32 x 32, row by
   // row: the peak stays near that of the same run on a 100 x 100 image.

@@ -275,6 +275,19 @@ TEST(LaunchCommand, TheCommandsWordsArePassedExactlyBracketsAndCommasToo) {
                                       h.dir / "log", 60);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(slurp(words), "[a,b]|x,y|[]\n");
+  // The same words from a settings file, and through simulate to its hosts.
+  const nlohmann::json command = {"/bin/sh", "-c", "echo \"$0|$1|$2\" > " + words, "[a,b]", "x,y", "[]"};
+  std::ofstream(h.dir / "settings.json") << nlohmann::json{{"command", command}}.dump();
+  fs::remove(words);
+  const auto f = testing::run_capture(flags + "--config " + (h.dir / "settings.json").string(), h.dir / "file.log", 60);
+  ASSERT_EQ(f.code, 0) << f.out;
+  EXPECT_EQ(slurp(words), "[a,b]|x,y|[]\n");
+  fs::remove(words);
+  const auto s = testing::run_capture("simulate --worker-hosts 0 --procs-per-host 1 --run-dir " + (h.dir / "run").string() +
+                                          " -- /bin/sh -c 'echo \"$0|$1|$2\" > " + words + "' '[a,b]' 'x,y' '[]'",
+                                      h.dir / "sim.log", 120);
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_EQ(slurp(words), "[a,b]|x,y|[]\n");
   fs::remove_all(h.dir);
 }
 

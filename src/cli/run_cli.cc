@@ -88,7 +88,7 @@ int run_cli(int argc, char** argv) {
   for (Command& cmd : commands) {
     if (!cmd.app->parsed()) continue;
     try {
-      apply_setting_files(*cmd.app, settings.cluster);
+      apply_setting_files(*cmd.app, settings.cluster, &settings.launch.command);
       note_ports_given(*cmd.app, settings.cluster);
       finish_settings(settings, cmd.is_rank);
       return cmd.run();

@@ -146,7 +146,8 @@ std::optional<std::string> tandem_key(const std::string& key, bool script_owned)
   return n;
 }
 
-void apply_file(CLI::App& cmd, const std::string& path, bool from_sagemaker, FileOrigins& set_by_file) {
+void apply_file(CLI::App& cmd, const std::string& path, bool from_sagemaker, FileOrigins& set_by_file,
+                std::vector<std::string>* command) {
   const nlohmann::json settings = read_json_object(path);
   const bool script_owned = from_sagemaker && script_owns_hyperparameters();
   std::vector<std::string> left;  // the script's keys
@@ -178,6 +179,8 @@ void apply_file(CLI::App& cmd, const std::string& path, bool from_sagemaker, Fil
     } catch (const CLI::Error& e) {
       throw ConfigError("bad value for '" + printable(key, 80) + "' in " + path + ": " + one_line(e.what()));
     }
+    // CLI11 2.1 splits a word like "[a,b]" as it takes it; the program's words stay whole.
+    if (name == "command" && command) *command = values;
     set_by_file[name] = "'" + printable(key, 80) + "' in " + path;
   }
   if (!left.empty()) {
@@ -194,11 +197,11 @@ std::string origin_of(const CLI::Option& opt, const FileOrigins& set_by_file) {
 
 }  // namespace
 
-void apply_setting_files(CLI::App& cmd, const ClusterOptions& opts) {
+void apply_setting_files(CLI::App& cmd, const ClusterOptions& opts, std::vector<std::string>* command) {
   FileOrigins set_by_file;
-  if (!opts.config_file.empty()) apply_file(cmd, opts.config_file, false, set_by_file);
+  if (!opts.config_file.empty()) apply_file(cmd, opts.config_file, false, set_by_file, command);
   const std::string hp = opts.sagemaker_root + "/input/config/hyperparameters.json";
-  if (std::filesystem::exists(hp)) apply_file(cmd, hp, true, set_by_file);
+  if (std::filesystem::exists(hp)) apply_file(cmd, hp, true, set_by_file, command);
   const CLI::Option* steps = cmd.get_option_no_throw("--steps");
   const CLI::Option* epochs = cmd.get_option_no_throw("--epochs");
   if (steps && epochs && steps->count() > 0 && epochs->count() > 0) {

@@ -37,6 +37,7 @@ Command add_simulate_command(CLI::App& root, Settings& s) {
               if (o->get_group() != kLaunchGroup || o->count() == 0) continue;
               const std::string name = o->get_lnames().front();
               hyperparameters[name] = o->get_expected_max() > 1 ? nlohmann::json(o->results()) : nlohmann::json(o->results().back());
+              if (name == "command") hyperparameters[name] = s.launch.command;  // word for word (CLI11 splits "[a,b]")
             }
             hyperparameters.erase("summary-json");  // simulate copies the summary itself
             // (run_simulate gives the trainers' rendezvous its own free port.)

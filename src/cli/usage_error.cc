@@ -106,6 +106,10 @@ std::string separator_problem(const CLI::App& app, int argc, char** argv) {
     }
     if (arg == "--command" || arg.starts_with("--command=")) flag = i;
   }
+  if (separator >= 0 && flag >= 0) {
+    return "the program is given twice, with --command and after --: give it once (" + name +
+           " [flags] -- PROGRAM ARGS...)";
+  }
   if (separator == argc - 1) {
     return "nothing follows --: give the program to run after it (" + name + " [flags] -- python3 train.py ...), or "
            "leave -- out to run tandem's own trainer";

@@ -161,7 +161,7 @@ void Scheduler::fail(int source, const std::string& why, bool may_return, bool b
   {
     std::lock_guard lock(mu_);
     Source& s = sources_.at(source);
-    s.bad_data = bad_data;
+    s.bad_data = s.bad_data || bad_data;  // a later failure does not undo the first's kind
     if (s.stats.failed) {  // a later, better explanation of the same failure
       s.stats.error = why;
       return;
@@ -205,6 +205,7 @@ void Scheduler::revive(int source) {
     Source& s = sources_.at(source);
     if (!s.stats.failed || !s.may_return) return;
     s.stats.failed = false;
+    s.bad_data = false;
     s.may_return = false;
     s.retired = false;
     s.inflight = 0;

@@ -94,7 +94,7 @@ void WorkerLink::run(bool absent) {
       if (outcome == Outcome::kDone) return;
       if (outcome == Outcome::kFinal || leaving_) {  // one that left is not retried
         spdlog::warn("{}; its requests go to the other sources", why);
-        scheduler_.fail(id_, why);
+        scheduler_.fail(id_, why, /*may_return=*/false, /*bad_data=*/bad_data_);
         return;
       }
       spdlog::warn("{}; its requests go to the other sources, retrying it", why);
@@ -165,6 +165,7 @@ WorkerLink::Outcome WorkerLink::stream_once(std::string& why) {
       scheduler_.complete(id_, std::move(*batch));
     } catch (const Error& e) {  // a malformed batch, or a request it refused
       bad_batch = with_context("data worker " + target(), e);
+      bad_data_ = dynamic_cast<const DataError*>(&e) != nullptr;
       call->cancel();
     }
   }

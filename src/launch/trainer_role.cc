@@ -211,7 +211,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
                      settings.trainer.batch_size};
       write_run_records(files, live, result, facts, audits);
       // The weights are in a checkpoint, but the model the run was for is not: a failure.
-      if (!result.model_error.empty()) throw ConfigError(result.model_error);
+      if (!result.model_error.empty()) throw Error(result.model_error);  // exit 1: the next start resumes and writes it
       // Every rank has finished its last step (run() ends with a barrier): now the workers may go.
       if (!in_rank_group()) feed.release_workers(result.interrupted ? "trainer interrupted" : "training finished");
     }

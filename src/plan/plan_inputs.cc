@@ -67,8 +67,11 @@ std::string unknown_type_message(const std::string& whose, const std::string& fi
                               ? "plan_inputs." + field + " is null: the run was outside SageMaker" +
                                     (field == "worker_instance_type" ? " or had no workers" : "")
                               : "the run recorded '" + printable(recorded, 60) + "' (plan_inputs." + field +
-                                    "), which is no instance type: it was made by hand, outside SageMaker";
-  return "the " + whose + " instance type is unknown (" + why + "): give the type to plan for, e.g. " + example;
+                                    "), which is no instance type: " +
+                                    (recorded == "local" ? "it was made by hand, outside SageMaker"
+                                                         : "its cluster names none (Kubernetes, torchrun)");
+  return "the " + whose + " instance type is unknown (" + why + "): give the type to plan for, e.g. " + example +
+         " (a SageMaker type is priced; any other name is planned in nodes, docs/plan.md)";
 }
 
 // The per-thread rate from the workers' measurements, weighted by their threads.

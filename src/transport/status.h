@@ -12,9 +12,9 @@
 
 namespace tandem::transport {
 
-// `doing` says what failed ("making batch 12"). A request or data that cannot be served
-// (bad settings, an undecodable file, an index out of range, a malformed message) is
-// INVALID_ARGUMENT, which the trainer does not retry; memory or a limit (Overloaded) is
+// `doing` says what failed ("making batch 12"). Data that cannot be used (an undecodable
+// file) is DATA_LOSS; a request that cannot be served (bad settings, an index out of
+// range, a malformed message) INVALID_ARGUMENT; the trainer retries neither; memory or a limit (Overloaded) is
 // RESOURCE_EXHAUSTED; a
 // lost peer or a passed deadline UNAVAILABLE; a stop CANCELLED; anything else INTERNAL.
 inline grpc::Status status_for(const std::exception& e, const std::string& doing) {
@@ -23,6 +23,7 @@ inline grpc::Status status_for(const std::exception& e, const std::string& doing
     return {grpc::StatusCode::RESOURCE_EXHAUSTED, std::string("data worker, ").append(doing).append(": out of memory")};
   }
   if (dynamic_cast<const Overloaded*>(&e)) return {grpc::StatusCode::RESOURCE_EXHAUSTED, what};
+  if (dynamic_cast<const DataError*>(&e)) return {grpc::StatusCode::DATA_LOSS, what};
   if (dynamic_cast<const ConfigError*>(&e) || dynamic_cast<const DataError*>(&e) ||
       dynamic_cast<const PeerError*>(&e) || dynamic_cast<const std::out_of_range*>(&e)) {
     return {grpc::StatusCode::INVALID_ARGUMENT, what};

@@ -148,9 +148,10 @@ std::vector<data::Field> fields_from_wire(const v1::BatchHeader& h, std::vector<
 
 }  // namespace
 
-OutgoingBatch error_batch(const std::string& why) {
+OutgoingBatch error_batch(const std::string& why, bool bad_data) {
   OutgoingBatch out;
   out.header.set_error(why);
+  out.header.set_bad_data(bad_data);
   return out;
 }
 
@@ -162,6 +163,7 @@ OutgoingBatch leaving_notice(const std::string& why) {
 
 data::Batch from_wire(IncomingBatch&& batch) {
   const v1::BatchHeader& h = batch.header;
+  if (!h.error().empty() && h.bad_data()) throw DataError("it could not use the data: " + printable(h.error(), 300));
   if (!h.error().empty()) throw PeerError("it refused a request: " + printable(h.error(), 300));
   data::Batch out;
   out.sequence = h.sequence();

@@ -74,12 +74,12 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     bool reader_done = false;
     try {
       status = write_batches(ctx, rw, *stream);
-      if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+      if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT || status.error_code() == grpc::StatusCode::DATA_LOSS ||
           status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
         // Tell the trainer in-band (a cancelled call would lose the message), then give
         // it a few seconds to end the stream; once it has, the status reaches it too.
         spdlog::warn("refusing a request: {}", status.error_message());
-        rw->Write(error_batch(status.error_message()));
+        rw->Write(error_batch(status.error_message(), status.error_code() == grpc::StatusCode::DATA_LOSS));
         reader_done = stream->wait_reader_done(std::chrono::seconds(10));
       }
     } catch (const std::exception& e) {  // whatever happens, the reader is joined

@@ -3,7 +3,7 @@
 #
 # Debian's slurm-wlm (slurmctld, slurmd, munged) is configured in a temporary directory
 # with two emulated nodes on 127.0.0.1: tandem-cpu0 (partition cpu) and tandem-gpu0
-# (partition gpu, one fake GPU: a GRES whose device file is a copy of /dev/null). Slurm
+# (partition gpu, fake GPUs: a GRES whose device files are copies of /dev/null). Slurm
 # cannot place two components of a heterogeneous job on one node (its backfill scheduler
 # reserves whole nodes), hence two slurmd, each with its own name and port.
 #
@@ -18,89 +18,15 @@
 #   tests/slurm/het_job_test.sh build/tandem
 #
 # Exits 77 (skipped) where Slurm is not installed or this is not root (slurmd must be).
+# The Slurm set-up is tests/slurm/lib.sh's (shared with example_job_test.sh).
 set -euo pipefail
 tandem=$(realpath "${1:?usage: $0 path/to/tandem}")
-for tool in slurmctld slurmd munged sbatch scontrol sinfo; do
-  command -v "$tool" >/dev/null || { echo "SKIPPED: $tool is missing (apt-get install slurm-wlm munge)"; exit 77; }
-done
-[[ $(id -u) == 0 ]] || { echo "SKIPPED: slurmd must run as root"; exit 77; }
-
-dir=$(mktemp -d /tmp/tandem-slurm.XXXXXX)
-export SLURM_CONF=$dir/slurm.conf
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-stop() {
-  for f in "$dir"/run/slurmd-*.pid "$dir/run/slurmctld.pid" "$dir/run/munged.pid"; do
-    [[ -s $f ]] && kill -TERM "$(cat "$f")" 2>/dev/null || true
-  done
-  # Job steps of this instance (their environment names its directory).
-  for p in $(pgrep -x slurmstepd 2>/dev/null); do
-    grep -qsa "$dir" "/proc/$p/environ" && kill -KILL "$p" 2>/dev/null || true
-  done
-  sleep 0.5
-  for f in "$dir"/run/*.pid; do [[ -s $f ]] && kill -KILL "$(cat "$f")" 2>/dev/null || true; done
-}
-fail() {
-  echo "FAILED: $*"
-  for f in "$dir"/*.out "$dir"/log/*.log; do [[ -f $f ]] && { echo "---- $f"; tail -40 "$f"; }; done
-  exit 1
-}
-trap 'stop; rm -rf "$dir"' EXIT
-
-mkdir -p "$dir"/{munge,state,log,run,spool,dev}
-ctld_port=$(free_port); cpu_port=$(free_port); gpu_port=$(free_port)
-mknod -m 666 "$dir/dev/nvidia0" c 1 3
-mknod -m 666 "$dir/dev/nvidia1" c 1 3
-echo "NodeName=tandem-gpu0 Name=gpu File=$dir/dev/nvidia[0-1]" > "$dir/gres.conf"
-mem=$(awk '/MemTotal/ {print int($2 / 1024 / 4)}' /proc/meminfo)
-cat > "$SLURM_CONF" <<CONF
-ClusterName=tandem-test
-SlurmctldHost=$(hostname -s)(127.0.0.1)
-SlurmctldPort=$ctld_port
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$dir/munge/munge.socket
-CredType=cred/munge
-StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool/%n
-SlurmctldPidFile=$dir/run/slurmctld.pid
-SlurmdPidFile=$dir/run/slurmd-%n.pid
-SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-# Heterogeneous jobs are started by the backfill scheduler only: let it look every second.
-SchedulerParameters=bf_interval=1
-MpiDefault=none
-ReturnToService=2
-MailProg=/bin/true
-MinJobAge=600
-GresTypes=gpu
-NodeName=tandem-cpu0 NodeHostname=tandem-cpu0 NodeAddr=127.0.0.1 Port=$cpu_port CPUs=$(nproc) RealMemory=$mem State=UNKNOWN
-NodeName=tandem-gpu0 NodeHostname=tandem-gpu0 NodeAddr=127.0.0.1 Port=$gpu_port CPUs=$(nproc) RealMemory=$mem Gres=gpu:2 State=UNKNOWN
-PartitionName=cpu Nodes=tandem-cpu0 Default=YES MaxTime=30 State=UP
-PartitionName=gpu Nodes=tandem-gpu0 MaxTime=30 State=UP
-CONF
-
+# shellcheck source=tests/slurm/lib.sh
+source "$(dirname "$0")/lib.sh"
+slurm_require
+slurm_start 1
 start=$(date +%s)
-dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
-chmod 400 "$dir/munge/munge.key"
-munged --force --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.socket" \
-  --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge/seed"
-slurmctld -f "$SLURM_CONF"
-slurmd -f "$SLURM_CONF" -N tandem-cpu0
-slurmd -f "$SLURM_CONF" -N tandem-gpu0
-deadline=$((start + 60))
-until [[ $(sinfo -h -N -o '%T' 2>/dev/null | grep -c idle) == 2 ]]; do
-  (( $(date +%s) < deadline )) || fail "the two nodes were not idle within 60 s: $(sinfo -N 2>&1)"
-  sleep 0.2
-done
-echo "slurm up in $(( $(date +%s) - start )) s: $(sinfo -h -N -o '%N/%P/%T' | tr '\n' ' ')"
+fail() { slurm_fail "$@"; }
 
 export TANDEM_TOKEN=slurm-test-$RANDOM$RANDOM
 # One job: $1 names its output files. No --worker-port or --master-port: the job's own.
@@ -114,9 +40,10 @@ submit() {
 #SBATCH --partition=gpu --nodes=1 --ntasks-per-node=1 --cpus-per-task=1 --gres=gpu:1
 set -euo pipefail
 # The node names are Slurm's; --host-map says where they listen (both on 127.0.0.1 here).
-srun --het-group=0,1 --kill-on-bad-exit=1 $tandem launch \\
+# Steps of at least 200 ms: a job of 6 s outlasts the scheduler's start of the other one.
+srun --het-group=0,1 $tandem launch \\
   --host-map tandem-cpu0=127.0.0.1,tandem-gpu0=127.0.0.1 --allow-cpu-training \\
-  --steps 30 --batch-size 16 --log-every 10 --summary-json $dir/$1-summary.json --sagemaker-root $dir/none
+  --steps 30 --emulate-step-ms 200 --batch-size 16 --log-every 10 --summary-json $dir/$1-summary.json --sagemaker-root $dir/none
 echo "srun exited \$?"
 JOB
   sbatch --parsable "$dir/$1.sh" || fail "sbatch refused job $1"

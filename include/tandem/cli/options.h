@@ -42,8 +42,9 @@ void add_host_options(CLI::App& app, Settings& s);
 // <sagemaker_root>/input/config/hyperparameters.json (which wins over the config file).
 // Keys are flag names without "--" ('_' and '-' are interchangeable). Throws
 // ConfigError for a file that is not a JSON object, an unknown key, a bad value, or
-// settings that exclude each other (steps and epochs).
-void apply_setting_files(CLI::App& cmd, const ClusterOptions& opts);
+// settings that exclude each other (steps and epochs). A `command` list read from a file
+// goes to `command` word for word (CLI11 would split "[a,b]").
+void apply_setting_files(CLI::App& cmd, const ClusterOptions& opts, std::vector<std::string>* command = nullptr);
 
 // The last step of filling `s`, after flags and files: what only the environment says
 // (TANDEM_TOKEN when neither --token nor --token-file is given, else the token file in

@@ -78,7 +78,7 @@ class WorkerLink {
  private:
   enum class Outcome { kDone, kTransient, kFinal };
   void run(bool absent);
-  Outcome stream_once(std::string& why);
+  Outcome stream_once(std::string& why);  // sets bad_data_ for a request refused on its data
   bool take_back();  // false when stopping or the worker serves another dataset
   bool pause(double seconds);  // false when stopping
 
@@ -92,6 +92,7 @@ class WorkerLink {
   std::condition_variable wake_;             // ends a pause on stop()
   bool stopping_ = false;                    // GUARDED_BY(mu_)
   std::atomic<bool> leaving_{false};         // leave(), or the worker's notice
+  bool bad_data_ = false;                    // the run thread's: the last stream failed on the data
   std::shared_ptr<transport::BatchCall> call_;  // GUARDED_BY(mu_): the stream, to cancel
 };
 

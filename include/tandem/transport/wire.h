@@ -18,8 +18,9 @@ data::BatchRequest from_proto(const v1::BatchRequest& request);
 
 // Moves the batch's payload into the message.
 OutgoingBatch to_wire(data::Batch&& batch);
-// A message that tells the trainer its request cannot be served.
-OutgoingBatch error_batch(const std::string& why);
+// A message that tells the trainer its request cannot be served; `bad_data`: because of
+// the data itself (from_wire then throws DataError, else PeerError).
+OutgoingBatch error_batch(const std::string& why, bool bad_data = false);
 // The notice that the worker is leaving (BatchHeader.leaving), with `why`.
 OutgoingBatch leaving_notice(const std::string& why);
 // Moves the payload out. Throws NetworkError for an error message or an inconsistent
