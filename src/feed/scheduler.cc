@@ -321,12 +321,10 @@ std::optional<data::Batch> Scheduler::next() {
                          std::to_string(opts_.batch_timeout_s) + " s; sources:" + failure_summary());
     }
     const std::string what = "every data source failed before batch " + seq + ":" + failure_summary();
-    // Failed on the data itself everywhere: bad data (exit 4), not a peer (exit 5).
     auto bad = [](const Source& s) { return s.bad_data; };
     auto bad_or_left = [](const Source& s) { return s.bad_data || !s.stats.left.empty(); };
-    if (std::any_of(sources_.begin(), sources_.end(), bad) && std::all_of(sources_.begin(), sources_.end(), bad_or_left)) {
-      throw DataError(what);
-    }
+    // Failed on the data itself everywhere: bad data (exit 4), not a peer (exit 5).
+    if (std::any_of(sources_.begin(), sources_.end(), bad) && std::all_of(sources_.begin(), sources_.end(), bad_or_left)) throw DataError(what);
     throw NetworkError(what);
   }
   data::Batch batch = std::move(it->second);
