@@ -228,6 +228,12 @@ Host one_host(const std::string& name, const nlohmann::json& hyperparameters = n
   return h;
 }
 
+// `tandem launch` of one rank on the host, its program to follow.
+std::string one_rank_flags(const Host& h) {
+  return "launch --sagemaker-root " + h.root.string() + " --master-port " + std::to_string(testing::free_port()) +
+         " --procs-per-host 1 --host-map algo-1=127.0.0.1:6000 ";
+}
+
 std::string sh_command(const std::string& script) { return "-- /bin/sh -c '" + script + "'"; }
 
 TEST(LaunchCommand, EveryRankGetsTorchrunsAndTandemsVariables) {
@@ -255,8 +261,7 @@ TEST(LaunchCommand, EveryRankGetsTorchrunsAndTandemsVariables) {
 // refused the command line with "unknown flag '--'").
 TEST(LaunchCommand, AListFlagJustBeforeTheCommandLeavesTheCommandWhole) {
   const Host h = one_host("launch-list-last");
-  const std::string flags = "launch --sagemaker-root " + h.root.string() + " --master-port " +
-                            std::to_string(testing::free_port()) + " --procs-per-host 1 --host-map algo-1=127.0.0.1:6000 ";
+  const std::string flags = one_rank_flags(h);
   const std::string words = (h.dir / "words").string();
   const auto r = testing::run_capture(flags + "-- /bin/sh -c 'echo \"$0 $1\" > " + words + "' first second",
                                       h.dir / "log", 60);
@@ -268,8 +273,7 @@ TEST(LaunchCommand, AListFlagJustBeforeTheCommandLeavesTheCommandWhole) {
 // The words after -- are the program's exactly: CLI11 2.1 split "[a,b]" into "a" and "b".
 TEST(LaunchCommand, TheCommandsWordsArePassedExactlyBracketsAndCommasToo) {
   const Host h = one_host("launch-brackets");
-  const std::string flags = "launch --sagemaker-root " + h.root.string() + " --master-port " +
-                            std::to_string(testing::free_port()) + " --procs-per-host 1 --host-map algo-1=127.0.0.1:6000 ";
+  const std::string flags = one_rank_flags(h);
   const std::string words = (h.dir / "words").string();
   const auto r = testing::run_capture(flags + "-- /bin/sh -c 'echo \"$0|$1|$2\" > " + words + "' '[a,b]' 'x,y' '[]'",
                                       h.dir / "log", 60);

@@ -297,7 +297,7 @@ int simulate_exit_code(const std::vector<SimHost>& hosts, const std::vector<Exit
   bool workers_ok = true;
   for (size_t i = 0; i < hosts.size() && i < statuses.size(); ++i) {
     if (hosts[i].trainer) trainers.push_back(statuses[i]);
-    else workers_ok &= statuses[i].ok() || statuses[i].signal == SIGTERM || statuses[i].exit_code == kExitInterrupted;
+    else workers_ok &= worker_did_not_fail(statuses[i]);
   }
   const int code = job_exit_code(trainers);
   return code != kExitOk || workers_ok ? code : kExitFailed;

@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <iostream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "tandem/common/exit_codes.h"
 #include "tandem/common/files.h"
 #include "tandem/common/text.h"
 #include "tandem/report/summary_reader.h"
@@ -112,12 +114,16 @@ std::string trained_model(const std::string& run, const std::vector<SimHost>& ho
 
 // One line when every worker host failed, grouping the hosts that failed for the same
 // reason (their output/failure, else how they ended): "" otherwise.
+bool worker_did_not_fail(const ExitStatus& s) {
+  return s.ok() || s.signal == SIGTERM || (s.signal == 0 && s.exit_code == kExitInterrupted);
+}
+
 std::string workers_failed(const std::string& run, const std::vector<SimHost>& hosts,
                            const std::vector<ExitStatus>& statuses) {
   std::vector<std::pair<std::string, std::vector<std::string>>> reasons;  // reason -> hosts, in order
   for (size_t i = 0; i < hosts.size(); ++i) {
     if (hosts[i].trainer) continue;
-    if (i >= statuses.size() || statuses[i].ok()) return "";
+    if (i >= statuses.size() || worker_did_not_fail(statuses[i])) return "";
     std::string why = text_of(fs::path(run) / hosts[i].name / "output/failure");
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
     if (why.empty()) why = statuses[i].describe();

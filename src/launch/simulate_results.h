@@ -24,6 +24,10 @@ void tidy_run_dir(const std::string& run, const std::vector<SimHost>& hosts);
 // The first trainer's model_file, when its summary names one that exists; else "".
 std::string trained_model(const std::string& run, const std::vector<SimHost>& hosts);
 
+// A worker host that did not fail: it exited 0, or the stop of the cluster ended it
+// (SIGTERM, or 75: stopped before its trainer released it).
+bool worker_did_not_fail(const ExitStatus& s);
+
 // One line when every worker host failed, grouping the hosts that failed for the same
 // reason (their output/failure, else how they ended): "" otherwise.
 std::string workers_failed(const std::string& run, const std::vector<SimHost>& hosts,

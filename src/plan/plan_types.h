@@ -1,7 +1,7 @@
 // Internal to tandem plan: the instance types a plan prices, or counts. SageMaker's types
 // ("ml.*") must be in the price table; another cluster's node types (a Slurm partition,
 // a Kubernetes node pool, a name given with --trainer-type) may lack a price, and then
-// the plan counts nodes instead of dollars (docs/plan.md, "Without prices").
+// the plan counts nodes instead of dollars (docs/plan.md, "Another cluster's node types").
 #pragma once
 
 #include <string>
