@@ -14,7 +14,7 @@ tandem decodes with): Debian's /usr/bin/python3 with python3-torch and libturboj
 on the GPU machine the pip torch and the library scripts/gpu/build-on-device.sh unpacks
 (source build-gpu/device-env.sh first). No numpy or PIL.
 
-    bench/make_jpegs.py --out /tmp/tandem-jpegs [--count 256] [--classes 4] [--seed 0] [--jobs N]
+    bench/make_jpegs.py --out /tmp/tandem-jpegs [--count 256] [--classes 4] [--seed 0] [--jobs N] [--size 500x375]
 """
 import argparse
 import ctypes
@@ -124,7 +124,9 @@ def write_one(job):
     i, args = job
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(args.seed * 1_000_003 + i)
-    w, h = (375, 500) if i % 8 == 7 else (500, 375)
+    w, h = args.size
+    if i % 8 == 7:
+        w, h = h, w
     folder = os.path.join(args.out, f"class{i % args.classes:03d}")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"img{i:05d}.jpg")
@@ -143,7 +145,14 @@ def main():
     p.add_argument("--quality", type=int, default=90)
     p.add_argument("--texture", type=float, default=44.0, help="noise sigma; sets the file size")
     p.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="processes writing images")
+    p.add_argument("--size", default="500x375", help="WxH of most images (one in eight is HxW); "
+                   "120x110 for thumbnail-sized data (the 64 px benchmarks)")
     args = p.parse_args()
+    try:
+        args.size = tuple(int(v) for v in args.size.lower().split("x"))
+        assert len(args.size) == 2 and min(args.size) >= 8
+    except (ValueError, AssertionError):
+        p.error(f"--size {args.size}: give WIDTHxHEIGHT, each at least 8, like 500x375")
     load_turbojpeg()  # fail before forking, with the message
     jobs = [(i, args) for i in range(args.count)]
     if args.jobs > 1:

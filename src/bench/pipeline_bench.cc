@@ -1,9 +1,13 @@
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <fstream>
 #include <mutex>
+#include <string>
 
 #include "tandem/common/clock.h"
 #include "tandem/bench/bench.h"
@@ -11,6 +15,7 @@
 #include "tandem/data/batching/sampler.h"
 #include "tandem/data/batching/thread_pool.h"
 #include "tandem/data/sources/read_ahead.h"
+#include "tandem/feed/request_depth.h"
 
 namespace tandem::bench {
 
@@ -21,6 +26,7 @@ namespace {
 struct Measured {
   uint64_t images = 0;
   Clock::time_point until{};
+  int deepest = 0;  // the most batches it kept in flight
 };
 
 // Keeps two batches per thread in flight for `seconds` after the warm-up, and at least
@@ -36,12 +42,13 @@ Measured run_window(data::BatchMaker& maker, data::Sampler& sampler, int threads
   int in_flight = 0;
   std::exception_ptr failure;
   const auto end = warm + tandem::seconds(seconds);
-  // Two batches per thread keep every thread busy between batches, and give the read-ahead
-  // (--io-threads) batches to fetch before a thread reaches them, as a worker's queue does.
-  const int depth = 2 * threads;
+  // Two batches per thread keep every thread busy between batches; from slow storage, the
+  // read-ahead asks for more, as a trainer's scheduler gives a worker more (request_depth.h).
+  feed::RequestDepth depth(2 * threads, 4096);
   auto submit = [&] {
     maker.make_async(sampler.request(next_seq++), [&](data::Batch b) {
           std::lock_guard lock(mu);
+          depth.update(b.reads_wanted, in_flight, b.size());
           --in_flight;
           const auto now = Clock::now();
           if (now >= warm && (now < end || m.images == 0)) {
@@ -58,13 +65,41 @@ Measured run_window(data::BatchMaker& maker, data::Sampler& sampler, int threads
   };
   std::unique_lock lock(mu);
   while ((Clock::now() < end || m.images == 0) && !failure) {
-    for (; in_flight < depth; ++in_flight) submit();
+    for (; in_flight < depth.depth(); ++in_flight) submit();
     // Each batch in flight ends in done or failed, so the wait past `end` ends too.
-    cv.wait_until(lock, std::max(end, Clock::now() + std::chrono::seconds(1)), [&] { return in_flight < depth; });
+    cv.wait_until(lock, std::max(end, Clock::now() + std::chrono::seconds(1)),
+                  [&] { return in_flight < depth.depth(); });
   }
   cv.wait(lock, [&] { return in_flight == 0; });
   if (failure) std::rethrow_exception(failure);
+  m.deepest = depth.deepest();
   return m;
+}
+
+// The read-ahead's engine, its I/O threads, the most reads it had in flight and the bytes
+// it may hold (flat: one JSON object per line, as scripts read it); nothing without one.
+void add_reads(nlohmann::json& out, const data::ReadAhead* reads) {
+  if (!reads) return;
+  out["io_engine"] = data::io_engine_name(reads->engine());
+  out["io_threads_started"] = reads->threads();
+  out["reads_in_flight_most"] = reads->most_in_flight();
+  out["read_ahead_max_bytes"] = reads->options().max_bytes;
+}
+
+// Threads of this process now (/proc/self/status), and its peak resident memory.
+int process_threads() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return 0;
+}
+
+double max_rss_mb() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
 }
 
 }  // namespace
@@ -82,7 +117,7 @@ nlohmann::json bench_pipeline(const BenchOptions& opts) {
   const double window = std::max(opts.seconds, std::chrono::duration<double>(m.until - warm).count());
   const double images_per_sec = m.images / window;
   const data::DatasetInfo& info = dataset->info();
-  return {{"bench", "pipeline"},
+  nlohmann::json out = {{"bench", "pipeline"},
           {"data", info.name},
           {"image_size", info.sample_shape[1]},
           {"images_per_sec", images_per_sec},
@@ -93,7 +128,12 @@ nlohmann::json bench_pipeline(const BenchOptions& opts) {
           {"seconds", opts.seconds},
           {"index_seconds", index_seconds},
           {"io_threads", dataset->read_ahead_bytes() > 0 ? data::io_threads_for(opts.data.io_threads) : 0},
-          {"read_latency_ms", opts.data.emulate_read_latency_ms}};
+          {"read_latency_ms", opts.data.emulate_read_latency_ms},
+          {"batches_in_flight_most", m.deepest},
+          {"process_threads", process_threads()},
+          {"max_rss_mb", max_rss_mb()}};
+  add_reads(out, dataset->reader());
+  return out;
 }
 
 }  // namespace tandem::bench

@@ -134,10 +134,13 @@ void add_data_options(CLI::App& app, DataOptions& o) {
       ->capture_default_str()->check(in_range(1, 1e12))->group(kDataGroup);
   app.add_option("--io-threads", o.io_threads,
                  "imagefolder/webdataset/manifest: concurrent reads fetching requested samples ahead of "
-                 "preprocessing; auto = 32 per core (64 to 1024), sized for network storage; 0 = none, "
-                 "each thread reads its own")
+                 "preprocessing, at most; auto = 4096 on io_uring, else 32 I/O threads per core (64 to 1024), "
+                 "within the read-ahead's bytes; 0 = none, each thread reads its own")
       ->transform(CLI::Transformer(std::map<std::string, std::string>{{"auto", "-1"}}))
-      ->default_str("auto")->check(in_range(-1, 4096))->group(kDataGroup);
+      ->default_str("auto")->check(in_range(-1, 65536))->group(kDataGroup);
+  app.add_option("--io-engine", o.io_engine,
+                 "How reads ahead fly: auto = io_uring where the kernel allows it, else I/O threads; uring; threads")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "uring", "threads"}))->group(kDataGroup);
   app.add_option("--emulate-read-latency-ms", o.emulate_read_latency_ms,
                  "Simulations only: add this many milliseconds to every sample read (slow storage)")
       ->capture_default_str()->check(in_range(0.0, 10000.0))->group(kDataGroup);

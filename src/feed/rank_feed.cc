@@ -13,6 +13,7 @@
 #include "tandem/data/sources/file_dataset.h"
 #include "tandem/data/sources/source_kinds.h"
 #include "tandem/feed/local_source.h"
+#include "tandem/feed/request_depth.h"
 #include "tandem/transport/credentials.h"
 
 namespace tandem::feed {
@@ -189,10 +190,10 @@ void RankFeed::start(uint64_t steps, uint64_t start_step, int local_threads) {
   }
   {
     std::lock_guard lock(mu_);
-    scheduler_ = std::make_unique<Scheduler>([s = sampler_.get()](uint64_t seq) { return s->request(seq); },
-                                             SchedulerOptions{steps, opts_.prefetch, opts_.batch_timeout_s, start_step,
-                                                              opts_.data.require_deterministic,
-                                                              opts_.directory && opts_.directory->changes()});
+    SchedulerOptions so{steps, opts_.prefetch, opts_.batch_timeout_s, start_step, opts_.data.require_deterministic,
+                        opts_.directory && opts_.directory->changes()};
+    so.max_prefetch = max_prefetch(opts_.prefetch, info_.sample_bytes() * static_cast<uint64_t>(opts_.batch_size));
+    scheduler_ = std::make_unique<Scheduler>([s = sampler_.get()](uint64_t seq) { return s->request(seq); }, so);
     if (interrupted_) scheduler_->close();
   }
   local_threads_ = local_threads;

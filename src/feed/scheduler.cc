@@ -29,6 +29,7 @@ uint64_t batch_digest(const data::Batch& b) {
 Scheduler::Scheduler(RequestFactory make_request, SchedulerOptions opts)
     : make_request_(std::move(make_request)), opts_(opts) {
   opts_.prefetch = std::max(opts_.prefetch, 1);
+  opts_.max_prefetch = std::max(opts_.max_prefetch, opts_.prefetch);
   next_new_ = next_deliver_ = opts_.first_batch;
 }
 
@@ -36,7 +37,8 @@ int Scheduler::add_source(std::string name, int window) {
   std::lock_guard lock(mu_);
   Source s;
   s.stats.name = std::move(name);
-  s.window = std::max(window, 1);
+  s.depth = RequestDepth(window, std::max(window, opts_.max_prefetch));
+  s.window = s.depth.depth();
   sources_.push_back(std::move(s));
   return static_cast<int>(sources_.size()) - 1;
 }
@@ -54,42 +56,6 @@ bool Scheduler::has_work_for(int id) const {
   if (s.inflight >= s.window) return false;
   if (!s.checks.empty() || retry_index_for(id) >= 0) return true;
   return new_sequence_for(id).has_value();
-}
-
-namespace {
-// A source counts as in time for a batch when 1.25 x its latency fits before it is due.
-constexpr double kLatencyMargin = 1.25;
-}  // namespace
-
-bool Scheduler::in_time(double latency, uint64_t seq, double interval) const {
-  return kLatencyMargin * latency <= static_cast<double>(seq - next_deliver_ + 1) * interval;
-}
-
-std::optional<double> Scheduler::consumer_interval() const {
-  if (consumer_work_.size() < 4) return std::nullopt;
-  std::vector<double> sorted(consumer_work_.begin(), consumer_work_.end());
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(sorted.size() / 2), sorted.end());
-  return sorted[sorted.size() / 2];
-}
-
-std::optional<uint64_t> Scheduler::new_sequence_for(int id) const {
-  const uint64_t end = opts_.total_batches;
-  const std::optional<uint64_t> in_line =
-      next_new_ < end && next_new_ < next_deliver_ + opts_.prefetch ? std::optional(next_new_) : std::nullopt;
-  const std::optional<double> interval = consumer_interval();
-  const Source& s = sources_.at(id);
-  if (!interval || *interval <= 0 || !s.latency || in_time(*s.latency, next_new_, *interval)) return in_line;
-  bool other = false;  // a live source that makes next_new_ in time takes the line's batches
-  for (size_t i = 0; i < sources_.size() && !other; ++i) {
-    const Source& o = sources_[i];
-    other = static_cast<int>(i) != id && !o.stats.failed && !o.retired && o.latency &&
-            in_time(*o.latency, next_new_, *interval);
-  }
-  if (!other) return in_line;
-  uint64_t seq = std::max(next_new_, next_deliver_ + static_cast<uint64_t>(std::ceil(kLatencyMargin * *s.latency /
-                                                                                     *interval)));
-  while (seq < end && taken(seq)) ++seq;
-  return seq < end ? std::optional(seq) : std::nullopt;
 }
 
 std::optional<data::BatchRequest> Scheduler::acquire(int source) {
@@ -150,6 +116,7 @@ void Scheduler::complete(int source, data::Batch batch) {
     latest_ = Made{batch.sequence, batch_digest(batch), source};
     if (other >= 0) losers_[{batch.sequence, other}] = {latest_->digest, source};
     outstanding_.erase(it);
+    follow_reads(s, batch);
     --s.inflight;
     batch.source = source;
     ready_.emplace(batch.sequence, std::move(batch));
@@ -387,7 +354,11 @@ void Scheduler::close() {
 std::vector<SourceStats> Scheduler::stats() const {
   std::lock_guard lock(mu_);
   std::vector<SourceStats> out;
-  for (const Source& s : sources_) out.push_back(s.stats);
+  for (const Source& s : sources_) {
+    out.push_back(s.stats);
+    out.back().depth = s.depth.depth();
+    out.back().deepest = s.depth.deepest();
+  }
   return out;
 }
 

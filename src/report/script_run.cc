@@ -34,6 +34,7 @@ std::vector<feed::SourceStats> added(std::vector<feed::SourceStats> base, const 
     it->compute_seconds += s.compute_seconds;
     it->rejoins += s.rejoins;
     it->ahead += s.ahead;
+    it->deepest = std::max(it->deepest, s.deepest);
     it->failed = s.failed;
     if (!s.error.empty()) it->error = s.error;
   }

@@ -88,7 +88,8 @@ nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::So
         {"compute_seconds", s.compute_seconds},
         {"failed", s.failed},
         {"rejoins", s.rejoins},
-        {"ahead", s.ahead}, {"hedged", s.hedged}};
+        {"ahead", s.ahead}, {"hedged", s.hedged},
+        {"requests_deepest", s.deepest}};
     if (s.failed) w["error"] = s.error;
     if (!s.left.empty()) w["left"] = s.left;
     workers.push_back(std::move(w));

@@ -98,6 +98,9 @@ struct DataOptions {
   // Neither changes a sample.
   int io_threads = -1;
   double emulate_read_latency_ms = 0;
+  // How the reads fly (--io-engine): "auto" (io_uring where the kernel allows it, else
+  // threads), "uring" or "threads".
+  std::string io_engine = "auto";
   // Not a flag: set by the roles. Fetched bytes the read-ahead may hold (a worker: a
   // quarter of --max-inflight-mb; 0 = 256 MiB).
   uint64_t read_ahead_bytes = 0;

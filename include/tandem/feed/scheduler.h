@@ -22,6 +22,7 @@
 
 #include "tandem/common/clock.h"
 #include "tandem/data/batching/batch.h"
+#include "tandem/feed/request_depth.h"
 
 namespace tandem::feed {
 
@@ -36,6 +37,10 @@ struct SchedulerOptions {
   // Sources may join while it runs (a watch file, a DNS name): when every source has
   // failed or left, next() waits for a new one up to batch_timeout_s instead of failing.
   bool sources_may_join = false;
+  // How far the prefetch window and a source's request depth may grow while its batches
+  // say its reads from slow storage want more requests (Batch::reads_wanted,
+  // request_depth.h): the memory's bound, in batches. 0 or less than prefetch: prefetch.
+  int max_prefetch = 0;
 };
 
 struct SourceStats {
@@ -51,6 +56,8 @@ struct SourceStats {
   std::string left;            // why it left politely (leave()): a draining worker, one no longer listed; "" = it did not
   uint64_t hedged = 0;         // its requests also given to another source because they were late
   int threads = 0;             // the threads making its batches, as it said (0 = not known)
+  int depth = 0;               // requests it may hold now (its window; request_depth.h)
+  int deepest = 0;             // the most it was allowed to hold
 };
 
 class Scheduler {
@@ -123,7 +130,8 @@ class Scheduler {
  private:
   struct Source {
     SourceStats stats;
-    int window = 1;
+    RequestDepth depth{1, 1};  // its window follows its reads' wants
+    int window = 1;            // depth.depth()
     int inflight = 0;
     bool retired = false;
     bool may_return = false;  // failed, but being retried
@@ -142,6 +150,11 @@ class Scheduler {
     Clock::time_point hedge_since;
   };
   bool has_work_for(int id) const;
+  // The prefetch window now: --prefetch, and what sources whose reads want more were
+  // allowed beyond their base depth, up to max_prefetch.
+  uint64_t prefetch_now() const;
+  // A batch from `s` came back: its depth follows what its reads want.
+  void follow_reads(Source& s, const data::Batch& batch);
   // The never-issued sequence `id` would take now, or nullopt: next_new_ within the
   // prefetch window, or, for a source too slow for that one while another live source
   // is fast enough, the first free sequence it can make before it is due.

@@ -150,6 +150,7 @@ Batch BatchMaker::make(const BatchRequest& request, SampleReads* reads) const {
   fill(batch, request, 0, request.indices.size(), ragged, reads);
   gather_ragged(batch, ragged, dataset_->info().extra_fields());
   batch.compute_seconds = work_cpu_seconds() - start;
+  if (reads) batch.reads_wanted = reads->wanted_more();
   return batch;
 }
 
@@ -178,6 +179,7 @@ void BatchMaker::make_async(BatchRequest request, std::function<void(Batch)> don
       emulate_slower(cpu, slowdown_);
       job->cpu_seconds.fetch_add(cpu * slowdown_);
       if (job->remaining.fetch_sub(1) != 1) return;
+      if (job->reads) job->batch.reads_wanted = job->reads->wanted_more();
       job->reads.reset();  // bytes of samples a failed chunk never reached go back now
       if (job->error) return job->failed(job->error);
       gather_ragged(job->batch, job->ragged, dataset().info().extra_fields());

@@ -23,64 +23,16 @@
 #include "tandem/data/sources/bad_samples.h"
 #include "tandem/data/sources/file_dataset.h"
 #include "tandem/data/sources/tar.h"
+#include "read_engines.h"
 
 namespace tandem::data {
 namespace {
-
-// Fills `parts`, one after the other, from `offset` of `fd`: one preadv when the kernel
-// gives it all at once (the usual case), more when it gives less; "" or the problem.
-std::string pread_all(int fd, uint64_t offset, std::vector<iovec> parts) {
-  size_t left = 0;
-  for (const iovec& p : parts) left += p.iov_len;
-  size_t first = 0;
-  while (left > 0) {
-    while (parts[first].iov_len == 0) ++first;
-    const ssize_t n = ::preadv(fd, parts.data() + first, static_cast<int>(parts.size() - first), static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return std::string("read failed: ") + std::strerror(errno);
-    if (n == 0) return "ends " + std::to_string(left) + " bytes early (the file is shorter than when it was listed)";
-    offset += static_cast<uint64_t>(n);
-    left -= static_cast<size_t>(n);
-    for (size_t got = static_cast<size_t>(n); got > 0; ++first) {  // past what came
-      const size_t take = std::min(got, parts[first].iov_len);
-      parts[first].iov_base = static_cast<char*>(parts[first].iov_base) + take;
-      parts[first].iov_len -= take;
-      got -= take;
-      if (parts[first].iov_len > 0) break;
-    }
-  }
-  return "";
-}
-
-std::string pread_all(int fd, uint64_t offset, std::vector<uint8_t>& out) {
-  return pread_all(fd, offset, {iovec{out.data(), out.size()}});
-}
 
 // What a member read says when the bytes before it are not its tar header.
 std::string stale_shard(const StoredItem& item) {
   return "the shard is not as it was indexed (no tar header of this " + std::to_string(item.bytes) +
          "-byte member at byte " + std::to_string(item.offset) + "): run `tandem index` on the shards again, or " +
          "delete their tandem-index.txt";
-}
-
-// A whole file into `out`, checked against the size it had when listed (0: unchecked).
-std::string read_whole(const std::string& path, uint64_t expected, std::vector<uint8_t>& out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::string("cannot open: ") + std::strerror(errno);
-  struct stat st{};
-  std::string problem;
-  if (::fstat(fd, &st) != 0) {
-    problem = std::string("cannot stat: ") + std::strerror(errno);
-  } else if (expected != 0 && static_cast<uint64_t>(st.st_size) != expected) {
-    problem = "changed since it was indexed (" + std::to_string(expected) + " bytes then, " +
-              std::to_string(st.st_size) + " now)";
-  } else {
-    out.resize(static_cast<size_t>(st.st_size));
-    problem = pread_all(fd, 0, out);
-    if (!problem.empty() && problem.rfind("ends", 0) == 0) problem = "shorter than its size";
-  }
-  ::close(fd);
-  return problem;
 }
 
 }  // namespace
@@ -95,21 +47,36 @@ std::string path_of(const StoredIndex& index, const StoredItem& item) {
 
 }  // namespace
 
-std::string read_item(const StoredIndex& index, const StoredItem& item, std::vector<uint8_t>& out) {
-  const std::string path = path_of(index, item);
-  if (!index.members) return read_whole(path, item.bytes, out);
+ReadPlan plan_item(const StoredIndex& index, const StoredItem& item) {
+  ReadPlan plan;
+  plan.path = path_of(index, item);
+  plan.bytes = item.bytes;
+  if (!index.members) {
+    plan.whole = true;  // checked against the size it had when listed
+    return plan;
+  }
   // The member's tar header comes in the same read: a shard rewritten since it was indexed
   // (same size, members moved) is named, not taken for a corrupt image or a wrong label.
-  if (item.offset < kTarHeaderBytes) return stale_shard(item);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::string("cannot open the shard: ") + std::strerror(errno);
-  char header[kTarHeaderBytes];
-  out.resize(static_cast<size_t>(item.bytes));
-  std::string problem =
-      pread_all(fd, item.offset - kTarHeaderBytes, {iovec{header, sizeof header}, iovec{out.data(), out.size()}});
-  ::close(fd);
-  if (problem.empty() && !is_member_header(header, item.bytes)) problem = stale_shard(item);
-  return problem;
+  plan.member = true;
+  plan.offset = item.offset;
+  plan.header = static_cast<uint32_t>(kTarHeaderBytes);
+  if (item.offset < kTarHeaderBytes) plan.problem = stale_shard(item);
+  return plan;
+}
+
+void check_item(const StoredItem& item, Fetched& fetched) {
+  if (!fetched.problem.empty() || fetched.header.size() != kTarHeaderBytes) return;
+  if (!is_member_header(reinterpret_cast<const char*>(fetched.header.data()), item.bytes)) {
+    fetched.problem = stale_shard(item);
+    fetched.bytes.clear();
+  }
+}
+
+std::string read_item(const StoredIndex& index, const StoredItem& item, std::vector<uint8_t>& out) {
+  Fetched fetched = read_blocking(plan_item(index, item));
+  check_item(item, fetched);
+  out = std::move(fetched.bytes);
+  return fetched.problem;
 }
 
 std::string item_name(const StoredIndex& index, const StoredItem& item) {
@@ -155,9 +122,12 @@ class StoredImageDataset final : public Dataset {
                         std::to_string(seed_) + " pipeline=" + spec_.canonical() +
                         " max_pixels=" + std::to_string(max_pixels_);
     info_.fingerprint = fingerprint_of(info_.description);
-    if (const int io = io_threads_for(opts.io_threads); io > 0) {
-      const ReadAheadOptions ahead{io, opts.read_ahead_bytes ? opts.read_ahead_bytes : kDefaultReadAheadBytes};
-      reads_ = std::make_unique<ReadAhead>(ahead, [this](uint64_t item) { return fetch(item); });
+    if (opts.io_threads != 0) {
+      const ReadAheadOptions ahead{opts.io_threads, opts.read_ahead_bytes ? opts.read_ahead_bytes : kDefaultReadAheadBytes,
+                                   parse_io_engine(opts.io_engine), opts.emulate_read_latency_ms / 1000};
+      ReadSource source{[this](uint64_t item) { return plan_item(index_, index_.items[item]); },
+                        [this](uint64_t item, Fetched& f) { check_item(index_.items[item], f); }};
+      reads_ = std::make_unique<ReadAhead>(ahead, std::move(source));
     }
   }
 
@@ -167,6 +137,7 @@ class StoredImageDataset final : public Dataset {
   uint64_t shared_memory_bytes() const override { return pipeline_.has_python_step() ? shm_bytes_ : 0; }
   std::string determinism_problem() const override { return pipeline_.determinism_problem(); }
   uint64_t read_ahead_bytes() const override { return reads_ ? reads_->options().max_bytes : 0; }
+  const ReadAhead* reader() const override { return reads_.get(); }
 
   std::unique_ptr<SampleReads> read_ahead(const std::vector<uint64_t>& indices) const override {
     if (!reads_) return nullptr;

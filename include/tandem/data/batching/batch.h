@@ -80,6 +80,9 @@ struct Batch {
   Buffer data;                  // row-major payload, shape x dtype
   std::vector<Field> fields;    // the schema's other fields, in schema order
   double compute_seconds = 0;   // CPU-seconds spent producing it
+  // Samples more its source's read-ahead would like asked for (SampleReads::wanted_more();
+  // negative: more than it needs; 0 without one). The scheduler's request depth follows it.
+  int64_t reads_wanted = 0;
   int source = -1;              // which feeder source delivered it (set by the feeder)
 
   Batch() = default;

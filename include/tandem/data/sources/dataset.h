@@ -114,6 +114,8 @@ class Dataset {
   // The most fetched bytes its read-ahead may hold (DataOptions::read_ahead_bytes), 0
   // without one. A worker keeps them out of its budget for batches in flight.
   virtual uint64_t read_ahead_bytes() const { return 0; }
+  // Its read-ahead, for its numbers (reads in flight, engine); null without one.
+  virtual const ReadAhead* reader() const { return nullptr; }
 
  protected:
   // What every dataset implements, behind produce() and produce_fields(): sample `index`
