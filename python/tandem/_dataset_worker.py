@@ -17,6 +17,17 @@ JSON object. The worker sends
                                                              name: {"dtype": "int64", "shape": [], "value": 3}}}
                                                                                                  (a number)
 and a failure is {"ok": false, "error": "...", "where": "file:line", "traceback": "..."}.
+Many samples at once (one message each way for them all):
+
+    {"op": "many", "items": [[I, S], ...]}                 -> {"ok": true, "shm_size": B, "samples": [
+                                                              {"ok": true, "fields": {...}}   (as "get")
+                                                              | a failure | null, ...]}
+their arrays one after the other in the shared memory; null: not made here (they did not
+fit in it), for the worker to ask for alone. The dataset's __getitems__(indices) makes them
+when it has one and the indices differ, with tandem.sample_rng(index) keyed per sample;
+if it draws from random, numpy.random or torch's generator instead (their states moved),
+whose draws would depend on how samples are grouped, its samples are dropped and this
+process makes every sample with __getitem__ from then on, each seeded alone.
 With "kind": "function" in init (the python(FILE:FUNCTION) step of --pipeline), NAME is
 a function of one array (init answers "len": 0 and the function's ragged_fields attribute)
 and the worker sends
@@ -229,8 +240,9 @@ def _field(np, value):
     return {"dtype": str(value.dtype), "shape": list(value.shape)}, value  # any strides: copied once, below
 
 
-def _write_fields(np, fields, shared):
-    arrays, out, offset = [], {}, 0
+def _write_fields(np, fields, shared, offset=0):
+    """Writes the fields' arrays from `offset` of the shared memory: the reply, and where the next sample's may start."""
+    arrays, out = [], {}
     for name, value in fields.items():
         desc, array = _field(np, value)
         if array is not None:
@@ -249,7 +261,7 @@ def _write_fields(np, fields, shared):
                 # slice) into C order in the shared memory.
                 np.copyto(view.view(array.dtype).reshape(array.shape), array, casting="no")
             del view
-    return {"ok": True, "shm_size": shared.size, "fields": out}
+    return {"ok": True, "shm_size": shared.size, "fields": out}, offset
 
 
 _torch_accelerated = None  # whether torch here sees an accelerator: decided at the first sample
@@ -271,14 +283,14 @@ def _seed_torch(torch, seed):
         torch.default_generator.manual_seed(seed)
 
 
-def _seed(np, seed):
+def _seed(np, seed, index=None):
     import tandem._sample as state
 
     random.seed(seed)
     np.random.seed([seed & 0xFFFFFFFF, seed >> 32])
     if "torch" in sys.modules:
         _seed_torch(sys.modules["torch"], seed)
-    state.begin(seed)
+    state.begin(seed, index)
 
 
 def _call(np, shared, function, request):
@@ -287,19 +299,24 @@ def _call(np, shared, function, request):
     n = request["nbytes"]
     array = np.frombuffer(shared.map, dtype=np.uint8, count=n, offset=0).reshape(request["shape"]).copy()
     out = function(array)
-    return _write_fields(np, out if isinstance(out, dict) else {"output": out}, shared)
+    return _write_fields(np, out if isinstance(out, dict) else {"output": out}, shared)[0]
 
 
 def _serve(np, sock, shared, dataset, user_file):
     def get(request):
-        _seed(np, request["seed"])
-        return _write_fields(np, _as_fields(dataset[request["index"]]), shared)
+        _seed(np, request["seed"], request["index"])
+        return _write_fields(np, _as_fields(dataset[request["index"]]), shared)[0]
 
     def call(request):
         _seed(np, request["seed"])
         return _call(np, shared, dataset, request)
 
-    ops = {"get": get, "call": call}
+    from tandem._many import Many
+
+    many = Many(np, dataset, lambda seed, index: _seed(np, seed, index),
+                lambda fields, offset: _write_fields(np, _as_fields(fields), shared, offset),
+                lambda e: _failure(e, user_file), _SharedMemoryFull, shared)
+    ops = {"get": get, "call": call, "many": many}
     while True:
         request = _receive(sock)
         op = ops.get(request.get("op"))

@@ -27,10 +27,8 @@ struct Job {
   std::function<void(std::exception_ptr)> failed;
 };
 
-// Makes sample i of the batch, its image into `image`, its label into the batch's labels
-// (where the dataset has them) and its other fields into their rows (ragged: `ragged`).
-void produce_one(const Dataset& dataset, const BatchRequest& request, size_t i, std::span<std::byte> image,
-                 Batch& batch, RaggedRows& ragged, SampleReads* reads) {
+// Where sample i's other fields go: their rows in the batch (ragged: `ragged`).
+FieldsOut fields_out(Batch& batch, RaggedRows& ragged, size_t i) {
   FieldsOut out;
   for (size_t f = 0; f < batch.fields.size(); ++f) {
     Field& field = batch.fields[f];
@@ -39,12 +37,38 @@ void produce_one(const Dataset& dataset, const BatchRequest& request, size_t i, 
     out.dense.push_back(is_ragged ? std::span<std::byte>() : std::span<std::byte>(field.data.data() + i * row, row));
     out.ragged.push_back(is_ragged ? &ragged[f][i] : nullptr);
   }
+  return out;
+}
+
+// Makes sample i of the batch, its image into `image`, its label into the batch's labels
+// (where the dataset has them) and its other fields into their rows.
+void produce_one(const Dataset& dataset, const BatchRequest& request, size_t i, std::span<std::byte> image,
+                 Batch& batch, RaggedRows& ragged, SampleReads* reads) {
+  const FieldsOut out = fields_out(batch, ragged, i);
   const FieldsOut* extra = batch.fields.empty() ? nullptr : &out;
   int64_t label = 0;
   if (reads) label = dataset.produce_read(*reads, i, request.indices[i], request.epoch, image, extra);
   else if (extra) label = dataset.produce_fields(request.indices[i], request.epoch, image, out);
   else label = dataset.produce(request.indices[i], request.epoch, image);
   if (!batch.labels.empty()) batch.labels[i] = label;
+}
+
+// Samples [begin, end) at once where the dataset makes many at once (make_many), in
+// place; false where it does not.
+bool make_together(const Dataset& dataset, const BatchRequest& request, size_t begin, size_t end, Batch& batch,
+                   RaggedRows& ragged) {
+  const size_t bytes = dataset.info().sample_bytes();
+  FieldsOut fields;
+  const auto out = [&](size_t k) {
+    const size_t i = begin + k;
+    fields = fields_out(batch, ragged, i);
+    return SampleOut{std::span<std::byte>(batch.data.data() + i * bytes, bytes), batch.fields.empty() ? nullptr : &fields};
+  };
+  const std::span<const uint64_t> indices(request.indices.data() + begin, end - begin);
+  const std::optional<std::vector<int64_t>> labels = dataset.make_many(indices, request.epoch, out);
+  if (!labels) return false;
+  if (!batch.labels.empty()) std::copy(labels->begin(), labels->end(), batch.labels.begin() + static_cast<long>(begin));
+  return true;
 }
 
 template <typename T>
@@ -124,6 +148,7 @@ void BatchMaker::fill(Batch& batch, const BatchRequest& request, size_t begin, s
   const DatasetInfo& info = dataset_->info();
   const size_t bytes = info.sample_bytes();
   if (wire_ == info.dtype) {
+    if (!reads && end - begin > 1 && make_together(*dataset_, request, begin, end, batch, ragged)) return;
     for (size_t i = begin; i < end; ++i) {
       produce_one(*dataset_, request, i, std::span<std::byte>(batch.data.data() + i * bytes, bytes), batch, ragged,
                   reads);

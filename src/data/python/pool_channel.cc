@@ -79,6 +79,8 @@ void send_message(const Channel& c, const nlohmann::json& message, Clock::time_p
   send_all(c, framed + body, deadline);
 }
 
+bool wait_message(const Channel& c, Clock::time_point deadline) { return wait_ready(c, POLLIN, deadline); }
+
 nlohmann::json receive_message(const Channel& c, Clock::time_point deadline) {
   uint32_t n = 0;
   receive_all(c, reinterpret_cast<char*>(&n), 4, deadline);
@@ -97,6 +99,12 @@ nlohmann::json init_request(const PythonPoolOptions& opts, size_t max_shm) {
 }
 
 nlohmann::json get_request(uint64_t index, uint64_t seed) { return {{"op", "get"}, {"index", index}, {"seed", seed}}; }
+
+nlohmann::json many_request(const std::vector<std::pair<uint64_t, uint64_t>>& items) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& [index, seed] : items) list.push_back({index, seed});
+  return {{"op", "many"}, {"items", std::move(list)}};
+}
 
 nlohmann::json call_request(uint64_t index, uint64_t seed, const std::vector<int64_t>& shape, size_t nbytes) {
   return {{"op", "call"}, {"index", index}, {"seed", seed}, {"shape", shape}, {"nbytes", nbytes}};

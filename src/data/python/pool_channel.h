@@ -43,11 +43,21 @@ void send_message(const Channel& c, const nlohmann::json& message, Clock::time_p
 // The next message, before `deadline`. Throws ProcessGone (the process ended, closed the
 // socket, or sent what is not a JSON object of at most 64 MiB) or ProcessSlow.
 nlohmann::json receive_message(const Channel& c, Clock::time_point deadline);
+// Whether a message is there to read by `deadline`. Throws ProcessGone when the process
+// ends first.
+bool wait_message(const Channel& c, Clock::time_point deadline);
+
+// A "many" request's progress, in the first bytes of the process's shared memory, before
+// the arrays (which begin at kProgressBytes): two little-endian uint64, the steps it made
+// in all (a sample, or a __getitems__ call) and the samples of the step it is in.
+inline constexpr size_t kProgressBytes = 64;
 
 // --- the messages ---------------------------------------------------------------------
 
 nlohmann::json init_request(const PythonPoolOptions& opts, size_t max_shm);
 nlohmann::json get_request(uint64_t index, uint64_t seed);
+// Many samples in one request: {"op": "many", "items": [[index, seed], ...]}.
+nlohmann::json many_request(const std::vector<std::pair<uint64_t, uint64_t>>& items);
 nlohmann::json call_request(uint64_t index, uint64_t seed, const std::vector<int64_t>& shape, size_t nbytes);
 
 // init's answer: what the dataset said about itself. Throws nlohmann::json::exception.

@@ -143,6 +143,13 @@ void PythonProcessPool::Process::stop(double grace_s) {
   pid = -1;
 }
 
+std::pair<uint64_t, uint64_t> PythonProcessPool::Process::progress() const {
+  uint64_t words[2] = {0, 1};
+  // Written by the other process: a torn read only looks like progress.
+  if (map != nullptr && mapped >= sizeof words) std::memcpy(words, map, sizeof words);
+  return {words[0], std::max<uint64_t>(1, words[1])};
+}
+
 SampleFields PythonProcessPool::Process::fields_of(const nlohmann::json& reply) {
   const size_t size = reply.value("shm_size", size_t{0});
   if (size > mapped) remap(size);  // remap() refuses more than kMaxShmBytes

@@ -35,6 +35,9 @@ struct PythonProcessPool::Process {
   void remap(size_t size);
   void grow(size_t size);
   SampleFields fields_of(const nlohmann::json& reply);
+  // Where it is in "many" requests (pool::kProgressBytes): the steps it made in all, and
+  // the samples of the one it is in.
+  std::pair<uint64_t, uint64_t> progress() const;
 };
 
 // Waits for `pid` to end (SIGKILL at `deadline`), ends what it left in its process group

@@ -232,6 +232,74 @@ void PythonProcessPool::run(uint64_t index, uint64_t seed, const std::function<v
   serve(index, pool::get_request(index, seed), {}, use);
 }
 
+void PythonProcessPool::make_alone(Process& p, size_t n, const ManyUse& use, const std::string& why) const {
+  spdlog::warn("the Python process {} making {} samples of {} at once failed ({}): restarting it, and making "
+               "them one by one", p.pid, n, opts_.file, why);
+  try {
+    restart(p);  // before anyone else leases it
+  } catch (...) {  // the next lease restarts it again, or says why it cannot
+    p.pid = -1;
+  }
+  for (size_t i = 0; i < n; ++i) use(i, nullptr, "");
+}
+
+void PythonProcessPool::run_many(const std::vector<std::pair<uint64_t, uint64_t>>& items, const ManyUse& use) const {
+  Lease lease(*this);
+  Process& p = *lease;
+  nlohmann::json reply;
+  try {
+    if (p.pid <= 0) restart(p);
+    pool::send_message(p.channel, pool::many_request(items), after(opts_.sample_timeout_s));
+    // Each sample has its own --sample-timeout: the wait goes on while the process moves
+    // on (pool_channel.h), and ends when one step (a sample, or __getitems__ of n) took longer.
+    auto [made, samples] = p.progress();
+    for (auto since = Clock::now(); !pool::wait_message(p.channel, after(0.25));) {
+      const auto [now, next] = p.progress();
+      if (now != made) {
+        made = now;
+        samples = next;
+        since = Clock::now();
+      } else if (seconds_since(since) > opts_.sample_timeout_s * static_cast<double>(samples)) {
+        throw ProcessSlow{};
+      }
+    }
+    reply = pool::receive_message(p.channel, after(opts_.sample_timeout_s));
+  } catch (const ProcessGone& e) {  // died: each alone says why, retried as run() retries
+    const std::string how = reap(p.pid, after(1));
+    p.pid = -1;
+    return make_alone(p, items.size(), use, how + "; " + e.why);
+  } catch (const ProcessSlow&) {  // hung: each alone meets its own --sample-timeout
+    return make_alone(p, items.size(), use, "no reply in time");
+  } catch (const std::exception& e) {  // it did not restart
+    return make_alone(p, items.size(), use, e.what());
+  }
+  if (const auto cpu = reply.find("cpu"); cpu != reply.end() && cpu->is_number()) {
+    add_helper_cpu_seconds(cpu->get<double>());
+  }
+  const nlohmann::json* samples = reply.contains("samples") && reply["samples"].is_array() ? &reply["samples"] : nullptr;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const nlohmann::json* sample = samples && i < samples->size() ? &(*samples)[i] : nullptr;
+    if (!sample || !sample->is_object()) {
+      use(i, nullptr, "");
+      continue;
+    }
+    if (!sample->value("ok", false)) {
+      use(i, nullptr, describe(items[i].first) + " raised " + pool::python_error(*sample));
+      continue;
+    }
+    SampleFields fields;
+    try {
+      const size_t size = reply.value("shm_size", size_t{0});
+      if (size > p.mapped) p.remap(size);
+      fields = pool::fields_of(*sample, p.map, p.mapped);
+    } catch (...) {  // a bad reply (ProcessGone, json): made alone, it is named
+      use(i, nullptr, "");
+      continue;
+    }
+    use(i, &fields, "");
+  }
+}
+
 void PythonProcessPool::call(uint64_t index, uint64_t seed, std::span<const uint8_t> input,
                              const std::vector<int64_t>& shape, const std::function<void(const SampleFields&)>& use) const {
   if (input.size() > shm_limit(opts_)) throw PythonSampleError(too_big(describe(index), input.size(), opts_));

@@ -145,6 +145,31 @@ class PythonDataset final : public Dataset {
     }
   }
 
+  // One request to one process for them all; a sample it could not make there (it raised,
+  // broke the schema, its process died) is made alone, as make_sample() makes it, which
+  // substitutes it (--on-bad-sample skip) or says why it failed.
+  std::optional<std::vector<int64_t>> make_many(std::span<const uint64_t> indices, uint32_t epoch,
+                                                const std::function<SampleOut(size_t)>& out) const override {
+    std::vector<std::pair<uint64_t, uint64_t>> items;
+    for (const uint64_t index : indices) {
+      check_sample_index(index, info_);
+      items.emplace_back(item_of(index, info_.size, pool_.about().len), python_sample_seed(seed_, epoch, index));
+    }
+    std::vector<int64_t> labels(indices.size());
+    std::vector<bool> made(indices.size(), false);
+    pool_.run_many(items, [&](size_t i, const SampleFields* fields, const std::string&) {
+      if (!fields) return;
+      const SampleOut to = out(i);
+      made[i] = write_checked(*fields, to.image, to.fields, labels[i]).empty();
+    });
+    for (size_t i = 0; i < indices.size(); ++i) {
+      if (made[i]) continue;
+      const SampleOut to = out(i);
+      labels[i] = make_sample(indices[i], epoch, to.image, to.fields);
+    }
+    return labels;
+  }
+
   std::string describe(uint64_t item) const { return "sample " + std::to_string(item) + " of " + source_; }
 
   // "image:uint8[3,8,8],label:int64[],boxes:float32[-1,4]": the schema in the description.
@@ -163,20 +188,24 @@ class PythonDataset final : public Dataset {
   int64_t make(uint64_t item, uint64_t seed, std::span<std::byte> out, const FieldsOut* extra) const {
     int64_t label = 0;
     std::string problem;
-    pool_.run(item, seed, [&](const SampleFields& fields) {
-      problem = python_sample_problem(fields, info_.fields);
-      if (!problem.empty()) return;
-      for (const auto& [name, f] : fields) {
-        if (name == kLabelField) label = f.integer;
-      }
-      if (info_.has_label() && (label < 0 || label >= info_.num_classes)) {
-        problem = label_problem(label);
-        return;
-      }
-      write(fields, out, extra);
-    });
+    pool_.run(item, seed, [&](const SampleFields& fields) { problem = write_checked(fields, out, extra, label); });
     if (!problem.empty()) throw PythonSampleError(describe(item) + ": " + problem);
     return label;
+  }
+
+  // Writes a sample's fields (as make() says) and sets `label`; or, having written
+  // nothing, returns how they break the schema.
+  std::string write_checked(const SampleFields& fields, std::span<std::byte> out, const FieldsOut* extra,
+                            int64_t& label) const {
+    std::string problem = python_sample_problem(fields, info_.fields);
+    if (!problem.empty()) return problem;
+    label = 0;
+    for (const auto& [name, f] : fields) {
+      if (name == kLabelField) label = f.integer;
+    }
+    if (info_.has_label() && (label < 0 || label >= info_.num_classes)) return label_problem(label);
+    write(fields, out, extra);
+    return "";
   }
 
   void write(const SampleFields& fields, std::span<std::byte> out, const FieldsOut* extra) const {

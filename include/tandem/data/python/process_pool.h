@@ -109,6 +109,18 @@ class PythonProcessPool {
   // when no process becomes free or restarts in time. Exceptions from `use` pass through.
   void run(uint64_t index, uint64_t seed, const std::function<void(const SampleFields&)>& use) const;
 
+  // Makes many samples at once in one free process: items are {index, seed}; one request
+  // and one reply for them all, each sample seeded as run() seeds it (the dataset's
+  // __getitems__ when it has one and draws no randomness of its own, else __getitem__
+  // for each). Calls `use(i, fields, "")` for each sample made, while the process's shared
+  // memory holds them all, and `use(i, nullptr, error)` for one that raised (error as
+  // run()'s PythonSampleError says it). Samples it could not make together (their
+  // process died or hung, or they did not fit in its shared memory) get
+  // `use(i, nullptr, "")`: make them with run(), which retries and says why.
+  // Exceptions from `use` pass through.
+  using ManyUse = std::function<void(size_t i, const SampleFields* fields, const std::string& error)>;
+  void run_many(const std::vector<std::pair<uint64_t, uint64_t>>& items, const ManyUse& use) const;
+
   // For a Kind::kFunction pool: calls FUNCTION on a uint8 array of `shape` holding `input`
   // (passed through the process's shared memory), seeded with `seed`, and calls `use` with
   // what it returned: one field "output", or the fields of a dict it returned. Otherwise
@@ -144,6 +156,9 @@ class PythonProcessPool {
   // A hash of `probe`'s fields made by process `which`; nullopt when it failed.
   std::optional<uint64_t> digest_in(int which, const Probe& probe) const;
   void release(Process& p) const;
+  // run_many() after process `p` failed n samples together: restarts it, and hands them
+  // back to be made alone.
+  void make_alone(Process& p, size_t n, const ManyUse& use, const std::string& why) const;
   void restart(Process& p) const;
   void serve(uint64_t index, const nlohmann::json& request, std::span<const uint8_t> input,
              const std::function<void(const SampleFields&)>& use) const;

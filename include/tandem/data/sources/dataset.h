@@ -3,7 +3,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -67,6 +69,13 @@ struct FieldsOut {
   std::vector<std::vector<std::byte>*> ragged;     // per extra field; null for a dense one
 };
 
+// Where one sample of a batch goes: its image bytes and, for a dataset with other fields,
+// their rows (fields is null without them).
+struct SampleOut {
+  std::span<std::byte> image;
+  const FieldsOut* fields = nullptr;
+};
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -114,6 +123,15 @@ class Dataset {
   // The most fetched bytes its read-ahead may hold (DataOptions::read_ahead_bytes), 0
   // without one. A worker keeps them out of its budget for batches in flight.
   virtual uint64_t read_ahead_bytes() const { return 0; }
+  // Datasets that make many samples at once more cheaply than one by one (a Python
+  // dataset: one request to one of its processes for them all) make samples `indices` of
+  // `epoch`, sample i into out(i) (valid until out is called again), and return their labels, the
+  // same bytes and labels as produce_fields() of each. Others return nullopt: make them
+  // one by one. Thread-safe.
+  virtual std::optional<std::vector<int64_t>> make_many(std::span<const uint64_t> /*indices*/, uint32_t /*epoch*/,
+                                                        const std::function<SampleOut(size_t)>& /*out*/) const {
+    return std::nullopt;
+  }
   // Its read-ahead, for its numbers (reads in flight, engine); null without one.
   virtual const ReadAhead* reader() const { return nullptr; }
 

@@ -1,0 +1,95 @@
+"""Many samples of a Python dataset in one request: the "many" operation of a tandem
+worker's Python process (_dataset_worker.py, whose docstring has the protocol).
+
+Pure Python (numpy, and torch when the dataset imported it): imported by the worker's
+processes without the compiled module.
+"""
+import random
+import sys
+
+_MOST_RAISED = 3  # __getitems__ calls in a row that may raise before it is no longer called
+_PROGRESS_BYTES = 64  # steps made, and the samples of the next, before the arrays (pool_channel.h)
+
+
+def global_draws(np):
+    """The states of the generators tandem seeds per sample: any draw moves one."""
+    legacy = np.random.get_state(legacy=True)
+    torch = sys.modules.get("torch")
+    torch_state = bytes(torch.default_generator.get_state().numpy()) if torch is not None else None
+    return random.getstate(), legacy[1].tobytes(), legacy[2:], torch_state
+
+
+class Many:
+    """Many samples in one request ("many"): __getitems__ where it can be used, else
+    __getitem__ for each, seeded alone; arrays one after the other in the shared memory.
+    The worker's own pieces come in: seed(seed, index) seeds one sample; write(sample,
+    offset) places its fields from `offset` and returns (reply, next offset), raising
+    `full` when they do not fit; failure(exception) is the reply for one that raised."""
+
+    def __init__(self, np, dataset, seed, write, failure, full, shared):
+        self.np, self.dataset, self.seed, self.write, self.failure, self.full = np, dataset, seed, write, failure, full
+        self.shared = shared
+        self.batched = callable(getattr(dataset, "__getitems__", None))
+        self.raised = 0  # __getitems__ calls in a row that raised
+        self.made = 0    # samples made, in all: the worker waits while it moves
+
+    def __call__(self, request):
+        items = [(int(i), int(s)) for i, s in request["items"]]
+        samples = self._together(items)
+        out, offset = [], _PROGRESS_BYTES
+        for k, (index, seed) in enumerate(items):
+            self._made(1)
+            try:
+                if samples is None:
+                    self.seed(seed, index)
+                    sample = self.dataset[index]
+                else:
+                    sample = samples[k]
+                reply, offset = self.write(sample, offset)
+                del reply["shm_size"]
+                out.append(reply)
+            except self.full:
+                out.extend([None] * (len(items) - k))  # the worker asks for these alone
+                break
+            except Exception as e:  # noqa: BLE001: the user's code may raise anything
+                out.append(self.failure(e))
+        return {"ok": True, "shm_size": self.shared.size, "samples": out}
+
+    def _made(self, next_call):
+        """One more step made: the worker's wait for the reply goes on, for `next_call`
+        samples' time (each has its own --sample-timeout)."""
+        self.made += 1
+        self.shared.map[:16] = self.made.to_bytes(8, "little") + next_call.to_bytes(8, "little")
+
+    def _together(self, items):
+        """The samples from one __getitems__ call, or None: make them one by one."""
+        indices = [i for i, _ in items]
+        if not self.batched or len(set(indices)) != len(indices):
+            return None
+        import tandem._sample as state
+
+        state.begin_many({i: s for i, s in items})
+        before = global_draws(self.np)
+        self._made(len(items))
+        try:
+            samples = list(self.dataset.__getitems__(indices))
+        except Exception as e:  # noqa: BLE001: each sample alone says what went wrong, if anything
+            # One bad sample among them is made alone and named; a __getitems__ that
+            # always raises is given up.
+            self.raised += 1
+            return self._give_up(f"raised {type(e).__name__}: {e}") if self.raised >= _MOST_RAISED else None
+        finally:
+            state.begin(None)
+        if global_draws(self.np) != before:
+            return self._give_up("draws from random, numpy.random or torch, whose draws would depend on how "
+                                 "samples are grouped (draw from tandem.sample_rng(index) in it to keep it)")
+        if len(samples) != len(indices):
+            return self._give_up(f"returned {len(samples)} samples for {len(indices)} indices")
+        self.raised = 0
+        return samples
+
+    def _give_up(self, why):
+        """From now on this process makes each sample with __getitem__, seeded alone."""
+        self.batched = False
+        print(f"tandem: {type(self.dataset).__name__}.__getitems__ {why}: making each sample with __getitem__ "
+              "instead", file=sys.stderr, flush=True)
