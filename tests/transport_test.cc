@@ -70,6 +70,27 @@ TEST(Transport, StreamedBatchesEqualLocallyMadeOnes) {
   EXPECT_FALSE(sched.stats()[0].failed);
 }
 
+// A batch's digest is computed where it is made and travels with it: the trainer compares
+// copies by it without hashing 19 MB batches on its own cores (issue 34).
+TEST(Transport, ABatchArrivesWithTheDigestItsMakerComputed) {
+  Worker w;
+  auto ds = data::make_dataset(small_data());
+  data::Sampler sampler(ds->info().size, 8, 0);
+  feed::Scheduler sched([&](uint64_t s) { return sampler.request(s); }, {4, 4, 20});
+  feed::WorkerLink remote(ready_client(w.target()), sched, ds->info(), {.inflight = 2});
+  remote.start(false);
+  data::BatchMaker local(ds, nullptr);
+  for (uint64_t i = 0; i < 4; ++i) {
+    auto b = sched.next();
+    ASSERT_TRUE(b);
+    ASSERT_TRUE(b->digest.has_value()) << "batch " << i << " came without its digest";
+    EXPECT_EQ(*b->digest, data::batch_digest(*b)) << "the digest is of the bytes that came";
+    EXPECT_EQ(*b->digest, *local.make(sampler.request(i)).digest);
+  }
+  sched.close();
+  remote.stop();
+}
+
 TEST(Transport, ALostWorkersRequestsAreServedByTheOther) {
   auto doomed = std::make_unique<Worker>();
   Worker survivor;

@@ -15,7 +15,7 @@ pkgs="libgrpc++-dev libgrpc++1.51 libgrpc29 libgrpc-dev protobuf-compiler-grpc l
 libprotoc32 libprotobuf-lite32 protobuf-compiler libabsl-dev libabsl20220623 libre2-9 libre2-dev libc-ares2
 libc-ares-dev libssl-dev libssl3 zlib1g-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libcli11-dev
 nlohmann-json3-dev libgtest-dev libgmock-dev libturbojpeg0 libturbojpeg0-dev libjpeg62-turbo libgloo-dev
-libgloo0 libsystemd-dev libsystemd0 libupb-dev libjpeg62-turbo-dev libpng-dev libpng16-16 liburing-dev liburing2 $*"
+libgloo0 libsystemd-dev libsystemd0 libupb-dev libjpeg62-turbo-dev libpng-dev libpng16-16 liburing-dev liburing2 libxxhash-dev $*"
 [ -f CMakeLists.txt ] && [ -d src ] || { echo "pack-deps.sh: run it from the repository root" >&2; exit 2; }
 command -v apt-get >/dev/null && command -v dpkg >/dev/null || {
   echo "pack-deps.sh: needs apt-get and dpkg (a Debian bookworm machine)" >&2; exit 2; }

@@ -2,6 +2,7 @@
 #include <iostream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "tandem/bench/bench.h"
@@ -45,6 +46,7 @@ std::vector<WorkerSpec> plan_workers() {
 struct Phase {
   double images_per_sec = 0;
   std::vector<uint64_t> batches;  // per worker of the phase
+  std::vector<int> deepest;       // per worker: the most requests it was given at once
 };
 
 // Pulls batches from `targets` for `seconds` (after a warm-up) and counts them.
@@ -73,8 +75,24 @@ Phase measure(const std::vector<std::string>& targets, const BenchOptions& opts)
   feed.close();
   Phase p;
   p.images_per_sec = images / elapsed;
-  for (size_t i = 0; i < stats.size(); ++i) p.batches.push_back(stats[i].batches - before[i].batches);
+  for (size_t i = 0; i < stats.size(); ++i) {
+    p.batches.push_back(stats[i].batches - before[i].batches);
+    p.deepest.push_back(stats[i].deepest);
+  }
   return p;
+}
+
+// A worker of the bench: its port and cores, and the data flags of the bench (the read
+// latency and how reads fly among them: the request depth is part of what is measured).
+std::vector<std::string> worker_argv(const std::string& tandem_exe, const BenchOptions& opts, const WorkerSpec& spec) {
+  const DataOptions& d = opts.data;
+  std::vector<std::string> argv = {tandem_exe, "worker", "--port", std::to_string(spec.port), "--bind", "127.0.0.1",
+                                   "--threads", std::to_string(spec.cpus.size()), "--data", d.data,
+                                   "--image-size", std::to_string(d.image_size), "--idle-timeout", "600",
+                                   "--emulate-read-latency-ms", fmt::format("{}", d.emulate_read_latency_ms),
+                                   "--io-threads", std::to_string(d.io_threads), "--io-engine", d.io_engine};
+  if (!d.pipeline.empty()) argv.insert(argv.end(), {"--pipeline", d.pipeline});
+  return argv;
 }
 
 }  // namespace
@@ -87,9 +105,7 @@ nlohmann::json bench_feed(const BenchOptions& opts, const std::string& tandem_ex
   for (size_t i = 0; i < specs.size(); ++i) {
     launch::ProcessSpec c;
     c.name = i == 0 ? "worker-a" : "worker-b";
-    c.argv = {tandem_exe, "worker", "--port", std::to_string(specs[i].port), "--bind", "127.0.0.1",
-              "--threads", std::to_string(specs[i].cpus.size()), "--data", opts.data.data,
-              "--image-size", std::to_string(opts.data.image_size), "--idle-timeout", "600"};
+    c.argv = worker_argv(tandem_exe, opts, specs[i]);
     c.cpus = specs[i].cpus;
     c.critical = false;
     children.push_back(std::move(c));
@@ -113,6 +129,7 @@ nlohmann::json bench_feed(const BenchOptions& opts, const std::string& tandem_ex
     workers.push_back({{"cores", specs[i].cpus.size()},
                        {"solo_images_per_sec", solo[i]},
                        {"share", total ? static_cast<double>(both.batches[i]) / total : 0.0},
+                       {"requests_deepest", both.deepest[i]},
                        {"expected_share", solo_sum > 0 ? solo[i] / solo_sum : 0.0}});
   }
   return {{"bench", "feed"},
@@ -123,7 +140,8 @@ nlohmann::json bench_feed(const BenchOptions& opts, const std::string& tandem_ex
           {"workers", workers},
           {"batch_size", opts.batch_size},
           {"dtype", data::dtype_name(data::wire_dtype(opts.data))},
-          {"seconds", opts.seconds}};
+          {"seconds", opts.seconds},
+          {"read_latency_ms", opts.data.emulate_read_latency_ms}};
 }
 
 }  // namespace tandem::bench

@@ -112,7 +112,9 @@ nlohmann::json bench_pipeline(const BenchOptions& opts) {
   data::ThreadPool pool(threads);
   data::BatchMaker maker(dataset, &pool);
   data::Sampler sampler(dataset->info().size, opts.batch_size, opts.data.seed);
-  const auto warm = Clock::now() + std::chrono::milliseconds(500);
+  // Half a second of warm-up, and with slow reads ten of their round trips more: the
+  // request depth doubles each round trip until the reads keep up (read_depth.h).
+  const auto warm = after(0.5 + 10 * opts.data.emulate_read_latency_ms / 1000);
   const Measured m = run_window(maker, sampler, threads, opts.seconds, warm);
   const double window = std::max(opts.seconds, std::chrono::duration<double>(m.until - warm).count());
   const double images_per_sec = m.images / window;

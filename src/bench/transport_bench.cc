@@ -1,16 +1,24 @@
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
+#include <iostream>
+#include <sstream>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "tandem/bench/bench.h"
 #include "tandem/data/batching/convert.h"
 #include "tandem/common/clock.h"
 #include "tandem/feed/rank_feed.h"
+#include "tandem/launch/process.h"
+#include "tandem/launch/simulate.h"
 #include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/stream_relay.h"
-#include "tandem/transport/worker_server.h"
 
 namespace tandem::bench {
 namespace {
@@ -20,6 +28,56 @@ double process_cpu_seconds() {
   getrusage(RUSAGE_SELF, &u);
   auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
   return s(u.ru_utime) + s(u.ru_stime);
+}
+
+// CPU-seconds process `pid` has used (/proc/PID/stat: utime + stime); 0 if it is gone.
+double cpu_seconds_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; rest >> field && i <= 15; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// This process's child running `tandem worker` (the sender), once it has started.
+pid_t worker_child(const std::string& port) {
+  namespace fs = std::filesystem;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmd(entry.path() / "cmdline");
+    std::string line((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    std::ifstream stat(entry.path() / "stat");
+    std::string s((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t close = s.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(s.substr(close + 2));
+    std::string state;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == ::getpid() && line.find(std::string("--port") + '\0' + port + '\0') != std::string::npos) {
+      return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return -1;
+}
+
+// The sender: `tandem worker` serving pre-made batches, in its own process as on a CPU host.
+launch::ProcessSpec sender(const std::string& tandem_exe, const BenchOptions& opts, const DataOptions& data, int port) {
+  launch::ProcessSpec c;
+  c.name = "worker";
+  c.argv = {tandem_exe, "worker", "--port", std::to_string(port), "--bind", "127.0.0.1", "--data", "premade",
+            "--threads", std::to_string(opts.threads > 0 ? opts.threads : 1), "--image-size",
+            std::to_string(data.image_size), "--idle-timeout", "600"};
+  if (!data.wire_dtype.empty()) c.argv.insert(c.argv.end(), {"--wire-dtype", data.wire_dtype});
+  c.critical = false;
+  return c;
 }
 
 struct Pulled {
@@ -57,20 +115,21 @@ feed::FeedOptions rank_options(const BenchOptions& opts, const DataOptions& data
 
 }  // namespace
 
-// A worker serving pre-made batches and `ranks` trainer-side feeds pulling them as fast as
-// they come, in one process over loopback TCP (through a relay's Unix socket with
-// via_relay). Only the transport is measured: the worker's per-batch work is one memcpy
-// of pre-made samples.
-nlohmann::json bench_transport(const BenchOptions& opts, const std::string&) {
+// A worker process serving pre-made batches (the sender) and `ranks` trainer-side feeds in
+// this process (the receiver) pulling them as fast as they come over loopback TCP
+// (through a relay's Unix socket with via_relay), as iperf3's two ends are. Only the
+// transport is measured: the worker's per-batch work is one memcpy of pre-made samples
+// (and the batch's digest). Each end's CPU is its own process's.
+nlohmann::json bench_transport(const BenchOptions& opts, const std::string& tandem_exe) {
   transport::keep_grpc_initialised();
   DataOptions data = opts.data;
   data.data = "premade";
   auto dataset = data::make_dataset(data);
-  WorkerOptions wopts;
-  wopts.threads = opts.threads > 0 ? opts.threads : 1;
-  transport::WorkerServer server(dataset, wopts, "bench", data::wire_dtype(data));
-  const int port = server.start("127.0.0.1:0");
-  auto waiter = std::async(std::launch::async, [&] { return server.wait(); });
+  const int port = launch::free_loopback_ports(1).at(0);
+  launch::SuperviseOptions sup;
+  sup.timeout_s = 4 * opts.seconds + 300;
+  sup.out = &std::cerr;  // stdout carries the result
+  std::thread supervisor([&, child = sender(tandem_exe, opts, data, port)] { launch::supervise({child}, sup); });
   std::unique_ptr<transport::StreamRelay> relay;
   if (opts.via_relay) relay = std::make_unique<transport::StreamRelay>(transport::StreamRelayOptions{});
 
@@ -85,7 +144,8 @@ nlohmann::json bench_transport(const BenchOptions& opts, const std::string&) {
   std::vector<std::future<Pulled>> pulls;
   for (auto& f : feeds) pulls.push_back(std::async(std::launch::async, [&f, start, end] { return pull(*f, start, end); }));
   std::this_thread::sleep_until(start);
-  const double cpu0 = process_cpu_seconds();
+  const pid_t worker = worker_child(std::to_string(port));
+  const double cpu0 = process_cpu_seconds(), sender0 = cpu_seconds_of(worker);
   Pulled all;
   for (auto& p : pulls) {
     const Pulled one = p.get();
@@ -93,25 +153,28 @@ nlohmann::json bench_transport(const BenchOptions& opts, const std::string&) {
     all.images += one.images;
     all.batches += one.batches;
   }
-  const double cpu = process_cpu_seconds() - cpu0;
+  const double cpu = process_cpu_seconds() - cpu0, sender_cpu = cpu_seconds_of(worker) - sender0;
   const double elapsed = seconds_between(start, Clock::now());
   for (auto& f : feeds) f->close();
   relay.reset();
-  server.stop();
-  waiter.wait();
+  feed::release_workers({"127.0.0.1:" + std::to_string(port)}, {}, "bench over");
+  supervisor.join();
   return {{"bench", "transport"},
           {"bytes_per_sec", all.bytes / elapsed},
           {"bytes_per_cpu_second", cpu > 0 ? all.bytes / cpu : 0.0},
+          {"sender_bytes_per_cpu_second", sender_cpu > 0 ? all.bytes / sender_cpu : 0.0},
+          {"sender_cpu_seconds", sender_cpu},
           {"images_per_sec", all.images / elapsed},
           {"batches", all.batches},
           {"batch_size", opts.batch_size},
           {"batch_bytes", all.batches ? all.bytes / all.batches : 0},
           {"dtype", data::dtype_name(data::wire_dtype(data))},
           {"image_size", dataset->info().sample_shape[1]},
-          {"threads", wopts.threads},
+          {"threads", opts.threads > 0 ? opts.threads : 1},
           {"ranks", opts.ranks},
           {"via_relay", opts.via_relay},
           {"process_cpu_seconds", cpu},
+          {"receiver_cpu_seconds", cpu},
           {"seconds", elapsed}};
 }
 

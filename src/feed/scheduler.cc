@@ -12,18 +12,6 @@
 namespace tandem::feed {
 namespace {
 
-// One hash of a batch's bytes (its pixels, labels and fields): two copies of one batch
-// made from deterministic data have the same.
-uint64_t batch_digest(const data::Batch& b) {
-  auto bytes = [](const auto& v) {
-    return std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(*v.data()));
-  };
-  uint64_t h = std::hash<std::string_view>{}(bytes(b.data));
-  h = h * 31 + std::hash<std::string_view>{}(bytes(b.labels));
-  for (const data::Field& f : b.fields) h = h * 31 + std::hash<std::string_view>{}(bytes(f.data));
-  return h;
-}
-
 }  // namespace
 
 Scheduler::Scheduler(RequestFactory make_request, SchedulerOptions opts)
@@ -113,7 +101,7 @@ void Scheduler::complete(int source, data::Batch batch) {
     if (latencies_.size() > 64) latencies_.pop_front();
     s.latency = s.latency ? 0.75 * *s.latency + 0.25 * latency : latency;
     const int other = by_owner ? t.hedge : t.owner;
-    latest_ = Made{batch.sequence, batch_digest(batch), source};
+    latest_ = Made{batch.sequence, data::digest_of(batch), source};
     if (other >= 0) losers_[{batch.sequence, other}] = {latest_->digest, source};
     outstanding_.erase(it);
     follow_reads(s, batch);
@@ -240,7 +228,7 @@ std::string Scheduler::failure_summary() const {
 }
 
 void Scheduler::compare_copies(const data::Batch& copy, int source, uint64_t winner_digest, int winner) {
-  if (batch_digest(copy) == winner_digest) return;
+  if (data::digest_of(copy) == winner_digest) return;
   std::string samples;
   for (size_t i = 0; i < copy.indices.size() && i < 8; ++i) samples += (i ? ", " : "") + std::to_string(copy.indices[i]);
   const std::string what = "batch " + std::to_string(copy.sequence) + " (samples " + samples +

@@ -109,6 +109,7 @@ OutgoingBatch to_wire(data::Batch&& batch) {
   h.mutable_indices()->Add(batch.indices.begin(), batch.indices.end());
   h.set_compute_seconds(batch.compute_seconds);
   h.set_reads_wanted(batch.reads_wanted);
+  if (batch.digest) h.set_digest(*batch.digest);
   out.payload = std::move(batch.data);
   for (data::Field& f : batch.fields) {
     v1::FieldHeader* fh = h.add_fields();
@@ -176,6 +177,7 @@ data::Batch from_wire(IncomingBatch&& batch) {
   out.data = std::move(batch.payload);
   out.compute_seconds = h.compute_seconds();
   out.reads_wanted = h.reads_wanted();
+  if (h.has_digest()) out.digest = h.digest();
   // Without an image the shape is [N] and there is no payload; without a label, no labels.
   size_t expected = out.shape.size() == 1 ? 0 : data::dtype_size(out.dtype);
   for (int64_t d : out.shape) expected *= d < 0 ? 0 : static_cast<size_t>(d);

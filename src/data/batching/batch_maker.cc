@@ -19,6 +19,7 @@ struct Job {
 
   Batch batch;
   RaggedRows ragged;
+  std::vector<uint64_t> rows;  // row_digest() of each sample, taken while it is in cache
   std::atomic<int> remaining{0};
   std::atomic<double> cpu_seconds{0};
   std::mutex mu;
@@ -74,7 +75,7 @@ bool make_together(const Dataset& dataset, const BatchRequest& request, size_t b
 template <typename T>
 void make_converted(const Dataset& dataset, const BatchRequest& request, size_t begin, size_t end, DType wire,
                     void (*convert)(const T*, size_t, DType, std::byte*), Batch& batch, RaggedRows& ragged,
-                    SampleReads* reads) {
+                    SampleReads* reads, uint64_t* rows) {
   const size_t values = dataset.info().sample_bytes() / sizeof(T);
   const size_t wire_bytes = values * dtype_size(wire);
   thread_local std::vector<T> scratch;
@@ -82,6 +83,7 @@ void make_converted(const Dataset& dataset, const BatchRequest& request, size_t 
   for (size_t i = begin; i < end; ++i) {
     produce_one(dataset, request, i, std::as_writable_bytes(std::span<T>(scratch)), batch, ragged, reads);
     convert(scratch.data(), values, wire, batch.data.data() + i * wire_bytes);
+    rows[i] = row_digest(batch.data.data() + i * wire_bytes, wire_bytes);
   }
 }
 
@@ -144,23 +146,27 @@ Batch BatchMaker::allocate(const BatchRequest& request, RaggedRows& ragged) cons
 }
 
 void BatchMaker::fill(Batch& batch, const BatchRequest& request, size_t begin, size_t end, RaggedRows& ragged,
-                      SampleReads* reads) const {
+                      SampleReads* reads, uint64_t* rows) const {
   const DatasetInfo& info = dataset_->info();
   const size_t bytes = info.sample_bytes();
   if (wire_ == info.dtype) {
-    if (!reads && end - begin > 1 && make_together(*dataset_, request, begin, end, batch, ragged)) return;
+    if (!reads && end - begin > 1 && make_together(*dataset_, request, begin, end, batch, ragged)) {
+      for (size_t i = begin; i < end; ++i) rows[i] = row_digest(batch.data.data() + i * bytes, bytes);
+      return;
+    }
     for (size_t i = begin; i < end; ++i) {
       produce_one(*dataset_, request, i, std::span<std::byte>(batch.data.data() + i * bytes, bytes), batch, ragged,
                   reads);
+      rows[i] = row_digest(batch.data.data() + i * bytes, bytes);
     }
     return;
   }
   // Each sample is made in scratch in the dataset's own type (uint8 for image datasets,
   // else float32), then converted into place.
   if (info.dtype == DType::kUInt8) {
-    make_converted<uint8_t>(*dataset_, request, begin, end, wire_, convert_from_uint8, batch, ragged, reads);
+    make_converted<uint8_t>(*dataset_, request, begin, end, wire_, convert_from_uint8, batch, ragged, reads, rows);
   } else {
-    make_converted<float>(*dataset_, request, begin, end, wire_, convert_from_float, batch, ragged, reads);
+    make_converted<float>(*dataset_, request, begin, end, wire_, convert_from_float, batch, ragged, reads, rows);
   }
 }
 
@@ -172,8 +178,10 @@ Batch BatchMaker::make(const BatchRequest& request, SampleReads* reads) const {
   const double start = work_cpu_seconds();
   RaggedRows ragged;
   Batch batch = allocate(request, ragged);
-  fill(batch, request, 0, request.indices.size(), ragged, reads);
+  std::vector<uint64_t> rows(request.indices.size());
+  fill(batch, request, 0, request.indices.size(), ragged, reads, rows.data());
   gather_ragged(batch, ragged, dataset_->info().extra_fields());
+  batch.digest = batch_digest(batch, &rows);
   batch.compute_seconds = work_cpu_seconds() - start;
   if (reads) batch.reads_wanted = reads->wanted_more();
   return batch;
@@ -183,6 +191,7 @@ void BatchMaker::make_async(BatchRequest request, std::function<void(Batch)> don
                             std::function<void(std::exception_ptr)> failed) {
   auto job = std::make_shared<Job>();
   job->batch = allocate(request, job->ragged);
+  job->rows.resize(request.indices.size());
   job->reads = read_ahead(request);  // fetching starts now, while the chunks wait for threads
   job->request = std::move(request);
   job->done = std::move(done);
@@ -195,7 +204,7 @@ void BatchMaker::make_async(BatchRequest request, std::function<void(Batch)> don
     pool_->submit([this, job, begin, end] {
       const double start = work_cpu_seconds();
       try {
-        fill(job->batch, job->request, begin, end, job->ragged, job->reads.get());
+        fill(job->batch, job->request, begin, end, job->ragged, job->reads.get(), job->rows.data());
       } catch (...) {
         std::lock_guard lock(job->mu);
         if (!job->error) job->error = std::current_exception();
@@ -208,6 +217,7 @@ void BatchMaker::make_async(BatchRequest request, std::function<void(Batch)> don
       job->reads.reset();  // bytes of samples a failed chunk never reached go back now
       if (job->error) return job->failed(job->error);
       gather_ragged(job->batch, job->ragged, dataset().info().extra_fields());
+      job->batch.digest = batch_digest(job->batch, &job->rows);  // on the maker's cores (scheduler.h compares copies)
       job->batch.compute_seconds = job->cpu_seconds.load();
       job->done(std::move(job->batch));
     });

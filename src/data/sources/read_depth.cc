@@ -20,9 +20,11 @@ void ReadDepth::took(Clock::time_point now, bool waited) {
   const double elapsed = seconds_between(window_start_, now);
   if (elapsed < kWindowSeconds) return;
   const double r = static_cast<double>(window_takes_) / elapsed;
-  rate_ = rate_known_ ? (1 - kWindowWeight) * rate_ + kWindowWeight * r : r;
-  rate_known_ = true;
   starved_ = window_waits_ * 10 > window_takes_;
+  // Starved, the rate is what the reads allowed: the last window's, at once, so that the
+  // depth doubles each round trip rather than creeping up behind an average.
+  rate_ = rate_known_ && !starved_ ? (1 - kWindowWeight) * rate_ + kWindowWeight * r : r;
+  rate_known_ = true;
   window_start_ = now;
   window_takes_ = window_waits_ = 0;
 }

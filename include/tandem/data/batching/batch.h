@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,9 @@ struct Batch {
   // Samples more its source's read-ahead would like asked for (SampleReads::wanted_more();
   // negative: more than it needs; 0 without one). The scheduler's request depth follows it.
   int64_t reads_wanted = 0;
+  // batch_digest() of it, computed where it was made (a worker's cores, not the GPU
+  // host's), and carried on the wire; nullopt until someone computes it.
+  std::optional<uint64_t> digest;
   int source = -1;              // which feeder source delivered it (set by the feeder)
 
   Batch() = default;
@@ -99,5 +103,14 @@ struct Batch {
     return n;
   }
 };
+
+// The hash of one sample's row of a batch's payload.
+uint64_t row_digest(const std::byte* row, size_t bytes);
+// One hash of a batch's bytes (its pixels, labels and fields): two copies of one batch
+// made from deterministic data have the same. It combines the row_digest() of each sample's
+// row (given in `rows` by whoever made them while they were in cache, else computed here).
+uint64_t batch_digest(const Batch& b, const std::vector<uint64_t>* rows = nullptr);
+// The digest it came with, else batch_digest(b).
+inline uint64_t digest_of(const Batch& b) { return b.digest ? *b.digest : batch_digest(b); }
 
 }  // namespace tandem::data

@@ -47,8 +47,9 @@ class BatchMaker {
 
  private:
   Batch allocate(const BatchRequest& request, RaggedRows& ragged) const;
+  // Makes samples [begin, end) into `batch`, and row_digest() of each into rows[i].
   void fill(Batch& batch, const BatchRequest& request, size_t begin, size_t end, RaggedRows& ragged,
-            SampleReads* reads) const;
+            SampleReads* reads, uint64_t* rows) const;
 
   std::shared_ptr<const Dataset> dataset_;
   ThreadPool* pool_;
