@@ -94,6 +94,17 @@ void add_security_options(CLI::App& app, SecurityOptions& o) {
   limit_text(app, before);
 }
 
+namespace {
+
+// Flags that only simulations use.
+void add_emulation_options(CLI::App& app, DataOptions& o) {
+  app.add_option("--emulate-read-latency-ms", o.emulate_read_latency_ms,
+                 "Simulations only: add this many milliseconds to every sample read (slow storage)")
+      ->capture_default_str()->check(in_range(0.0, 10000.0))->group(kDataGroup);
+}
+
+}  // namespace
+
 void add_data_options(CLI::App& app, DataOptions& o) {
   const size_t before = app.get_options().size();
   app.add_option("--data", o.data,
@@ -141,9 +152,7 @@ void add_data_options(CLI::App& app, DataOptions& o) {
   app.add_option("--io-engine", o.io_engine,
                  "How reads ahead fly: auto = io_uring where the kernel allows it, else I/O threads; uring; threads")
       ->capture_default_str()->check(CLI::IsMember({"auto", "uring", "threads"}))->group(kDataGroup);
-  app.add_option("--emulate-read-latency-ms", o.emulate_read_latency_ms,
-                 "Simulations only: add this many milliseconds to every sample read (slow storage)")
-      ->capture_default_str()->check(in_range(0.0, 10000.0))->group(kDataGroup);
+  add_emulation_options(app, o);
   app.add_option("--data-args", o.data_args, "--data python:FILE:NAME: NAME's keyword arguments, a JSON object")
       ->capture_default_str()->group(kDataGroup);
   app.add_option("--python", o.python, "--data python:... and --script: the interpreter; default $TANDEM_PYTHON (set by the wheel's tandem: its Python), else /usr/bin/python3, else python3")

@@ -86,10 +86,8 @@ nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::So
         {"images_per_sec", train.wall_seconds > 0 ? s.samples / train.wall_seconds : 0.0},
         {"share", total ? static_cast<double>(s.batches) / total : 0.0},
         {"compute_seconds", s.compute_seconds},
-        {"failed", s.failed},
-        {"rejoins", s.rejoins},
-        {"ahead", s.ahead}, {"hedged", s.hedged},
-        {"requests_deepest", s.deepest}};
+        {"failed", s.failed}, {"rejoins", s.rejoins},
+        {"ahead", s.ahead}, {"hedged", s.hedged}, {"requests_deepest", s.deepest}};
     if (s.failed) w["error"] = s.error;
     if (!s.left.empty()) w["left"] = s.left;
     workers.push_back(std::move(w));
