@@ -47,15 +47,13 @@ std::optional<uint64_t> Scheduler::new_sequence_for(int id) const {
 
 
 uint64_t Scheduler::prefetch_now() const {
-  int beyond = 0;
-  for (const Source& s : sources_) {
-    if (!s.stats.failed && !s.retired) beyond += s.depth.depth() - s.depth.base();
-  }
-  return static_cast<uint64_t>(std::min(opts_.max_prefetch, opts_.prefetch + beyond));
+  return static_cast<uint64_t>(std::min(opts_.max_prefetch, opts_.prefetch + beyond_));
 }
 
 void Scheduler::follow_reads(Source& s, const data::Batch& batch) {
+  const int before = s.depth.depth();
   s.window = s.depth.update(batch.reads_wanted, s.inflight, batch.size());
+  beyond_ += s.window - before;  // a source that fails keeps its share: max_prefetch bounds it
 }
 
 }  // namespace tandem::feed

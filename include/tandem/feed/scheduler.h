@@ -151,7 +151,7 @@ class Scheduler {
   };
   bool has_work_for(int id) const;
   // The prefetch window now: --prefetch, and what sources whose reads want more were
-  // allowed beyond their base depth, up to max_prefetch.
+  // allowed beyond their base depth (beyond_), up to max_prefetch.
   uint64_t prefetch_now() const;
   // A batch from `s` came back: its depth follows what its reads want.
   void follow_reads(Source& s, const data::Batch& batch);
@@ -202,6 +202,7 @@ class Scheduler {
   uint64_t hedged_ = 0;                         // GUARDED_BY(mu_)
   std::map<uint64_t, data::Batch> ready_;       // GUARDED_BY(mu_)
   uint64_t next_new_ = 0;                       // GUARDED_BY(mu_): next never-issued sequence
+  int beyond_ = 0;                              // GUARDED_BY(mu_): sources' depths over their base, summed
   uint64_t next_deliver_ = 0;                   // GUARDED_BY(mu_)
   bool closed_ = false;                         // GUARDED_BY(mu_)
   std::chrono::steady_clock::duration waited_{};  // GUARDED_BY(mu_)
