@@ -30,6 +30,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using testing::Child;
 using testing::fresh_dir;
+using testing::python_data;
 using testing::sample;
 using testing::request_batch;
 using testing::sample_error;
@@ -43,15 +44,6 @@ using testing::Worker;
 
 const std::string kFile = std::string(TANDEM_FIXTURES) + "/python_datasets/datasets.py";
 
-DataOptions python_data(const std::string& name, const std::string& args = "{}", int procs = 2,
-                        const std::string& file = kFile) {
-  DataOptions d;
-  d.data = "python:" + file + ":" + name;
-  d.data_args = args;
-  d.python = "/usr/bin/python3";
-  d.python_procs = procs;
-  return d;
-}
 
 
 // The line of the fixture holding `text`.

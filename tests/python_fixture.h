@@ -21,6 +21,17 @@ inline bool have_numpy() {
 
 inline const std::string kPythonFixtures = std::string(TANDEM_FIXTURES) + "/python_datasets";
 
+// --data python:FILE:NAME (FILE: the fixtures' datasets.py) with `procs` processes of /usr/bin/python3.
+inline DataOptions python_data(const std::string& name, const std::string& args = "{}", int procs = 2,
+                               const std::string& file = kPythonFixtures + "/datasets.py") {
+  DataOptions d;
+  d.data = "python:" + file + ":" + name;
+  d.data_args = args;
+  d.python = "/usr/bin/python3";
+  d.python_procs = procs;
+  return d;
+}
+
 // Sample `index` of `epoch` as bytes (and its label into *label when asked).
 inline std::vector<std::byte> sample(const data::Dataset& ds, uint64_t index, uint32_t epoch,
                                      int64_t* label = nullptr) {

@@ -17,18 +17,9 @@
 namespace tandem {
 namespace {
 
+using testing::python_data;
 using testing::sample;
 
-const std::string kFile = std::string(TANDEM_FIXTURES) + "/python_datasets/datasets.py";
-
-DataOptions many_data(const std::string& name, const std::string& args, int procs) {
-  DataOptions d;
-  d.data = "python:" + kFile + ":" + name;
-  d.data_args = args;
-  d.python = "/usr/bin/python3";
-  d.python_procs = procs;
-  return d;
-}
 
 // Samples `indices` of epoch 2 as one batch made by `threads` threads (each asks for its share at once).
 data::Batch batch_of(const std::shared_ptr<const data::Dataset>& ds, std::vector<uint64_t> indices, int threads) {
@@ -66,8 +57,8 @@ void expect_rows_made_alone(const data::Dataset& ds, const data::Batch& b, int64
 TEST(PythonMany, GetitemsIsUsedWhenPresentAndGivesTheBytesOfGetitem) {
   REQUIRE_NUMPY();
   const std::vector<uint64_t> indices{3, 9, 1, 40, 22, 5, 17, 63, 0, 31, 8, 12};
-  auto one = data::make_dataset(many_data("Batched", R"({"n": 64})", 1));
-  auto three = data::make_dataset(many_data("Batched", R"({"n": 64})", 3));
+  auto one = data::make_dataset(python_data("Batched", R"({"n": 64})", 1));
+  auto three = data::make_dataset(python_data("Batched", R"({"n": 64})", 3));
   const data::Batch by_one = batch_of(one, indices, 1);
   expect_rows_made_alone(*one, by_one, 1);
   const data::Batch by_three = batch_of(three, indices, 3);  // other groups of samples, other processes
@@ -77,9 +68,9 @@ TEST(PythonMany, GetitemsIsUsedWhenPresentAndGivesTheBytesOfGetitem) {
 
 TEST(PythonMany, AGetitemsThatDrawsFromRandomIsLeftForGetitemSeededAlone) {
   REQUIRE_NUMPY();
-  auto ds = data::make_dataset(many_data("Batched", R"({"n": 32, "global_draw": true})", 1));
+  auto ds = data::make_dataset(python_data("Batched", R"({"n": 32, "global_draw": true})", 1));
   expect_rows_made_alone(*ds, batch_of(ds, {4, 2, 30, 11, 7, 19}, 1), 0);
-  auto failing = data::make_dataset(many_data("Batched", R"({"n": 32, "fail_many": true})", 1));
+  auto failing = data::make_dataset(python_data("Batched", R"({"n": 32, "fail_many": true})", 1));
   expect_rows_made_alone(*failing, batch_of(failing, {4, 2, 30, 11, 7, 19}, 1), 0);
 }
 
@@ -87,7 +78,7 @@ TEST(PythonMany, AGetitemsThatDrawsFromRandomIsLeftForGetitemSeededAlone) {
 // tandem.sample_rng all drawn from), in one request.
 TEST(PythonMany, ManySamplesOfADatasetWithoutGetitemsAreTheBytesOfEachAlone) {
   REQUIRE_NUMPY();
-  auto ds = data::make_dataset(many_data("Squares", R"({"n": 48, "size": 8})", 2));
+  auto ds = data::make_dataset(python_data("Squares", R"({"n": 48, "size": 8})", 2));
   const data::Batch b = batch_of(ds, {5, 47, 12, 12, 0, 33, 21, 8}, 2);  // a repeat: the same bytes twice
   const size_t row = ds->info().sample_bytes();
   for (size_t i = 0; i < b.indices.size(); ++i) {
@@ -100,7 +91,7 @@ TEST(PythonMany, ManySamplesOfADatasetWithoutGetitemsAreTheBytesOfEachAlone) {
 // substituted (--on-bad-sample skip) as when made alone.
 TEST(PythonMany, ABadSampleAmongManyIsSubstitutedAsWhenMadeAlone) {
   REQUIRE_NUMPY();
-  DataOptions d = many_data("Squares", R"({"n": 16, "raise_at": 6})", 1);
+  DataOptions d = python_data("Squares", R"({"n": 16, "raise_at": 6})", 1);
   d.on_bad_sample = "skip";
   auto ds = data::make_dataset(d);
   const data::Batch b = batch_of(ds, {5, 6, 7, 8}, 1);
@@ -122,7 +113,7 @@ namespace {
 // on while the process makes samples), made alone, and named; the others are made.
 TEST(PythonMany, ASampleThatHangsAmongManyMeetsItsOwnTimeout) {
   REQUIRE_NUMPY();
-  DataOptions d = many_data("Squares", R"({"n": 16, "sleep_at": 6, "delay": 0.3})", 1);
+  DataOptions d = python_data("Squares", R"({"n": 16, "sleep_at": 6, "delay": 0.3})", 1);
   d.sample_timeout_s = 1.5;  // each sample takes 0.3 s: four of them, 1.2 s, would be within it
   auto ds = data::make_dataset(d);
   const data::Batch fine = batch_of(ds, {1, 2, 3, 4, 5}, 1);  // 1.5 s together, 0.3 s each

@@ -89,7 +89,6 @@ void add_reads(nlohmann::json& out, const data::ReadAhead* reads) {
 // Threads of this process now (/proc/self/status), and its peak resident memory.
 int process_threads() {
   std::ifstream in("/proc/self/status");
-  std::string key;
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
   }
