@@ -51,7 +51,6 @@ struct SampleReads::Batch {
   std::shared_ptr<ReadAhead::Core> core;
   std::vector<Slot> slots;  // GUARDED_BY(core->mu)
   bool abandoned = false;   // GUARDED_BY(core->mu): its SampleReads is gone
-  uint64_t waited = 0;      // GUARDED_BY(core->mu): takes that found the read not done
 };
 
 // --- the Core ----------------------------------------------------------------------------
@@ -137,7 +136,6 @@ std::optional<Fetched> SampleReads::take(size_t position) {
   Batch::Slot& slot = batch_->slots.at(position);
   const bool waits = slot.state == SlotState::kQueued || slot.state == SlotState::kReading;
   core.depth.took(Clock::now(), waits);
-  if (waits) ++batch_->waited;
   core.ready.wait(lock, [&] { return slot.state != SlotState::kReading; });
   const SlotState was = slot.state;
   slot.state = SlotState::kDone;
@@ -162,10 +160,6 @@ int64_t SampleReads::wanted_more() const {
   return batch_->core->wanted_more();
 }
 
-uint64_t SampleReads::waited() const {
-  std::lock_guard lock(batch_->core->mu);
-  return batch_->waited;
-}
 
 // --- the read-ahead ------------------------------------------------------------------------
 

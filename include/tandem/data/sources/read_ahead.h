@@ -100,9 +100,6 @@ class SampleReads {
   // Samples more the read-ahead would like to know of now (ReadAhead::wanted_more()).
   int64_t wanted_more() const;
 
-  // Samples of this batch a taker found not read yet (it waited, or read it itself).
-  uint64_t waited() const;
-
   struct Batch;  // its samples' slots, shared with their reads (read_ahead.cc)
 
  private:
