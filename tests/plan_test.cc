@@ -356,6 +356,22 @@ TEST(PlanTrainerCores, NoWorkersIsTheTrainerTypesSpareVcpus) {
   EXPECT_NE(format_plan_text(p).find("80 spare vCPUs per trainer host"), std::string::npos) << format_plan_text(p);
 }
 
+// A run whose trainer hosts made nothing (a tandem.Feed with local_threads=0, a channel
+// sent only to the data group): their spare vCPUs were no source and are none in the plan.
+// N = 0 is no choice, its row says what to set, and the recommendation has workers.
+TEST(PlanTrainerCores, ARunWithoutLocalThreadsCannotUseTheTrainersCores) {
+  const PriceTable prices = load_price_table(kPriceFile);
+  nlohmann::json s = two_workers();
+  s["plan_inputs"]["local"] = {{"threads", 0}, {"images_per_cpu_second", 0.0}, {"images_per_sec", 0.0}};
+  const nlohmann::json p = make_plan(s, prices, {});
+  EXPECT_DOUBLE_EQ(p["local_samples_per_sec"].get<double>(), 0.0) << p.dump();
+  EXPECT_TRUE(p["rows"][0]["step_ms"].is_null()) << "N = 0 feeds nothing: " << p["rows"][0];
+  EXPECT_NE(p["rows"][0]["limit"].get<std::string>().find("local_threads"), std::string::npos) << p["rows"][0];
+  EXPECT_GE(p["recommended"]["workers"].get<int>(), 1);
+  EXPECT_GE(p["elastic"]["min"].get<int>(), 1);
+  EXPECT_NE(p["explanation"].get<std::string>().find("made no samples there"), std::string::npos) << p["explanation"];
+}
+
 // The network: bytes per sample from the run, each type's network_gbps from the price
 // table; float32 at 224 px on a worker with a 1 Gbit/s NIC is network-bound, and the plan
 // says so. A trainer NIC that carries less than the workers make caps them all.

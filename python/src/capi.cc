@@ -217,6 +217,13 @@ int tandem_feed_close(void* feed) {
   });
 }
 
+int tandem_feed_end(void* feed, const char* why, int interrupted) {
+  return guarded(-1, [&] {
+    static_cast<Feed*>(feed)->close(why && *why ? why : "training script finished", interrupted != 0);
+    return 0;
+  });
+}
+
 int tandem_feed_log(void* feed, const char* name, double value) {
   return guarded(-1, [&] {
     static_cast<Feed*>(feed)->log(name, value);

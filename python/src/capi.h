@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define TANDEM_CAPI_VERSION 2
+#define TANDEM_CAPI_VERSION 3
 
 enum { TANDEM_VALUE_ERROR = 1, TANDEM_RUNTIME_ERROR = 2 };
 /* tandem_feed_next's answers. */
@@ -50,6 +50,9 @@ int tandem_feed_wait_started(void* feed, double seconds); /* 1 started, 0 not ye
 const char* tandem_feed_info(void* feed);                 /* length, batch_size, batches_per_epoch, dataset */
 int tandem_feed_next(void* feed, double seconds, void** batch);
 int tandem_feed_close(void* feed);
+/* Closes the feed as the script ends: `why` reaches the workers it releases ("training
+ * script crashed: ..."), and `interrupted` (a signal stopped the script) its summary. */
+int tandem_feed_end(void* feed, const char* why, int interrupted);
 // What the script reports (feed.log): name "loss" or "lr", a finite value; rank 0 puts it
 // in its metric lines, metrics.jsonl and summary. 0, or -1 with the error set.
 int tandem_feed_log(void* feed, const char* name, double value);

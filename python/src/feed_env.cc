@@ -2,10 +2,13 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "tandem/cluster/endpoint.h"
+#include "tandem/cli/options.h"
 #include "tandem/cluster/roles.h"
 #include "tandem/common/error.h"
 #include "tandem/common/launch_env.h"
@@ -109,11 +112,39 @@ void discover_workers(FeedPlace& p, const Settings& settings, bool want_workers)
                     "`tandem launch -- python SCRIPT`, or give local_threads=N to make batches here");
 }
 
+// The tandem- keys of the SageMaker host's hyperparameters.json that a feed takes (those
+// of the workers or of tandem's own trainer are theirs): the script writes its data
+// settings once, for tandem.serve() and tandem.Feed alike.
+std::vector<Setting> hyperparameter_settings(const std::vector<Setting>& given) {
+  std::string root = cluster::process_env("TANDEM_SAGEMAKER_ROOT").value_or("/opt/ml");
+  for (const Setting& g : given) {
+    if (underscored(g.key) == "sagemaker_root" && g.values.size() == 1) root = g.values.front();
+  }
+  const std::vector<std::string> accepted = feed_setting_names();
+  std::vector<Setting> out;
+  std::vector<std::string> taken;
+  for (auto& [name, values] : cli::script_hyperparameters(root)) {
+    const std::string key = underscored(name);
+    if (!std::binary_search(accepted.begin(), accepted.end(), key)) continue;
+    taken.push_back(key);
+    out.push_back({key, std::move(values)});
+  }
+  if (!taken.empty()) {
+    spdlog::info("{}/input/config/hyperparameters.json gives this feed {}", root, fmt::format("{}", fmt::join(taken, ", ")));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<Setting> with_launcher_settings(std::vector<Setting> given) {
   std::vector<Setting> out;
-  for (Setting& s : launcher_settings()) {
+  std::vector<Setting> inherited = launcher_settings();
+  for (Setting& s : hyperparameter_settings(given)) {
+    const bool launched = std::any_of(inherited.begin(), inherited.end(), [&](const Setting& l) { return l.key == s.key; });
+    if (!launched) inherited.push_back(std::move(s));
+  }
+  for (Setting& s : inherited) {
     const bool overridden = std::any_of(given.begin(), given.end(), [&](const Setting& g) {
       return underscored(g.key) == s.key;
     });

@@ -118,8 +118,10 @@ class Feed {
     report::ScriptRun::check_reported(name, value);
   }
 
-  // Stops the feed's threads; tells the workers to exit when release_workers was asked.
-  void close() {
+  // Stops the feed's threads; tells the workers to exit when release_workers was asked,
+  // with `why` in their log (the script finished, crashed, or was stopped). `interrupted`:
+  // a signal stopped the script (SIGTERM), which its summary says.
+  void close(const std::string& why = "training script finished", bool interrupted = false) {
     feed::Feeder* f = nullptr;
     bool release = false;
     {
@@ -136,18 +138,19 @@ class Feed {
       std::lock_guard lock(mu_);
       alone = busy_ == 0;
     }
+    if (interrupted && run_) run_->interrupted();
     if (alone) write_records(*f);  // first: the records ask the workers what they are, before they go
-    if (release) f->shutdown_workers("training script finished");
+    if (release) f->shutdown_workers(why);
     std::lock_guard lock(mu_);
     stats_ = dump(stats_json(*f));
     if (busy_ == 0) feeder_.reset();  // else the last call inside lets it go
   }
 
-  int shutdown() {
+  int shutdown(const std::string& why = "training script finished") {
     Inside in(*this);
     if (!in.feeder) throw std::runtime_error("shutdown() on a closed feed: call tandem.shutdown_workers(workers)");
     released_ = true;
-    return in.feeder->shutdown_workers("training script finished");
+    return in.feeder->shutdown_workers(why);
   }
 
   std::string stats() {

@@ -4,6 +4,7 @@
 #include <set>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "tandem/cli/options.h"
 #include "tandem/common/error.h"
@@ -97,12 +98,16 @@ Settings feed_settings(const std::vector<Setting>& given) {
   for (const Setting& s : given) {
     CLI::Option* opt = r.app.get_option_no_throw("--" + dashed(s.key));
     if (!opt || opt->get_lnames().empty() || !accepted(*opt)) throw ConfigError(refusal(s.key, opt));
-    if (s.values.size() != 1 && opt->get_expected_max() <= 1) {
+    std::vector<std::string> values = s.values;
+    if (values.size() != 1 && opt->get_expected_max() <= 1 && cli::takes_json_list(dashed(s.key))) {
+      values = {nlohmann::json(s.values).dump()};  // pipeline=["decode", "hflip"]: one JSON list
+    }
+    if (values.size() != 1 && opt->get_expected_max() <= 1) {
       throw ConfigError("'" + printable(s.key, 80) + "' takes one value, not a list of " + std::to_string(s.values.size()) +
                         ": pass a single value");
     }
     opt->clear();
-    for (const std::string& v : s.values) opt->add_result(v);
+    for (const std::string& v : values) opt->add_result(v);
     try {
       opt->run_callback();
     } catch (const CLI::Error& e) {

@@ -40,9 +40,9 @@ from ._sample import sample_rng
 # loads the compiled module, which may not exist for its interpreter.
 if not getattr(_sys.modules.get("__main__"), "_TANDEM_DATASET_CHILD", False):
     from ._serve import role, serve
-    from ._tandem import Batch, Feed, __version__, plan, set_log_level, setting_names, shutdown_workers
+    from ._tandem import Batch, Feed, Interrupted, __version__, plan, set_log_level, setting_names, shutdown_workers
 
-__all__ = ["Batch", "Feed", "TandemDataset", "plan", "role", "sample_rng", "serve", "set_log_level", "setting_names",
+__all__ = ["Batch", "Feed", "Interrupted", "TandemDataset", "plan", "role", "sample_rng", "serve", "set_log_level", "setting_names",
            "shutdown_workers"]
 
 

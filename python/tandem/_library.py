@@ -4,7 +4,7 @@ RuntimeError for a feed that cannot go on)."""
 import ctypes
 import os
 
-_CAPI_VERSION = 2
+_CAPI_VERSION = 3
 _VALUE_ERROR = 1
 
 
@@ -33,6 +33,7 @@ def _load():
         "tandem_feed_info": ([ctypes.c_void_p], ctypes.c_char_p),
         "tandem_feed_next": ([ctypes.c_void_p, ctypes.c_double, ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int),
         "tandem_feed_close": ([ctypes.c_void_p], ctypes.c_int),
+        "tandem_feed_end": ([ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int], ctypes.c_int),
         "tandem_feed_log": ([ctypes.c_void_p, ctypes.c_char_p, ctypes.c_double], ctypes.c_int),
         "tandem_feed_shutdown": ([ctypes.c_void_p], ctypes.c_int),
         "tandem_feed_stats": ([ctypes.c_void_p], ctypes.c_char_p),

@@ -8,6 +8,8 @@ last array of it goes. Every wait is cut into slices of 0.1 s, with the GIL rele
 """
 import ctypes
 import json
+import signal
+import threading
 
 from ._batch import Batch, _dataset
 from ._library import _lib, _raise
@@ -28,7 +30,9 @@ def _settings(kwargs):
     for key, value in kwargs.items():
         if value is None:
             continue
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, (list, tuple)) and any(isinstance(v, dict) for v in value):
+            values = [json.dumps(list(value))]  # a pipeline with {"op": ...} steps: one JSON list
+        elif isinstance(value, (list, tuple)):
             values = [_text(v) for v in value]
         elif isinstance(value, dict):
             values = [json.dumps(value)]
@@ -50,6 +54,61 @@ def _request(workers, rank, world, local_threads, start_step, epoch, release, se
     return json.dumps({"workers": _targets(workers), "rank": rank, "world": world, "local_threads": int(local_threads),
                        "start_step": int(start_step), "epoch": epoch, "release_workers": bool(release),
                        "settings": _settings(settings)}).encode()
+
+
+class Interrupted(SystemExit):
+    """SIGTERM (a SageMaker stop, a spot interruption, scancel) reached a tandem.Feed. Raised by
+    the signal itself where the script has no SIGTERM handler of its own (a SystemExit with code
+    75, tandem's "interrupted, run again to resume": uncaught, the process exits 75 after the
+    feed wrote its summary), and by Feed() when the stop came while it connected."""
+
+    def __init__(self, message):
+        super().__init__(75)
+        self.message = message
+
+    def __str__(self):
+        return self.message
+
+
+class _SigtermWatch:
+    """While a feed is open, SIGTERM is seen by the feed too: the script's own handler (one
+    installed before the Feed) still runs, then the feed stops waiting (its iteration ends, or
+    Feed() raises Interrupted); without a handler of the script's, the signal raises
+    Interrupted. Only in the main thread (where Python runs signal handlers)."""
+
+    def __init__(self):
+        self.signalled = False
+        self._previous = None
+        self._installed = False
+        if threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous in (signal.SIG_IGN, None):  # ignored, or set outside Python: leave it
+            return
+        self._previous = previous
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        self._installed = True
+
+    def _on_sigterm(self, signum, frame):
+        self.signalled = True
+        if callable(self._previous):
+            self._previous(signum, frame)
+        else:  # SIG_DFL: the process would end here; it ends through the feed instead
+            raise Interrupted("stopped by SIGTERM")
+
+    def restore(self):
+        if self._installed and signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+            signal.signal(signal.SIGTERM, self._previous)
+        self._installed = False
+
+
+def _ending(exc_type, exc):
+    """(why, interrupted) for the workers and the summary, from how the script's feed ended."""
+    if exc_type is None:
+        return "training script finished", False
+    if issubclass(exc_type, (Interrupted, KeyboardInterrupt)):
+        return f"training script stopped ({exc or exc_type.__name__})", True
+    return f"training script crashed: {exc_type.__name__}: {exc}"[:400], False
 
 
 def _wait(poll, on_interrupt):
@@ -111,13 +170,19 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
         self._handle = None
         self._stats = None
         self._closed = False
+        self._sigterm = _SigtermWatch()
         handle = _lib.tandem_feed_open(_request(workers, rank, world, local_threads, start_step, epoch,
                                                 release_workers, settings))
         if not handle:
+            self._sigterm.restore()
             _raise()
         self._handle = handle
 
         def started(seconds):
+            if self._sigterm.signalled:
+                self._end("training script stopped (SIGTERM while its feed connected)", True)
+                raise Interrupted("SIGTERM while tandem.Feed connected to its workers: nothing was trained; exit, "
+                                  "and run again to start (exit code 75)")
             got = _lib.tandem_feed_wait_started(handle, seconds)
             if got < 0:
                 self._free()
@@ -133,6 +198,7 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
 
     def _free(self):
         handle, self._handle = self._handle, None
+        self._sigterm.restore()
         if handle:
             self._stats = json.loads(_lib.tandem_feed_stats(handle) or b"null")
             _lib.tandem_feed_free(handle)
@@ -157,9 +223,14 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
         status = _NEXT_WAIT
         try:
             while status == _NEXT_WAIT:
+                if self._sigterm.signalled:  # the script's own handler took SIGTERM: its loop ends here
+                    self._end("training script stopped (SIGTERM)", True)
+                    raise StopIteration
                 status = _lib.tandem_feed_next(handle, _SLICE_S, ctypes.byref(out))
-        except BaseException:
-            self.close()
+        except StopIteration:
+            raise
+        except BaseException as e:
+            self._end(*_ending(type(e), e))
             raise
         if status == _NEXT_BATCH:
             return Batch._from(out.value)
@@ -175,7 +246,13 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
     def close(self):
         """Stops streaming at once (a wait in another thread ends); batches already taken stay valid. With
         release_workers, tells the workers to exit"""
-        if self._handle and _lib.tandem_feed_close(self._handle) < 0:
+        self._end(*_ending(None, None))
+
+    def _end(self, why, interrupted):
+        """close(), saying why the script's feed ended: `why` reaches the workers it releases, and
+        `interrupted` (SIGTERM) the summary"""
+        self._sigterm.restore()
+        if self._handle and _lib.tandem_feed_end(self._handle, str(why).encode(), int(bool(interrupted))) < 0:
             _raise()
         self._closed = True
 
@@ -211,9 +288,9 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
         """The feed; leaving the with block closes it"""
         return self
 
-    def __exit__(self, *exc):
-        """Closes the feed"""
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        """Closes the feed; the workers it releases hear how the block ended (finished, crashed, stopped)"""
+        self._end(*_ending(exc_type, exc))
 
     @property
     def closed(self):

@@ -345,8 +345,14 @@ void add_simulate_options(CLI::App& app, SimulateOptions& o) {
       ->capture_default_str()->check(positive())->group(g);
   app.add_flag("--every-host", o.every_host,
                "Every host runs the command (-- COMMAND) itself, as SageMaker's training toolkit runs an entry "
-               "point that calls tandem.serve(); the settings reach it as tandem- keys of hyperparameters.json")
+               "point that calls tandem.serve(): the toolkit's SM_* environment, the settings as tandem- keys of "
+               "hyperparameters.json and --key value arguments, through /bin/sh")
       ->group(g);
+  app.add_option("--job", o.job_file,
+                 "A SageMaker job's estimator arguments (JSON: instance groups, hyperparameters, distribution, channels "
+                 "per group, checkpoints; docs/sagemaker.md): every host runs its entry point as the toolkit does "
+                 "(implies --every-host)")
+      ->check(CLI::ExistingFile)->group(g);
   limit_text(app, before);
 }
 

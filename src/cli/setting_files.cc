@@ -116,14 +116,31 @@ std::vector<std::string> values_of(const nlohmann::json& v, bool from_sagemaker,
   return {v.dump()};
 }
 
-// "unknown setting 'batch_sise' in FILE: did you mean 'batch_size'?", spelled as the file spells keys.
-std::string unknown_setting(const std::string& key, const std::string& path) {
+// "unknown setting 'batch_sise' in FILE: did you mean 'batch_size'?", spelled as the file
+// spells keys: `name` is the key without its tandem- prefix, which the guess keeps
+// ('tandem-io-thread': did you mean 'tandem-io-threads'?).
+std::string unknown_setting(const std::string& key, const std::string& name, const std::string& path) {
   std::vector<std::string> names(known_settings().begin(), known_settings().end());
   const bool underscores = key.find('_') != std::string::npos;
-  std::string guess = nearest(normalize(key), names, std::max<size_t>(1, key.size() / 3));
+  std::string guess = nearest(name, names, std::max<size_t>(1, name.size() / 3));
+  if (!guess.empty()) guess = key.substr(0, key.size() - name.size()) + guess;
   if (underscores) std::replace(guess.begin(), guess.end(), '-', '_');
   return "unknown setting '" + printable(key, 80) + "' in " + path +
          (guess.empty() ? "" : ": did you mean '" + guess + "'?") + " (`tandem launch --help` lists the settings)";
+}
+
+// A list given where one value belongs, for a setting whose one value may be a JSON list
+// (--pipeline '["decode", "hflip"]'): that list as one JSON text; nullopt for any other.
+std::optional<std::string> as_json_list(const std::string& name, const nlohmann::json& value, bool from_sagemaker) {
+  if (!takes_json_list(name)) return std::nullopt;
+  nlohmann::json list = value;
+  if (value.is_string() && from_sagemaker) {
+    const std::string s = value.get<std::string>();
+    list = json_depth(s) > kMaxJsonDepth ? nlohmann::json() : nlohmann::json::parse(s, nullptr, false);
+    if (list.is_discarded() && bracketed(s)) list = parse_python_literal(s).value_or(nlohmann::json());
+  }
+  if (!list.is_array()) return std::nullopt;
+  return list.dump();
 }
 
 // Which settings files set which setting: name -> "'key' in FILE", for messages.
@@ -162,12 +179,14 @@ void apply_file(CLI::App& cmd, const std::string& path, bool from_sagemaker, Fil
     if (name == "config" || name == "sagemaker-root") {
       throw ConfigError("'" + printable(key, 80) + "' in " + path + " cannot be set from a file: pass --" + name + " as a flag");
     }
-    if (!known_settings().count(name)) throw ConfigError(unknown_setting(key, path));
+    if (!known_settings().count(name)) throw ConfigError(unknown_setting(key, name, path));
     CLI::Option* opt = cmd.get_option_no_throw("--" + name);
     if (!opt) continue;  // a setting for another role
     if (opt->count() > 0 && !set_by_file.count(name)) continue;  // a flag wins
-    const std::vector<std::string> values = values_of(value, from_sagemaker, key, path);
-    const bool listed = value.is_array() || (values.size() != 1);
+    const std::optional<std::string> list = as_json_list(name, value, from_sagemaker);
+    const std::vector<std::string> values = list ? std::vector<std::string>{*list}
+                                                 : values_of(value, from_sagemaker, key, path);
+    const bool listed = !list && (value.is_array() || values.size() != 1);
     if (listed && opt->get_expected_max() <= 1) {
       throw ConfigError("'" + printable(key, 80) + "' in " + path + " takes one value, not a list of " +
                         std::to_string(values.size()) + ": write it as a single value");
@@ -231,6 +250,23 @@ void finish_settings(Settings& s, bool is_rank, const cluster::EnvLookup& env) {
     if (s.security.job.empty()) s.security.job = set(var);
   }
   transport::resolve_security(s.security);
+}
+
+bool takes_json_list(const std::string& name) { return name == "pipeline"; }
+
+std::vector<std::pair<std::string, std::vector<std::string>>> script_hyperparameters(const std::string& sagemaker_root) {
+  const std::string path = sagemaker_root + "/input/config/hyperparameters.json";
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return out;
+  const nlohmann::json file = read_json_object(path);  // kept: items() views it
+  for (const auto& [key, value] : file.items()) {
+    const std::optional<std::string> name = tandem_key(key, /*script_owned=*/true);
+    if (!name) continue;
+    const std::optional<std::string> list = as_json_list(*name, value, true);
+    out.emplace_back(*name, list ? std::vector<std::string>{*list} : values_of(value, true, key, path));
+  }
+  return out;
 }
 
 nlohmann::json given_settings(const CLI::App& cmd) {

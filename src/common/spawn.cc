@@ -36,6 +36,7 @@ struct ExecPlan {
   bool pin = false;
   int output_fd = -1;
   int death_signal = SIGKILL;
+  std::string cwd;
 };
 
 ExecPlan make_plan(const SpawnSpec& spec) {
@@ -65,6 +66,7 @@ ExecPlan make_plan(const SpawnSpec& spec) {
   plan.fds = spec.fds;
   plan.output_fd = spec.output_fd;
   plan.death_signal = spec.death_signal;
+  plan.cwd = spec.cwd;
   return plan;
 }
 
@@ -115,6 +117,9 @@ int lift(int fd, int above) { return fd < 0 || fd > above ? fd : fcntl(fd, F_DUP
   }
   const int devnull = open("/dev/null", O_RDONLY);  // children never read the terminal
   if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+  if (!plan.cwd.empty() && chdir(plan.cwd.c_str()) != 0) {
+    child_fail("cannot enter the working directory", plan.cwd.c_str(), errno, 126, status_fd);
+  }
   if (plan.pin && sched_setaffinity(0, sizeof plan.cpus, &plan.cpus) != 0) {
     child_fail("cannot pin to the requested cpus for", plan.argv[0], errno, 126, status_fd);
   }

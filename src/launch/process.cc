@@ -139,6 +139,7 @@ pid_t start_child(const ProcessSpec& spec, int* read_fd) {
   s.argv = spec.argv;
   s.env = spec.env;
   s.cpus = spec.cpus;
+  s.cwd = spec.cwd;
   s.output_fd = fds[1];
   Spawned child;
   try {

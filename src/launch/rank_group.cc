@@ -18,6 +18,7 @@
 #include "tandem/common/signals.h"
 #include "tandem/common/text.h"
 #include "tandem/feed/rank_feed.h"
+#include "tandem/common/exit_codes.h"
 #include "tandem/launch/release_gate.h"
 #include "tandem/report/summary.h"
 #include "tandem/transport/stream_relay.h"
@@ -155,7 +156,9 @@ std::vector<ProcessSpec> rank_specs(const RankGroupOptions& o) {
 }
 
 void release(const RankGroupOptions& o, int code) {
-  const std::string reason = code == 0 ? "every rank of " + shown(program(o)) + " ended" : shown(program(o)) + " failed";
+  const std::string reason = code == 0                 ? "every rank of " + shown(program(o)) + " ended"
+                             : code == kExitInterrupted ? shown(program(o)) + " stopped (interrupted, exit 75)"
+                                                        : shown(program(o)) + " failed (exit " + std::to_string(code) + ")";
   const int acknowledged = feed::release_workers(o.release, o.security, reason);
   spdlog::info("released {} of {} ({})", acknowledged, counted(o.release.size(), "data worker"), reason);
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -27,6 +28,7 @@
 #include "tandem/launch/rank_group.h"
 #include "tandem/launch/run.h"
 #include "simulate_results.h"
+#include "simulate_toolkit.h"
 #include "tandem/report/summary_reader.h"
 
 namespace tandem::launch {
@@ -70,7 +72,11 @@ nlohmann::ordered_json resource_config(const std::vector<SimHost>& hosts, std::s
   config["hosts"] = nlohmann::ordered_json::array();
   for (const auto& h : hosts) config["hosts"].push_back(h.name);
   config["instance_groups"] = nlohmann::ordered_json::array();
-  for (const char* group : {kDataGroup, kTrainGroup}) {
+  std::vector<std::string> groups;
+  for (const auto& h : hosts) {
+    if (std::find(groups.begin(), groups.end(), h.group) == groups.end()) groups.push_back(h.group);
+  }
+  for (const std::string& group : groups) {
     nlohmann::ordered_json names = nlohmann::ordered_json::array();
     std::string type;
     // Newest first: SageMaker's group lists are not sorted either (e.g. ["algo-3",
@@ -195,18 +201,6 @@ std::string random_token() {
   return hex;
 }
 
-// Under --every-host hyperparameters.json is the script's, as the PyTorch estimator's is:
-// tandem's settings go in as tandem- keys (tandem.serve() reads only those), the command
-// runs as it is.
-nlohmann::json script_hyperparameters(const nlohmann::json& hp) {
-  nlohmann::json out = nlohmann::json::object();
-  for (const auto& [key, value] : hp.items()) {
-    if (key == "command" || key == "script" || key == "script-args") continue;
-    out["tandem-" + key] = value;
-  }
-  return out;
-}
-
 std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<SimHost>& hosts,
                                     const std::vector<int>& ports, const std::string& run,
                                     const std::string& tandem_exe) {
@@ -228,13 +222,6 @@ std::vector<ProcessSpec> host_specs(const Settings& settings, const std::vector<
     spec.argv = {tandem_exe, "launch", "--sagemaker-root", root};
     spec.env = {{"TANDEM_HOST_MAP", map}, {"TANDEM_SIMULATED_HOST", hosts[i].name}, {"TANDEM_TOKEN", token},
                 {"TRAINING_JOB_NAME", job}};
-    if (settings.simulate.every_host) {
-      // As SageMaker's toolkit: the same command on every host, which finds its place
-      // (tandem.serve(), tandem.Feed) under the host's SageMaker root.
-      spec.argv = rank_command(settings.launch, data::python_interpreter(settings.data));
-      spec.env["TANDEM_SAGEMAKER_ROOT"] = root;
-      spec.env["SM_CURRENT_HOST"] = hosts[i].name;
-    }
     spec.cpus = host_cpus(static_cast<int>(i), settings.simulate.cpus_per_host, ncpus);
     // A trainer copes with a lost worker; nothing copes with a lost trainer.
     spec.critical = hosts[i].trainer;
@@ -305,42 +292,78 @@ int simulate_exit_code(const std::vector<SimHost>& hosts, const std::vector<Exit
 
 }  // namespace
 
+namespace {
+
+// The tandem settings simulate was given, as the script's hyperparameters carry them
+// under --every-host: not the command, which the hosts run, nor the GPU check's lifting,
+// which only tandem's own trainer reads.
+nlohmann::json script_settings(const nlohmann::json& hp) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, value] : hp.items()) {
+    if (key == "command" || key == "script" || key == "script-args" || key == "allow-cpu-training") continue;
+    out[key] = value;
+  }
+  return out;
+}
+
+// Without --every-host: `tandem launch` on every host, the settings in hyperparameters.json.
+std::vector<ProcessSpec> launch_specs(const Settings& settings, const nlohmann::json& hyperparameters,
+                                      const std::vector<SimHost>& hosts, const std::string& run,
+                                      const std::string& tandem_exe) {
+  nlohmann::json hp = sagemaker_hyperparameters(hyperparameters);
+  // Every host's worker port, the trainers' rendezvous port and the port of their end
+  // reports (release_gate.h), chosen in one go so that none can be handed out twice.
+  std::vector<int> ports = free_loopback_ports(hosts.size() + 2);
+  if (!hp.contains("release-port")) hp["release-port"] = std::to_string(ports.back());
+  ports.pop_back();
+  if (!hp.contains("master-port")) hp["master-port"] = std::to_string(ports.back());
+  ports.pop_back();
+  for (std::size_t i = 0; i < hosts.size(); ++i) write_host_root(run + "/" + hosts[i].name, hosts, i, hp);
+  return host_specs(settings, hosts, ports, run, tandem_exe);
+}
+
+}  // namespace
+
 int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters,
                  const std::string& tandem_exe) {
-  const std::vector<SimHost> hosts = plan_hosts(settings.simulate);
   if (settings.simulate.cpus_per_host < 0) {
     throw ConfigError(fmt::format("--cpus-per-host must be 0 (no pinning) or more (got {})",
                                   settings.simulate.cpus_per_host));
   }
+  const bool toolkit = settings.simulate.every_host || !settings.simulate.job_file.empty();
+  const std::string run = make_run_dir(settings.simulate.run_dir);
+  std::optional<ToolkitRun> script;
+  std::vector<SimHost> hosts;
+  std::vector<ProcessSpec> specs;
+  if (toolkit) {
+    script = toolkit_run(settings, script_settings(hyperparameters), run);
+    hosts = script->hosts;
+    specs = script->specs;
+  } else {
+    hosts = plan_hosts(settings.simulate);
+    spdlog::info("simulating {} and {} in {}", counted(settings.simulate.trainer_hosts, "trainer host"),
+                 counted(settings.simulate.worker_hosts, "worker host"), run);
+    specs = launch_specs(settings, hyperparameters, hosts, run, tandem_exe);
+  }
   const std::string shared = oversubscription(settings.simulate.cpus_per_host, hosts.size(),
                                               std::thread::hardware_concurrency());
   if (!shared.empty()) spdlog::warn("{}", shared);
-  nlohmann::json hp = sagemaker_hyperparameters(hyperparameters);
-  if (settings.simulate.every_host) hp = script_hyperparameters(hp);
-  // Every host's worker port, the trainers' rendezvous port and the port of their end
-  // reports (release_gate.h), chosen in one go so that none can be handed out twice.
-  std::vector<int> ports = free_loopback_ports(hosts.size() + 2);
-  // (Under --every-host the trainer hosts run the script, which has its own rendezvous.)
-  if (!hp.contains("release-port") && !settings.simulate.every_host) hp["release-port"] = std::to_string(ports.back());
-  ports.pop_back();
-  if (!hp.contains("master-port") && !settings.simulate.every_host) hp["master-port"] = std::to_string(ports.back());
-  ports.pop_back();
-  const std::string run = make_run_dir(settings.simulate.run_dir);
-  spdlog::info("simulating {} and {} in {}", counted(settings.simulate.trainer_hosts, "trainer host"),
-               counted(settings.simulate.worker_hosts, "worker host"), run);
-  for (std::size_t i = 0; i < hosts.size(); ++i) {
-    write_host_root(run + "/" + hosts[i].name, hosts, i, hp);
-  }
   bool signalled = false;  // simulate itself was stopped (SIGTERM, Ctrl-C)
   SuperviseOptions supervision = simulate_supervision(settings.simulate);
   supervision.signalled = &signalled;
-  const auto statuses = supervise(host_specs(settings, hosts, ports, run, tandem_exe), supervision);
+  const std::vector<ExitStatus> ran = supervise(specs, supervision);
+  const std::vector<ExitStatus> statuses = script ? host_statuses(*script, ran) : ran;
+  if (script) {
+    std::vector<std::string> roots;
+    for (const SimHost& h : hosts) roots.push_back(run + "/" + h.name);
+    sync_checkpoints_back(script->job, roots);
+  }
 
   std::cout << status_table(hosts, statuses);
   // Stopped from outside, the workers died of our SIGTERM: that is no loss to report.
   const std::string lost = signalled ? std::string() : workers_failed(run, hosts, statuses);
   const auto trainer = std::find_if(hosts.begin(), hosts.end(), [](const SimHost& h) { return h.trainer; });
-  if (lost.empty() || fs::exists(fs::path(run) / trainer->name / "output/data/summary.json")) {
+  if (lost.empty() || (trainer != hosts.end() && fs::exists(fs::path(run) / trainer->name / "output/data/summary.json"))) {
     print_summary(run, hosts, settings.trainer.summary_json);
   }
   if (lost.empty()) print_failures(run, hosts);

@@ -112,6 +112,7 @@ void local_rate(const nlohmann::json& pi, RunMeasurements& m) {
   const auto threads = number_at(pi, "/local/threads"), rate = number_at(pi, "/local/images_per_cpu_second");
   const auto made = number_at(pi, "/local/images_per_sec");
   m.local_threads = static_cast<int>(threads.value_or(0));
+  m.local_threads_known = threads.has_value();
   // Capacity (threads x per-thread rate), as for the workers: a measured rate may be held
   // back by the ceiling. The measured rate stands in when the parts are missing.
   const bool parts = threads && rate && *threads > 0 && *rate > 0;

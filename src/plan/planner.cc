@@ -35,15 +35,23 @@ nlohmann::json row_json(const PlanRow& r, const PlanRow& none, bool priced) {
 // N = 0 is the trainer host alone with every spare core making samples. The run's own
 // figure stands in when the type has no vCPU count (a --price type) or the run gave only
 // what its hosts made.
+// A run that made no samples on its trainer hosts (local threads 0: a Feed without
+// local_threads, a trainer host without the data) has no way to use their cores: none are
+// counted, and N = 0 is no choice.
 struct TrainerCores {
   double per_host = 0.0;  // samples/s
   int spare = 0;          // vCPUs making samples, per host; -1 when the run's figure stood in
   int ranks_per_host = 1;
+  bool unused = false;    // the run made nothing on the trainer hosts
 };
 
 TrainerCores trainer_cores(const RunMeasurements& m, const InstanceType& trainer, const PlanOptions& o) {
   TrainerCores c;
   c.ranks_per_host = trainer.gpus > 0 ? trainer.gpus : std::max(1, m.ranks / std::max(1, m.trainer_hosts));
+  if (m.local_threads_known && m.local_threads == 0 && m.local <= 0) {
+    c.unused = true;
+    return c;
+  }
   if (trainer.vcpus <= 0 || m.local_made_only) {
     c.per_host = m.local / m.trainer_hosts;
     c.spare = -1;
@@ -205,6 +213,12 @@ std::string network_sentence(const nlohmann::json& p, const InstanceType& worker
 std::string alone_sentence(const nlohmann::json& p, const RunMeasurements& m) {
   const double local = p["local_samples_per_sec"].get<double>();
   std::string s = "With " + std::to_string(m.trainer_hosts) + " x " + m.trainer_type + " alone, ";
+  if (local <= 0 && m.local_threads_known && m.local_threads == 0) {
+    return s + "nothing preprocesses on the trainer hosts: the run made no samples there (a tandem.Feed without "
+               "local_threads, or a trainer host without the data), so the job needs at least one data worker. To "
+               "count their spare vCPUs, give the trainer hosts the data and set local_threads (tandem.Feed) or "
+               "--local-workers, and plan from that run.";
+  }
   if (local <= 0) return s + "nothing preprocesses on the trainer hosts (no vCPUs to spare), so the job needs at least one data worker.";
   const nlohmann::json& spare = p["trainer"]["spare_vcpus_per_host"];
   s += "its own preprocessing" +
@@ -341,6 +355,10 @@ nlohmann::json make_plan(const nlohmann::json& summary, const PriceTable& prices
   nlohmann::json p = inputs_json(m, types, cores, mp, prices, options);
   p["workers_to_ceiling"] = to_ceiling >= 0 ? nlohmann::json(to_ceiling) : nlohmann::json(nullptr);
   choose(p, rows, options.within_pct, types.priced);
+  if (cores.unused) {
+    p["rows"][0]["limit"] = "no data source: the run made no samples on the trainer hosts (set local_threads or "
+                            "--local-workers, with the data there)";
+  }
   if (m.rate_from_workers && m.run_worker_type == types.worker.name && m.run_samples_per_sec > 0) p["run"] = run_json(m, mp);
   p["explanation"] = explanation(p, m, types);
   p["caveats"] = caveats(m, prices, types, to_ceiling, options);

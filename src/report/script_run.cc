@@ -112,7 +112,13 @@ void ScriptRun::log_point(uint64_t step, uint64_t total_steps, const std::vector
   p.samples_per_sec_per_rank = window_s_ > 0 ? static_cast<double>(window_samples_) / window_s_ : 0;
   p.samples_per_sec = p.samples_per_sec_per_rank * ranks();
   p.data_wait_pct = window_s_ > 0 ? 100 * window_wait_s_ / window_s_ : 0;
-  p.loss = last_loss_;  // the script's own: NaN unless it reported one
+  if (window_losses_ > 0) {  // the script's own, over the window: NaN unless it reported some
+    last_loss_ = window_loss_sum_ / static_cast<double>(window_losses_);
+    if (!std::isfinite(first_loss_)) first_loss_ = last_loss_;
+    window_loss_sum_ = 0;
+    window_losses_ = 0;
+  }
+  p.loss = last_loss_;
   p.lr = last_lr_;
   p.step_ms.data_wait = 1000 * window_wait_s_ / static_cast<double>(window_steps_);
   metrics_->write(p, added(sources_, sources));
@@ -150,9 +156,14 @@ TrainReport ScriptRun::report() const {
   r.steady_busy_seconds = steady_busy_s_;
   r.step_times.data_wait = wait_s_;
   r.step_times.script = std::max(training_s_ - wait_s_, 0.0);
-  r.first_loss = first_loss_;  // NaN unless the script reported one (feed.log(loss=...))
-  r.final_loss = last_loss_;
-  r.device = "python";
+  // NaN unless the script reported losses (feed.log(loss=...)); window means, as logged,
+  // or the mean of those reported so far when no window is complete.
+  const double partial = window_losses_ ? window_loss_sum_ / static_cast<double>(window_losses_)
+                                        : std::numeric_limits<double>::quiet_NaN();
+  r.first_loss = std::isfinite(first_loss_) ? first_loss_ : partial;
+  r.final_loss = std::isfinite(last_loss_) ? last_loss_ : partial;
+  r.interrupted = interrupted_;
+  r.device = "the script's own";
   r.model = "(the script's)";
   r.rank = opts_.rank;
   r.world = ranks();
@@ -170,8 +181,8 @@ void ScriptRun::check_reported(const std::string& name, double value) {
 void ScriptRun::reported(const std::string& name, double value) {
   check_reported(name, value);
   if (name == "loss") {
-    if (!std::isfinite(first_loss_)) first_loss_ = value;
-    last_loss_ = value;
+    window_loss_sum_ += value;
+    ++window_losses_;
   } else {
     last_lr_ = value;
   }

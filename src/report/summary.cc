@@ -71,6 +71,9 @@ plan::PlanInputs measure_plan_inputs(const TrainReport& train, const std::vector
     out.workers.push_back({s.name, facts.host, facts.instance_type, facts.threads, per_cpu_second(s), rate});
     if (out.worker_instance_type.empty()) out.worker_instance_type = facts.instance_type;
   }
+  // No local threads: the trainer hosts made nothing, and the plan must know it (their
+  // spare cores are no source for a run like this one).
+  if (!out.local && local_threads == 0) out.local = plan::LocalRate{0, 0.0, 0.0};
   return out;
 }
 
@@ -136,10 +139,24 @@ nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::So
 
 namespace {
 
+bool is_python(const data::DatasetInfo& info) { return info.description.rfind("python/", 0) == 0; }
+
+// A Python dataset by its file and class, with its fields and arguments:
+// "my_data.py:Flowers (fields image:uint8[3,64,64],label:int64; args {"size":64})".
+std::string python_dataset_name(const data::DatasetInfo& info) {
+  const std::string fields = data::description_setting(info.description, "fields");
+  const std::string args = data::description_setting(info.description, "args");
+  return data::description_setting(info.description, "file") + ":" + data::description_setting(info.description, "name") +
+         " (fields " + (fields.empty() ? "unknown" : fields) + (args.empty() || args == "{}" ? "" : "; args " + args) + ")";
+}
+
 // The pipeline as the dataset ran it (its description's "pipeline=..."), or what was asked.
 std::string pipeline_run(const DataOptions& d, const data::DatasetInfo& info) {
   const size_t at = info.description.find(" pipeline=");
   if (at != std::string::npos) return info.description.substr(at + 10);
+  if (is_python(info)) {
+    return "the dataset's own __getitem__" + (d.pipeline.empty() ? std::string() : ", then " + d.pipeline);
+  }
   return d.pipeline.empty() ? "none (generated samples)" : d.pipeline;
 }
 
@@ -163,7 +180,7 @@ nlohmann::json trainer_settings(const TrainerOptions& t) {
 nlohmann::json run_settings(const Settings& settings, const data::DatasetInfo& info) {
   const DataOptions& d = settings.data;
   nlohmann::json out = {{"data", d.data},
-          {"dataset", info.name},
+          {"dataset", is_python(info) ? python_dataset_name(info) : info.name},
           {"dataset_size", info.size},
           {"image_size", info.sample_shape.size() == 3 ? info.sample_shape[2] : d.image_size},
           {"num_classes", info.num_classes},

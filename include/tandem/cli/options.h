@@ -58,6 +58,17 @@ void apply_setting_files(CLI::App& cmd, const ClusterOptions& opts, std::vector<
 // stop a data worker.
 void finish_settings(Settings& s, bool is_rank = false, const cluster::EnvLookup& env = cluster::process_env);
 
+// Settings whose one value may be a JSON list of its parts (--pipeline): a list given for
+// them in a file, a hyperparameter or tandem.Feed is that list's JSON text, not an error.
+bool takes_json_list(const std::string& name);
+
+// The tandem- (or tandem_) keys of <sagemaker_root>/input/config/hyperparameters.json,
+// the prefix taken off ("tandem-image-size" -> "image-size"), each with the values a flag
+// would take (decoded from either SDK's encoding); none when the file is not there. For
+// tandem.Feed, which takes the script's tandem settings from there as serve() does.
+// Throws ConfigError for a file that is not a JSON object.
+std::vector<std::pair<std::string, std::vector<std::string>>> script_hyperparameters(const std::string& sagemaker_root);
+
 // The Data/Data worker/Training settings that `cmd` received from flags or files, as
 // a flat JSON object {name: value}.
 nlohmann::json given_settings(const CLI::App& cmd);

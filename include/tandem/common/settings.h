@@ -211,6 +211,9 @@ struct SimulateOptions {
   // the entry point on every host: one script that calls tandem.serve()), not `tandem
   // launch`; the settings reach it as tandem- keys of hyperparameters.json.
   bool every_host = false;
+  // --job FILE: a SageMaker job's estimator arguments (launch/sagemaker_job.h): its groups,
+  // hyperparameters, distribution, channels and checkpoints, run as the toolkit runs them.
+  std::string job_file;
 };
 
 // A user's program run as the ranks of each trainer host (`tandem launch -- COMMAND`,

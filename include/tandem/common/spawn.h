@@ -26,6 +26,7 @@ struct SpawnSpec {
   std::vector<std::pair<int, int>> fds;
   int output_fd = -1;         // the child's stdout and stderr; -1 = this process's
   int death_signal = SIGKILL;  // sent to the child when this process dies
+  std::string cwd;             // the child's working directory; "" = this process's
 };
 
 struct Spawned {

@@ -18,6 +18,7 @@ struct ProcessSpec {
   // A critical child that exits non-zero (or by a signal) makes the supervisor stop all
   // the others: SIGTERM, then SIGKILL after SuperviseOptions::grace_s.
   bool critical = true;
+  std::string cwd;  // its working directory; "" = this process's
 };
 
 struct SuperviseOptions {

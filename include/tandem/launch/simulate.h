@@ -9,13 +9,16 @@
 
 #include "tandem/common/settings.h"
 #include "tandem/launch/process.h"
+#include "tandem/launch/sagemaker_job.h"
 
 namespace tandem::launch {
 
 // Creates a run directory with one SageMaker root per simulated host (resourceconfig.json,
 // hyperparameters.json), maps every host name to 127.0.0.1 with its own port
-// (TANDEM_HOST_MAP), starts `tandem_exe launch --sagemaker-root ROOT` per host, waits,
-// prints the trainer's summary and returns the exit code: 0 only if every host exited 0.
+// (TANDEM_HOST_MAP), starts `tandem_exe launch --sagemaker-root ROOT` per host (under
+// --every-host or --job: the user's entry point as SageMaker's toolkit runs it,
+// simulate_toolkit.h), waits, prints the trainer's summary and returns the exit code: 0
+// only if every host exited 0.
 // `hyperparameters` (flat object of setting name -> value) is written, as SageMaker does
 // (every value a string), into every host's hyperparameters.json.
 int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters,
@@ -26,21 +29,14 @@ int run_simulate(const Settings& settings, const nlohmann::json& hyperparameters
 inline constexpr const char* kTrainGroup = "train_group";
 inline constexpr const char* kDataGroup = "data_group";
 
-// One simulated host.
-struct SimHost {
-  std::string name;           // "algo-N"
-  std::string group;          // kTrainGroup or kDataGroup
-  std::string instance_type;  // SimulateOptions::{trainer,worker}_instance_type
-  bool trainer = false;
-};
-
 // The hosts, in algo-N order. Numbering interleaves the groups, data group first
 // (algo-1 data, algo-2 train, algo-3 data, ...), so nothing can rely on a name's number
 // to tell its role. Throws ConfigError naming the flag on a bad count.
 std::vector<SimHost> plan_hosts(const SimulateOptions& opts);
 
 // hosts[current]'s resourceconfig.json, byte for byte in SageMaker's layout (key order
-// included, hence ordered_json; network interface "lo").
+// included, hence ordered_json; network interface "lo"); the groups in the order their
+// first hosts come.
 nlohmann::ordered_json resource_config(const std::vector<SimHost>& hosts, std::size_t current);
 
 // SageMaker's hyperparameters.json: every value a string. Strings stay as they are,

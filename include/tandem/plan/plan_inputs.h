@@ -74,6 +74,10 @@ struct RunMeasurements {
   double ceiling = 0.0;               // samples/s
   double local = 0.0;                 // samples/s of the trainer hosts' own preprocessing, as run
   int local_threads = 0;              // per trainer host
+  // The summary says how many local threads the run had (a Feed's local_threads, the
+  // trainer's --local-workers): 0 then means the trainer hosts made no samples, and a plan
+  // cannot count their spare cores (the run had no way to use them).
+  bool local_threads_known = false;
   double local_per_thread = 0.0;      // samples per CPU-second there; 0 when no local thread ran
   bool local_made_only = false;       // the run said what its hosts made, not their threads and rate
   int ranks = 1;                      // the run's world size

@@ -66,6 +66,9 @@ class ScriptRun {
   // sources are added to the run's.
   void feed_ended(const std::vector<feed::SourceStats>& sources, uint64_t hedged);
 
+  // A signal stopped the script (SIGTERM): the summary says it was interrupted.
+  void interrupted() { interrupted_ = true; }
+
   // What the script reported (feed.log): "loss" or "lr", a finite number. Throws
   // ConfigError naming the fix for another name or a value that is not finite.
   void reported(const std::string& name, double value);
@@ -94,8 +97,13 @@ class ScriptRun {
   uint64_t steps_ = 0, samples_ = 0;
   uint64_t start_step_ = 0;       // the first step taken (a resumed run)
   double startup_s_ = 0;          // the process's start to its first request
-  double first_loss_ = std::numeric_limits<double>::quiet_NaN();  // reported(): the first loss
-  double last_loss_ = std::numeric_limits<double>::quiet_NaN();   // and the latest
+  bool interrupted_ = false;
+  // reported() losses: the mean of the first log window's, and of the latest window's
+  // (or the last complete one), as the metric lines give them.
+  double first_loss_ = std::numeric_limits<double>::quiet_NaN();
+  double last_loss_ = std::numeric_limits<double>::quiet_NaN();
+  double window_loss_sum_ = 0;
+  uint64_t window_losses_ = 0;
   double last_lr_ = std::numeric_limits<double>::quiet_NaN();
   double training_s_ = 0, wait_s_ = 0;
   uint64_t window_steps_ = 0, window_samples_ = 0;

@@ -129,6 +129,14 @@ std::string describe_difference(const std::string& theirs, const std::string& ou
   return out;
 }
 
+std::string description_setting(const std::string& description, const std::string& name) {
+  if (name.empty()) return "";
+  for (const auto& setting : settings_of(description)) {
+    if (setting.first == name) return setting.second;
+  }
+  return "";
+}
+
 uint64_t fnv1a(std::string_view data, uint64_t hash) {
   for (unsigned char c : data) {
     hash ^= c;

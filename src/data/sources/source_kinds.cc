@@ -12,6 +12,8 @@
 #include "tandem/data/sources/python_dataset.h"
 #include "tandem/data/sources/synthetic.h"
 #include "tandem/data/sources/webdataset.h"
+#include <nlohmann/json.hpp>
+#include "tandem/common/files.h"
 
 namespace tandem::data {
 namespace {
@@ -42,12 +44,18 @@ DescribedSettings mnist_fixed(const DataOptions& opts) {
   return with_common(std::move(out), opts);
 }
 
+// A Python dataset's identity: its file (and the file's bytes when this host has it), its
+// NAME and its arguments (--data-args, {} when none), as the workers' description says them.
 DescribedSettings python_fixed(const DataOptions& opts) {
   const std::string rest = split_source(opts.data).second;
-  return with_common({{"", "python/v1"},
-                      {"file", std::filesystem::path(python_file_of(opts)).filename().string()},
-                      {"name", rest.substr(rest.rfind(':') + 1)}},
-                     opts);
+  const std::string file = python_file_of(opts);
+  DescribedSettings out = {{"", "python/v1"}};
+  if (const std::optional<std::string> code = read_file(file)) out.emplace_back("code", hex64(fnv1a(*code)));
+  out.emplace_back("file", std::filesystem::path(file).filename().string());
+  out.emplace_back("name", rest.substr(rest.rfind(':') + 1));
+  const nlohmann::json args = nlohmann::json::parse(opts.data_args.empty() ? "{}" : opts.data_args, nullptr, false);
+  out.emplace_back("args", args.is_discarded() ? opts.data_args : args.dump());
+  return with_common(std::move(out), opts);
 }
 
 // The made kinds take the options only; the read kinds the path too.

@@ -183,6 +183,10 @@ std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts);
 // imagefolder, webdataset, manifest, mnist and python, float32 for the others.
 DType dataset_dtype(const DataOptions& opts);
 
+// The value of setting `name` in a dataset's description ("file" of "python/v1 code=..
+// file=my_data.py name=Flowers ..." is "my_data.py"), or "" when it has none.
+std::string description_setting(const std::string& description, const std::string& name);
+
 // How a peer's dataset differs from ours, from the two descriptions (DatasetInfo::
 // description): one "image size 64, this trainer expects 32 (--image-size)" per setting
 // that differs, joined by "; " (values shortened and escaped). Empty when either
@@ -195,7 +199,7 @@ std::string describe_difference(const std::string& theirs, const std::string& ou
 // worker (no copy of the files here): the settings `ours` fixes without the files and
 // sets away from their defaults (the kind of dataset; seed, --dataset-size; imagefolder's
 // pipeline, from --pipeline, --image-size or --split, and pixel limit; a Python dataset's
-// file name and NAME) that the worker's description says otherwise. A setting left at
+// file name, its bytes when this host has the file, NAME and --data-args) that the worker's description says otherwise. A setting left at
 // its default takes the worker's.
 std::string describe_difference(const std::string& theirs, const DataOptions& ours,
                                 std::string_view who = "this trainer");
