@@ -36,7 +36,8 @@ TEST(SageMakerJob, TheFrameworkEstimatorJsonEncodesEveryValueAndTheToolkitDecode
   EXPECT_EQ(encoded["epochs"], "3");
   EXPECT_EQ(encoded["name"], "\"x\"");
   EXPECT_EQ(encoded["flag"], "true");
-  EXPECT_EQ(encoded["sizes"], "[1,2]");
+  EXPECT_EQ(encoded["sizes"], "[1, 2]") << "json.dumps' separators";
+  EXPECT_EQ(encoded["tandem-data-args"], "{\"size\": 64}");
   EXPECT_EQ(encoded["sagemaker_program"], "\"launcher.py\"");
   EXPECT_EQ(encoded["sagemaker_torch_distributed_enabled"], "true");
   const json decoded = decoded_hyperparameters(encoded);

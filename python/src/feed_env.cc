@@ -1,6 +1,7 @@
 #include "feed_env.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -129,7 +130,8 @@ std::vector<Setting> hyperparameter_settings(const std::vector<Setting>& given) 
     taken.push_back(key);
     out.push_back({key, std::move(values)});
   }
-  if (!taken.empty()) {
+  static std::atomic<bool> said{false};  // once a process: every feed (each epoch's) reads the same file
+  if (!taken.empty() && !said.exchange(true)) {
     spdlog::info("{}/input/config/hyperparameters.json gives this feed {}", root, fmt::format("{}", fmt::join(taken, ", ")));
   }
   return out;

@@ -117,6 +117,26 @@ std::string python_str(const nlohmann::json& v, bool inner) {
   return v.dump();
 }
 
+// Python's json.dumps(v) with its default separators (", ", ": ") and ASCII escapes: the
+// PyTorch estimator's encoding of each hyperparameter.
+std::string python_json(const nlohmann::json& v) {
+  if (v.is_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + python_json(v[i]);
+    return out + "]";
+  }
+  if (v.is_object()) {
+    std::string out = "{";
+    bool first = true;
+    for (const auto& [k, e] : v.items()) {
+      out += (first ? "" : ", ") + nlohmann::json(k).dump(-1, ' ', true) + ": " + python_json(e);
+      first = false;
+    }
+    return out + "}";
+  }
+  return v.dump(-1, ' ', true);
+}
+
 }  // namespace
 
 SageMakerJob read_sagemaker_job(const std::string& path) {
@@ -158,7 +178,7 @@ SageMakerJob read_sagemaker_job(const std::string& path) {
 nlohmann::json encoded_hyperparameters(const SageMakerJob& job) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [key, value] : job.hyperparameters.items()) {
-    out[key] = job.framework ? value.dump() : python_str(value, false);
+    out[key] = job.framework ? python_json(value) : python_str(value, false);
   }
   if (!job.framework) return out;
   // The framework estimator's own keys (estimator.py _script_mode_hyperparam_update,

@@ -1,5 +1,7 @@
 #include "simulate_toolkit.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -93,6 +95,9 @@ void add_host_specs(ToolkitRun& t, size_t i, const ProcessSpec& base, const nloh
     for (auto& [k, v] : torchrun_environment(node, static_cast<int>(nodes.size()), nproc, r, "127.0.0.1", rendezvous[key])) {
       rank.env[k] = v;
     }
+    // One launch of this host's ranks (torchrun's agent is their common parent; here each
+    // has its own /bin/sh): rank 0's summary counts the ranks of the same launch.
+    rank.env["TANDEM_LAUNCH_ID"] = fmt::format("simulate-{}-{}", ::getpid(), h.name);
     // Debian's PyTorch 2.x has no libuv, which init_process_group's store asks for by default.
     if (!std::getenv("USE_LIBUV")) rank.env["USE_LIBUV"] = "0";
     t.specs.push_back(std::move(rank));

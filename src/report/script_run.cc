@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 
@@ -41,6 +42,22 @@ std::vector<feed::SourceStats> added(std::vector<feed::SourceStats> base, const 
   return base;
 }
 
+// The mean of values[from, to); NaN when that is empty.
+double mean_of(const std::vector<double>& values, size_t from, size_t to) {
+  if (to <= from) return std::numeric_limits<double>::quiet_NaN();
+  double sum = 0;
+  for (size_t i = from; i < to; ++i) sum += values[i];
+  return sum / static_cast<double>(to - from);
+}
+
+// Who started this process's ranks: TANDEM_LAUNCH_ID when the launcher names its launch
+// (simulate's torchrun ranks, each under its own /bin/sh), else the parent process
+// (torchrun's agent, `tandem launch`).
+std::string launcher_id() {
+  const char* id = std::getenv("TANDEM_LAUNCH_ID");
+  return (id && *id ? std::string(id) : std::to_string(::getppid())) + "\n";
+}
+
 std::filesystem::path rank_mark(const std::string& summary_path, int rank) {
   return std::filesystem::path(summary_path).parent_path() / "ranks" / ("rank-" + std::to_string(rank));
 }
@@ -49,13 +66,13 @@ std::filesystem::path rank_mark(const std::string& summary_path, int rank) {
 
 void mark_rank_training(const std::string& summary_path, int rank) {
   try {
-    write_file_atomically(rank_mark(summary_path, rank).string(), std::to_string(::getppid()) + "\n");
+    write_file_atomically(rank_mark(summary_path, rank).string(), launcher_id());
   } catch (const std::exception&) {
   }
 }
 
 int ranks_training(const std::string& summary_path, int world, int local_world) {
-  const std::string launcher = std::to_string(::getppid()) + "\n";
+  const std::string launcher = launcher_id();
   int ranks = world;
   for (int r = 1; r < std::min(world, local_world); ++r) {
     if (read_file(rank_mark(summary_path, r).string()) != launcher) --ranks;
@@ -112,11 +129,9 @@ void ScriptRun::log_point(uint64_t step, uint64_t total_steps, const std::vector
   p.samples_per_sec_per_rank = window_s_ > 0 ? static_cast<double>(window_samples_) / window_s_ : 0;
   p.samples_per_sec = p.samples_per_sec_per_rank * ranks();
   p.data_wait_pct = window_s_ > 0 ? 100 * window_wait_s_ / window_s_ : 0;
-  if (window_losses_ > 0) {  // the script's own, over the window: NaN unless it reported some
-    last_loss_ = window_loss_sum_ / static_cast<double>(window_losses_);
-    if (!std::isfinite(first_loss_)) first_loss_ = last_loss_;
-    window_loss_sum_ = 0;
-    window_losses_ = 0;
+  if (losses_.size() > window_first_loss_) {  // the script's own, over the window: NaN unless it reported some
+    last_loss_ = mean_of(losses_, window_first_loss_, losses_.size());
+    window_first_loss_ = losses_.size();
   }
   p.loss = last_loss_;
   p.lr = last_lr_;
@@ -156,12 +171,12 @@ TrainReport ScriptRun::report() const {
   r.steady_busy_seconds = steady_busy_s_;
   r.step_times.data_wait = wait_s_;
   r.step_times.script = std::max(training_s_ - wait_s_, 0.0);
-  // NaN unless the script reported losses (feed.log(loss=...)); window means, as logged,
-  // or the mean of those reported so far when no window is complete.
-  const double partial = window_losses_ ? window_loss_sum_ / static_cast<double>(window_losses_)
-                                        : std::numeric_limits<double>::quiet_NaN();
-  r.first_loss = std::isfinite(first_loss_) ? first_loss_ : partial;
-  r.final_loss = std::isfinite(last_loss_) ? last_loss_ : partial;
+  // NaN unless the script reported losses (feed.log(loss=...)): means over a log window,
+  // as the metric lines smooth them, or over half the run when it is shorter than two.
+  const size_t n = losses_.size();
+  const size_t w = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(std::max(opts_.log_every, 1)), n / 2));
+  r.first_loss = mean_of(losses_, 0, std::min(w, n));
+  r.final_loss = mean_of(losses_, n - std::min(w, n), n);
   r.interrupted = interrupted_;
   r.device = "the script's own";
   r.model = "(the script's)";
@@ -181,8 +196,7 @@ void ScriptRun::check_reported(const std::string& name, double value) {
 void ScriptRun::reported(const std::string& name, double value) {
   check_reported(name, value);
   if (name == "loss") {
-    window_loss_sum_ += value;
-    ++window_losses_;
+    losses_.push_back(value);
   } else {
     last_lr_ = value;
   }

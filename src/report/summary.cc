@@ -152,8 +152,7 @@ std::string python_dataset_name(const data::DatasetInfo& info) {
 
 // The pipeline as the dataset ran it (its description's "pipeline=..."), or what was asked.
 std::string pipeline_run(const DataOptions& d, const data::DatasetInfo& info) {
-  const size_t at = info.description.find(" pipeline=");
-  if (at != std::string::npos) return info.description.substr(at + 10);
+  if (const std::string ran = data::description_setting(info.description, "pipeline"); !ran.empty()) return ran;
   if (is_python(info)) {
     return "the dataset's own __getitem__" + (d.pipeline.empty() ? std::string() : ", then " + d.pipeline);
   }

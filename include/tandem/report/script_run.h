@@ -98,12 +98,12 @@ class ScriptRun {
   uint64_t start_step_ = 0;       // the first step taken (a resumed run)
   double startup_s_ = 0;          // the process's start to its first request
   bool interrupted_ = false;
-  // reported() losses: the mean of the first log window's, and of the latest window's
-  // (or the last complete one), as the metric lines give them.
-  double first_loss_ = std::numeric_limits<double>::quiet_NaN();
-  double last_loss_ = std::numeric_limits<double>::quiet_NaN();
-  double window_loss_sum_ = 0;
-  uint64_t window_losses_ = 0;
+  // reported() losses, every one: the metric lines give each log window's mean, and the
+  // summary's first and final loss are the means of the first and the last log_every of
+  // them (half the run's, when it is shorter than two windows).
+  std::vector<double> losses_;
+  size_t window_first_loss_ = 0;  // losses_[window_first_loss_..] were reported in this window
+  double last_loss_ = std::numeric_limits<double>::quiet_NaN();  // the last window's mean
   double last_lr_ = std::numeric_limits<double>::quiet_NaN();
   double training_s_ = 0, wait_s_ = 0;
   uint64_t window_steps_ = 0, window_samples_ = 0;
