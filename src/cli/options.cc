@@ -266,6 +266,9 @@ void add_schedule_options(CLI::App& app, TrainerOptions& o) {
       ->capture_default_str()->check(non_negative())->group(kTrainerGroup);
   app.add_option("--keep-checkpoints", o.keep_checkpoints, "How many checkpoints to keep")
       ->capture_default_str()->check(positive())->group(kTrainerGroup);
+  app.add_flag("--resume-any", o.resume_any,
+               "Resume from the newest checkpoint even when another job wrote it (another model, optimizer or dataset)")
+      ->group(kTrainerGroup);
   app.add_option("--batch-size", o.batch_size, "Samples per step")->capture_default_str()
       ->check(positive())->group(kTrainerGroup);
   app.add_option("--steps", o.steps, "Training steps")->capture_default_str()->check(positive())->group(kTrainerGroup);

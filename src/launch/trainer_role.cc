@@ -193,6 +193,11 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     signals.training_starts();
     const auto interrupts = signals.interrupts(feed);
     const int64_t steps = opts.trainer.loop.steps;
+    if (trainer.start_step() >= steps && dist.rank == 0) {
+      spdlog::info("checkpoint {} is at step {}, the last of this run's {}: training is complete, nothing to train; "
+                   "writing the model and a summary (raise --steps or --epochs to train on)",
+                   trainer.resumed_from(), trainer.start_step(), steps);
+    }
     feed.start(static_cast<uint64_t>(steps), static_cast<uint64_t>(trainer.start_step()), opts.local_threads);
     spdlog::info("trainer {} rank {}/{} on {}: {}, {}, {}", host, dist.rank, dist.world, trainer.device(),
                  counted(worker_targets.size(), "data worker"),

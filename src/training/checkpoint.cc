@@ -111,10 +111,12 @@ int64_t restore_state(const std::string& bytes, const std::string& origin, Model
   }
 }
 
-void write_checkpoint(const std::string& dir, int64_t step, const std::string& bytes, int keep) {
+void write_checkpoint(const std::string& dir, int64_t step, const std::string& bytes, int keep,
+                      const nlohmann::json& job) {
   const fs::path path = checkpoint_path(dir, step);
   write_file_atomically(path.string(), bytes);
-  const nlohmann::json sidecar = {{"step", step}, {"bytes", bytes.size()}, {"fnv1a", data::fingerprint_of(bytes)}};
+  nlohmann::json sidecar = {{"step", step}, {"bytes", bytes.size()}, {"fnv1a", data::fingerprint_of(bytes)}};
+  if (!job.is_null()) sidecar["job"] = job;
   write_file_atomically(path.string() + ".json", sidecar.dump() + "\n");
   const std::vector<int64_t> steps = steps_in(dir);
   for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < steps.size(); ++i) {
@@ -134,6 +136,7 @@ std::optional<Checkpoint> newest_checkpoint(const std::string& dir) {
                     path.string(), path.filename().string());
       continue;
     }
+    c.job = sidecar.value("job", nlohmann::json());
     return c;
   }
   return std::nullopt;

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include <torch/optim/optimizer.h>
 
 #include "model.h"
@@ -18,6 +20,7 @@ struct Checkpoint {
   int64_t step = 0;
   std::string path;
   std::string bytes;
+  nlohmann::json job;  // the job that wrote it (its sidecar's "job"); null: written before tandem said
 };
 
 std::string serialize_state(Model& model, torch::optim::Optimizer& optimizer, int64_t step);
@@ -31,7 +34,9 @@ int64_t restore_state(const std::string& bytes, const std::string& origin, Model
 
 // Writes <dir>/ckpt-<step>.pt (temp file + rename) and its .json sidecar, then deletes
 // all but the newest `keep`.
-void write_checkpoint(const std::string& dir, int64_t step, const std::string& bytes, int keep);
+// `job` (the model, optimizer and dataset that wrote it) goes into the sidecar.
+void write_checkpoint(const std::string& dir, int64_t step, const std::string& bytes, int keep,
+                      const nlohmann::json& job = nullptr);
 
 // The newest checkpoint in `dir` whose bytes match its sidecar. Corrupt ones are reported
 // (logged, with the path) and skipped.

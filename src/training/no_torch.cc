@@ -61,6 +61,8 @@ std::string Trainer::device() const { return {}; }
 
 int64_t Trainer::start_step() const { return 0; }
 
+std::string Trainer::resumed_from() const { return ""; }
+
 TrainReport Trainer::run(const NextBatch&, const std::atomic<bool>&, const RunLimits&, const RunObserver&) {
   no_trainer("training");
 }

@@ -110,6 +110,8 @@ Trainer::~Trainer() = default;
 
 int64_t Trainer::start_step() const { return impl_->start_step; }
 
+std::string Trainer::resumed_from() const { return impl_->resumed_from; }
+
 std::string Trainer::device() const { return impl_->device.str(); }
 
 void Trainer::barrier() { impl_->collective->barrier(); }
@@ -124,26 +126,46 @@ std::vector<std::string> Trainer::gather(const std::string& key, const std::stri
   return all;
 }
 
+nlohmann::json Trainer::Impl::job() const {
+  return {{"model", config.model.name}, {"optimizer", config.optimizer.optimizer}, {"dataset", info.fingerprint}};
+}
+
+// Why `c` is another job's, unless --resume-any: "" when it is this job's (or says nothing).
+std::string Trainer::Impl::foreign_checkpoint(const Checkpoint& c) const {
+  if (config.checkpoints.resume_any || !c.job.is_object() || c.job == job()) return "";
+  const auto said = [](const nlohmann::json& j) {
+    return "model " + j.value("model", std::string("?")) + ", optimizer " + j.value("optimizer", std::string("?")) +
+           ", dataset " + j.value("dataset", std::string("?"));
+  };
+  return "checkpoint " + c.path + " (step " + std::to_string(c.step) + ") was written by another job (" + said(c.job) +
+         ") than this one (" + said(job()) + "): move it out of " + paths.checkpoint_dir +
+         ", give this job its own output root, or pass --resume-any to train on from it";
+}
+
 // Rank 0 picks the newest valid checkpoint and shares its bytes through the store, so a
-// rank on another host resumes from the same one.
+// rank on another host resumes from the same one (or refuses it with rank 0's reason).
 void Trainer::Impl::resume() {
   std::string bytes, origin;
   if (dist.rank == 0) {
     std::optional<Checkpoint> c;
     if (!paths.checkpoint_dir.empty()) c = newest_checkpoint(paths.checkpoint_dir);
-    if (c) {
+    const std::string foreign = c ? foreign_checkpoint(*c) : "";
+    if (c && foreign.empty()) {
       bytes = std::move(c->bytes);
       origin = c->path;
     }
-    collective->put("resume-origin", origin.empty() ? "-" : origin);
+    collective->put("resume-origin", !foreign.empty() ? "!" + foreign : origin.empty() ? "-" : origin);
     collective->put("resume", bytes);
+    if (!foreign.empty()) throw ConfigError(foreign);
   } else {
     origin = collective->take("resume-origin");
     bytes = collective->take("resume");
+    if (origin.rfind('!', 0) == 0) throw ConfigError(origin.substr(1));
     if (origin == "-") origin.clear();
   }
   if (origin.empty()) return;
   start_step = restore_state(bytes, origin, *model, *optimizer, device);
+  resumed_from = origin;
   if (dist.rank == 0) spdlog::info("resumed from {} at step {}", origin, start_step);
 }
 
@@ -234,7 +256,7 @@ void Trainer::Impl::log_line(const LogPoint& p) const {
 std::string Trainer::Impl::save_checkpoint(int64_t step) {
   const std::string& dir = paths.checkpoint_dir;
   if (dist.rank != 0 || dir.empty()) return {};
-  write_checkpoint(dir, step, serialize_state(*model, *optimizer, step), config.checkpoints.keep);
+  write_checkpoint(dir, step, serialize_state(*model, *optimizer, step), config.checkpoints.keep, job());
   spdlog::info("checkpoint at step {} in {}", step, dir);
   return dir;
 }

@@ -10,6 +10,7 @@
 
 #include <torch/torch.h>
 
+#include "checkpoint.h"
 #include "collective.h"
 #include "device_feed.h"
 #include "model.h"
@@ -37,11 +38,14 @@ struct Trainer::Impl {
   std::unique_ptr<Collective> collective;
   std::unique_ptr<Reducer> reducer;
   int64_t start_step = 0;
+  std::string resumed_from;  // the checkpoint it resumed from; "" = none
   int64_t next_step = 0;  // where the next run() call starts
   std::shared_ptr<const data::Dataset> eval;
   std::function<void(int64_t, int64_t)> eval_progress;  // rank 0's, during run()
 
   void resume();
+  nlohmann::json job() const;  // what makes a checkpoint this job's: the model, its optimizer, the dataset
+  std::string foreign_checkpoint(const Checkpoint& c) const;
   void sync_buffers();
   bool train_step(const DeviceBatch* batch, bool stop, int64_t step, StepClock& clock,
                   std::vector<torch::Tensor>& losses);

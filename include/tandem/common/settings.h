@@ -177,6 +177,7 @@ struct TrainerOptions {
   bool single_rank_group = false;
   int64_t checkpoint_every = 0;      // --checkpoint-every: steps between checkpoints; 0 = only on SIGTERM; -1 = auto
   int keep_checkpoints = 3;          // --keep-checkpoints: the newest K are kept
+  bool resume_any = false;           // --resume-any: resume a checkpoint of another model, optimizer or dataset
   // --eval-data: a held-out set (same forms as --data, read with --split test); the
   // trainer reports its top-1 accuracy every --eval-every steps (0 = at the end only).
   std::string eval_data;

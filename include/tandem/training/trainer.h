@@ -60,6 +60,8 @@ class Trainer {
 
   // The first step this run trains; batches must start at this sequence number.
   int64_t start_step() const;
+  // The checkpoint it resumed from, "" when it started afresh.
+  std::string resumed_from() const;
 
   // Trains until loop.steps, the end of the batches, or `stop` on any rank (every rank
   // stops at the same step; rank 0 then checkpoints). Logs a metrics line every

@@ -70,6 +70,7 @@ struct CheckpointOptions {
   // sqrt(2 C / interruptions) seconds of training (Young's interval; plan/spot.h).
   int64_t every = 0;
   int keep = 3;       // --keep-checkpoints: the newest K
+  bool resume_any = false;  // --resume-any: resume a checkpoint another job (model, optimizer, dataset) wrote
   double interruptions_per_hour = 0;  // the job's spot interruptions, for auto
   bool operator==(const CheckpointOptions&) const = default;
 };
