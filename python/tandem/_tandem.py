@@ -97,7 +97,11 @@ class _SigtermWatch:
             raise Interrupted("stopped by SIGTERM")
 
     def restore(self):
-        if self._installed and signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+        """The script's own handler back; only the main thread may (a close() from another
+        thread leaves it to the feed's end in the main thread)."""
+        if not self._installed or threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
             signal.signal(signal.SIGTERM, self._previous)
         self._installed = False
 

@@ -168,6 +168,14 @@ double job_interruptions(const Settings& settings, const cluster::Cluster* clust
   return plan::job_interruptions_per_hour(prices, instances);
 }
 
+// A run resumed at its last step trains nothing: said in one line, naming the checkpoint.
+void say_if_complete(const training::Trainer& trainer, int64_t steps) {
+  if (trainer.start_step() < steps) return;
+  spdlog::info("checkpoint {} is at step {}, the last of this run's {}: training is complete, nothing to train; "
+               "writing the model and a summary (raise --steps or --epochs to train on)",
+               trainer.resumed_from(), trainer.start_step(), steps);
+}
+
 }  // namespace
 
 int run_trainer(const Settings& settings, const std::vector<std::string>& worker_targets, const std::string& host,
@@ -193,11 +201,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     signals.training_starts();
     const auto interrupts = signals.interrupts(feed);
     const int64_t steps = opts.trainer.loop.steps;
-    if (trainer.start_step() >= steps && dist.rank == 0) {
-      spdlog::info("checkpoint {} is at step {}, the last of this run's {}: training is complete, nothing to train; "
-                   "writing the model and a summary (raise --steps or --epochs to train on)",
-                   trainer.resumed_from(), trainer.start_step(), steps);
-    }
+    if (dist.rank == 0) say_if_complete(trainer, steps);
     feed.start(static_cast<uint64_t>(steps), static_cast<uint64_t>(trainer.start_step()), opts.local_threads);
     spdlog::info("trainer {} rank {}/{} on {}: {}, {}, {}", host, dist.rank, dist.world, trainer.device(),
                  counted(worker_targets.size(), "data worker"),

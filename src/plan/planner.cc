@@ -50,6 +50,7 @@ TrainerCores trainer_cores(const RunMeasurements& m, const InstanceType& trainer
   c.ranks_per_host = trainer.gpus > 0 ? trainer.gpus : std::max(1, m.ranks / std::max(1, m.trainer_hosts));
   if (m.local_threads_known && m.local_threads == 0 && m.local <= 0) {
     c.unused = true;
+    c.spare = -1;  // the run's own figure (none) stands
     return c;
   }
   if (trainer.vcpus <= 0 || m.local_made_only) {

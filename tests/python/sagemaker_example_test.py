@@ -129,7 +129,16 @@ class SageMakerExampleTest(unittest.TestCase):
         code, out, run_dir = simulate(tempfile.mkdtemp(prefix="tandem-sm-ckpt-"), python_dataset=True,
                                       **{"tandem-data-args": {"size": 32}})
         self.check_trained(code, out, run_dir, 3)
-        self.assertIn("class_folders.py:ClassFolders", out)
+        # The report names the Python dataset, its fields and arguments, not "generated samples".
+        with open(os.path.join(run_dir, "algo-2", "output", "data", "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual(summary["settings"]["dataset"],
+                         'class_folders.py:ClassFolders (fields image:uint8[3,32,32],label:int64[]; args {"size":32})')
+        self.assertEqual(summary["settings"]["pipeline"], "the dataset's own __getitem__")
+        with open(os.path.join(run_dir, "algo-2", "output", "data", "report.html")) as f:
+            self.assertIn("class_folders.py:ClassFolders", f.read())
+        # Its losses are window means (half the run each here), as the log smooths them.
+        self.assertLess(summary["final_loss"], summary["first_loss"])
 
 
 if __name__ == "__main__":

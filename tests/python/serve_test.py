@@ -87,6 +87,15 @@ class RoleTest(unittest.TestCase):
         # A tandem- key tandem does not know is an error naming it.
         with self.assertRaisesRegex(ValueError, "tandem-image-sise"):
             self.role("algo-2", {"tandem-image-sise": "32"})
+        # A typo of a tandem- key gets tandem's guess, with the prefix (as the same typo as a flag does).
+        with self.assertRaisesRegex(ValueError, r"unknown setting 'tandem-io-thread'.*did you mean 'tandem-io-threads'"):
+            self.role("algo-2", {"tandem-io-thread": "4"})
+        with self.assertRaisesRegex(ValueError, r"did you mean 'tandem_io_threads'"):
+            self.role("algo-2", {"tandem_io_thread": "4"})
+        # A pipeline as a list, in either SDK's encoding (docs/configuration.md says a list works).
+        steps = ["decode", "random_resized_crop(32)", "hflip"]
+        for form in (json.dumps(steps), str(steps)):
+            self.assertEqual(self.role("algo-2", {"tandem-pipeline": form})["role"], "worker", form)
         # A bad value of a tandem- key names it.
         with self.assertRaisesRegex(ValueError, "tandem-image-size"):
             self.role("algo-2", {"tandem-image-size": "big"})

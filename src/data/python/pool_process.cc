@@ -37,7 +37,7 @@ std::string errno_text(const char* what) { return std::string(what) + ": " + std
 int high_fd(int fd) {
   const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
   ::close(fd);
-  if (moved < 0) throw ConfigError(errno_text("fcntl"));
+  if (moved < 0) throw Error(errno_text("fcntl"));
   return moved;
 }
 
@@ -72,13 +72,13 @@ std::string reap(pid_t pid, Clock::time_point deadline) {
 // and what the dataset forks is ended with it) and dies with the worker (spawn.h).
 void PythonProcessPool::Process::start(const PythonPoolOptions& opts) {
   int pair[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) throw ConfigError(errno_text("socketpair"));
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) throw Error(errno_text("socketpair"));
   channel.sock = pair[0];
   const int theirs = high_fd(pair[1]);
   shm = ::memfd_create("tandem-python-sample", MFD_CLOEXEC);
   if (shm < 0 || ::ftruncate(shm, static_cast<off_t>(opts.initial_shm_bytes)) != 0) {
     ::close(theirs);
-    throw ConfigError(errno_text("memfd_create"));
+    throw Error(errno_text("memfd_create"));
   }
   shm = high_fd(shm);
   remap(opts.initial_shm_bytes);
