@@ -56,7 +56,8 @@ TEST(SageMakerJob, TheGenericEstimatorSendsPythonsStrAndTheToolkitKeepsWhatIsNot
   EXPECT_EQ(encoded["name"], "x");
   EXPECT_EQ(encoded["b"], "1.0");
   EXPECT_EQ(encoded["tandem-data-args"], "{'size': 64}");
-  EXPECT_FALSE(encoded.contains("sagemaker_program")) << "the generic Estimator adds no script keys";
+  EXPECT_EQ(encoded["sagemaker_program"], "\"launcher.py\"") << "an entry point's keys are JSON-encoded all the same";
+  EXPECT_FALSE(encoded.contains("sagemaker_torch_distributed_enabled")) << "a framework estimator's key";
   const json decoded = decoded_hyperparameters(encoded);
   EXPECT_EQ(decoded["flag"], "True") << "not JSON: kept as the string";
   EXPECT_EQ(decoded["sizes"], json({1, 2}));
@@ -71,7 +72,7 @@ TEST(SageMakerJob, TheCommandLineIsSortedAsPythonPrintsItWithoutTheSageMakerKeys
   const std::vector<std::string> cmd = toolkit_command({"/usr/bin/python3", "launcher.py"}, decoded);
   ASSERT_EQ(cmd.size(), 3u);
   EXPECT_EQ(cmd[0], "/bin/sh");
-  EXPECT_EQ(cmd[2].rfind("/usr/bin/python3 launcher.py -b 1.0 --epochs 3", 0), 0u) << cmd[2];
+  EXPECT_EQ(cmd[2].rfind("exec /usr/bin/python3 launcher.py -b 1.0 --epochs 3", 0), 0u) << cmd[2];
 }
 
 TEST(SageMakerJob, ValuesTheToolkitsShellLineWouldBreakAreNamed) {
@@ -117,7 +118,7 @@ TEST(SageMakerJob, TorchrunRunsOnTheNamedGroupsElseOnEveryHostsOwnGroup) {
 TEST(SageMakerJob, EachHostSeesTheToolkitsEnvironmentAndOnlyItsGroupsChannels) {
   const std::string dir = testing::fresh_dir("tandem-sm-job");
   SageMakerJob job = two_groups();
-  job.channels = {{"train", dir, "FastFile", {"data_group"}}, {"tandem-token", dir, "File", {}}};
+  job.channels = {{"train", dir, "FastFile", {"data_group"}}, {"tandem-token", dir, "File", {"data_group", "dnn_group"}}};
   const std::vector<SimHost> hosts = job_hosts(job);
   const auto env = toolkit_environment(job, hosts, 0, "/r", resource_config(hosts, 0));
   EXPECT_EQ(env.at("SM_HOSTS"), R"(["algo-1","algo-2","algo-3"])");
@@ -145,18 +146,32 @@ TEST(SageMakerJob, EachHostSeesTheToolkitsEnvironmentAndOnlyItsGroupsChannels) {
   EXPECT_TRUE(fs::is_directory(root + "/checkpoints"));
 }
 
-TEST(SageMakerJob, AJobFileWithTwoDistributionGroupsIsRefusedAsTheSdkRefusesIt) {
+// The message of the ConfigError reading `text` as a job file throws ("" when none).
+std::string job_error(const std::string& text) {
   const std::string dir = testing::fresh_dir("tandem-sm-jobfile");
-  const std::string path = dir + "/job.json";
-  std::ofstream(path) << R"({"instance_groups": [{"instance_group_name": "a", "instance_type": "ml.c5.xlarge"},
-    {"instance_group_name": "b", "instance_type": "ml.p3.2xlarge"}],
-    "distribution": {"torch_distributed": {"enabled": true}, "instance_groups": ["a", "b"]}})";
+  std::ofstream(dir + "/job.json") << text;
   try {
-    read_sagemaker_job(path);
-    FAIL() << "two distribution groups were accepted";
+    read_sagemaker_job(dir + "/job.json");
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("name exactly one"), std::string::npos) << e.what();
+    return e.what();
   }
+  return "";
+}
+
+TEST(SageMakerJob, JobsSageMakerOrTheSdkRefuseAreRefused) {
+  const std::string groups = R"("instance_groups": [{"instance_group_name": "a", "instance_type": "ml.c5.xlarge"},
+    {"instance_group_name": "b", "instance_type": "ml.p3.2xlarge"}])";
+  EXPECT_NE(job_error("{" + groups + R"(, "distribution": {"torch_distributed": {"enabled": true},
+    "instance_groups": ["a", "b"]}})").find("name exactly one"), std::string::npos);
+  EXPECT_NE(job_error("{" + groups + R"(, "distribution": {"torch_distributed": {"enabled": true},
+    "instance_groups": ["a"]}})").find("GPU instance types only"), std::string::npos);
+  EXPECT_NE(job_error("{" + groups + R"(, "inputs": {"x": {"path": "/", "instance_groups": ["a"]}, "y": "/"}})")
+                .find("some channels name instance_groups and others do not"), std::string::npos);
+  EXPECT_NE(job_error("{" + groups + R"(, "inputs": {"x": {"path": "/", "instance_groups": ["c"]}}})")
+                .find("names no group 'c'"), std::string::npos);
+  EXPECT_NE(job_error(R"({"instance_groups": [{"instance_group_name": "a", "instance_type": "ml.c5.xlarge"}]})")
+                .find("no instance group of a GPU family"), std::string::npos);
+  EXPECT_EQ(job_error("{" + groups + R"(, "inputs": {"x": {"path": "/", "instance_groups": ["a", "b"]}}})"), "");
 }
 
 }  // namespace

@@ -165,6 +165,7 @@ FeedPlace feed_place(const std::optional<std::vector<std::string>>& workers, std
   p.local_world = env.local_world_size;
   p.simulated = env.simulated_host;
   p.relay = env.stream_relay;
+  p.launch = cluster::process_env("TANDEM_LAUNCH_ID").value_or("");
   const auto launched = cluster::process_env(launch_env::kWorkers);
   p.launched = launched.has_value();
   if (workers) {

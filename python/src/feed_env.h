@@ -29,6 +29,7 @@ struct FeedPlace {
   bool launched = false;        // started by `tandem launch` (TANDEM_WORKERS is set)
   bool simulated = false;       // a host of `tandem simulate`
   std::string relay;            // the host's stream relay (TANDEM_STREAM_RELAY); "" = none
+  std::string launch;           // the launch of this host's ranks (TANDEM_LAUNCH_ID); "" = the parent process
   cluster::Cluster cluster;     // for the plan's instance types; empty when not discovered
   std::string workers_from;     // where the workers came from, for the log
 };

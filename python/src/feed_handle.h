@@ -93,7 +93,7 @@ class Feed {
       run_->note_in_flight(in.feeder->rank_feed().scheduler().in_flight());
     }
     if (!mark_at_.empty()) {  // this rank trains: rank 0's summary counts it
-      report::mark_rank_training(mark_at_, place_.rank);
+      report::mark_rank_training(mark_at_, place_.rank, place_.launch);
       mark_at_.clear();
     }
     auto* c = new CBatch{std::move(*batch), {}};

@@ -144,8 +144,8 @@ std::shared_ptr<report::ScriptRun> script_run(const Settings& settings, const Fe
   if (std::filesystem::is_directory(root, ec)) o.sagemaker_root = root;
   o.metrics_port = settings.cluster.metrics_port;
   if (place.world > 1) {
-    o.ranks = [summary, world = place.world, local = place.local_world] {
-      return report::ranks_training(summary, world, local);
+    o.ranks = [summary, world = place.world, local = place.local_world, launch = place.launch] {
+      return report::ranks_training(summary, world, local, launch);
     };
   }
   try {

@@ -8,6 +8,7 @@ last array of it goes. Every wait is cut into slices of 0.1 s, with the GIL rele
 """
 import ctypes
 import json
+import os
 import signal
 import threading
 
@@ -70,45 +71,65 @@ class Interrupted(SystemExit):
         return self.message
 
 
+def _live(handler):
+    """`handler` with the handlers of closed feeds' watches taken out of the chain."""
+    while isinstance(getattr(handler, "__self__", None), _SigtermWatch) and not handler.__self__._installed:
+        handler = handler.__self__._previous
+    return handler
+
+
 class _SigtermWatch:
     """While a feed is open, SIGTERM is seen by the feed too: the script's own handler (one
-    installed before the Feed) still runs, then the feed stops waiting (its iteration ends, or
-    Feed() raises Interrupted); without a handler of the script's, the signal raises
-    Interrupted. Only in the main thread (where Python runs signal handlers)."""
+    installed before the Feed, or after it: watch() wraps it again) still runs, then the feed
+    stops waiting (its iteration ends, or Feed() raises Interrupted); without a handler of the
+    script's, the signal raises Interrupted. Only in the main thread (where Python runs signal
+    handlers)."""
 
     def __init__(self):
         self.signalled = False
         self._previous = None
         self._installed = False
+        self.watch()
+
+    def watch(self):
+        """Installs the watch, wrapping whatever handles SIGTERM now (the script may have
+        installed its own since the feed opened)."""
         if threading.current_thread() is not threading.main_thread():
             return
-        previous = signal.getsignal(signal.SIGTERM)
-        if previous in (signal.SIG_IGN, None):  # ignored, or set outside Python: leave it
+        current = signal.getsignal(signal.SIGTERM)
+        if current == self._on_sigterm or current in (signal.SIG_IGN, None):  # ours; ignored, or set outside Python
             return
-        self._previous = previous
+        self._previous = _live(current)
         signal.signal(signal.SIGTERM, self._on_sigterm)
         self._installed = True
 
     def _on_sigterm(self, signum, frame):
-        self.signalled = True
-        if callable(self._previous):
-            self._previous(signum, frame)
-        else:  # SIG_DFL: the process would end here; it ends through the feed instead
+        previous = _live(self._previous)
+        if self._installed:
+            self.signalled = True
+        if callable(previous):
+            previous(signum, frame)
+        elif self._installed:  # SIG_DFL: the process would end here; it ends through the feed instead
             raise Interrupted("stopped by SIGTERM")
+        else:  # a closed feed's watch left in a chain: what the default would do
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
 
     def restore(self):
         """The script's own handler back; only the main thread may (a close() from another
-        thread leaves it to the feed's end in the main thread)."""
+        thread leaves it to the feed's end in the main thread). A watch another feed wrapped
+        is only marked closed: that feed's restore skips it."""
         if not self._installed or threading.current_thread() is not threading.main_thread():
             return
-        if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
-            signal.signal(signal.SIGTERM, self._previous)
         self._installed = False
+        if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+            signal.signal(signal.SIGTERM, _live(self._previous))
 
 
 def _ending(exc_type, exc):
     """(why, interrupted) for the workers and the summary, from how the script's feed ended."""
-    if exc_type is None:
+    if exc_type is None or (issubclass(exc_type, SystemExit) and not isinstance(exc, Interrupted) and
+                            getattr(exc, "code", None) in (0, None)):
         return "training script finished", False
     if issubclass(exc_type, (Interrupted, KeyboardInterrupt)):
         return f"training script stopped ({exc or exc_type.__name__})", True
@@ -175,12 +196,11 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
         self._stats = None
         self._closed = False
         self._sigterm = _SigtermWatch()
-        handle = _lib.tandem_feed_open(_request(workers, rank, world, local_threads, start_step, epoch,
-                                                release_workers, settings))
+        self._handle = handle = _lib.tandem_feed_open(_request(workers, rank, world, local_threads, start_step,
+                                                               epoch, release_workers, settings))
         if not handle:
             self._sigterm.restore()
             _raise()
-        self._handle = handle
 
         def started(seconds):
             if self._sigterm.signalled:
@@ -225,6 +245,7 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
             raise StopIteration
         out = ctypes.c_void_p()
         status = _NEXT_WAIT
+        self._sigterm.watch()  # a handler the script installed since the feed opened is wrapped too
         try:
             while status == _NEXT_WAIT:
                 if self._sigterm.signalled:  # the script's own handler took SIGTERM: its loop ends here
@@ -255,6 +276,8 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
     def _end(self, why, interrupted):
         """close(), saying why the script's feed ended: `why` reaches the workers it releases, and
         `interrupted` (SIGTERM) the summary"""
+        if self._sigterm.signalled and not interrupted:  # the signal came, whatever ended the loop after it
+            why, interrupted = "training script stopped (SIGTERM)", True
         self._sigterm.restore()
         if self._handle and _lib.tandem_feed_end(self._handle, str(why).encode(), int(bool(interrupted))) < 0:
             _raise()

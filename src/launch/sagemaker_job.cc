@@ -137,6 +137,37 @@ std::string python_json(const nlohmann::json& v) {
   return v.dump(-1, ' ', true);
 }
 
+bool has_group(const SageMakerJob& job, const std::string& name) {
+  return std::any_of(job.groups.begin(), job.groups.end(), [&](const JobGroup& g) { return g.name == name; });
+}
+
+// What SageMaker and the SDK refuse before a job starts, and a job tandem cannot train.
+void check_job(const SageMakerJob& job, const std::string& path) {
+  size_t assigned = 0;
+  for (const JobChannel& c : job.channels) {
+    assigned += c.groups.empty() ? 0 : 1;
+    for (const std::string& g : c.groups) {
+      if (!has_group(job, g)) bad(path, "channel " + c.name + " names no group '" + g + "'", "name one of instance_groups");
+    }
+  }
+  if (assigned != 0 && assigned != job.channels.size()) {
+    bad(path, "some channels name instance_groups and others do not", "SageMaker refuses that (\"Some channels have "
+        "assigned instance groups\"): name the groups of every channel, or of none");
+  }
+  for (const std::string& g : job.distribution_groups) {
+    const auto it = std::find_if(job.groups.begin(), job.groups.end(), [&](const JobGroup& x) { return x.name == g; });
+    if (it == job.groups.end()) bad(path, "the distribution names no group '" + g + "'", "name one of instance_groups");
+    if (job.torch_distributed && !cluster::is_gpu_instance_type(it->instance_type)) {
+      bad(path, "torch_distributed on " + g + " (" + it->instance_type + ")",
+          "the SDK allows it on GPU instance types only (ml.p*, ml.g*)");
+    }
+  }
+  if (std::none_of(job.groups.begin(), job.groups.end(),
+                   [](const JobGroup& g) { return cluster::is_gpu_instance_type(g.instance_type); })) {
+    bad(path, "no instance group of a GPU family (ml.p*, ml.g*)", "tandem trains on those hosts: add one");
+  }
+}
+
 }  // namespace
 
 SageMakerJob read_sagemaker_job(const std::string& path) {
@@ -172,6 +203,7 @@ SageMakerJob read_sagemaker_job(const std::string& path) {
   }
   read_channels(j, path, base, job);
   job.checkpoint_dir = resolved(base, string_at(j, "checkpoint_dir", path, ""));
+  check_job(job, path);
   return job;
 }
 
@@ -180,15 +212,16 @@ nlohmann::json encoded_hyperparameters(const SageMakerJob& job) {
   for (const auto& [key, value] : job.hyperparameters.items()) {
     out[key] = job.framework ? python_json(value) : python_str(value, false);
   }
-  if (!job.framework) return out;
-  // The framework estimator's own keys (estimator.py _script_mode_hyperparam_update,
-  // pytorch/estimator.py _pytorch_distribution_configuration), JSON-encoded too.
+  if (!job.framework && job.entry_point.empty()) return out;
+  // The estimator's own script keys (estimator.py _script_mode_hyperparam_update, JSON-encoded
+  // whenever there is an entry point, the generic Estimator's too) and the framework's
+  // distribution key (pytorch/estimator.py _pytorch_distribution_configuration).
   out["sagemaker_program"] = nlohmann::json(job.entry_point).dump();
   out["sagemaker_submit_directory"] = nlohmann::json("file://" + job.source_dir).dump();
   out["sagemaker_container_log_level"] = "20";
   out["sagemaker_job_name"] = nlohmann::json(job.job_name).dump();
   out["sagemaker_region"] = nlohmann::json("simulated").dump();
-  if (job.torch_distributed) out["sagemaker_torch_distributed_enabled"] = "true";
+  if (job.framework && job.torch_distributed) out["sagemaker_torch_distributed_enabled"] = "true";
   return out;
 }
 

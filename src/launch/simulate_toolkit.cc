@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "tandem/cluster/cluster.h"
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
 #include "tandem/data/python/process_pool.h"
@@ -99,7 +100,7 @@ void add_host_specs(ToolkitRun& t, size_t i, const ProcessSpec& base, const nloh
     // has its own /bin/sh): rank 0's summary counts the ranks of the same launch.
     rank.env["TANDEM_LAUNCH_ID"] = fmt::format("simulate-{}-{}", ::getpid(), h.name);
     // Debian's PyTorch 2.x has no libuv, which init_process_group's store asks for by default.
-    if (!std::getenv("USE_LIBUV")) rank.env["USE_LIBUV"] = "0";
+    if (!cluster::process_env("USE_LIBUV")) rank.env["USE_LIBUV"] = "0";
     t.specs.push_back(std::move(rank));
     t.owner.push_back(i);
   }
@@ -121,6 +122,10 @@ ToolkitRun toolkit_run(const Settings& settings, const nlohmann::json& given, co
   check_shell_safe(t.job, decoded);
   const std::vector<std::string> argv = toolkit_command(entry_program(settings, t.job), decoded);
   t.hosts = job_hosts(t.job);
+  if (std::none_of(t.hosts.begin(), t.hosts.end(), [](const SimHost& h) { return h.trainer; })) {
+    throw ConfigError("simulate: no host of a GPU instance family (ml.p*, ml.g*) in the job, and tandem trains on "
+                      "those: give --trainer-hosts 1 or more of a GPU --trainer-instance-type, or such a group in --job");
+  }
   std::vector<int> ports = free_loopback_ports(t.hosts.size() + t.job.groups.size());
   const std::vector<int> worker_ports(ports.begin(), ports.begin() + static_cast<long>(t.hosts.size()));
   ports.erase(ports.begin(), ports.begin() + static_cast<long>(t.hosts.size()));

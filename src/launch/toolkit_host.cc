@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
+#include "tandem/cluster/cluster.h"
 #include "tandem/cluster/roles.h"
 #include "tandem/common/files.h"
 #include "tandem/launch/sagemaker_job.h"
@@ -24,6 +26,37 @@ std::string upper(std::string s) {
 // The toolkit's value of an environment variable: a string as it is, anything else
 // compact JSON with sorted keys (mapping.py to_env_vars).
 std::string env_value(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// The list of files a host was given from the checkpoint store, beside its /opt/ml stand-in.
+constexpr const char* kRestored = ".restored-checkpoints";
+
+// Regular files under `dir` by their path relative to it.
+std::map<std::string, fs::path> files_under(const std::string& dir) {
+  std::map<std::string, fs::path> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = e.path();
+  }
+  return out;
+}
+
+// Copies `from` to `to` (making its folder) with its modification time, which the sync
+// back compares.
+void copy_with_time(const fs::path& from, const fs::path& to) {
+  fs::create_directories(to.parent_path());
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+  fs::last_write_time(to, fs::last_write_time(from));
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) {
+    if (nl > start) out.push_back(text.substr(start, nl - start));
+  }
+  return out;
+}
 
 bool reserved(const std::string& key) {
   return key.rfind("sagemaker_", 0) == 0 || key == "_tuning_objective_metric" || key == "default_user_module_name";
@@ -150,8 +183,8 @@ std::map<std::string, std::string> toolkit_environment(const SageMakerJob& job, 
   out["MASTER_ADDR"] = "127.0.0.1";  // env["master_hostname"], as this machine's host map resolves it
   out["MASTER_PORT"] = "7777";
   out["NCCL_SOCKET_IFNAME"] = env_value(env["network_interface_name"]);
-  const char* path = std::getenv("PYTHONPATH");
-  out["PYTHONPATH"] = job.source_dir + (path && *path ? ":" + std::string(path) : "");
+  const std::string path = cluster::process_env("PYTHONPATH").value_or("");
+  out["PYTHONPATH"] = job.source_dir + (path.empty() ? "" : ":" + path);
   return out;
 }
 
@@ -168,25 +201,45 @@ void write_toolkit_files(const SageMakerJob& job, const std::vector<SimHost>& ho
   const fs::path checkpoints = fs::path(root) / "checkpoints";
   fs::remove_all(checkpoints);
   fs::create_directories(checkpoints);
+  std::string restored;  // what the host was given: a file it deletes is deleted from the store
   if (!job.checkpoint_dir.empty() && fs::is_directory(job.checkpoint_dir)) {
-    fs::copy(job.checkpoint_dir, checkpoints, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    for (const auto& [rel, from] : files_under(job.checkpoint_dir)) {
+      copy_with_time(from, checkpoints / rel);
+      restored += rel + "\n";
+    }
   }
+  write_file_atomically((fs::path(root) / kRestored).string(), restored);
 }
 
 void sync_checkpoints_back(const SageMakerJob& job, const std::vector<std::string>& roots) {
   if (job.checkpoint_dir.empty()) return;
+  const fs::path store(job.checkpoint_dir);
   for (const std::string& root : roots) {
-    std::error_code ec;
-    fs::create_directories(job.checkpoint_dir, ec);
-    fs::copy(fs::path(root) / "checkpoints", job.checkpoint_dir,
-             fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
-    if (ec) spdlog::warn("could not copy {}/checkpoints to {}: {}", root, job.checkpoint_dir, ec.message());
+    try {
+      // As SageMaker syncs /opt/ml/checkpoints to one S3 prefix: what a host wrote or changed
+      // goes up (the newest write of a file wins), what it deleted goes away; a copy it was
+      // given and left alone changes nothing.
+      const std::map<std::string, fs::path> now = files_under((fs::path(root) / "checkpoints").string());
+      for (const auto& [rel, file] : now) {
+        std::error_code ec;
+        if (!fs::exists(store / rel) || fs::last_write_time(file) > fs::last_write_time(store / rel, ec)) {
+          copy_with_time(file, store / rel);
+        }
+      }
+      for (const std::string& rel : lines_of(read_file((fs::path(root) / kRestored).string()).value_or(""))) {
+        if (!now.count(rel)) fs::remove(store / rel);
+      }
+    } catch (const std::exception& e) {
+      spdlog::warn("could not sync {}/checkpoints to {}: {}", root, job.checkpoint_dir, e.what());
+    }
   }
 }
 
 std::vector<std::string> toolkit_command(const std::vector<std::string>& program, const nlohmann::json& decoded) {
-  std::string line;
-  for (const std::string& word : program) line += (line.empty() ? "" : " ") + word;
+  // exec: the script is the host's process (dash would otherwise stay its parent, die of a
+  // stop at once and leave the script to be killed), with the same unquoted word splitting.
+  std::string line = "exec";
+  for (const std::string& word : program) line += " " + word;
   for (const std::string& arg : toolkit_args(decoded)) line += " " + arg;
   return {"/bin/sh", "-c", line};
 }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <limits>
 
@@ -50,12 +49,9 @@ double mean_of(const std::vector<double>& values, size_t from, size_t to) {
   return sum / static_cast<double>(to - from);
 }
 
-// Who started this process's ranks: TANDEM_LAUNCH_ID when the launcher names its launch
-// (simulate's torchrun ranks, each under its own /bin/sh), else the parent process
-// (torchrun's agent, `tandem launch`).
-std::string launcher_id() {
-  const char* id = std::getenv("TANDEM_LAUNCH_ID");
-  return (id && *id ? std::string(id) : std::to_string(::getppid())) + "\n";
+// Who started this process's ranks: the launch the launcher named, else the parent process.
+std::string launcher_id(const std::string& launch) {
+  return (launch.empty() ? std::to_string(::getppid()) : launch) + "\n";
 }
 
 std::filesystem::path rank_mark(const std::string& summary_path, int rank) {
@@ -64,15 +60,15 @@ std::filesystem::path rank_mark(const std::string& summary_path, int rank) {
 
 }  // namespace
 
-void mark_rank_training(const std::string& summary_path, int rank) {
+void mark_rank_training(const std::string& summary_path, int rank, const std::string& launch) {
   try {
-    write_file_atomically(rank_mark(summary_path, rank).string(), launcher_id());
+    write_file_atomically(rank_mark(summary_path, rank).string(), launcher_id(launch));
   } catch (const std::exception&) {
   }
 }
 
-int ranks_training(const std::string& summary_path, int world, int local_world) {
-  const std::string launcher = launcher_id();
+int ranks_training(const std::string& summary_path, int world, int local_world, const std::string& launch) {
+  const std::string launcher = launcher_id(launch);
   int ranks = world;
   for (int r = 1; r < std::min(world, local_world); ++r) {
     if (read_file(rank_mark(summary_path, r).string()) != launcher) --ranks;

@@ -82,13 +82,14 @@ class SigtermTest(unittest.TestCase):
     def run_until_stopped(self, handler):
         summary = os.path.join(tempfile.mkdtemp(), "summary.json")
         marker = tempfile.mktemp()
-        install = "signal.signal(signal.SIGTERM, lambda *_: stop.append(1))" if handler else ""
+        install = "signal.signal(signal.SIGTERM, lambda *_: stop.append(1))"
         proc = script(f"""
             stop = []
-            {install}
+            {install if handler == "before" else ""}
             n = 0
             with tandem.Feed(local_threads=1, batch_size=4, steps=100000, emulate_step_ms=20,
                              summary_json={summary!r}, **{DATA!r}) as feed:
+                {install if handler == "after" else ""}
                 for images, labels in feed:
                     n += 1
                     feed.log(loss=1.0 / n)
@@ -102,14 +103,15 @@ class SigtermTest(unittest.TestCase):
             return proc.returncode, out, json.load(f)
 
     def test_the_scripts_own_handler_ends_the_loop_and_the_summary_says_interrupted(self):
-        code, out, summary = self.run_until_stopped(handler=True)
-        self.assertEqual(code, 0, out)
-        self.assertIn("handler ran: True", out)
-        self.assertTrue(summary["interrupted"], summary)
-        self.assertGreaterEqual(summary["steps"], 10)
+        for handler in ("before", "after"):  # installed before Feed(), or after it opened
+            code, out, summary = self.run_until_stopped(handler)
+            self.assertEqual(code, 0, out)
+            self.assertIn("handler ran: True", out, handler)
+            self.assertTrue(summary["interrupted"], (handler, summary))
+            self.assertGreaterEqual(summary["steps"], 10)
 
     def test_without_a_handler_the_process_exits_75_and_the_summary_says_interrupted(self):
-        code, out, summary = self.run_until_stopped(handler=False)
+        code, out, summary = self.run_until_stopped(handler=None)
         self.assertEqual(code, 75, out)
         self.assertNotIn("loop ended", out)
         self.assertTrue(summary["interrupted"], summary)

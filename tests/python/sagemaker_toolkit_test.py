@@ -113,11 +113,14 @@ class ToolkitTest(unittest.TestCase):
                 self.assertNotIn("RANK", env, "the data group runs the script once, not under torchrun")
         # Every host's checkpoints went to the store; a second run finds them all on every host.
         self.assertEqual(sorted(os.listdir(spec["checkpoint_dir"])),
-                         ["algo-1-rank-", "algo-2-rank0", "algo-2-rank1", "algo-3-rank-"])
+                         ["algo-1-rank-", "algo-2-rank0", "algo-2-rank1", "algo-3-rank-", "latest"])
         run, probes = simulate(job(checkpoints=spec["checkpoint_dir"]))
         self.assertEqual(run.returncode, 0, run.stdout[-3000:])
         for p in probes.values():
-            self.assertEqual(len(p["found_checkpoints"]), 4, p["found_checkpoints"])
+            self.assertEqual(len(p["found_checkpoints"]), 5, p["found_checkpoints"])
+        # The trainer rewrote "latest"; the data hosts' untouched copies of the old one did not win.
+        with open(os.path.join(spec["checkpoint_dir"], "latest")) as f:
+            self.assertEqual(f.read(), "5")
 
     def test_the_generic_estimator_sends_str_and_the_script_gets_what_the_toolkit_makes_of_it(self):
         run, probes = simulate(job(estimator="Estimator", hyperparameters={**HP, "sizes": [1, 2]}))

@@ -75,6 +75,13 @@ def start_ranks():
     return (torch.device("cuda", local_rank) if cuda else torch.device("cpu")), local_rank
 
 
+def together(stop, ended, device):
+    """(any rank was stopped, any rank's epoch ended), agreed by every rank before each step."""
+    flags = torch.tensor([float(stop), float(ended)], device=device)
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    return bool(flags[0].item()), bool(flags[1].item())
+
+
 def resume(args, model, opt, fingerprint, device):
     """The first epoch to train: after the checkpoint's, when it is this job's."""
     if not os.path.exists(CHECKPOINT):
@@ -97,6 +104,7 @@ def main():
 
     device, local_rank = start_ranks()
     rank = dist.get_rank()
+    torch.manual_seed(0)  # the same initial weights every run (DDP also broadcasts rank 0's)
     ds = tandem.TandemDataset(batch_size=args.batch_size, wire_dtype="uint8", **settings())  # the data group's hosts
     info = ds.dataset_info
     model = getattr(torchvision.models, args.model)(num_classes=info["num_classes"]).to(device)
@@ -110,10 +118,17 @@ def main():
     mean = torch.tensor(info["mean"] or [0.0] * 3, device=device).view(1, -1, 1, 1)
     std = torch.tensor(info["std"] or [1.0] * 3, device=device).view(1, -1, 1, 1)
 
+    stopped = False
     for epoch in range(first_epoch, args.epochs):
         ds.set_epoch(epoch)
         losses = []
-        for images, labels in torch.utils.data.DataLoader(ds, batch_size=None, pin_memory=device.type == "cuda"):
+        batches = iter(torch.utils.data.DataLoader(ds, batch_size=None, pin_memory=device.type == "cuda"))
+        while True:
+            batch = next(batches, None)  # None: the epoch's last step was taken, or the feed saw SIGTERM
+            stopped, ended = together(bool(stop), batch is None, device)
+            if stopped or ended:  # every rank leaves at the same step: none waits in an allreduce alone
+                break
+            images, labels = batch
             x = images.to(device, non_blocking=True).float().div_(255).sub_(mean).div_(std)
             x = x.contiguous(memory_format=torch.channels_last)
             y = labels.to(device, non_blocking=True)
@@ -124,9 +139,7 @@ def main():
             opt.step()
             losses.append(loss.item())
             ds.log(loss=losses[-1])  # tandem's metric lines (loss=..., metric_definitions), summary and report
-            if stop:
-                break
-        if stop:  # mid-epoch: the last complete epoch's checkpoint stands
+        if stopped:  # mid-epoch: the last complete epoch's checkpoint stands
             break
         if rank == 0:
             print(f"epoch={epoch} loss={sum(losses) / max(len(losses), 1):.4f} steps={len(losses)}", flush=True)
@@ -135,7 +148,7 @@ def main():
                      "fingerprint": fingerprint}
             torch.save(state, CHECKPOINT + ".tmp")
             os.replace(CHECKPOINT + ".tmp", CHECKPOINT)
-    if stop:
+    if stopped:
         print(f"launcher: rank {rank} stopped (SIGTERM); the next run resumes from {CHECKPOINT}", flush=True)
         sys.exit(75)  # interrupted, resumable
     dist.barrier()

@@ -44,8 +44,11 @@ struct ScriptRunOptions {
 // 0 counts as training every rank of its own host (ranks 0 .. local_world-1) that marked,
 // and every rank elsewhere, which it cannot see. Best effort: a mark that cannot be
 // written is left out, and so is its rank.
-void mark_rank_training(const std::string& summary_path, int rank);
-int ranks_training(const std::string& summary_path, int world, int local_world);
+// `launch` names the launch of this host's ranks when the launcher says it
+// (TANDEM_LAUNCH_ID: simulate's torchrun ranks, each under its own /bin/sh); "" = the
+// parent process (torchrun's agent, `tandem launch`).
+void mark_rank_training(const std::string& summary_path, int rank, const std::string& launch = "");
+int ranks_training(const std::string& summary_path, int world, int local_world, const std::string& launch = "");
 
 class ScriptRun {
  public:

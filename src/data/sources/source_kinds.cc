@@ -45,7 +45,7 @@ DescribedSettings mnist_fixed(const DataOptions& opts) {
 }
 
 // A Python dataset's identity: its file (and the file's bytes when this host has it), its
-// NAME and its arguments (--data-args, {} when none), as the workers' description says them.
+// NAME and its arguments (--data-args, when given), as the workers' description says them.
 DescribedSettings python_fixed(const DataOptions& opts) {
   const std::string rest = split_source(opts.data).second;
   const std::string file = python_file_of(opts);
@@ -53,8 +53,10 @@ DescribedSettings python_fixed(const DataOptions& opts) {
   if (const std::optional<std::string> code = read_file(file)) out.emplace_back("code", hex64(fnv1a(*code)));
   out.emplace_back("file", std::filesystem::path(file).filename().string());
   out.emplace_back("name", rest.substr(rest.rfind(':') + 1));
-  const nlohmann::json args = nlohmann::json::parse(opts.data_args.empty() ? "{}" : opts.data_args, nullptr, false);
-  out.emplace_back("args", args.is_discarded() ? opts.data_args : args.dump());
+  if (!opts.data_args.empty() && opts.data_args != DataOptions{}.data_args) {  // else the workers' stand
+    const nlohmann::json args = nlohmann::json::parse(opts.data_args, nullptr, false);
+    out.emplace_back("args", args.is_discarded() ? opts.data_args : args.dump());
+  }
   return with_common(std::move(out), opts);
 }
 

@@ -11,6 +11,9 @@ found = sorted(os.listdir(ckpt))
 rank = os.environ.get("RANK", "-")
 with open(os.path.join(ckpt, f"{os.environ['SM_CURRENT_HOST']}-rank{rank}"), "w") as f:
     f.write("x")
+if os.environ["SM_CURRENT_HOST"] == "algo-2" and rank == "0":  # the trainer's own checkpoint, rewritten each run
+    with open(os.path.join(ckpt, "latest"), "w") as f:
+        f.write(str(len(found)))
 with open(os.path.join(os.environ["SM_INPUT_CONFIG_DIR"], "hyperparameters.json")) as f:
     hp = json.load(f)
 data = os.path.join(os.path.dirname(os.environ["SM_MODEL_DIR"]), "input", "data")
