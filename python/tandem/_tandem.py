@@ -73,7 +73,10 @@ class Interrupted(SystemExit):
 
 def _live(handler):
     """`handler` with the handlers of closed feeds' watches taken out of the chain."""
-    while isinstance(getattr(handler, "__self__", None), _SigtermWatch) and not handler.__self__._installed:
+    seen = set()
+    while (isinstance(getattr(handler, "__self__", None), _SigtermWatch) and not handler.__self__._installed and
+           id(handler.__self__) not in seen):
+        seen.add(id(handler.__self__))
         handler = handler.__self__._previous
     return handler
 
@@ -97,8 +100,8 @@ class _SigtermWatch:
         if threading.current_thread() is not threading.main_thread():
             return
         current = signal.getsignal(signal.SIGTERM)
-        if current == self._on_sigterm or current in (signal.SIG_IGN, None):  # ours; ignored, or set outside Python
-            return
+        if isinstance(getattr(current, "__self__", None), _SigtermWatch) or current in (signal.SIG_IGN, None):
+            return  # a feed's watch (this one, or a later feed's, which chains to it); ignored, or set outside Python
         self._previous = _live(current)
         signal.signal(signal.SIGTERM, self._on_sigterm)
         self._installed = True
