@@ -172,8 +172,8 @@ TEST(PythonDeterminism, AWorkerWarnsTheSummaryListsItAndTheFlagRefusesIt) {
 
 // The plan's per-thread rate counts the CPU the Python processes spend making samples, not
 // only the C++ thread that waits on them (issue: a PIL dataset planned 50x too fast): a
-// dataset whose samples cost 2 ms of CPU each is measured by a worker at about what `tandem
-// bench pipeline` makes on one thread, and never faster than 2 ms a sample allows.
+// dataset whose samples cost 2 ms of CPU each is measured by a worker at close to, and never
+// faster than, the 500 samples per CPU-second that 2 ms a sample allows.
 TEST(PythonCpu, ThePlansPerThreadRateCountsThePythonProcesses) {
   REQUIRE_NUMPY();
   const fs::path dir = testing::fresh_dir("python-cpu");
@@ -187,21 +187,13 @@ TEST(PythonCpu, ThePlansPerThreadRateCountsThePythonProcesses) {
   ASSERT_EQ(r.code, 0) << r.out;
   const auto summary = nlohmann::json::parse(testing::slurp(dir / "s.json"));
   const double rate = summary["plan_inputs"]["workers"][0]["images_per_cpu_second"].get<double>();
-  // The bench's rate is by the wall clock, which other tests running beside this one
-  // slow down (CPU time does not): the best of up to three runs, as benchmarks take it.
-  double bench_rate = 0;
-  for (int run = 0; run < 3 && std::abs(rate - bench_rate) > 0.2 * bench_rate; ++run) {
-    const auto bench = testing::run_capture("bench pipeline --threads 1 --batch-size 8 --seconds 3 --json" + data,
-                                            dir / "bench.log", 120);
-    ASSERT_EQ(bench.code, 0) << bench.out;
-    const std::string line = bench.out.substr(bench.out.rfind("{\"batch_size\""));
-    bench_rate = std::max(bench_rate, nlohmann::json::parse(line.substr(0, line.find('\n')))["images_per_sec_per_thread"]
-                                          .get<double>());
-  }
-  std::cout << "per-thread rate: plan " << rate << " samples per CPU-second, bench pipeline " << bench_rate
-            << " samples/s on one thread\n";
+  // Busy burns 2 ms of CPU a sample in Python, so a rate that counts the Python process's
+  // CPU is at most 500 samples per CPU-second, and not far below it (the worker thread's own
+  // share is small); one that missed it would be many times higher. CPU time, unlike a
+  // wall-clock bench beside other tests, does not depend on what else the machine runs.
+  std::cout << "per-thread rate: plan " << rate << " samples per CPU-second (2 ms of Python CPU a sample: at most 500)\n";
   EXPECT_LE(rate, 1000.0 / 2 * 1.02) << "faster than 2 ms of CPU a sample allows";
-  EXPECT_NEAR(rate, bench_rate, 0.2 * bench_rate);
+  EXPECT_GE(rate, 1000.0 / 2 * 0.6) << "the worker's own CPU per sample is a fraction of the dataset's 2 ms";
   fs::remove_all(dir);
 }
 
