@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "tandem/cluster/roles.h"
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
@@ -256,11 +258,11 @@ std::string shell_unsafe_argument(const nlohmann::json& decoded) {
   for (size_t i = 0; i + 1 < args.size(); i += 2) {
     const std::string key = args[i].substr(args[i].rfind("--", 0) == 0 ? 2 : 1);
     const std::string& v = args[i + 1];
-    if (v.empty()) return "'" + key + "' is empty (the shell drops it, and the next word takes its place)";
+    if (v.empty()) return fmt::format("'{}' is empty (the shell drops it, and the next word takes its place)", key);
     const size_t at = v.find_first_of(" \t\n()'\"`$;&|<>*?[]{}\\#~");
     if (at == std::string::npos) continue;
-    const std::string c = v[at] == ' ' ? "a space" : v[at] == '\n' ? "a newline" : "'" + std::string(1, v[at]) + "'";
-    return "'" + key + "' = '" + printable(v, 120) + "' (" + c + " is shell syntax)";
+    const std::string c = v[at] == ' ' ? "a space" : v[at] == '\n' ? "a newline" : fmt::format("'{}'", v[at]);
+    return fmt::format("'{}' = '{}' ({} is shell syntax)", key, printable(v, 120), c);
   }
   return "";
 }

@@ -290,10 +290,6 @@ int simulate_exit_code(const std::vector<SimHost>& hosts, const std::vector<Exit
   return code != kExitOk || workers_ok ? code : kExitFailed;
 }
 
-}  // namespace
-
-namespace {
-
 // The tandem settings simulate was given, as the script's hyperparameters carry them
 // under --every-host: not the command, which the hosts run, nor the GPU check's lifting,
 // which only tandem's own trainer reads.

@@ -58,17 +58,6 @@ void check_shell_safe(const SageMakerJob& job, const nlohmann::json& decoded) {
                     "tandem.serve(pipeline=...) and tandem.Feed(pipeline=...), docs/sagemaker.md)");
 }
 
-// The hosts of the groups `dist` names, in resourceconfig order (the same on every host).
-std::vector<std::string> distribution_hosts(const std::vector<SimHost>& hosts, const std::vector<std::string>& dist) {
-  const nlohmann::ordered_json rc = resource_config(hosts, 0);
-  std::vector<std::string> out;
-  for (const auto& g : rc["instance_groups"]) {
-    if (std::find(dist.begin(), dist.end(), g["instance_group_name"].get<std::string>()) == dist.end()) continue;
-    for (const auto& h : g["hosts"]) out.push_back(h.get<std::string>());
-  }
-  return out;
-}
-
 // Host i's processes: the command once, or torchrun's ranks (one per simulated GPU) when
 // its group runs torchrun. `ports`: one per host, then one per rendezvous.
 void add_host_specs(ToolkitRun& t, size_t i, const ProcessSpec& base, const nlohmann::json& decoded,
@@ -81,7 +70,7 @@ void add_host_specs(ToolkitRun& t, size_t i, const ProcessSpec& base, const nloh
     t.owner.push_back(i);
     return;
   }
-  const std::vector<std::string> nodes = distribution_hosts(t.hosts, dist);
+  const std::vector<std::string> nodes = group_hosts(resource_config(t.hosts, i), dist);
   std::string key;
   for (const std::string& g : dist) key += g + ",";
   if (!rendezvous.count(key)) {

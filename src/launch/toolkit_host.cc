@@ -12,6 +12,7 @@
 #include "tandem/cluster/cluster.h"
 #include "tandem/cluster/roles.h"
 #include "tandem/common/files.h"
+#include "tandem/common/text.h"
 #include "tandem/launch/sagemaker_job.h"
 
 namespace tandem::launch {
@@ -62,16 +63,6 @@ bool reserved(const std::string& key) {
   return key.rfind("sagemaker_", 0) == 0 || key == "_tuning_objective_metric" || key == "default_user_module_name";
 }
 
-// The hosts of the groups in `groups`, in resourceconfig order.
-std::vector<std::string> hosts_of(const nlohmann::ordered_json& rc, const std::vector<std::string>& groups) {
-  std::vector<std::string> out;
-  for (const auto& g : rc["instance_groups"]) {
-    if (std::find(groups.begin(), groups.end(), g["instance_group_name"].get<std::string>()) == groups.end()) continue;
-    for (const auto& h : g["hosts"]) out.push_back(h.get<std::string>());
-  }
-  return out;
-}
-
 nlohmann::json input_data_config(const SageMakerJob& job, const std::vector<std::string>& names) {
   nlohmann::json out = nlohmann::json::object();
   for (const JobChannel& c : job.channels) {
@@ -97,12 +88,12 @@ nlohmann::json training_env(const SageMakerJob& job, const SimHost& me, const st
     dict[g["instance_group_name"].get<std::string>()] = nlohmann::json::parse(g.dump());
   }
   const std::vector<std::string> dist = distribution_groups(job, decoded, me.group);
-  const std::vector<std::string> dist_hosts = hosts_of(rc, dist);
+  const std::vector<std::string> dist_hosts = group_hosts(rc, dist);
   const std::string master = dist_hosts.empty() ? rc["hosts"][0].get<std::string>() : dist_hosts.front();
   const std::string entry = job.entry_point;
   return {{"additional_framework_parameters", framework}, {"channel_input_dirs", dirs},
           {"current_host", me.name}, {"current_instance_group", me.group},
-          {"current_instance_group_hosts", hosts_of(rc, {me.group})}, {"current_instance_type", me.instance_type},
+          {"current_instance_group_hosts", group_hosts(rc, {me.group})}, {"current_instance_type", me.instance_type},
           {"distribution_hosts", dist_hosts}, {"distribution_instance_groups", dist},
           {"framework_module", job.framework ? "sagemaker_pytorch_container.training:main" : ""},
           {"hosts", rc["hosts"].get<std::vector<std::string>>()}, {"hyperparameters", hps}, {"input_config_dir", root + "/input/config"},
@@ -119,6 +110,16 @@ nlohmann::json training_env(const SageMakerJob& job, const SimHost& me, const st
 }
 
 }  // namespace
+
+std::vector<std::string> group_hosts(const nlohmann::ordered_json& resource_config,
+                                     const std::vector<std::string>& groups) {
+  std::vector<std::string> out;
+  for (const auto& g : resource_config["instance_groups"]) {
+    if (std::find(groups.begin(), groups.end(), g["instance_group_name"].get<std::string>()) == groups.end()) continue;
+    for (const auto& h : g["hosts"]) out.push_back(h.get<std::string>());
+  }
+  return out;
+}
 
 std::vector<SimHost> job_hosts(const SageMakerJob& job) {
   std::vector<int> left;
@@ -238,10 +239,11 @@ void sync_checkpoints_back(const SageMakerJob& job, const std::vector<std::strin
 std::vector<std::string> toolkit_command(const std::vector<std::string>& program, const nlohmann::json& decoded) {
   // exec: the script is the host's process (dash would otherwise stay its parent, die of a
   // stop at once and leave the script to be killed), with the same unquoted word splitting.
-  std::string line = "exec";
-  for (const std::string& word : program) line += " " + word;
-  for (const std::string& arg : toolkit_args(decoded)) line += " " + arg;
-  return {"/bin/sh", "-c", line};
+  std::vector<std::string> words = {"exec"};
+  words.insert(words.end(), program.begin(), program.end());
+  const std::vector<std::string> args = toolkit_args(decoded);
+  words.insert(words.end(), args.begin(), args.end());
+  return {"/bin/sh", "-c", joined(words, " ")};
 }
 
 }  // namespace tandem::launch

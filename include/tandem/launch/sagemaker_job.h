@@ -85,6 +85,11 @@ struct SimHost {
 // group, algo-2 of the second, ...): SageMaker numbers hosts with no regard to groups.
 std::vector<SimHost> job_hosts(const SageMakerJob& job);
 
+// The hosts of `groups` as `resource_config` (a resourceconfig.json) lists them, group by
+// group: the same order on every host (torchrun's nodes, the first its master).
+std::vector<std::string> group_hosts(const nlohmann::ordered_json& resource_config,
+                                     const std::vector<std::string>& groups);
+
 // The groups whose hosts run torchrun, as the toolkit decides on a host of `group`: the
 // hyperparameter sagemaker_distribution_instance_groups, else (torch_distributed on, the
 // PyTorch estimator passing no groups) the host's own group, else none.
