@@ -15,9 +15,10 @@
 #include "process_helpers.h"
 #include "shard_fixtures.h"
 #include "tandem/common/error.h"
-#include "tandem/common/settings.h"
 #include "tandem/data/batching/batch_maker.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/core/options.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/training/trainer.h"
 #include "training/batch_mix.h"
 

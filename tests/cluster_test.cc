@@ -60,6 +60,7 @@ TEST(Discover, HeterogeneousExampleOnEveryHost) {
     EXPECT_EQ(c.current_instance_type, group_and_type.second) << host;
     EXPECT_EQ(c.hosts, (Strings{"algo-1", "algo-2", "algo-3"}));
     EXPECT_EQ(c.source, root.config_path());
+    EXPECT_EQ(c.platform, Platform::kSageMaker);
     EXPECT_EQ(c.origin["current_host"], root.config_path());
   }
 }

@@ -10,7 +10,8 @@
 
 #include "image_fixtures.h"
 #include "process_helpers.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 
 namespace {
 

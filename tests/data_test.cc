@@ -11,10 +11,11 @@
 #include <gtest/gtest.h>
 
 #include "tandem/common/error.h"
-#include "tandem/data/batching/batch_maker.h"
 #include "tandem/data/augment/gaussian_blur.h"
-#include "tandem/data/augment/rng.h"
+#include "tandem/data/batching/batch_maker.h"
 #include "tandem/data/batching/sampler.h"
+#include "tandem/data/core/rng.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/data/sources/synthetic.h"
 
 namespace tandem::data {

@@ -13,6 +13,7 @@
 #include "../src/transport/batch_method.h"
 #include "tandem/common/error.h"
 #include "tandem/data/batching/batch_maker.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/transport/data_worker.h"
 #include "tandem/v1/data.grpc.pb.h"
 #include "worker_fixture.h"
@@ -102,10 +103,10 @@ std::string stream_error(BatchStream& s) {
 TEST(DataWorker, DescribesItsDataset) {
   Fixture f;
   const WorkerInfo info = f.worker.describe();
-  EXPECT_EQ(info.dataset, "synthetic");
-  EXPECT_EQ(info.size, 400u);
-  EXPECT_EQ(info.fingerprint, f.dataset->info().fingerprint);
-  EXPECT_EQ(info.sample_shape, (std::vector<int64_t>{3, 16, 16}));
+  EXPECT_EQ(info.dataset.name, "synthetic");
+  EXPECT_EQ(info.dataset.size, 400u);
+  EXPECT_EQ(info.dataset.fingerprint, f.dataset->info().fingerprint);
+  EXPECT_EQ(info.dataset.sample_shape, (std::vector<int64_t>{3, 16, 16}));
   EXPECT_EQ(info.threads, 2);
   EXPECT_EQ(info.host, "host-a");
 }

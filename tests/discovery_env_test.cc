@@ -46,6 +46,7 @@ TEST(SageMakerEnv, Heterogeneous) {
   EXPECT_EQ(c.origin["current_group"], "SM_CURRENT_INSTANCE_GROUP");
   EXPECT_EQ(c.origin["current_instance_type"], "SM_CURRENT_INSTANCE_TYPE");
   EXPECT_TRUE(Mentions(c.source, {"SM_"}));
+  EXPECT_EQ(c.platform, Platform::kSageMaker);  // what --stop-grace's default reads
 }
 
 TEST(SageMakerEnv, OnlyHostsMeansHomogeneous) {
@@ -141,6 +142,7 @@ TEST(TorchrunEnv, NodesFromWorldSize) {
   EXPECT_EQ(c.details["MASTER_ADDR"], "10.0.0.1");
   EXPECT_EQ(c.details["RANK"], "5");
   EXPECT_TRUE(c.ranks_started);  // launch trains as this rank, starting no processes
+  EXPECT_EQ(c.platform, Platform::kTorchrun);
 }
 
 // Kubeflow's PyTorchJob: WORLD_SIZE and RANK per pod, no LOCAL_WORLD_SIZE (used to be an
@@ -198,6 +200,7 @@ TEST(Discover, LocalDefault) {
   ASSERT_EQ(c.groups.size(), 1u);
   EXPECT_EQ(c.origin["current_host"], "default");
   EXPECT_TRUE(Mentions(c.source, {"default"}));
+  EXPECT_EQ(c.platform, Platform::kLocal);
 }
 
 TEST(Discover, EmptyVariablesCountAsUnset) {
@@ -273,10 +276,10 @@ TEST(LauncherEnv, TorchrunsVariablesAreReadAndChecked) {
                                                   {"MASTER_PORT", "29555"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
                                                   {"TORCHELASTIC_RESTART_COUNT", "2"},
                                                   {"TANDEM_GLOO_ADDRESS", "10.0.0.7"}, {"TANDEM_SIMULATED_HOST", "h"}}));
-  EXPECT_EQ(l.world_size, 4);
-  EXPECT_EQ(l.rank, 3);
-  EXPECT_EQ(l.local_rank, 1);
-  EXPECT_EQ(l.local_world_size, 2);
+  EXPECT_EQ(l.place.world, 4);
+  EXPECT_EQ(l.place.rank, 3);
+  EXPECT_EQ(l.place.local_rank, 1);
+  EXPECT_EQ(l.place.local_world, 2);
   EXPECT_EQ(l.master_addr, "algo-1");
   EXPECT_EQ(l.master_port, 29555);
   EXPECT_TRUE(l.agent_store);
@@ -284,7 +287,7 @@ TEST(LauncherEnv, TorchrunsVariablesAreReadAndChecked) {
   EXPECT_EQ(l.gloo_address, "10.0.0.7");
   EXPECT_TRUE(l.simulated_host);
   const LauncherEnv none = read_launcher_env(env_of({}));
-  EXPECT_EQ(none.world_size, 1);
+  EXPECT_EQ(none.place.world, 1);
   EXPECT_EQ(none.master_port, 0);
   EXPECT_FALSE(none.agent_store);
   EXPECT_FALSE(none.simulated_host);
@@ -311,7 +314,7 @@ TEST(LauncherEnv, OnlyRanksReadIt) {
   const EnvLookup odd = env_of({{"RANK", "x"}, {"MASTER_PORT", "tcp://10.0.0.5:29500"}, {"TANDEM_TOKEN", "t0k"}});
   Settings worker;
   EXPECT_NO_THROW(cli::finish_settings(worker, false, odd));
-  EXPECT_EQ(worker.launcher.world_size, 1);
+  EXPECT_EQ(worker.launcher.place.world, 1);
   EXPECT_EQ(worker.security.token, "t0k");
   Settings trainer;
   EXPECT_NE(config_error([&] { cli::finish_settings(trainer, true, odd); }).find("environment variable "),

@@ -139,18 +139,8 @@ class FakeWorkerClient : public transport::WorkerClient {
 
 // A worker's description of `dataset`, as its Info would give it.
 inline transport::WorkerInfo describe(const data::Dataset& dataset, const std::string& host = "fake") {
-  const data::DatasetInfo& d = dataset.info();
   transport::WorkerInfo w;
-  w.dataset = d.name;
-  w.size = d.size;
-  w.fingerprint = d.fingerprint;
-  w.sample_shape = d.sample_shape;
-  w.dtype = d.dtype;
-  w.num_classes = d.num_classes;
-  w.mean = d.mean;
-  w.std = d.std;
-  w.class_names = d.class_names;
-  w.fingerprint_description = d.description;
+  w.dataset = dataset.info();
   w.threads = 1;
   w.host = host;
   return w;

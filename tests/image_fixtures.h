@@ -16,7 +16,7 @@
 #include <zlib.h>
 
 #include "tandem/data/codecs/image.h"
-#include "tandem/data/augment/rng.h"
+#include "tandem/data/core/rng.h"
 
 namespace tandem::data::testing {
 

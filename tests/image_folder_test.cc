@@ -9,10 +9,11 @@
 
 #include "image_fixtures.h"
 #include "tandem/common/error.h"
+#include "tandem/common/thread_pool.h"
 #include "tandem/data/batching/batch_maker.h"
 #include "tandem/data/batching/convert.h"
 #include "tandem/data/sources/image_folder.h"
-#include "tandem/data/batching/thread_pool.h"
+#include "tandem/data/sources/source_kinds.h"
 
 namespace tandem::data {
 namespace {

@@ -26,8 +26,8 @@
 #include "process_helpers.h"
 #include "tandem/common/error.h"
 #include "tandem/common/launch_env.h"
-#include "tandem/launch/rank_group.h"
 #include "tandem/launch/rank_env.h"
+#include "tandem/launch/rank_group.h"
 #include "tandem/launch/release_gate.h"
 #include "tandem/launch/simulate.h"
 #include "worker_fixture.h"
@@ -49,7 +49,7 @@ TEST(RankEnv, TorchrunVariablesPlaceEveryRank) {
   ctx.host = "algo-3";
   ctx.omp_threads = 4;
   ctx.network_interface = "eth0";
-  const auto env = rank_environment(ctx, RankPlace{1, 2, 1, 2});
+  const auto env = rank_environment(ctx, RankPlace::on_host(1, 2, 1, 2));
   const std::map<std::string, std::string> want = {
       {"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "1"},
       {"GROUP_WORLD_SIZE", "2"}, {"ROLE_RANK", "3"}, {"ROLE_WORLD_SIZE", "4"}, {"MASTER_ADDR", "10.0.0.2"},

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "process_helpers.h"
-#include "tandem/feed/scaling.h"
+#include "tandem/report/scaling.h"
 #include "tandem/transport/metrics_http.h"
 
 namespace tandem {
@@ -54,17 +54,17 @@ double metric(const std::string& text, const std::string& name) {
 }
 
 TEST(Scaling, WorkersWantedIsTheNeedOverTheMeanCapacity) {
-  feed::ScalingInputs in{1000, 0, {200, 300}, 0.05};
-  EXPECT_EQ(feed::workers_wanted(in), 4);  // 950 / 250 = 3.8
+  report::ScalingInputs in{1000, 0, {200, 300}, 0.05};
+  EXPECT_EQ(report::workers_wanted(in), 4);  // 950 / 250 = 3.8
   in.local = 500;
-  EXPECT_EQ(feed::workers_wanted(in), 2);  // 450 / 250
+  EXPECT_EQ(report::workers_wanted(in), 2);  // 450 / 250
   in.capacities = {0, 0};
-  EXPECT_EQ(feed::workers_wanted(in), std::nullopt) << "no worker's capacity known yet";
-  feed::SourceStats s;
+  EXPECT_EQ(report::workers_wanted(in), std::nullopt) << "no worker's capacity known yet";
+  report::SourceStats s;
   s.samples = 1000;
   s.compute_seconds = 4;
   s.threads = 8;
-  EXPECT_DOUBLE_EQ(feed::worker_capacity(s), 2000);
+  EXPECT_DOUBLE_EQ(report::worker_capacity(s), 2000);
 }
 
 TEST(MetricsHttp, ServesOnePathAndASilentClientHoldsItUpOnlyBriefly) {

@@ -12,6 +12,7 @@
 #include "tandem/common/error.h"
 #include "tandem/data/batching/batch_maker.h"
 #include "tandem/data/sources/mnist.h"
+#include "tandem/data/sources/source_kinds.h"
 
 namespace tandem::data {
 namespace {

@@ -92,7 +92,7 @@ TEST(DistInfo, ComesFromTheLauncherAndTheFlags) {
   EXPECT_EQ(d.master_addr, "127.0.0.1");
   EXPECT_EQ(d.master_port, 29511) << "--master-port when MASTER_PORT is unset";
   EXPECT_EQ(d.timeout_s, 42);
-  env = {.world_size = 4, .rank = 3, .local_rank = 1, .local_world_size = 2, .master_addr = "algo-1",
+  env = {.place = {3, 4, 1, 2}, .master_addr = "algo-1",
          .master_port = 29555, .agent_store = true, .restart_count = 2, .gloo_address = "10.0.0.7"};
   d = dist_info(env, o);
   EXPECT_EQ(std::tie(d.rank, d.world, d.local_rank, d.local_world), std::make_tuple(3, 4, 1, 2));

@@ -13,6 +13,7 @@
 #include "tandem/cluster/cluster.h"
 #include "tandem/cluster/endpoint.h"
 #include "tandem/cluster/roles.h"
+#include "tandem/launch/settings.h"
 #include "discovery_helpers.h"
 #include "process_helpers.h"
 
@@ -118,6 +119,7 @@ TEST(NamedWorkers, LocalhostResolvesForReal) {
 TEST(Slurm, OneStepOverEveryComponentPlacesEachTaskByItsRank) {
   const Cluster worker = discover_env(recorded("slurm-het-step-task0.env"));
   EXPECT_TRUE(Mentions(worker.source, {"Slurm heterogeneous job 5", "SLURM_HET_SIZE=2"}));
+  EXPECT_EQ(worker.platform, Platform::kSlurm);
   ASSERT_EQ(worker.groups.size(), 2u);
   EXPECT_EQ(worker.groups[0].name, "het-group-0");
   EXPECT_EQ(worker.groups[0].hosts, Strings{"vm-0"});
@@ -283,6 +285,7 @@ TEST(JobSet, AWorkerPodKnowsEveryPeerByItsStableName) {
   EXPECT_EQ(c.groups[0].hosts, Strings{"tandem-demo-trainer-0-0.tandem-demo"});
   EXPECT_EQ(c.groups[1].hosts, (Strings{"tandem-demo-workers-0-0.tandem-demo", "tandem-demo-workers-1-0.tandem-demo"}));
   EXPECT_TRUE(Mentions(c.source, {"JobSet tandem-demo"}));
+  EXPECT_EQ(c.platform, Platform::kJobSet);
   EXPECT_EQ(c.origin.at("current_group"), "REPLICATED_JOB_NAME");
   EXPECT_FALSE(c.ranks_started);
 

@@ -20,8 +20,9 @@
 #include "worker_fixture.h"
 #include "tandem/common/error.h"
 #include "tandem/data/batching/batch_maker.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
 #include "tandem/data/sources/python_dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 
 namespace tandem {
 namespace {
@@ -419,8 +420,8 @@ TEST(PythonDatasetWorkers, TwoWorkersServeByteIdenticalBatches) {
   EXPECT_EQ(x.shape, (std::vector<int64_t>{8, 3, 16, 16}));
   EXPECT_EQ(x.labels, y.labels);
   EXPECT_EQ(x.data, y.data);
-  EXPECT_EQ(testing::ready_client(a.target())->info(10).fingerprint,
-            testing::ready_client(b.target())->info(10).fingerprint);
+  EXPECT_EQ(testing::ready_client(a.target())->info(10).dataset.fingerprint,
+            testing::ready_client(b.target())->info(10).dataset.fingerprint);
 }
 
 // Detection behind two workers: the fields travel on the wire, identical from both.
@@ -432,8 +433,8 @@ TEST(PythonDatasetWorkers, TwoWorkersServeByteIdenticalFields) {
   ASSERT_NE(a.port, 0) << slurp(dir / "a.log");
   ASSERT_NE(b.port, 0) << slurp(dir / "b.log");
   const auto info = testing::ready_client(a.target())->info(10);
-  ASSERT_EQ(info.fields.size(), 5u);
-  EXPECT_EQ(info.fields[3], (data::FieldSpec{"boxes", data::DType::kFloat32, {-1, 4}}));
+  ASSERT_EQ(info.dataset.fields.size(), 5u);
+  EXPECT_EQ(info.dataset.fields[3], (data::FieldSpec{"boxes", data::DType::kFloat32, {-1, 4}}));
   data::BatchRequest request{7, 2, {3, 31, 0, 7, 7}};
   const data::Batch x = request_batch(a.target(), request), y = request_batch(b.target(), request);
   ASSERT_EQ(x.fields.size(), 3u);

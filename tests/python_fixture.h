@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "tandem/common/error.h"
-#include "tandem/common/settings.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/core/options.h"
+#include "tandem/data/sources/source_kinds.h"
 
 namespace tandem::testing {
 

@@ -10,9 +10,10 @@
 #include <gtest/gtest.h>
 
 #include "python_fixture.h"
+#include "tandem/common/thread_pool.h"
 #include "tandem/data/batching/batch_maker.h"
-#include "tandem/data/batching/thread_pool.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 
 namespace tandem {
 namespace {
@@ -23,7 +24,7 @@ using testing::sample;
 
 // Samples `indices` of epoch 2 as one batch made by `threads` threads (each asks for its share at once).
 data::Batch batch_of(const std::shared_ptr<const data::Dataset>& ds, std::vector<uint64_t> indices, int threads) {
-  data::ThreadPool pool(threads);
+  ThreadPool pool(threads);
   data::BatchMaker maker(ds, &pool);
   std::promise<data::Batch> done;
   maker.make_async({7, 2, std::move(indices)}, [&](data::Batch b) { done.set_value(std::move(b)); },

@@ -18,7 +18,8 @@
 #include "process_helpers.h"
 #include "python_fixture.h"
 #include "worker_fixture.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 
 namespace tandem {
 namespace {

@@ -17,8 +17,9 @@
 #include "python_fixture.h"
 #include "worker_fixture.h"
 #include "tandem/common/error.h"
+#include "tandem/data/core/dataset.h"
 #include "tandem/data/python/process_pool.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/feed/rank_feed.h"
 
 namespace tandem {
@@ -203,7 +204,7 @@ data::PythonPoolOptions pool_options(const std::string& name, int procs) {
   DataOptions d;
   d.python = "/usr/bin/python3";
   d.python_procs = procs;
-  data::PythonPoolOptions p = data::python_runtime_options(d);
+  data::PythonPoolOptions p = data::python_runtime_options(data::python_runtime(d));
   p.file = kPythonFixtures + "/datasets.py";
   p.name = name;
   p.args_json = R"({"n": 64, "size": 8, "delay": 0.05})";

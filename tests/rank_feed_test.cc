@@ -13,6 +13,7 @@
 #include "fake_worker_client.h"
 #include "tandem/common/error.h"
 #include "tandem/data/sources/image_folder.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "worker_fixture.h"
 
 namespace tandem::feed {
@@ -54,7 +55,7 @@ std::string image_folder_worker() {
   DataOptions d;
   d.data = "imagefolder";
   d.image_size = 16;
-  return "imagefolder/v1 files=0123456789abcdef n=400 size=400 seed=0 pipeline=" + data::image_folder_pipeline(d) +
+  return "imagefolder/v1 files=0123456789abcdef n=400 size=400 seed=0 pipeline=" + data::image_folder_pipeline(data::image_options(d)) +
          " max_pixels=" + std::to_string(d.max_image_pixels);
 }
 
@@ -71,7 +72,7 @@ std::string error_of(F&& f) {
 TEST(RankFeed, LearnsTheDatasetFromTheFirstWorkerThatAnswers) {
   Workers w;
   w.add("a", /*healthy=*/false);
-  w.add("b")->info.fingerprint_description = image_folder_worker();
+  w.add("b")->info.dataset.description = image_folder_worker();
   FeedOptions o = w.options();
   o.data.data = "imagefolder:/nonexistent/tandem-test-data";  // no copy on this host
   const std::atomic<bool> stop{false};
@@ -89,7 +90,7 @@ TEST(RankFeed, LearnsTheDatasetFromTheFirstWorkerThatAnswers) {
 TEST(RankFeed, ALearntDatasetWhoseSettingsDifferFromOursIsRefusedByName) {
   const auto refusal = [](const std::function<void(DataOptions&)>& set) {
     Workers w;
-    w.add("b")->info.fingerprint_description = image_folder_worker();
+    w.add("b")->info.dataset.description = image_folder_worker();
     FeedOptions o = w.options();
     o.data.data = "imagefolder:/nonexistent/tandem-test-data";
     set(o.data);
@@ -111,7 +112,7 @@ TEST(RankFeed, ALearntDatasetWhoseSettingsDifferFromOursIsRefusedByName) {
 
 TEST(RankFeed, RefusesAWorkerServingAnotherDatasetByName) {
   Workers w;
-  w.add("odd")->info.fingerprint = "0ther";
+  w.add("odd")->info.dataset.fingerprint = "0ther";
   const std::atomic<bool> stop{false};
   RankFeed feed(w.options(), stop);
   const std::string e = error_of([&] { feed.start(10, 0, 0); });

@@ -16,10 +16,11 @@
 #include "image_fixtures.h"
 #include "process_helpers.h"
 #include "tandem/common/cpu_time.h"
+#include "tandem/common/thread_pool.h"
 #include "tandem/data/batching/batch_maker.h"
 #include "tandem/data/batching/sampler.h"
-#include "tandem/data/batching/thread_pool.h"
-#include "tandem/data/sources/read_ahead.h"
+#include "tandem/data/io/read_ahead.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/feed/local_source.h"
 #include "tandem/feed/scheduler.h"
 

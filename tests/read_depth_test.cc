@@ -13,10 +13,10 @@
 
 #include <gtest/gtest.h>
 
-#include "../src/data/sources/read_engines.h"
+#include "data/io/read_engines.h"
 #include "image_fixtures.h"
-#include "tandem/data/sources/read_ahead.h"
-#include "tandem/data/sources/read_depth.h"
+#include "tandem/data/io/read_ahead.h"
+#include "tandem/data/io/read_depth.h"
 #include "tandem/feed/request_depth.h"
 #include "tandem/feed/scheduler.h"
 

@@ -11,10 +11,10 @@
 
 #include "process_helpers.h"
 #include "tandem/common/error.h"
+#include "tandem/feed/script_run.h"
 #include "tandem/plan/planner.h"
 #include "tandem/report/html_report.h"
 #include "tandem/report/run_files.h"
-#include "tandem/report/script_run.h"
 #include "tandem/report/summary.h"
 #include "tandem/report/svg_chart.h"
 
@@ -64,7 +64,7 @@ TEST(ReportPlanInputs, MeasuredFromRankZerosSourcesAndWhatTheWorkersSaid) {
 // the whole wait, from the first slice, not the last slice alone.
 TEST(ReportScriptRun, AWaitInSlicesCountsFromItsFirstSlice) {
   const fs::path dir = fresh_dir("script-run-slices");
-  ScriptRun run({.summary_path = (dir / "summary.json").string(), .log_every = 100});
+  feed::ScriptRun run({.summary_path = (dir / "summary.json").string(), .log_every = 100});
   for (int batch = 0; batch < 2; ++batch) {
     for (int slice = 0; slice < 3; ++slice) {
       run.waiting();

@@ -1,4 +1,4 @@
-#include "tandem/data/augment/rng.h"
+#include "tandem/data/core/rng.h"
 
 #include <set>
 

@@ -17,6 +17,7 @@
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
 #include "tandem/data/batching/sampler.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/feed/worker_link.h"
 #include "tandem/transport/credentials.h"
 #include "tandem/transport/worker_client.h"
@@ -76,7 +77,7 @@ TEST(Security, WithoutTheTokenNothingButTheHealthCheckAnswers) {
   }
   EXPECT_FALSE(w.stopped());
   auto trainer = make_worker_client(w.target(), with_token("s3cret-token"));
-  EXPECT_EQ(trainer->info(5).size, 400u);
+  EXPECT_EQ(trainer->info(5).dataset.size, 400u);
   EXPECT_TRUE(trainer->shutdown("training finished", 5).ok());
   ASSERT_EQ(w.waiter.wait_for(10s), std::future_status::ready);
 }
@@ -90,7 +91,7 @@ TEST(Security, AWorkerRefusesATrainerOfAnotherJob) {
   auto unnamed = make_worker_client(w.target(), with_token("t"));
   EXPECT_NE(error_of([&] { unnamed->info(5); }).find("without a job name"), std::string::npos);
   auto mine = make_worker_client(w.target(), with_token("t", "job-a"));
-  EXPECT_EQ(mine->info(5).size, 400u);
+  EXPECT_EQ(mine->info(5).dataset.size, 400u);
 }
 
 TEST(Security, PeerTextIsEscapedAndShortened) {
@@ -255,7 +256,7 @@ TEST(Security, TlsWorkersServeTrainersThatTrustTheirCertificate) {
   client.tls_ca = (dir / "cert.pem").string();
   client.tls_server_name = "localhost";
   auto trusted = ready_client(w.target(), client, 10);
-  EXPECT_EQ(trusted->info(5).size, 400u);
+  EXPECT_EQ(trusted->info(5).dataset.size, 400u);
   auto plaintext = make_worker_client(w.target(), with_token("tls-token"));  // speaks plaintext to a TLS port
   EXPECT_NE(error_of([&] { plaintext->info(3); }), "");
   SecurityOptions bad = client;

@@ -8,7 +8,7 @@
 
 #include "process_helpers.h"
 #include "tandem/common/error.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
 #include "tandem/data/sources/source_kinds.h"
 
 namespace tandem::data {

@@ -5,8 +5,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "tandem/data/batching/buffer.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/buffer.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "training/collective.h"
 #include "training/device_feed.h"
 #include "training/evaluate.h"

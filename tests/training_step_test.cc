@@ -14,7 +14,8 @@
 
 #include "process_helpers.h"
 #include "tandem/common/error.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/training/trainer.h"
 #include "training/device_feed.h"
 #include "training/model.h"

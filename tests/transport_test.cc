@@ -11,6 +11,7 @@
 #include "tandem/common/error.h"
 #include "tandem/data/batching/batch_maker.h"
 #include "tandem/data/batching/sampler.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/feed/rank_feed.h"
 #include "tandem/feed/worker_link.h"
 #include "tandem/transport/batch_codec.h"
@@ -40,9 +41,9 @@ TEST(Transport, WorkerAnswersHealthChecksAndInfo) {
 
   auto remote = ready_client(w.target());
   const WorkerInfo info = remote->info(5);
-  EXPECT_EQ(info.dataset, "synthetic");
-  EXPECT_EQ(info.size, 400u);
-  EXPECT_EQ(info.fingerprint, data::make_dataset(small_data())->info().fingerprint);
+  EXPECT_EQ(info.dataset.name, "synthetic");
+  EXPECT_EQ(info.dataset.size, 400u);
+  EXPECT_EQ(info.dataset.fingerprint, data::make_dataset(small_data())->info().fingerprint);
   EXPECT_EQ(info.threads, 2);
   EXPECT_EQ(info.host, "test-worker");
 }

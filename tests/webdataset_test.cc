@@ -13,6 +13,7 @@
 #include "tandem/common/error.h"
 #include "tandem/data/sources/image_folder.h"
 #include "tandem/data/sources/manifest.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/data/sources/tar.h"
 #include "tandem/data/sources/webdataset.h"
 

@@ -14,6 +14,7 @@
 #include "fake_worker_client.h"
 #include "process_helpers.h"
 #include "tandem/common/error.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/feed/rank_feed.h"
 #include "worker_fixture.h"
 

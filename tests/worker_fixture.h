@@ -12,8 +12,10 @@
 #include <thread>
 
 #include "tandem/common/clock.h"
-#include "tandem/common/settings.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/core/options.h"
+#include "tandem/data/sources/source_kinds.h"
+#include "tandem/transport/options.h"
 #include "tandem/transport/worker_client.h"
 #include "tandem/transport/worker_server.h"
 

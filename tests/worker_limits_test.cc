@@ -98,7 +98,7 @@ TEST_F(WorkerLimits, ARequestForTooManySamplesIsRefusedAndTheWorkerServesOn) {
   }
   EXPECT_FALSE(big.rw->Finish().ok());
   auto check = transport::make_worker_client(target(), {});
-  EXPECT_EQ(check->info(5).dataset, "premade");
+  EXPECT_EQ(check->info(5).dataset.name, "premade");
   EXPECT_EQ(waitpid(worker_.pid, nullptr, WNOHANG), 0) << "the worker died:\n" << slurp(dir_ / "worker.log");
 }
 
@@ -135,7 +135,7 @@ TEST_F(WorkerLimits, StreamsThatAskAndNeverReadCannotGrowTheWorker) {
   // 64 MiB of batches in flight, plus gRPC's buffers: far below the 48 GB asked for.
   EXPECT_LT(during - before, 600) << "worker grew from " << before << " to " << during << " MiB";
   auto check = transport::make_worker_client(target(), {});
-  EXPECT_EQ(check->info(5).dataset, "premade");
+  EXPECT_EQ(check->info(5).dataset.name, "premade");
 }
 
 

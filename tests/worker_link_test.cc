@@ -11,6 +11,7 @@
 #include "fake_worker_client.h"
 #include "tandem/common/backoff.h"
 #include "tandem/data/batching/sampler.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "worker_fixture.h"
 
 namespace tandem::feed {
@@ -131,7 +132,7 @@ TEST(WorkerLink, AWorkerThatComesBackServingOtherDataIsAbandoned) {
   Rig rig;
   auto changed = rig.worker(), good = rig.worker();
   changed->plans.push_back({2, {Kind::kTransient, "gRPC UNAVAILABLE: restarted"}});
-  changed->info.fingerprint = "another-dataset";  // what it says once it is back
+  changed->info.dataset.fingerprint = "another-dataset";  // what it says once it is back
   auto a = rig.link("changed", changed), b = rig.link("good", good);
   a->start(false);
   // Its two batches, then the break; its next try to come back (after a 10 ms pause)
@@ -206,8 +207,8 @@ TEST(WorkerLink, IdentityProblemNamesBothDatasets) {
   auto ds = data::make_dataset(testing::small_data());
   transport::WorkerInfo w = testing::describe(*ds);
   EXPECT_EQ(identity_problem(w, ds->info()), "");
-  w.fingerprint = "ffff";
-  w.size = 7;
+  w.dataset.fingerprint = "ffff";
+  w.dataset.size = 7;
   const std::string problem = identity_problem(w, ds->info());
   EXPECT_NE(problem.find("ffff"), std::string::npos) << problem;
   EXPECT_NE(problem.find("7 samples"), std::string::npos) << problem;

@@ -7,7 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "process_helpers.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 
 namespace {
 

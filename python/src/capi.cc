@@ -27,9 +27,10 @@
 #include "tandem/data/batching/sampler.h"
 #include "tandem/feed/feeder.h"
 #include "tandem/feed/rank_feed.h"
+#include "tandem/feed/run_summary.h"
+#include "tandem/feed/script_run.h"
+#include "tandem/launch/feed_settings.h"
 #include "tandem/report/output_root.h"
-#include "tandem/report/run_summary.h"
-#include "tandem/report/script_run.h"
 
 using nlohmann::json;
 
@@ -76,8 +77,8 @@ std::string plan(const json& request, const std::atomic<bool>& stop) {
   const uint64_t start_step = request.value("start_step", uint64_t{0});
   feed::FeederOptions f{place.workers, place.rank, place.world, request.value("local_threads", 0), start_step,
                         std::nullopt, names_data(request), place.relay};
-  for (auto& w : f.workers) w = cluster::with_default_port(w, settings.cluster.worker_port);
-  const auto feed = std::make_unique<feed::RankFeed>(feed::feeder_feed_options(settings, f), stop);
+  const auto feed =
+      std::make_unique<feed::RankFeed>(feed::feeder_feed_options(launch::feed_options(settings, {}, 0, 1), f), stop);
   const bool learnt = !f.data_given && f.local_threads == 0 && settings.data.wire_dtype.empty();
   const auto steps = static_cast<uint64_t>(settings.trainer.steps);
   if (start_step > steps) {

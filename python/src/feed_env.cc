@@ -8,13 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "tandem/cluster/endpoint.h"
 #include "tandem/cli/options.h"
+#include "tandem/cluster/endpoint.h"
 #include "tandem/cluster/roles.h"
 #include "tandem/common/error.h"
 #include "tandem/common/launch_env.h"
 #include "tandem/common/text.h"
-#include "tandem/report/run_summary.h"
+#include "tandem/feed/run_summary.h"
 
 namespace tandem::python {
 namespace {
@@ -117,7 +117,7 @@ void discover_workers(FeedPlace& p, const Settings& settings, bool want_workers)
 // of the workers or of tandem's own trainer are theirs): the script writes its data
 // settings once, for tandem.serve() and tandem.Feed alike.
 std::vector<Setting> hyperparameter_settings(const std::vector<Setting>& given) {
-  std::string root = cluster::process_env("TANDEM_SAGEMAKER_ROOT").value_or("/opt/ml");
+  std::string root = cluster::process_env(launch_env::kSageMakerRoot).value_or(ClusterOptions{}.sagemaker_root);
   for (const Setting& g : given) {
     if (underscored(g.key) == "sagemaker_root" && g.values.size() == 1) root = g.values.front();
   }
@@ -160,12 +160,12 @@ FeedPlace feed_place(const std::optional<std::vector<std::string>>& workers, std
                      std::optional<int> world, const Settings& settings, bool need_workers) {
   FeedPlace p;
   const LauncherEnv env = cluster::read_launcher_env();
-  p.rank = env.rank;
-  p.world = env.world_size;
-  p.local_world = env.local_world_size;
+  p.rank = env.place.rank;
+  p.world = env.place.world;
+  p.local_world = env.place.local_world;
   p.simulated = env.simulated_host;
   p.relay = env.stream_relay;
-  p.launch = cluster::process_env("TANDEM_LAUNCH_ID").value_or("");
+  p.launch = cluster::process_env(launch_env::kLaunchId).value_or("");
   const auto launched = cluster::process_env(launch_env::kWorkers);
   p.launched = launched.has_value();
   if (workers) {
@@ -175,7 +175,7 @@ FeedPlace feed_place(const std::optional<std::vector<std::string>>& workers, std
     p.workers_from = std::string("$") + launch_env::kWorkers + " (tandem launch)";
   }
   if (p.launched) {
-    p.cluster = report::cluster_for_plan(settings, /*launched=*/true);
+    p.cluster = cluster::cluster_for_plan(settings.cluster, /*launched=*/true);
   } else {
     // Finding nothing is no error for a feed that has its workers or makes its own batches.
     try {

@@ -11,7 +11,7 @@
 
 #include "feed_settings.h"
 #include "tandem/cluster/cluster.h"
-#include "tandem/common/settings.h"
+#include "tandem/launch/settings.h"
 
 namespace tandem::python {
 

@@ -15,6 +15,8 @@
 #include "tandem/data/batching/convert.h"
 #include "tandem/data/batching/sampler.h"
 #include "tandem/feed/feeder.h"
+#include "tandem/launch/feed_settings.h"
+#include "tandem/launch/run_settings.h"
 #include "capi.h"
 
 namespace tandem::python {
@@ -37,7 +39,8 @@ class Feed {
                              request.value("start_step", uint64_t{0}), optional_of<uint64_t>(request, "epoch"),
                              names_data(request), place_.relay};
     learns_dtype_ = !opts.data_given && local_threads == 0 && settings_.data.wire_dtype.empty();
-    feeder_ = std::make_unique<feed::Feeder>(settings_, std::move(opts));
+    feed::FeedOptions feed = launch::feed_options(settings_, {}, opts.rank, opts.world);
+    feeder_ = std::make_unique<feed::Feeder>(std::move(opts), std::move(feed), static_cast<uint64_t>(settings_.trainer.steps));
   }
 
   // True once started; then the facts Python keeps are ready (info()).
@@ -93,7 +96,7 @@ class Feed {
       run_->note_in_flight(in.feeder->rank_feed().scheduler().in_flight());
     }
     if (!mark_at_.empty()) {  // this rank trains: rank 0's summary counts it
-      report::mark_rank_training(mark_at_, place_.rank, place_.launch);
+      feed::mark_rank_training(mark_at_, place_.rank, place_.launch);
       mark_at_.clear();
     }
     auto* c = new CBatch{std::move(*batch), {}};
@@ -115,7 +118,7 @@ class Feed {
   void log(const std::string& name, double value) {
     std::lock_guard lock(mu_);
     if (run_) return run_->reported(name, value);
-    report::ScriptRun::check_reported(name, value);
+    feed::ScriptRun::check_reported(name, value);
   }
 
   // Stops the feed's threads; tells the workers to exit when release_workers was asked,
@@ -205,7 +208,8 @@ class Feed {
     for (const auto& s : sources) batches += s.batches;
     run_->feed_ended(sources, f.hedged());
     if (batches == 0) return;
-    report::RunSummaryFacts facts{settings_, f.rank_feed(), {}, 0, place_.cluster};
+    feed::RunSummaryFacts facts{launch::run_settings(settings_, f.rank_feed().info(), /*script=*/true), f.rank_feed(), {},
+                                0, place_.cluster};
     facts.world = run_->ranks();
     facts.local_world = place_.local_world;
     facts.local_threads = f.rank_feed().local_threads();
@@ -227,7 +231,7 @@ class Feed {
   FeedPlace place_;
   std::string dtype_;
   bool learns_dtype_ = false;  // a dataset learnt from the workers: its dtype is theirs
-  std::shared_ptr<report::ScriptRun> run_;  // the process's run (rank 0), or null
+  std::shared_ptr<feed::ScriptRun> run_;  // the process's run (rank 0), or null
   std::string mark_at_;  // another rank's summary path, until its first batch is marked
   uint64_t batches_per_epoch_ = 0;
   std::string info_;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tandem/common/settings.h"
+#include "tandem/launch/settings.h"
 
 namespace tandem::python {
 

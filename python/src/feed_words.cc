@@ -115,16 +115,16 @@ std::string script_summary_path(const Settings& settings) {
   return std::filesystem::is_directory(root, ec) ? root + "/output/data/summary.json" : "";
 }
 
-// The process's run records (report::ScriptRun), made by its first feed on rank 0: the
+// The process's run records (feed::ScriptRun), made by its first feed on rank 0: the
 // feeds of one script (one per epoch) add up to one run. A feed told to write elsewhere
 // (another sagemaker_root or summary_json) starts another. They go only where the feed is
 // told: beside summary_json, or under an existing SageMaker root (SageMaker, tandem
 // launch, simulate); never into whatever folder the script runs in. Null without either,
 // or when the output folder cannot be made.
-std::shared_ptr<report::ScriptRun> script_run(const Settings& settings, const FeedPlace& place,
+std::shared_ptr<feed::ScriptRun> script_run(const Settings& settings, const FeedPlace& place,
                                               uint64_t steps_per_epoch, uint64_t start_step) {
   static std::mutex mu;
-  static std::shared_ptr<report::ScriptRun> run;
+  static std::shared_ptr<feed::ScriptRun> run;
   static std::optional<std::string> made_for;  // where the run was asked to write
   std::lock_guard lock(mu);
   std::error_code ec;
@@ -139,17 +139,17 @@ std::shared_ptr<report::ScriptRun> script_run(const Settings& settings, const Fe
                  "summary_json=PATH (or sagemaker_root=DIR) to keep them", root);
     return nullptr;
   }
-  report::ScriptRunOptions o{summary, start_step > 0, place.rank, place.world, settings.trainer.log_every,
+  feed::ScriptRunOptions o{summary, start_step > 0, place.rank, place.world, settings.trainer.log_every,
                              steps_per_epoch};
   if (std::filesystem::is_directory(root, ec)) o.sagemaker_root = root;
   o.metrics_port = settings.cluster.metrics_port;
   if (place.world > 1) {
     o.ranks = [summary, world = place.world, local = place.local_world, launch = place.launch] {
-      return report::ranks_training(summary, world, local, launch);
+      return feed::ranks_training(summary, world, local, launch);
     };
   }
   try {
-    run = std::make_shared<report::ScriptRun>(o);
+    run = std::make_shared<feed::ScriptRun>(o);
     spdlog::info("this run's metrics.jsonl, summary.json and report.html go to {}",
                  std::filesystem::path(summary).parent_path().string());
   } catch (const std::exception& e) {

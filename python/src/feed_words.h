@@ -12,10 +12,10 @@
 
 #include "feed_env.h"
 #include "feed_settings.h"
-#include "tandem/data/batching/batch.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/batch.h"
+#include "tandem/data/core/dataset.h"
 #include "tandem/feed/feeder.h"
-#include "tandem/report/script_run.h"
+#include "tandem/feed/script_run.h"
 
 namespace tandem::python {
 
@@ -55,8 +55,8 @@ std::string describe(const data::Batch& b, const std::string& source);
 // "" when neither (no records are kept).
 std::string script_summary_path(const Settings& settings);
 
-// The process's run records (report::ScriptRun) for a feed at `place`: see feed_words.cc.
-std::shared_ptr<report::ScriptRun> script_run(const Settings& settings, const FeedPlace& place,
+// The process's run records (feed::ScriptRun) for a feed at `place`: see feed_words.cc.
+std::shared_ptr<feed::ScriptRun> script_run(const Settings& settings, const FeedPlace& place,
                                               uint64_t steps_per_epoch, uint64_t start_step);
 
 // Each source's batches, samples, compute time, failure and rejoins; hedged requests.

@@ -7,9 +7,10 @@
 
 #include "tandem/bench/bench.h"
 #include "tandem/common/clock.h"
+#include "tandem/common/thread_pool.h"
 #include "tandem/data/batching/convert.h"
-#include "tandem/data/sources/dataset.h"
-#include "tandem/data/batching/thread_pool.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/feed/rank_feed.h"
 #include "tandem/launch/process.h"
 #include "tandem/launch/simulate.h"
@@ -27,7 +28,7 @@ struct WorkerSpec {
 // One worker twice as fast as the other: k cores and 2k cores. On fewer than three cores
 // that is impossible, and the two get one core each.
 std::vector<WorkerSpec> plan_workers() {
-  const int cores = data::available_cores();
+  const int cores = available_cores();
   const int k = std::max(cores / 3, 1);
   std::vector<WorkerSpec> w(2);
   if (cores >= 3) {

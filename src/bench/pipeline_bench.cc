@@ -9,12 +9,13 @@
 #include <mutex>
 #include <string>
 
-#include "tandem/common/clock.h"
 #include "tandem/bench/bench.h"
+#include "tandem/common/clock.h"
+#include "tandem/common/thread_pool.h"
 #include "tandem/data/batching/batch_maker.h"
 #include "tandem/data/batching/sampler.h"
-#include "tandem/data/batching/thread_pool.h"
-#include "tandem/data/sources/read_ahead.h"
+#include "tandem/data/io/read_ahead.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/feed/request_depth.h"
 
 namespace tandem::bench {
@@ -107,8 +108,8 @@ nlohmann::json bench_pipeline(const BenchOptions& opts) {
   const auto made = Clock::now();
   auto dataset = data::make_dataset(opts.data);  // file datasets index their files here
   const double index_seconds = std::chrono::duration<double>(Clock::now() - made).count();
-  const int threads = opts.threads > 0 ? opts.threads : data::available_cores();
-  data::ThreadPool pool(threads);
+  const int threads = opts.threads > 0 ? opts.threads : available_cores();
+  ThreadPool pool(threads);
   data::BatchMaker maker(dataset, &pool);
   data::Sampler sampler(dataset->info().size, opts.batch_size, opts.data.seed);
   // Half a second of warm-up, and with slow reads ten of their round trips more: the

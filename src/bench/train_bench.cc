@@ -4,10 +4,11 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/bench/bench.h"
+#include "tandem/common/thread_pool.h"
 #include "tandem/data/batching/convert.h"
-#include "tandem/data/sources/dataset.h"
 #include "tandem/data/batching/sampler.h"
-#include "tandem/data/batching/thread_pool.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/feed/local_source.h"
 #include "tandem/feed/scheduler.h"
 #include "tandem/training/runtime.h"
@@ -47,7 +48,7 @@ nlohmann::json bench_train(const TrainBenchOptions& o) {
   opts.log_every = static_cast<int>(std::max<int64_t>(o.steps, 1));
   const int64_t steps = 2 * (o.warmup_steps + o.steps);  // the ceiling's steps, then the fed run's
   const int cuda = training::cuda_device_count();
-  const int cores = data::available_cores();
+  const int cores = available_cores();
   const int threads = o.threads > 0 ? o.threads : (cuda ? std::max(cores - 1, 1) : 1);
   training::set_torch_threads(opts.train_threads > 0 ? opts.train_threads : (cuda ? 1 : std::max(cores - threads, 1)));
   training::Trainer trainer(training::trainer_config(opts, steps), info, training::DistInfo{}, training::RunPaths{});

@@ -12,8 +12,9 @@
 #include <fmt/format.h>
 
 #include "tandem/bench/bench.h"
-#include "tandem/data/batching/convert.h"
 #include "tandem/common/clock.h"
+#include "tandem/data/batching/convert.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/feed/rank_feed.h"
 #include "tandem/launch/process.h"
 #include "tandem/launch/simulate.h"

@@ -6,7 +6,7 @@
 #include "tandem/cli/options.h"
 #include "tandem/cluster/cluster.h"
 #include "tandem/cluster/roles.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
 #include "tandem/data/sources/source_kinds.h"
 #include "tandem/training/runtime.h"
 
@@ -32,7 +32,7 @@ Command add_inspect_command(CLI::App& root, Settings& s) {
   add_host_options(*app, s);  // the whole configuration, not just the cluster's
   return {app, [&s] {
             const cluster::Cluster c = cluster::discover(s.cluster);
-            const Settings ported = cluster::with_job_ports(s, c);  // a Slurm job's own ports
+            const Settings ported = with_job_ports(s, c);  // a Slurm job's own ports
             const cluster::RolePlan plan = cluster::resolve_roles(c, ported.cluster);
             nlohmann::json out =
                 cluster::describe(c, plan, ported.cluster, 1, ported.trainer.workers, ported.trainer.worker_service);

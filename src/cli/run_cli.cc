@@ -8,12 +8,13 @@
 #include "help_format.h"
 #include "usage_error.h"
 #include "tandem/cli/options.h"
+#include "tandem/common/environment.h"
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
 #include "tandem/launch/run.h"
 #include "tandem/report/summary.h"
-#include "tandem/transport/credentials.h"
 #include "tandem/training/runtime.h"
+#include "tandem/transport/credentials.h"
 
 namespace tandem::cli {
 namespace {
@@ -57,8 +58,7 @@ int run_cli(int argc, char** argv) {
   app.set_version_flag("--version", [] { return "tandem 0.1.0; " + training::describe(training::torch_runtime()); });
   // Output settings, given before or after the command; they reach the processes tandem
   // starts (launch's ranks, simulate's hosts) through the environment.
-  const char* env_level = std::getenv("TANDEM_LOG_LEVEL");
-  std::string log_level = env_level ? env_level : "info";
+  std::string log_level = process_env("TANDEM_LOG_LEVEL").value_or("info");
   bool quiet = false;
   app.add_option("--log-level", log_level, "trace | debug | info | warn | error (TANDEM_LOG_LEVEL)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))

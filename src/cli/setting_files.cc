@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "tandem/common/environment.h"
 #include "tandem/common/error.h"
 #include "tandem/common/json_limits.h"
 #include "tandem/common/python_literal.h"
@@ -150,8 +151,8 @@ using FileOrigins = std::map<std::string, std::string>;
 // tandem from it (TANDEM_SCRIPT_HYPERPARAMETERS=1): then only tandem- (or tandem_) keys
 // are tandem's, and the rest are left to the script, named once in the log.
 bool script_owns_hyperparameters() {
-  const char* v = std::getenv("TANDEM_SCRIPT_HYPERPARAMETERS");
-  return v && *v && std::string(v) != "0";
+  const std::string v = process_env("TANDEM_SCRIPT_HYPERPARAMETERS").value_or("");
+  return !v.empty() && v != "0";
 }
 
 // A key of hyperparameters.json with its tandem- prefix taken off ("tandem_image_size" ->

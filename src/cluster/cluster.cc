@@ -2,7 +2,7 @@
 // Each source lives in its own file and goes through detail::assemble (draft.h).
 #include "tandem/cluster/cluster.h"
 
-#include <cstdlib>
+#include <spdlog/spdlog.h>
 
 #include "draft.h"
 #include "tandem/common/text.h"
@@ -59,10 +59,16 @@ Cluster discover_sources(const std::string& root, const EnvLookup& env) {
 
 }  // namespace
 
-std::optional<std::string> process_env(const std::string& name) {
-  const char* value = std::getenv(name.c_str());
-  if (value == nullptr) return std::nullopt;
-  return std::string(value);
+Cluster cluster_for_plan(const ClusterOptions& opts, bool launched, const EnvLookup& env) {
+  try {
+    return discover(opts, [&](const std::string& name) -> std::optional<std::string> {
+      if (launched && (name == "WORLD_SIZE" || name == "RANK" || name == "GROUP_RANK")) return std::nullopt;
+      return env(name);
+    });
+  } catch (const std::exception& e) {
+    spdlog::warn("instance types unknown for the plan: {}", e.what());
+    return {};
+  }
 }
 
 Cluster discover(const ClusterOptions& opts, const EnvLookup& env) {

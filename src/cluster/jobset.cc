@@ -211,6 +211,7 @@ std::optional<Cluster> from_jobset_env(const EnvLookup& env) {
   d.current_host = host(mine, job, pod);
   d.current_group = mine;
   Cluster c = assemble(d, labels);
+  c.platform = Platform::kJobSet;
   c.source = "Kubernetes JobSet " + jobset + " (" + kGroups + ", pod labels)";
   c.origin["hosts"] = std::string(kGroups) + " and JOBSET_NAME: <jobset>-<replicated job>-<job index>-<pod index>." +
                       (get(env, "TANDEM_JOBSET_SUBDOMAIN") ? "TANDEM_JOBSET_SUBDOMAIN" : "<jobset>");

@@ -115,6 +115,7 @@ Labels file_labels(const std::string& path) {
 
 void set_file_origin(Cluster& c, const Draft& d, const std::string& path) {
   const bool had_groups = !d.groups.empty();
+  c.platform = Platform::kSageMaker;
   c.source = path;
   for (const char* key : {"current_host", "hosts", "groups"}) c.origin[key] = path;
   c.origin["current_group"] = d.current_group || had_groups ? path : "default";
@@ -239,6 +240,7 @@ std::optional<Cluster> from_sagemaker_env(const EnvLookup& env) {
   Draft d = read_sagemaker_env(env, labels);
   const bool had_groups = !d.groups.empty();
   Cluster c = assemble(d, labels);
+  c.platform = Platform::kSageMaker;
   c.source = "SageMaker environment (SM_* variables)";
   c.origin["current_host"] = "SM_CURRENT_HOST";
   c.origin["hosts"] = "SM_HOSTS";

@@ -187,6 +187,7 @@ std::optional<Cluster> from_slurm_env(const EnvLookup& env) {
   d.current_group = d.groups[own].name;
   Cluster c = assemble(d, labels);
   const std::string id = get(env, "SLURM_JOB_ID").value_or("");
+  c.platform = Platform::kSlurm;
   c.source = het ? "Slurm heterogeneous job " + id + " (" + het->name + "=" + het->value + ")" : "Slurm job " + id;
   c.origin["current_host"] = get(env, "SLURMD_NODENAME") ? "SLURMD_NODENAME" : "SLURM_JOB_NODELIST (one node)";
   c.origin["hosts"] = het ? "SLURM_JOB_NODELIST_HET_GROUP_<n>" : "SLURM_JOB_NODELIST";
@@ -215,14 +216,6 @@ std::optional<JobPorts> slurm_job_ports(const Cluster& c) {
   if (ec != std::errc() || end != id->data() + id->size()) return std::nullopt;
   const int base = kJobPortsFirst + 3 * static_cast<int>(n % kJobPortsSpan);
   return JobPorts{*id, base, base + 1};
-}
-
-Settings with_job_ports(Settings s, const Cluster& c) {
-  const std::optional<JobPorts> ports = slurm_job_ports(c);
-  if (!ports) return s;
-  if (!s.cluster.worker_port_given) s.cluster.worker_port = ports->worker;
-  if (!s.cluster.master_port_given) s.trainer.master_port = ports->master;
-  return s;
 }
 
 }  // namespace tandem::cluster

@@ -5,6 +5,8 @@
 
 #include "draft.h"
 
+#include "tandem/common/launch_env.h"
+
 namespace tandem::cluster::detail {
 namespace {
 
@@ -62,6 +64,7 @@ std::optional<Cluster> from_torchrun_env(const EnvLookup& env) {
   c.hosts = group.hosts;
   c.groups = {group};
   c.ranks_started = true;
+  c.platform = Platform::kTorchrun;
   c.source = local ? "torchrun environment (WORLD_SIZE, LOCAL_WORLD_SIZE)"
                    : "Kubeflow PyTorchJob environment (WORLD_SIZE, RANK; no LOCAL_WORLD_SIZE: one process per node)";
   c.origin["hosts"] = std::string(local ? "WORLD_SIZE/LOCAL_WORLD_SIZE" : "WORLD_SIZE (one process per node)") +
@@ -87,10 +90,11 @@ LauncherEnv read_launcher_env(const EnvLookup& env) {
     const auto v = get(env, name);
     return v ? env_int(name, *v, min, "torchrun") : fallback;
   };
-  l.world_size = integer("WORLD_SIZE", 1, 1);
-  l.rank = integer("RANK", 0, 0);
-  l.local_rank = integer("LOCAL_RANK", 0, 0);
-  l.local_world_size = integer("LOCAL_WORLD_SIZE", 1, 1);
+  RankPlace& p = l.place;
+  p.world = integer("WORLD_SIZE", 1, 1);
+  p.rank = integer("RANK", 0, 0);
+  p.local_rank = integer("LOCAL_RANK", 0, 0);
+  p.local_world = integer("LOCAL_WORLD_SIZE", 1, 1);
   l.master_port = integer("MASTER_PORT", 0, 1);
   if (l.master_port > 65535) {
     detail::fail(detail::env_where("MASTER_PORT"), "is " + std::to_string(l.master_port) + ", not a port",
@@ -101,16 +105,17 @@ LauncherEnv read_launcher_env(const EnvLookup& env) {
   if (l.agent_store) l.restart_count = integer("TORCHELASTIC_RESTART_COUNT", 0, 0);
   l.gloo_address = get(env, "TANDEM_GLOO_ADDRESS").value_or("");
   l.simulated_host = get(env, "TANDEM_SIMULATED_HOST").has_value();
+  l.rank_group = get(env, launch_env::kRankGroup).value_or("") == "1";
   l.stream_relay = get(env, "TANDEM_STREAM_RELAY").value_or("");
-  if (l.rank >= l.world_size) {
-    detail::fail(detail::env_where("RANK"), "is " + std::to_string(l.rank) + " of WORLD_SIZE=" +
-                                                std::to_string(l.world_size),
+  if (p.rank >= p.world) {
+    detail::fail(detail::env_where("RANK"), "is " + std::to_string(p.rank) + " of WORLD_SIZE=" +
+                                                std::to_string(p.world),
                  "RANK must be below WORLD_SIZE: set both as torchrun does");
   }
-  if (l.local_rank >= l.local_world_size || l.local_world_size > l.world_size) {
+  if (p.local_rank >= p.local_world || p.local_world > p.world) {
     detail::fail(detail::env_where("LOCAL_RANK"),
-                 "is " + std::to_string(l.local_rank) + " of LOCAL_WORLD_SIZE=" + std::to_string(l.local_world_size) +
-                     " in WORLD_SIZE=" + std::to_string(l.world_size),
+                 "is " + std::to_string(p.local_rank) + " of LOCAL_WORLD_SIZE=" + std::to_string(p.local_world) +
+                     " in WORLD_SIZE=" + std::to_string(p.world),
                  "LOCAL_RANK must be below LOCAL_WORLD_SIZE, and LOCAL_WORLD_SIZE at most WORLD_SIZE");
   }
   return l;

@@ -6,7 +6,8 @@
 #include "tandem/common/clock.h"
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 
 namespace tandem::feed {
 namespace {
@@ -17,8 +18,16 @@ constexpr size_t kAhead = 2;
 
 }  // namespace
 
-FeedOptions feeder_feed_options(const Settings& settings, const FeederOptions& f) {
-  FeedOptions o = feed_options(settings, f.workers, f.rank, f.world);
+FeedOptions feeder_feed_options(FeedOptions o, const FeederOptions& f) {
+  // The feeder's own workers first, then those of the settings' directory not among them.
+  std::vector<std::string> workers;
+  for (const std::string& w : f.workers) workers.push_back(cluster::with_default_port(w, o.worker_port));
+  for (std::string& w : o.workers) {
+    if (std::find(workers.begin(), workers.end(), w) == workers.end()) workers.push_back(std::move(w));
+  }
+  o.workers = std::move(workers);
+  o.rank = f.rank;
+  o.world = f.world;
   // With local threads the Python module makes samples from its own copy of --data; with
   // workers only, a dataset not here is learnt from them, and a Python dataset always is
   // (it needs neither the dataset's FILE nor its processes).
@@ -32,17 +41,17 @@ FeedOptions feeder_feed_options(const Settings& settings, const FeederOptions& f
   return o;
 }
 
-Feeder::Feeder(const Settings& settings, FeederOptions opts)
-    : opts_(std::move(opts)), security_(settings.security) {
+Feeder::Feeder(FeederOptions opts, FeedOptions feed, uint64_t steps)
+    : opts_(std::move(opts)), security_(feed.security) {
   if (opts_.local_threads < 0) {
     throw ConfigError("local_threads must be 0 or more, got " + std::to_string(opts_.local_threads));
   }
-  for (auto& w : opts_.workers) w = cluster::with_default_port(w, settings.cluster.worker_port);
+  for (auto& w : opts_.workers) w = cluster::with_default_port(w, feed.worker_port);
   if (opts_.workers.empty() && opts_.local_threads == 0) {
     throw ConfigError("no data source: no workers were given and local_threads is 0; "
                       "pass workers=[\"host:port\", ...] or local_threads=N");
   }
-  steps_ = static_cast<uint64_t>(settings.trainer.steps);
+  steps_ = steps;
   start_step_ = opts_.start_step;
   if (opts_.epoch && opts_.start_step > 0) {
     throw ConfigError("start_step and epoch are both given: an epoch's feed starts at its first step; give one");
@@ -51,12 +60,12 @@ Feeder::Feeder(const Settings& settings, FeederOptions opts)
     throw ConfigError("start_step " + std::to_string(opts_.start_step) + " is past steps " + std::to_string(steps_) +
                       ": resume at a step before the last");
   }
-  if (opts_.local_threads > 0 && !data::dataset_is_here(settings.data)) {
+  if (opts_.local_threads > 0 && !data::dataset_is_here(feed.data)) {
     throw ConfigError("local_threads=" + std::to_string(opts_.local_threads) + " make batches from this host's copy of "
-                      "--data " + printable(settings.data.data) + ", which is not here: give this host the data, or "
+                      "--data " + printable(feed.data.data) + ", which is not here: give this host the data, or "
                       "local_threads=0 to learn the dataset from the workers, which then make every batch");
   }
-  feed_options_ = feeder_feed_options(settings, opts_);
+  feed_options_ = feeder_feed_options(std::move(feed), opts_);
   pump_ = std::thread([this] { pump(); });
 }
 

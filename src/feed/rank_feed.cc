@@ -62,34 +62,6 @@ int release_all(std::vector<std::unique_ptr<transport::WorkerClient>> clients, c
 
 }  // namespace
 
-FeedOptions feed_options(const Settings& settings, std::vector<std::string> workers, int rank, int world) {
-  const TrainerOptions& t = settings.trainer;
-  FeedOptions o;
-  o.data = settings.data;
-  o.workers = std::move(workers);
-  o.security = settings.security;
-  o.relay = settings.launcher.stream_relay;
-  o.rank = rank;
-  o.world = world;
-  o.batch_size = t.batch_size;
-  o.prefetch = t.prefetch;
-  o.inflight = t.inflight;
-  o.connect_timeout_s = t.connect_timeout_s;
-  o.batch_timeout_s = t.batch_timeout_s;
-  // A Python dataset here starts one process (to learn the schema); the local threads
-  // start the rest as they first need them, so the host's cores stay with training.
-  if (o.data.python_start_procs == 0) o.data.python_start_procs = 1;
-  DirectoryOptions d = directory_options(t.workers, t.worker_service, t.workers_watch, settings.cluster);
-  if (!d.watch_file.empty() || !d.names.empty()) {
-    d.resolve_timeout_s = std::min(settings.cluster.resolve_timeout_s, 5.0);
-    o.directory = std::make_shared<WorkerDirectory>(std::move(d), settings.cluster.worker_port);
-    for (const std::string& w : o.directory->current()) {
-      if (std::find(o.workers.begin(), o.workers.end(), w) == o.workers.end()) o.workers.push_back(w);
-    }
-  }
-  return o;
-}
-
 RankFeed::RankFeed(FeedOptions opts, const std::atomic<bool>& stop) : opts_(std::move(opts)), stop_(stop) {
   check_rank(opts_);
   const bool python = data::source_kind(opts_.data.data).needs == data::SourceNeeds::kPythonFile;
@@ -164,7 +136,7 @@ data::DatasetInfo RankFeed::learn_from_workers() {
         const transport::WorkerInfo wi = clients[i]->info(opts_.check_deadline_s);
         check_serves(wi, clients[i]->target(),
                      opts_.learn_any ? std::string()
-                                     : data::describe_difference(wi.fingerprint_description, opts_.data, opts_.consumer));
+                                     : data::describe_difference(wi.dataset.description, opts_.data, opts_.consumer));
         learnt = dataset_of(wi, clients[i]->target());
         spdlog::info("dataset learnt from data worker {} ({}): '{}' of {} samples, {} classes, fingerprint {}",
                      clients[i]->target(), wi.host, learnt->name, learnt->size, learnt->num_classes,

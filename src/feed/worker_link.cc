@@ -6,35 +6,28 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
+#include "tandem/data/sources/source_kinds.h"
 
 namespace tandem::feed {
 
 std::string identity_problem(const transport::WorkerInfo& worker, const data::DatasetInfo& expected,
                              std::string_view who) {
-  if (worker.fingerprint == expected.fingerprint && worker.size == expected.size) return "";
-  if (std::string named = data::describe_difference(worker.fingerprint_description, expected.description, who);
+  const data::DatasetInfo& theirs = worker.dataset;
+  if (theirs.fingerprint == expected.fingerprint && theirs.size == expected.size) return "";
+  if (std::string named = data::describe_difference(theirs.description, expected.description, who);
       !named.empty()) {
     return named;
   }
-  return "dataset '" + printable(worker.dataset, 80) + "' of " + std::to_string(worker.size) + " samples, fingerprint " +
-         printable(worker.fingerprint, 40) + ", but " + std::string(who) + " expects '" + expected.name + "' of " +
+  return "dataset '" + printable(theirs.name, 80) + "' of " + std::to_string(theirs.size) + " samples, fingerprint " +
+         printable(theirs.fingerprint, 40) + ", but " + std::string(who) + " expects '" + expected.name + "' of " +
          std::to_string(expected.size) + " samples, fingerprint " + expected.fingerprint +
          " (--data, --seed, --image-size, ...)";
 }
 
 data::DatasetInfo dataset_of(const transport::WorkerInfo& worker, const std::string& target) {
-  data::DatasetInfo d;
-  d.name = printable(worker.dataset, 80);
-  d.size = worker.size;
-  d.fingerprint = printable(worker.fingerprint, 80);
-  d.sample_shape = worker.sample_shape;
-  d.dtype = worker.dtype;
-  d.num_classes = worker.num_classes;
-  d.mean = worker.mean;
-  d.std = worker.std;
-  d.class_names = worker.class_names;
-  d.fields = worker.fields;
-  d.description = worker.fingerprint_description;
+  data::DatasetInfo d = worker.dataset;
+  d.name = printable(d.name, 80);
+  d.fingerprint = printable(d.fingerprint, 80);
   if (const std::string problem = data::info_problem(d); !problem.empty()) {
     throw PeerError("data worker " + target + " (" + worker.host + ") describes its dataset with " + problem +
                     ", which a trainer cannot build a model on: run the same tandem version on every host");

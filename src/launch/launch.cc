@@ -14,11 +14,11 @@
 #include "tandem/common/launch_env.h"
 #include "tandem/common/signals.h"
 #include "tandem/common/text.h"
-#include "tandem/data/batching/thread_pool.h"
+#include "tandem/common/thread_pool.h"
 #include "tandem/data/python/process_pool.h"
-#include "tandem/launch/rank_group.h"
 #include "tandem/launch/process.h"
 #include "tandem/launch/rank_env.h"
+#include "tandem/launch/rank_group.h"
 #include "tandem/launch/release_gate.h"
 #include "tandem/launch/run.h"
 #include "tandem/training/runtime.h"
@@ -51,8 +51,7 @@ RankContext rank_context(const Settings& settings, const cluster::RolePlan& plan
 // workers' release.
 double stop_grace(const LaunchOptions& opts, const cluster::Cluster& c) {
   if (opts.stop_grace_s >= 0) return opts.stop_grace_s;
-  const bool sagemaker = c.source.find("resourceconfig.json") != std::string::npos || c.source.rfind("SageMaker", 0) == 0;
-  return sagemaker ? 110 : 30;
+  return c.platform == cluster::Platform::kSageMaker ? 110 : 30;
 }
 
 // A --script that is not there is one message before any rank starts.
@@ -79,12 +78,12 @@ int ranks_on_host(const Settings& settings, const cluster::Cluster& c, bool own_
   return std::max(gpus, 1);
 }
 
-// On Slurm, the ports not given are the job's own (cluster::with_job_ports): two jobs
+// On Slurm, the ports not given are the job's own (with_job_ports): two jobs
 // sharing a node then neither fail to listen nor dial each other's workers.
 Settings job_ports(const Settings& given, const cluster::Cluster& c) {
   const std::optional<cluster::JobPorts> ports = cluster::slurm_job_ports(c);
   if (!ports || (given.cluster.worker_port_given && given.cluster.master_port_given)) return given;
-  Settings s = cluster::with_job_ports(given, c);
+  Settings s = with_job_ports(given, c);
   spdlog::info("Slurm job {}: data workers on port {}, the trainers' rendezvous on {} and their reports on {} "
                "(from the job's id, so that jobs sharing a node do not collide; --worker-port, --master-port and "
                "--release-port choose others)",
@@ -108,7 +107,7 @@ RankGroupOptions group_options(const Settings& settings, const cluster::Cluster&
   o.context = rank_context(settings, plan, targets);
   o.context.gloo_address =
       cluster::resolve_host(cluster::worker_endpoint(o.context.host, settings.cluster).address, settings.cluster.resolve_timeout_s);
-  o.context.omp_threads = omp_threads_per_rank(data::available_cores(), o.procs,
+  o.context.omp_threads = omp_threads_per_rank(available_cores(), o.procs,
                                                cluster::process_env(launch_env::kOmpThreads).has_value());
   if (!cluster::process_env(launch_env::kGlooInterface)) o.context.network_interface = c.network_interface;
   o.context.libuv_off = !cluster::process_env(launch_env::kUseLibuv).has_value();
@@ -220,7 +219,7 @@ int run_launch(const Settings& given_settings, const std::vector<std::string>& f
       cluster::explicit_worker_targets(settings.trainer.workers, settings.trainer.worker_service, co);
   if (settings.launch.role_only) return print_role(c, co, named);
   const std::vector<std::string> command =
-      rank_command(settings.launch, data::python_interpreter(settings.data));
+      rank_command(settings.launch, data::python_interpreter(settings.data.python));
   if (c.ranks_started && !command.empty()) {
     throw ConfigError("this process is already one rank (" + c.source + "), so it cannot start ranks of " +
                       printable(command.front(), 200) + ": let that launcher run the command itself");

@@ -10,14 +10,14 @@ namespace tandem::launch {
 std::map<std::string, std::string> rank_environment(const RankContext& c, const RankPlace& p) {
   namespace v = launch_env;
   std::map<std::string, std::string> env = {
-      {v::kRank, std::to_string(p.rank())},
+      {v::kRank, std::to_string(p.rank)},
       {v::kLocalRank, std::to_string(p.local_rank)},
-      {v::kWorldSize, std::to_string(p.world())},
+      {v::kWorldSize, std::to_string(p.world)},
       {v::kLocalWorldSize, std::to_string(p.local_world)},
-      {v::kGroupRank, std::to_string(p.group_rank)},
-      {v::kGroupWorldSize, std::to_string(p.groups)},
-      {v::kRoleRank, std::to_string(p.rank())},
-      {v::kRoleWorldSize, std::to_string(p.world())},
+      {v::kGroupRank, std::to_string(p.host())},
+      {v::kGroupWorldSize, std::to_string(p.hosts())},
+      {v::kRoleRank, std::to_string(p.rank)},
+      {v::kRoleWorldSize, std::to_string(p.world)},
       {v::kMasterAddr, c.master_addr},
       {v::kMasterPort, std::to_string(c.master_port)},
       {v::kWorkers, joined(c.workers)},

@@ -14,15 +14,16 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "tandem/common/environment.h"
 #include "tandem/common/error.h"
+#include "tandem/common/exit_codes.h"
 #include "tandem/common/signals.h"
 #include "tandem/common/text.h"
 #include "tandem/feed/rank_feed.h"
-#include "tandem/common/exit_codes.h"
 #include "tandem/launch/release_gate.h"
 #include "tandem/report/summary.h"
-#include "tandem/transport/stream_relay.h"
 #include "tandem/training/trainer.h"
+#include "tandem/transport/stream_relay.h"
 
 namespace tandem::launch {
 namespace {
@@ -145,9 +146,9 @@ std::vector<std::string> program(const RankGroupOptions& o) {
 std::vector<ProcessSpec> rank_specs(const RankGroupOptions& o) {
   std::vector<ProcessSpec> specs;
   for (int local = 0; local < o.procs; ++local) {
-    const RankPlace place{o.group_rank, o.groups, local, o.procs};
+    const RankPlace place = RankPlace::on_host(o.group_rank, o.groups, local, o.procs);
     ProcessSpec p;
-    p.name = "rank-" + std::to_string(place.rank());
+    p.name = "rank-" + std::to_string(place.rank);
     p.argv = o.argv;
     p.env = rank_environment(o.context, place);
     specs.push_back(std::move(p));
@@ -299,17 +300,15 @@ int host_gpus() {
       ++files;
     }
   }
-  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-  return visible_gpus(training::cuda_device_count(), files,
-                      cvd == nullptr ? std::nullopt : std::optional<std::string>(cvd));
+  return visible_gpus(training::cuda_device_count(), files, process_env("CUDA_VISIBLE_DEVICES"));
 }
 
 int run_rank_group(const RankGroupOptions& given) {
   RankGroupOptions o = given;
   const HostRelay relay(o);
-  const RankPlace first{o.group_rank, o.groups, 0, o.procs};
+  const RankPlace first = RankPlace::on_host(o.group_rank, o.groups, 0, o.procs);
   spdlog::info("starting {} (ranks {}..{} of {}) of {}, rendezvous at {}:{}", counted(o.procs, "process", "processes"),
-               first.rank(), first.rank() + o.procs - 1, first.world(), shown(program(o)), o.context.master_addr,
+               first.rank, first.rank + o.procs - 1, first.world, shown(program(o)), o.context.master_addr,
                o.context.master_port);
   // Listening before any rank starts: another host's ranks may end before this one's.
   std::unique_ptr<ReleaseGate> gate;

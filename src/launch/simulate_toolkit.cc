@@ -12,6 +12,7 @@
 
 #include "tandem/cluster/cluster.h"
 #include "tandem/common/error.h"
+#include "tandem/common/launch_env.h"
 #include "tandem/common/text.h"
 #include "tandem/data/python/process_pool.h"
 #include "tandem/launch/simulate.h"
@@ -41,7 +42,7 @@ std::vector<std::string> entry_program(const Settings& s, const SageMakerJob& jo
     throw ConfigError("simulate --job " + s.simulate.job_file + ": no entry_point, and no command after --: name the "
                       "script (\"entry_point\": \"launcher.py\"), or give -- python3 SCRIPT");
   }
-  return {data::python_interpreter(s.data), job.entry_point};
+  return {data::python_interpreter(s.data.python), job.entry_point};
 }
 
 // The framework container starts the entry point through /bin/sh, unquoted: a value the
@@ -87,7 +88,7 @@ void add_host_specs(ToolkitRun& t, size_t i, const ProcessSpec& base, const nloh
     }
     // One launch of this host's ranks (torchrun's agent is their common parent; here each
     // has its own /bin/sh): rank 0's summary counts the ranks of the same launch.
-    rank.env["TANDEM_LAUNCH_ID"] = fmt::format("simulate-{}-{}", ::getpid(), h.name);
+    rank.env[launch_env::kLaunchId] = fmt::format("simulate-{}-{}", ::getpid(), h.name);
     // Debian's PyTorch 2.x has no libuv, which init_process_group's store asks for by default.
     if (!cluster::process_env("USE_LIBUV")) rank.env["USE_LIBUV"] = "0";
     t.specs.push_back(std::move(rank));

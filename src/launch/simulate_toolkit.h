@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tandem/common/settings.h"
 #include "tandem/launch/process.h"
 #include "tandem/launch/sagemaker_job.h"
+#include "tandem/launch/settings.h"
 
 namespace tandem::launch {
 

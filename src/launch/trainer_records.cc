@@ -11,10 +11,11 @@
 #include "tandem/common/error.h"
 #include "tandem/common/files.h"
 #include "tandem/common/text.h"
+#include "tandem/feed/run_summary.h"
 #include "tandem/feed/sample_audit.h"
+#include "tandem/launch/run_settings.h"
 #include "tandem/report/html_report.h"
 #include "tandem/report/output_root.h"
-#include "tandem/report/run_summary.h"
 #include "tandem/report/summary.h"
 
 namespace tandem::launch {
@@ -23,16 +24,17 @@ namespace {
 nlohmann::json make_run_summary(const training::TrainReport& result, const RunFacts& f,
                                  const std::vector<std::string>& audits) {
   const cluster::Cluster cluster =
-      f.cluster ? *f.cluster : report::cluster_for_plan(f.settings, !f.settings.launcher.gloo_address.empty());
+      f.cluster ? *f.cluster : cluster::cluster_for_plan(f.settings.cluster, f.settings.launcher.rank_group);
   const feed::Scheduler& scheduler = f.feed.scheduler();
-  report::RunSummaryFacts facts{f.settings, f.feed, scheduler.stats(), scheduler.hedged(), cluster};
+  feed::RunSummaryFacts facts{run_settings(f.settings, f.feed.info()), f.feed, scheduler.stats(), scheduler.hedged(),
+                              cluster};
   facts.world = f.dist.world;
   facts.local_world = std::max(f.dist.local_world, 1);
   facts.local_threads = f.local_threads;
   facts.batch_size = f.batch_size;
   facts.steps_per_epoch = f.steps_per_epoch;
   facts.simulated = f.settings.launcher.simulated_host;
-  nlohmann::json summary = report::run_summary(result, facts);
+  nlohmann::json summary = feed::run_summary(result, facts);
   if (!audits.empty()) {
     std::vector<nlohmann::json> reports;
     for (const std::string& a : audits) reports.push_back(nlohmann::json::parse(a));
@@ -45,7 +47,7 @@ nlohmann::json make_run_summary(const training::TrainReport& result, const RunFa
 
 RunFiles run_files(const Settings& settings, int rank) {
   RunFiles f;
-  f.root = report::output_root(settings, rank);
+  f.root = report::output_root(settings.cluster.sagemaker_root, settings.security.job, rank);
   if (!f.root.empty()) f.paths = {f.root + "/checkpoints", f.root + "/model"};
   const std::string& explicit_summary = settings.trainer.summary_json;
   f.summary = explicit_summary.empty() ? f.root + "/output/data/summary.json" : explicit_summary;

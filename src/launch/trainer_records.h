@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "tandem/cluster/cluster.h"
-#include "tandem/common/settings.h"
 #include "tandem/feed/rank_feed.h"
+#include "tandem/launch/settings.h"
 #include "tandem/report/run_log.h"
 #include "tandem/training/trainer.h"
 

@@ -11,22 +11,23 @@
 
 #include "tandem/cluster/cluster.h"
 #include "tandem/common/error.h"
-#include "tandem/common/launch_env.h"
 #include "tandem/common/signals.h"
 #include "tandem/common/text.h"
-#include "tandem/data/batching/thread_pool.h"
+#include "tandem/common/thread_pool.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/feed/rank_feed.h"
+#include "tandem/feed/run_summary.h"
 #include "tandem/feed/sample_audit.h"
+#include "tandem/launch/feed_settings.h"
 #include "tandem/launch/run.h"
 #include "tandem/plan/prices.h"
-#include "tandem/report/live_metrics.h"
-#include "tandem/report/run_summary.h"
-#include "tandem/report/summary.h"
 #include "tandem/report/run_log.h"
+#include "tandem/report/summary.h"
 #include "tandem/training/runtime.h"
 #include "tandem/training/trainer.h"
 #include "tandem/training/trainer_options.h"
 #include "tandem/transport/grpc_runtime.h"
+#include "tandem/transport/live_metrics.h"
 #include "trainer_records.h"
 
 namespace tandem::launch {
@@ -85,18 +86,15 @@ class StopOnSignal {
   SignalWatcher watcher_;           // last: its thread goes first
 };
 
-// A rank of tandem's rank group (rank_group.h), which releases the workers and writes
-// output/failure once every rank has ended; else this trainer does both.
-bool in_rank_group() { return cluster::process_env(launch_env::kRankGroup).value_or("") == "1"; }
-
-// Tells the workers to exit, unless the rank group will.
-void release(const std::vector<std::string>& workers, const SecurityOptions& security, const std::string& why) {
-  if (!in_rank_group()) feed::release_workers(workers, security, why);
+// Tells the workers to exit, unless this rank's rank group (rank_group.h) will: it
+// releases the workers and writes output/failure once every rank has ended.
+void release(const Settings& settings, const std::vector<std::string>& workers, const std::string& why) {
+  if (!settings.launcher.rank_group) feed::release_workers(workers, settings.security, why);
 }
 
 // What this rank's host offers, once the feed knows who makes its batches.
 training::RankHost rank_host(const feed::RankFeed& feed) {
-  return {data::available_cores(), training::cuda_device_count(), feed.local_dataset() != nullptr,
+  return {available_cores(), training::cuda_device_count(), feed.local_dataset() != nullptr,
           !feed.options().workers.empty()};
 }
 
@@ -117,7 +115,7 @@ std::shared_ptr<const data::Dataset> eval_dataset(const Settings& settings, cons
 
 feed::FeedOptions rank_feed_options(const Settings& settings, const std::vector<std::string>& workers,
                                     const training::DistInfo& dist) {
-  feed::FeedOptions o = feed::feed_options(settings, workers, dist.rank, dist.world);
+  feed::FeedOptions o = feed_options(settings, workers, dist.rank, dist.world);
   // A host without a copy of the data (a SageMaker channel sent to the data group only)
   // learns the dataset from its workers, unless it was asked to preprocess.
   o.may_learn = settings.trainer.local_workers <= 0;
@@ -146,8 +144,8 @@ std::unique_ptr<transport::MetricsServer> serve_live_metrics(const Settings& set
     }
     return nullptr;
   }
-  return report::serve_metrics(settings.cluster.metrics_port, [&live, &feed] {
-    return report::trainer_metrics(live.metrics()->last(), static_cast<double>(feed.scheduler().in_flight()));
+  return transport::serve_metrics(settings.cluster.metrics_port, [&live, &feed] {
+    return transport::trainer_metrics(live.metrics()->last(), static_cast<double>(feed.scheduler().in_flight()));
   });
 }
 
@@ -155,7 +153,7 @@ std::unique_ptr<transport::MetricsServer> serve_live_metrics(const Settings& set
 // and the price table (its defaults for types it lacks, or without one).
 double job_interruptions(const Settings& settings, const cluster::Cluster* cluster) {
   const cluster::Cluster c =
-      cluster ? *cluster : report::cluster_for_plan(settings, !settings.launcher.gloo_address.empty());
+      cluster ? *cluster : cluster::cluster_for_plan(settings.cluster, settings.launcher.rank_group);
   std::vector<std::string> instances;
   for (const cluster::InstanceGroup& g : c.groups) instances.insert(instances.end(), g.hosts.size(), g.instance_type);
   if (instances.empty()) instances.push_back(c.current_instance_type);
@@ -222,20 +220,20 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       // The weights are in a checkpoint, but the model the run was for is not: a failure.
       if (!result.model_error.empty()) throw Error(result.model_error);  // exit 1: the next start resumes and writes it
       // Every rank has finished its last step (run() ends with a barrier): now the workers may go.
-      if (!in_rank_group()) feed.release_workers(result.interrupted ? "trainer interrupted" : "training finished");
+      if (!settings.launcher.rank_group) feed.release_workers(result.interrupted ? "trainer interrupted" : "training finished");
     }
     return result.interrupted ? kExitInterrupted : kExitOk;
   } catch (const Interrupted& e) {
     spdlog::warn("trainer {} rank {} stopped before training: {}", host, rank, e.what());
-    if (rank == 0) release(worker_targets, settings.security, "trainer interrupted");
+    if (rank == 0) release(settings, worker_targets, "trainer interrupted");
     return kExitInterrupted;
   } catch (const std::exception& e) {
     spdlog::error("trainer {} rank {} failed: {}", host, rank, e.what());
-    if (!in_rank_group()) {
+    if (!settings.launcher.rank_group) {
       report::write_failure(out.empty() ? settings.cluster.sagemaker_root : out,
                             std::string("trainer failed: ") + e.what());
     }
-    release(worker_targets, settings.security, "trainer failed");
+    release(settings, worker_targets, "trainer failed");
     return exit_code(e);
   }
 }

@@ -6,12 +6,13 @@
 #include "tandem/common/signals.h"
 #include "tandem/common/text.h"
 #include "tandem/data/batching/convert.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 #include "tandem/launch/run.h"
-#include "tandem/report/live_metrics.h"
 #include "tandem/report/summary.h"
 #include "tandem/transport/byte_budget.h"
 #include "tandem/transport/grpc_runtime.h"
+#include "tandem/transport/live_metrics.h"
 #include "tandem/transport/worker_server.h"
 
 namespace tandem::launch {
@@ -78,8 +79,8 @@ int run_worker(const Settings& settings, const std::string& host) {
   const int port = settings.worker.port >= 0 ? settings.worker.port : settings.cluster.worker_port;
   const int bound = server.start(settings.worker.bind + ":" + std::to_string(port));
   live = &server;
-  const auto metrics = report::serve_metrics(settings.cluster.metrics_port,
-                                             [&server] { return report::worker_metrics(server.stats()); });
+  const auto metrics = transport::serve_metrics(settings.cluster.metrics_port,
+                                             [&server] { return transport::worker_metrics(server.stats()); });
   if (signalled) first_term(server, settings.worker, host);
   spdlog::info("data worker {} serving '{}' ({}, fingerprint {}) on port {} with {}", host, dataset->info().name,
                counted(dataset->info().size, "sample"), dataset->info().fingerprint, bound,

@@ -42,13 +42,13 @@ std::string output_folder_name(const std::string& job) {
 
 std::string records_reserve(const std::string& root) { return root + "/output/.tandem-reserve"; }
 
-std::string output_root(const Settings& settings, int rank) {
-  const std::string& root = settings.cluster.sagemaker_root;
+std::string output_root(const std::string& sagemaker_root, const std::string& job_name, int rank) {
+  const std::string& root = sagemaker_root;
   std::error_code ec;
   if (fs::is_directory(root, ec)) return root;
   if (rank != 0) return "";
   const fs::path parent = fs::absolute(kOutputDir, ec);
-  const std::string job = output_folder_name(settings.security.job);
+  const std::string job = output_folder_name(job_name);
   const fs::path dir = job.empty() ? fresh_run_folder(parent) : parent / job;
   fs::create_directories(dir, ec);
   if (ec) {

@@ -1,7 +1,7 @@
 #include "tandem/report/run_log.h"
 
-#include "tandem/feed/local_source.h"
-#include "tandem/feed/scaling.h"
+#include "tandem/common/environment.h"
+#include "tandem/report/scaling.h"
 
 #include <unistd.h>
 
@@ -48,9 +48,9 @@ std::vector<std::pair<std::string, double>> scalars_of(const nlohmann::json& lin
 // The live workers, and tandem_workers_wanted (feed/scaling.h) at kTargetDataWait: the
 // loop's ceiling over the window (every rank's), what the hosts' own threads made (rank
 // 0's, times the ranks), and each live worker's capacity.
-void add_scaling(nlohmann::json& line, const LogPoint& p, const std::vector<feed::SourceStats>& sources,
+void add_scaling(nlohmann::json& line, const LogPoint& p, const std::vector<SourceStats>& sources,
                  double local_rate) {
-  feed::ScalingInputs in;
+  ScalingInputs in;
   const double wait = std::clamp(p.data_wait_pct / 100, 0.0, 0.99);
   in.ceiling = p.samples_per_sec / (1 - wait);
   const double ranks = p.samples_per_sec_per_rank > 0 ? p.samples_per_sec / p.samples_per_sec_per_rank : 1;
@@ -58,12 +58,12 @@ void add_scaling(nlohmann::json& line, const LogPoint& p, const std::vector<feed
   in.target_wait = kTargetDataWait;
   int live = 0;
   for (const auto& s : sources) {
-    if (s.name == feed::kLocalSource || s.failed || !s.left.empty()) continue;
+    if (s.name == kLocalSource || s.failed || !s.left.empty()) continue;
     ++live;
-    in.capacities.push_back(feed::worker_capacity(s));
+    in.capacities.push_back(worker_capacity(s));
   }
   line["workers"] = live;
-  if (const std::optional<int> wanted = feed::workers_wanted(in)) line["workers_wanted"] = *wanted;
+  if (const std::optional<int> wanted = workers_wanted(in)) line["workers_wanted"] = *wanted;
 }
 
 }  // namespace
@@ -73,7 +73,7 @@ nlohmann::json MetricsLog::last() const {
   return last_;
 }
 
-void MetricsLog::write(const LogPoint& p, const std::vector<feed::SourceStats>& sources) {
+void MetricsLog::write(const LogPoint& p, const std::vector<SourceStats>& sources) {
   nlohmann::json line = {{"step", p.step}, {"total_steps", p.total_steps}, {"elapsed_s", p.elapsed_s}};
   if (steps_per_epoch_ > 0) line["epoch"] = static_cast<double>(p.step) / static_cast<double>(steps_per_epoch_);
   if (p.training) {
@@ -90,7 +90,7 @@ void MetricsLog::write(const LogPoint& p, const std::vector<feed::SourceStats>& 
     // Per source, since the previous line: this rank's batches.
     // (A worker that left and joined again is a new source of the same name: its count
     // starts again, never below what was counted before.)
-    auto since = [&](const feed::SourceStats& s) { return s.batches - std::min(batches_before_[s.name], s.batches); };
+    auto since = [&](const SourceStats& s) { return s.batches - std::min(batches_before_[s.name], s.batches); };
     uint64_t total = 0;
     for (const auto& s : sources) total += since(s);
     const double window = p.window_s;
@@ -100,12 +100,12 @@ void MetricsLog::write(const LogPoint& p, const std::vector<feed::SourceStats>& 
       const uint64_t batches = since(s);
       const double per_batch = s.batches ? static_cast<double>(s.samples) / static_cast<double>(s.batches) : 0;
       const double rate = window > 0 ? batches * per_batch / window : 0.0;
-      if (s.name == feed::kLocalSource) local_rate = rate;
+      if (s.name == kLocalSource) local_rate = rate;
       out.push_back({{"name", s.name},
                      {"batches", batches},
                      {"images_per_sec", rate},
                      {"share", total ? static_cast<double>(batches) / static_cast<double>(total) : 0.0}});
-      if (const double c = feed::worker_capacity(s); c > 0 && s.name != feed::kLocalSource) out.back()["capacity"] = c;
+      if (const double c = worker_capacity(s); c > 0 && s.name != kLocalSource) out.back()["capacity"] = c;
       batches_before_[s.name] = s.batches;
     }
     line["sources"] = std::move(out);
@@ -160,8 +160,7 @@ class StatusSink final : public spdlog::sinks::base_sink<std::mutex> {
 };
 
 bool StatusLine::wanted(bool quiet) {
-  const char* term = std::getenv("TERM");
-  return !quiet && ::isatty(STDERR_FILENO) == 1 && !(term && std::string(term) == "dumb");
+  return !quiet && ::isatty(STDERR_FILENO) == 1 && process_env("TERM").value_or("") != "dumb";
 }
 
 StatusLine::StatusLine() : start_(std::chrono::steady_clock::now()) {

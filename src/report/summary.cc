@@ -7,12 +7,13 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/files.h"
+#include "tandem/report/html_report.h"
 #include "tandem/report/output_root.h"
 
 namespace tandem::report {
 namespace {
 
-double per_cpu_second(const feed::SourceStats& s) {
+double per_cpu_second(const SourceStats& s) {
   return s.compute_seconds > 0 ? static_cast<double>(s.samples) / s.compute_seconds : 0.0;
 }
 
@@ -42,7 +43,7 @@ nlohmann::json throughput(const TrainReport& train) {
           {"ceiling_samples_per_sec", busy_s > 0 ? train.world * samples / busy_s : 0.0}};
 }
 
-plan::PlanInputs measure_plan_inputs(const TrainReport& train, const std::vector<feed::SourceStats>& sources,
+plan::PlanInputs measure_plan_inputs(const TrainReport& train, const std::vector<SourceStats>& sources,
                                      const std::vector<WorkerFacts>& workers, const std::string& trainer_instance_type,
                                      int trainer_hosts, int local_threads) {
   const double training_s = train.wall_seconds - train.paused_seconds;
@@ -77,7 +78,7 @@ plan::PlanInputs measure_plan_inputs(const TrainReport& train, const std::vector
   return out;
 }
 
-nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::SourceStats>& sources) {
+nlohmann::json make_summary(const TrainReport& train, const std::vector<SourceStats>& sources) {
   nlohmann::json workers = nlohmann::json::array();
   uint64_t total = 0;
   for (const auto& s : sources) total += s.batches;
@@ -137,57 +138,13 @@ nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::So
   return out;
 }
 
-namespace {
-
-bool is_python(const data::DatasetInfo& info) { return info.description.rfind("python/", 0) == 0; }
-
-// A Python dataset by its file and class, with its fields and arguments:
-// "my_data.py:Flowers (fields image:uint8[3,64,64],label:int64; args {"size":64})".
-std::string python_dataset_name(const data::DatasetInfo& info) {
-  const std::string fields = data::description_setting(info.description, "fields");
-  const std::string args = data::description_setting(info.description, "args");
-  return data::description_setting(info.description, "file") + ":" + data::description_setting(info.description, "name") +
-         " (fields " + (fields.empty() ? "unknown" : fields) + (args.empty() || args == "{}" ? "" : "; args " + args) + ")";
-}
-
-// The pipeline as the dataset ran it (its description's "pipeline=..."), or what was asked.
-std::string pipeline_run(const DataOptions& d, const data::DatasetInfo& info) {
-  if (const std::string ran = data::description_setting(info.description, "pipeline"); !ran.empty()) return ran;
-  if (is_python(info)) {
-    return "the dataset's own __getitem__" + (d.pipeline.empty() ? std::string() : ", then " + d.pipeline);
+void write_summary_and_report(const std::string& path, const nlohmann::json& summary) {
+  write_file_atomically(path, summary.dump(2) + "\n");
+  try {
+    spdlog::info("report in {}", write_run_report(path));
+  } catch (const std::exception& e) {
+    spdlog::warn("no report.html: {} (tandem report {} makes one later)", e.what(), path);
   }
-  return d.pipeline.empty() ? "none (generated samples)" : d.pipeline;
-}
-
-}  // namespace
-
-nlohmann::json trainer_settings(const TrainerOptions& t) {
-  return {{"optimizer", t.optimizer},
-          {"lr", t.lr},
-          {"lr_schedule", t.schedule},
-          {"warmup_steps", t.warmup_steps},
-          {"momentum", t.momentum},
-          {"weight_decay", t.weight_decay},
-          {"clip_grad_norm", t.clip_grad_norm},
-          {"mixup", t.mixup},
-          {"cutmix", t.cutmix},
-          {"label_smoothing", t.label_smoothing},
-          {"amp", t.amp},
-          {"fused_optimizer", t.fused_optimizer}};
-}
-
-nlohmann::json run_settings(const Settings& settings, const data::DatasetInfo& info) {
-  const DataOptions& d = settings.data;
-  nlohmann::json out = {{"data", d.data},
-          {"dataset", is_python(info) ? python_dataset_name(info) : info.name},
-          {"dataset_size", info.size},
-          {"image_size", info.sample_shape.size() == 3 ? info.sample_shape[2] : d.image_size},
-          {"num_classes", info.num_classes},
-          {"seed", d.seed},
-          {"pipeline", pipeline_run(d, info)},
-          {"wire_dtype", d.wire_dtype.empty() ? "the dataset's own" : d.wire_dtype}};
-  out.update(trainer_settings(settings.trainer));
-  return out;
 }
 
 void write_failure(const std::string& sagemaker_root, const std::string& reason) {

@@ -6,7 +6,7 @@
 #include <torch/torch.h>
 
 #include "tandem/common/error.h"
-#include "tandem/data/augment/rng.h"
+#include "tandem/data/core/rng.h"
 
 namespace tandem::training {
 namespace {

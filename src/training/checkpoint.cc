@@ -11,8 +11,9 @@
 #include <torch/torch.h>
 
 #include "tandem/common/error.h"
-#include "tandem/data/sources/dataset.h"
 #include "tandem/common/files.h"
+#include "tandem/common/hash.h"
+#include "tandem/data/core/dataset.h"
 
 namespace tandem::training {
 namespace {
@@ -115,7 +116,7 @@ void write_checkpoint(const std::string& dir, int64_t step, const std::string& b
                       const nlohmann::json& job) {
   const fs::path path = checkpoint_path(dir, step);
   write_file_atomically(path.string(), bytes);
-  nlohmann::json sidecar = {{"step", step}, {"bytes", bytes.size()}, {"fnv1a", data::fingerprint_of(bytes)}};
+  nlohmann::json sidecar = {{"step", step}, {"bytes", bytes.size()}, {"fnv1a", fingerprint_of(bytes)}};
   if (!job.is_null()) sidecar["job"] = job;
   write_file_atomically(path.string() + ".json", sidecar.dump() + "\n");
   const std::vector<int64_t> steps = steps_in(dir);
@@ -131,7 +132,7 @@ std::optional<Checkpoint> newest_checkpoint(const std::string& dir) {
     Checkpoint c{step, path.string(), read_all(path)};
     const nlohmann::json sidecar = nlohmann::json::parse(read_all(path.string() + ".json"), nullptr, false);
     if (sidecar.is_discarded() || sidecar.value("bytes", uint64_t{0}) != c.bytes.size() ||
-        sidecar.value("fnv1a", std::string()) != data::fingerprint_of(c.bytes)) {
+        sidecar.value("fnv1a", std::string()) != fingerprint_of(c.bytes)) {
       spdlog::error("checkpoint {} is corrupt or incomplete (its size or hash does not match {}.json); skipping it",
                     path.string(), path.filename().string());
       continue;

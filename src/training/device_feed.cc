@@ -8,7 +8,7 @@
 #include <torch/torch.h>
 
 #include "tandem/common/error.h"
-#include "tandem/data/batching/buffer.h"
+#include "tandem/data/core/buffer.h"
 
 #if defined(TANDEM_WITH_CUDA)
 #include <ATen/cuda/CUDAContext.h>

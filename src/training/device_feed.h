@@ -21,7 +21,7 @@
 #include <torch/types.h>
 
 #include "fields.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
 #include "tandem/training/run_types.h"
 
 namespace tandem::training {

@@ -4,10 +4,7 @@ namespace tandem::training {
 
 DistInfo dist_info(const LauncherEnv& env, const TrainerOptions& opts) {
   DistInfo d;
-  d.world = env.world_size;
-  d.rank = env.rank;
-  d.local_rank = env.local_rank;
-  d.local_world = env.local_world_size;
+  static_cast<RankPlace&>(d) = env.place;
   d.master_port = env.master_port > 0 ? env.master_port : opts.master_port;
   if (!env.master_addr.empty()) d.master_addr = env.master_addr;
   d.gloo_address = env.gloo_address;

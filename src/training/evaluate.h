@@ -9,7 +9,7 @@
 
 #include "device_feed.h"
 #include "model.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
 
 namespace tandem::training {
 

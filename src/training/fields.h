@@ -14,8 +14,8 @@
 
 #include <torch/types.h>
 
-#include "tandem/data/batching/batch.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/batch.h"
+#include "tandem/data/core/dataset.h"
 
 namespace tandem::training {
 

@@ -13,7 +13,7 @@
 #include <torch/nn/modules/container/any.h>
 
 #include "fields.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
 
 namespace tandem::training {
 

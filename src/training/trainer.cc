@@ -15,6 +15,7 @@
 #include "optim.h"
 #include "tandem/common/error.h"
 #include "tandem/common/files.h"
+#include "tandem/common/hash.h"
 #include "tandem/common/text.h"
 #include "trainer_impl.h"
 
@@ -31,7 +32,7 @@ std::string checksum(Model& model) {
     const torch::Tensor c = p.detach().to(torch::kCPU).contiguous();
     all.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
   }
-  return data::fingerprint_of(all);
+  return fingerprint_of(all);
 }
 
 namespace {

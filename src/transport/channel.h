@@ -7,7 +7,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "tandem/common/settings.h"
+#include "tandem/transport/options.h"
 #include "tandem/transport/worker_client.h"
 
 namespace tandem::transport {

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "tandem/common/error.h"
+#include "tandem/common/thread_pool.h"
 #include "tandem/data/batching/batch_maker.h"
-#include "tandem/data/batching/thread_pool.h"
 #include "tandem/transport/byte_budget.h"
 
 namespace tandem::transport {
@@ -38,7 +38,7 @@ ServedBatch::~ServedBatch() {
 DataWorker::DataWorker(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts, std::string host,
                        data::DType wire)
     : dataset_(std::move(dataset)), opts_(opts), host_(std::move(host)),
-      pool_(std::make_unique<data::ThreadPool>(opts.threads > 0 ? opts.threads : data::available_cores())),
+      pool_(std::make_unique<ThreadPool>(opts.threads > 0 ? opts.threads : available_cores())),
       maker_(std::make_unique<data::BatchMaker>(dataset_, pool_.get(), wire)),
       budget_(std::make_unique<ByteBudget>(batch_budget(opts, *dataset_))),
       bytes_per_sample_(dataset_->info().sample_bytes() / data::dtype_size(dataset_->info().dtype) *
@@ -52,19 +52,9 @@ DataWorker::~DataWorker() {
 }
 
 WorkerInfo DataWorker::describe() const {
-  const data::DatasetInfo& d = dataset_->info();
   WorkerInfo info;
-  info.dataset = d.name;
-  info.size = d.size;
-  info.fingerprint = d.fingerprint;
-  info.fingerprint_description = d.description;
-  info.sample_shape = d.sample_shape;
-  info.dtype = d.dtype;
-  info.num_classes = d.num_classes;
-  info.mean = d.mean;
-  info.std = d.std;
-  info.class_names = d.class_names;
-  info.fields = d.schema();
+  info.dataset = dataset_->info();
+  info.dataset.fields = info.dataset.schema();  // the image and the label named too
   info.threads = pool_->size();
   info.host = host_;
   info.skipped = dataset_->skipped();

@@ -18,8 +18,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "batch_method.h"
-#include "tandem/common/settings.h"
 #include "tandem/transport/credentials.h"
+#include "tandem/transport/options.h"
 
 namespace tandem::transport {
 

@@ -26,17 +26,18 @@ data::BatchRequest from_proto(const v1::BatchRequest& request) {
 
 v1::InfoReply to_proto(const WorkerInfo& info) {
   v1::InfoReply reply;
-  reply.set_dataset(info.dataset);
-  reply.set_size(info.size);
-  reply.set_fingerprint(info.fingerprint);
-  reply.set_fingerprint_description(info.fingerprint_description);
-  reply.mutable_sample_shape()->Add(info.sample_shape.begin(), info.sample_shape.end());
-  reply.set_dtype(to_proto(info.dtype));
-  reply.set_num_classes(static_cast<uint32_t>(info.num_classes));
-  reply.mutable_mean()->Add(info.mean.begin(), info.mean.end());
-  reply.mutable_std()->Add(info.std.begin(), info.std.end());
-  for (const std::string& name : info.class_names) reply.add_class_names(name);
-  for (const data::FieldSpec& f : info.fields) {
+  const data::DatasetInfo& d = info.dataset;
+  reply.set_dataset(d.name);
+  reply.set_size(d.size);
+  reply.set_fingerprint(d.fingerprint);
+  reply.set_fingerprint_description(d.description);
+  reply.mutable_sample_shape()->Add(d.sample_shape.begin(), d.sample_shape.end());
+  reply.set_dtype(to_proto(d.dtype));
+  reply.set_num_classes(static_cast<uint32_t>(d.num_classes));
+  reply.mutable_mean()->Add(d.mean.begin(), d.mean.end());
+  reply.mutable_std()->Add(d.std.begin(), d.std.end());
+  for (const std::string& name : d.class_names) reply.add_class_names(name);
+  for (const data::FieldSpec& f : d.fields) {
     v1::FieldSpec* spec = reply.add_fields();
     spec->set_name(f.name);
     spec->set_dtype(to_proto(f.dtype));
@@ -52,19 +53,20 @@ v1::InfoReply to_proto(const WorkerInfo& info) {
 
 WorkerInfo from_proto(const v1::InfoReply& reply) {
   WorkerInfo info;
-  info.dataset = reply.dataset();
-  info.size = reply.size();
-  info.fingerprint = reply.fingerprint();
+  data::DatasetInfo& d = info.dataset;
+  d.name = reply.dataset();
+  d.size = reply.size();
+  d.fingerprint = reply.fingerprint();
   // Only ever quoted through describe_difference, which shortens and escapes each value.
-  if (reply.fingerprint_description().size() <= 64 * 1024) info.fingerprint_description = reply.fingerprint_description();
-  info.sample_shape.assign(reply.sample_shape().begin(), reply.sample_shape().end());
-  info.dtype = from_proto(reply.dtype());
-  info.num_classes = static_cast<int>(std::min<uint32_t>(reply.num_classes(), 1u << 30));
-  info.mean.assign(reply.mean().begin(), reply.mean().end());
-  info.std.assign(reply.std().begin(), reply.std().end());
-  info.class_names.assign(reply.class_names().begin(), reply.class_names().end());  // checked by info_problem
+  if (reply.fingerprint_description().size() <= 64 * 1024) d.description = reply.fingerprint_description();
+  d.sample_shape.assign(reply.sample_shape().begin(), reply.sample_shape().end());
+  d.dtype = from_proto(reply.dtype());
+  d.num_classes = static_cast<int>(std::min<uint32_t>(reply.num_classes(), 1u << 30));
+  d.mean.assign(reply.mean().begin(), reply.mean().end());
+  d.std.assign(reply.std().begin(), reply.std().end());
+  d.class_names.assign(reply.class_names().begin(), reply.class_names().end());  // checked by info_problem
   for (const v1::FieldSpec& f : reply.fields()) {  // checked by info_problem
-    info.fields.push_back({f.name(), from_proto(f.dtype()), {f.shape().begin(), f.shape().end()}});
+    d.fields.push_back({f.name(), from_proto(f.dtype()), {f.shape().begin(), f.shape().end()}});
   }
   info.threads = static_cast<int>(reply.threads());
   info.host = printable(reply.host(), 80);

@@ -4,7 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tandem/common/settings.h"
+#include "tandem/data/core/options.h"
+#include "tandem/training/options.h"
+
 
 namespace tandem::bench {
 

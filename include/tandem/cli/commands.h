@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "tandem/common/settings.h"
+#include "tandem/launch/settings.h"
 
 namespace tandem::cli {
 

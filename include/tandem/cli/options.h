@@ -6,7 +6,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "tandem/cluster/cluster.h"
-#include "tandem/common/settings.h"
+#include "tandem/launch/settings.h"
 
 namespace tandem::cli {
 

@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "tandem/common/settings.h"
+#include "tandem/cluster/options.h"
+#include "tandem/common/environment.h"
 
 namespace tandem::cluster {
 
@@ -21,7 +22,11 @@ struct InstanceGroup {
   int gpus_per_host = -1;
 };
 
+// Which platform described the cluster (discover()'s sources, in order).
+enum class Platform { kLocal, kSageMaker, kTorchrun, kSlurm, kJobSet };
+
 struct Cluster {
+  Platform platform = Platform::kLocal;
   std::string current_host;
   std::string current_group;
   std::string current_instance_type;
@@ -41,11 +46,10 @@ struct Cluster {
   bool ranks_started = false;
 };
 
-// Reads one environment variable; injectable so tests need not touch the process env.
-using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
-
-// The real process environment.
-std::optional<std::string> process_env(const std::string& name);
+// The process environment's reader (common/environment.h), injectable so tests need not
+// touch the process env.
+using tandem::EnvLookup;
+using tandem::process_env;
 
 // Reads torchrun's rank variables (WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*) and tandem's own launcher variables, by the
@@ -70,6 +74,12 @@ Cluster parse_resource_config(const std::string& json_text, const std::string& p
 // Flags (opts.current_host) override what was discovered.
 Cluster discover(const ClusterOptions& opts, const EnvLookup& env = process_env);
 
+// The cluster a rank belongs to, for the plan's instance types; never throws (unknown
+// types are warned of). `launched`: a rank of tandem's rank group (LauncherEnv::rank_group)
+// or another launcher whose torchrun variables describe the ranks, not the cluster (that
+// is the one discovered without them).
+Cluster cluster_for_plan(const ClusterOptions& opts, bool launched, const EnvLookup& env = process_env);
+
 // A Slurm job's ports, the same on every host of the job without a word between them,
 // and different for jobs that share a node (as torchrun users derive MASTER_PORT from
 // SLURM_JOB_ID): the data workers at kJobPortsFirst + 3 x (id mod kJobPortsSpan), the
@@ -85,9 +95,5 @@ struct JobPorts {
   int master = 0;
 };
 std::optional<JobPorts> slurm_job_ports(const Cluster& c);
-
-// `s` with the job's ports (slurm_job_ports) in place of those not given
-// (worker_port_given, master_port_given); `s` as it is outside Slurm.
-Settings with_job_ports(Settings s, const Cluster& c);
 
 }  // namespace tandem::cluster

@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "tandem/common/settings.h"
+#include "tandem/cluster/options.h"
+
 
 namespace tandem::cluster {
 

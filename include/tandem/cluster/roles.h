@@ -9,7 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "tandem/cluster/cluster.h"
-#include "tandem/common/settings.h"
+#include "tandem/cluster/options.h"
 
 namespace tandem::cluster {
 

@@ -64,5 +64,8 @@ inline constexpr const char* kRankGroup = "TANDEM_RANK_GROUP";
 // For `tandem trainer` ranks only: the address Gloo binds to.
 inline constexpr const char* kGlooAddress = "TANDEM_GLOO_ADDRESS";
 inline constexpr const char* kStreamRelay = "TANDEM_STREAM_RELAY";
+// Set by `tandem simulate --job` for torchrun-style ranks (each under its own /bin/sh):
+// which launch of a host's ranks a rank belongs to (feed/script_run.h ranks_training).
+inline constexpr const char* kLaunchId = "TANDEM_LAUNCH_ID";
 
 }  // namespace tandem::launch_env

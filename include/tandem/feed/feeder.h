@@ -16,10 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/batching/batch.h"
-#include "tandem/data/sources/dataset.h"
 #include "tandem/data/batching/sampler.h"
+#include "tandem/data/core/batch.h"
+#include "tandem/data/core/dataset.h"
 #include "tandem/feed/rank_feed.h"
 #include "tandem/feed/scheduler.h"
 
@@ -40,10 +39,12 @@ struct FeederOptions {
   std::string relay;  // this host's stream relay (FeedOptions::relay); "" = none
 };
 
-// The RankFeed options of a Feeder: the settings' (feed_options), learning the dataset
-// from the workers when this process makes no batches itself, errors worded for
-// tandem.Feed (connect_timeout, "this feed"). tandem.plan() finds its dataset with them.
-FeedOptions feeder_feed_options(const Settings& settings, const FeederOptions& f);
+// The RankFeed options of a Feeder: the settings' (`base`: launch/feed_settings.h, with
+// the settings' directory of workers) with f's workers (at base.worker_port when they
+// name none) and place, learning the dataset from the workers when this process makes no
+// batches itself, errors worded for tandem.Feed (connect_timeout, "this feed").
+// tandem.plan() finds its dataset with them.
+FeedOptions feeder_feed_options(FeedOptions base, const FeederOptions& f);
 
 class Feeder {
  public:
@@ -52,7 +53,8 @@ class Feeder {
   // and keeps the next batches ready. Does not wait: wait_started() does, and throws what
   // that thread met. Throws ConfigError for options that cannot work (no source, a
   // negative local_threads, start_step past steps or given with epoch).
-  Feeder(const Settings& settings, FeederOptions opts);
+  // `feed`: the settings' feed options (launch/feed_settings.h); `steps`: --steps.
+  Feeder(FeederOptions opts, FeedOptions feed, uint64_t steps);
   ~Feeder();  // close()
   Feeder(const Feeder&) = delete;
   Feeder& operator=(const Feeder&) = delete;

@@ -14,7 +14,7 @@
 namespace tandem::feed {
 
 // The scheduler's name for this process's own preprocessing threads.
-inline constexpr const char* kLocalSource = "local";
+using report::kLocalSource;
 
 class LocalSource {
  public:

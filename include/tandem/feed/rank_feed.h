@@ -18,13 +18,14 @@
 #include <thread>
 #include <vector>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/batching/batch.h"
 #include "tandem/data/batching/sampler.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/batch.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/core/options.h"
 #include "tandem/feed/scheduler.h"
 #include "tandem/feed/worker_directory.h"
 #include "tandem/feed/worker_link.h"
+#include "tandem/transport/options.h"
 #include "tandem/transport/worker_client.h"
 
 namespace tandem::feed {
@@ -38,6 +39,7 @@ inline constexpr double kReleaseDeadlineS = 3;
 struct FeedOptions {
   DataOptions data;                   // what the feed serves (made here when this host has a copy)
   std::vector<std::string> workers;   // data workers, "address:port"
+  int worker_port = 6000;             // where a worker named without a port listens (--worker-port)
   SecurityOptions security;           // the token and job name every call carries
   // This host's stream relay ("unix:PATH", set by `tandem launch --share-streams`): the
   // batch streams go through it (transport/stream_relay.h); "" = straight to each worker.
@@ -76,10 +78,6 @@ struct FeedOptions {
   // (transport::make_worker_client's `resolve`). Default: cluster::resolve_all.
   transport::NameResolver resolve;
 };
-
-// A feed's options from the settings, filled once: --data and its settings, the token and
-// job name, and the trainer's batch size, prefetch, inflight and timeouts.
-FeedOptions feed_options(const Settings& settings, std::vector<std::string> workers, int rank, int world);
 
 class RankFeed {
  public:

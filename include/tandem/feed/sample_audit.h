@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tandem/data/batching/batch.h"
 #include "tandem/data/batching/sampler.h"
+#include "tandem/data/core/batch.h"
 
 namespace tandem::feed {
 

@@ -21,8 +21,9 @@
 #include <vector>
 
 #include "tandem/common/clock.h"
-#include "tandem/data/batching/batch.h"
+#include "tandem/data/core/batch.h"
 #include "tandem/feed/request_depth.h"
+#include "tandem/report/run_records.h"
 
 namespace tandem::feed {
 
@@ -43,22 +44,8 @@ struct SchedulerOptions {
   int max_prefetch = 0;
 };
 
-struct SourceStats {
-  std::string name;
-  uint64_t batches = 0;        // delivered to the training loop
-  uint64_t samples = 0;
-  double compute_seconds = 0;  // CPU-seconds the source reported for its batches
-  uint64_t bytes = 0;          // what its batches carried (data::Batch::payload_bytes)
-  bool failed = false;
-  std::string error;           // why it failed (the last failure, for one that rejoined)
-  int rejoins = 0;             // times it failed, recovered and served again
-  uint64_t ahead = 0;          // requests it was given beyond the line, due later (slower than the window)
-  std::string left;            // why it left politely (leave()): a draining worker, one no longer listed; "" = it did not
-  uint64_t hedged = 0;         // its requests also given to another source because they were late
-  int threads = 0;             // the threads making its batches, as it said (0 = not known)
-  int depth = 0;               // requests it may hold now (its window; request_depth.h)
-  int deepest = 0;             // the most it was allowed to hold
-};
+// What each source delivered: a record the report reads (report/run_records.h).
+using SourceStats = report::SourceStats;
 
 class Scheduler {
  public:

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "tandem/cluster/endpoint.h"
+#include "tandem/cluster/options.h"
 #include "tandem/common/clock.h"
-#include "tandem/common/settings.h"
 
 namespace tandem::feed {
 

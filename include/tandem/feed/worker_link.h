@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "tandem/common/backoff.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
 #include "tandem/feed/scheduler.h"
 #include "tandem/transport/worker_client.h"
 

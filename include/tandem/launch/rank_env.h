@@ -6,18 +6,9 @@
 #include <string>
 #include <vector>
 
-namespace tandem::launch {
+#include "tandem/common/rank_place.h"
 
-// Where one rank sits: host `group_rank` of `groups` trainer hosts, process `local_rank`
-// of `local_world` on it.
-struct RankPlace {
-  int group_rank = 0;
-  int groups = 1;
-  int local_rank = 0;
-  int local_world = 1;
-  int rank() const { return group_rank * local_world + local_rank; }
-  int world() const { return groups * local_world; }
-};
+namespace tandem::launch {
 
 // What every rank of one host is told besides its place.
 struct RankContext {

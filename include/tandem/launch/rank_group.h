@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "tandem/common/settings.h"
+#include "tandem/launch/options.h"
 #include "tandem/launch/process.h"
 #include "tandem/launch/rank_env.h"
+#include "tandem/transport/options.h"
 
 namespace tandem::launch {
 

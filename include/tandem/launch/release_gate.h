@@ -22,7 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "tandem/common/settings.h"
+#include "tandem/launch/options.h"
+#include "tandem/transport/options.h"
+
 
 namespace tandem::launch {
 

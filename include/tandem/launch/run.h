@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "tandem/cluster/cluster.h"
-#include "tandem/common/settings.h"
+#include "tandem/launch/settings.h"
 
 namespace tandem::launch {
 

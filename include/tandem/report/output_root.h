@@ -2,23 +2,22 @@
 // output/failure): the trainer role's, and a tandem.Feed-fed script's (rank 0).
 #pragma once
 
+#include <cstdint>
 #include <string>
-
-#include "tandem/common/settings.h"
 
 namespace tandem::report {
 
 // The folder under which a trainer writes, laid out as a SageMaker root (checkpoints/,
 // model/, output/data/summary.json, output/failure):
-// - the SageMaker root (--sagemaker-root) when it exists: SageMaker, or a root `simulate`
+// - `sagemaker_root` (--sagemaker-root) when it exists: SageMaker, or a root `simulate`
 //   made;
 // - outside SageMaker (no such directory), rank 0 keeps its files in the working
-//   directory instead, in ./tandem-output/<job name> when the job has a name (--job-name,
+//   directory instead, in ./tandem-output/<job> when the job has a name (`job`: --job-name,
 //   TRAINING_JOB_NAME, SLURM_JOB_ID: a restart of the job resumes there), else in a
 //   fresh ./tandem-output/run-YYYYMMDD-HHMMSS. It is created here and its absolute path
 //   logged. Other ranks write nothing there: "" for them, and "" (with a warning) when
 //   the folder cannot be made.
-std::string output_root(const Settings& settings, int rank);
+std::string output_root(const std::string& sagemaker_root, const std::string& job, int rank);
 
 // The room an output folder `root` keeps for its last records (common/files.h
 // hold_reserve): output/.tandem-reserve, 1 MiB, held by the trainer from its start and

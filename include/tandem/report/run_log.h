@@ -13,7 +13,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tandem/feed/scheduler.h"
 #include "tandem/report/run_records.h"
 #include "tandem/report/tensorboard.h"
 
@@ -34,7 +33,7 @@ class MetricsLog {
   // share (source_share/NAME). Never throws: without it the run goes on, saying why.
   void add_tensorboard(const std::string& dir);
 
-  void write(const LogPoint& point, const std::vector<feed::SourceStats>& sources);
+  void write(const LogPoint& point, const std::vector<SourceStats>& sources);
   // The event file, "" without one.
   std::string tensorboard_path() const { return tensorboard_ ? tensorboard_->path() : ""; }
 

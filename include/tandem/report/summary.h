@@ -6,9 +6,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/sources/dataset.h"
-#include "tandem/feed/scheduler.h"
 #include "tandem/plan/plan_inputs.h"
 #include "tandem/report/run_records.h"
 
@@ -16,7 +13,7 @@ namespace tandem::report {
 
 // steps, samples, samples_per_sec, data_wait_fraction, first_loss, final_loss,
 // wall_seconds, and per source {address, batches, samples, images_per_sec, share}.
-nlohmann::json make_summary(const TrainReport& train, const std::vector<feed::SourceStats>& sources);
+nlohmann::json make_summary(const TrainReport& train, const std::vector<SourceStats>& sources);
 
 // "throughput": global and per-rank samples/s over training time, and the ceiling: the
 // global rate of the loop while it was not waiting for data (a GPU's idle time excluded).
@@ -35,18 +32,13 @@ struct WorkerFacts {
 // CPU-second. `sources` are rank 0's; the local threads are the source named "local";
 // `local_threads` is per trainer host (every rank's on that host). `simulated` is left
 // for the caller.
-plan::PlanInputs measure_plan_inputs(const TrainReport& train, const std::vector<feed::SourceStats>& sources,
+plan::PlanInputs measure_plan_inputs(const TrainReport& train, const std::vector<SourceStats>& sources,
                                      const std::vector<WorkerFacts>& workers, const std::string& trainer_instance_type,
                                      int trainer_hosts, int local_threads);
 
-// "settings": what made the samples (data, the dataset it became, its size, image size,
-// classes, seed, the pipeline as run, wire dtype) and what trained on them (optimizer,
-// learning rate and schedule, momentum, weight decay, clipping, mixed precision, fused
-// kernels), for the report and for a person comparing runs.
-nlohmann::json run_settings(const Settings& settings, const data::DatasetInfo& dataset);
-// The part of "settings" about what trained (tandem's trainer's options); a script fed by
-// tandem.Feed trains with its own, so its summary has these keys null.
-nlohmann::json trainer_settings(const TrainerOptions& trainer);
+// Writes `summary` to `path` (atomically) and report.html beside it. A report is a
+// convenience: a failure to write it is a warning naming `tandem report`, never fatal.
+void write_summary_and_report(const std::string& path, const nlohmann::json& summary);
 
 // Records why the job failed in <root>/output/failure, where SageMaker looks for it.
 // Skipped when the root does not exist (not on SageMaker). Never throws: failing to report a failure must not hide the original error.

@@ -7,18 +7,16 @@
 #include <optional>
 #include <string>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/batching/batch.h"
+#include "tandem/cluster/options.h"
+#include "tandem/data/core/batch.h"
 #include "tandem/report/run_records.h"
+#include "tandem/training/options.h"
 
 namespace tandem::training {
 
-// This process's place in data-parallel training, torchrun style.
-struct DistInfo {
-  int rank = 0;
-  int world = 1;
-  int local_rank = 0;
-  int local_world = 1;
+// This process's place in data-parallel training (RankPlace, torchrun's words) and how its
+// process group forms.
+struct DistInfo : RankPlace {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   double timeout_s = 300;

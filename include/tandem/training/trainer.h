@@ -10,9 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/batching/batch.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/batch.h"
+#include "tandem/data/core/dataset.h"
 #include "tandem/report/run_records.h"
 #include "tandem/training/run_types.h"
 #include "tandem/training/trainer_options.h"

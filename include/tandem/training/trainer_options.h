@@ -7,8 +7,9 @@
 #include <cstdint>
 #include <string>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/core/options.h"
+#include "tandem/training/options.h"
 #include "tandem/training/run_types.h"
 
 namespace tandem::training {
@@ -90,7 +91,7 @@ TrainerConfig trainer_config(const TrainerOptions& opts, int64_t steps);
 
 // What a rank's host offers, for the thread split.
 struct RankHost {
-  int cores = 1;                // usable on this host (data::available_cores)
+  int cores = 1;                // usable on this host (available_cores)
   int gpus = 0;                 // visible to this process
   bool local_data = false;      // this rank has the dataset (else it learned it from workers)
   bool remote_workers = false;  // data workers feed this rank

@@ -12,7 +12,7 @@
 #include <grpcpp/support/slice.h>
 #include <grpcpp/support/status.h>
 
-#include "tandem/data/batching/buffer.h"
+#include "tandem/data/core/buffer.h"
 #include "tandem/v1/data.pb.h"
 
 namespace tandem::transport {

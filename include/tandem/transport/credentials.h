@@ -8,7 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "tandem/common/settings.h"
+#include "tandem/transport/options.h"
+
 
 namespace grpc {
 class ChannelCredentials;

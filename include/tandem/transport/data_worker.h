@@ -15,14 +15,17 @@
 #include <vector>
 
 #include "tandem/common/clock.h"
-#include "tandem/common/settings.h"
-#include "tandem/data/batching/batch.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/batch.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/transport/options.h"
 #include "tandem/transport/worker_info.h"
+
+namespace tandem {
+class ThreadPool;
+}  // namespace tandem
 
 namespace tandem::data {
 class BatchMaker;
-class ThreadPool;
 }  // namespace tandem::data
 
 namespace tandem::transport {
@@ -95,7 +98,7 @@ class DataWorker {
   std::shared_ptr<const data::Dataset> dataset_;
   const WorkerOptions opts_;
   const std::string host_;
-  std::unique_ptr<data::ThreadPool> pool_;
+  std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<data::BatchMaker> maker_;
   std::unique_ptr<ByteBudget> budget_;
   uint64_t bytes_per_sample_ = 0;  // one sample as sent, with its label

@@ -19,7 +19,8 @@
 #include <memory>
 #include <string>
 
-#include "tandem/common/settings.h"
+#include "tandem/transport/options.h"
+
 
 namespace tandem::transport {
 

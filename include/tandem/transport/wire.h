@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "tandem/data/batching/batch.h"
+#include "tandem/data/core/batch.h"
 #include "tandem/transport/batch_codec.h"
 #include "tandem/transport/worker_info.h"
 #include "tandem/v1/data.pb.h"

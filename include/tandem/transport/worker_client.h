@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/batching/batch.h"
+#include "tandem/data/core/batch.h"
+#include "tandem/transport/options.h"
 #include "tandem/transport/worker_info.h"
 
 namespace tandem::transport {

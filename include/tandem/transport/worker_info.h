@@ -5,21 +5,15 @@
 #include <string>
 #include <vector>
 
-#include "tandem/data/batching/batch.h"
+#include "tandem/data/core/dataset_info.h"
 
 namespace tandem::transport {
 
 struct WorkerInfo {
-  std::string dataset;
-  uint64_t size = 0;
-  std::string fingerprint;
-  std::string fingerprint_description;  // what the fingerprint hashes (data::DatasetInfo::description)
-  std::vector<int64_t> sample_shape;
-  data::DType dtype = data::DType::kFloat32;
-  int num_classes = 0;
-  std::vector<float> mean, std;
-  std::vector<std::string> class_names;  // label -> name; empty when the labels have none
-  std::vector<data::FieldSpec> fields;   // the schema (data::DatasetInfo::schema()); empty: image and label
+  // What it serves, as the worker says: its `fields` are the schema (DatasetInfo::schema();
+  // empty from an older worker: image and label). As sent; a trainer checks it
+  // (data::info_problem) before it believes it.
+  data::DatasetInfo dataset;
   int threads = 0;
   std::string host;
   std::vector<std::string> skipped;  // files it could not use (--on-bad-sample skip)

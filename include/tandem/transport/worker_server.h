@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/transport/options.h"
 
 namespace tandem::transport {
 

@@ -12,8 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/common/error.h"
+#include "tandem/common/hash.h"
 #include "tandem/common/text.h"
-#include "tandem/data/sources/dataset.h"  // fnv1a, hex64
+#include "tandem/data/core/dataset.h"  // fnv1a, hex64
 
 #include "pipeline_ops.h"
 

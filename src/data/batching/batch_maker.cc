@@ -41,35 +41,21 @@ FieldsOut fields_out(Batch& batch, RaggedRows& ragged, size_t i) {
   return out;
 }
 
-// Makes sample i of the batch, its image into `image`, its label into the batch's labels
-// (where the dataset has them) and its other fields into their rows.
-void produce_one(const Dataset& dataset, const BatchRequest& request, size_t i, std::span<std::byte> image,
-                 Batch& batch, RaggedRows& ragged, SampleReads* reads) {
-  const FieldsOut out = fields_out(batch, ragged, i);
-  const FieldsOut* extra = batch.fields.empty() ? nullptr : &out;
-  int64_t label = 0;
-  if (reads) label = dataset.produce_read(*reads, i, request.indices[i], request.epoch, image, extra);
-  else if (extra) label = dataset.produce_fields(request.indices[i], request.epoch, image, out);
-  else label = dataset.produce(request.indices[i], request.epoch, image);
-  if (!batch.labels.empty()) batch.labels[i] = label;
-}
-
-// Samples [begin, end) at once where the dataset makes many at once (make_many), in
-// place; false where it does not.
-bool make_together(const Dataset& dataset, const BatchRequest& request, size_t begin, size_t end, Batch& batch,
-                   RaggedRows& ragged) {
-  const size_t bytes = dataset.info().sample_bytes();
+// Makes samples [begin, end) of the batch, each image at `image(i)`, their labels into
+// the batch's labels (where the dataset has them) and their other fields into their rows:
+// one call to the dataset's batch entry (make_samples), which takes `reads`' bytes.
+void make_range(const Dataset& dataset, const BatchRequest& request, size_t begin, size_t end,
+                const std::function<std::span<std::byte>(size_t)>& image, Batch& batch, RaggedRows& ragged,
+                SampleReads* reads) {
   FieldsOut fields;
   const auto out = [&](size_t k) {
     const size_t i = begin + k;
     fields = fields_out(batch, ragged, i);
-    return SampleOut{std::span<std::byte>(batch.data.data() + i * bytes, bytes), batch.fields.empty() ? nullptr : &fields};
+    return SampleOut{image(i), batch.fields.empty() ? nullptr : &fields};
   };
   const std::span<const uint64_t> indices(request.indices.data() + begin, end - begin);
-  const std::optional<std::vector<int64_t>> labels = dataset.make_many(indices, request.epoch, out);
-  if (!labels) return false;
-  if (!batch.labels.empty()) std::copy(labels->begin(), labels->end(), batch.labels.begin() + static_cast<long>(begin));
-  return true;
+  const std::vector<int64_t> labels = dataset.make_samples(indices, request.epoch, out, reads, begin);
+  if (!batch.labels.empty()) std::copy(labels.begin(), labels.end(), batch.labels.begin() + static_cast<long>(begin));
 }
 
 template <typename T>
@@ -80,8 +66,9 @@ void make_converted(const Dataset& dataset, const BatchRequest& request, size_t 
   const size_t wire_bytes = values * dtype_size(wire);
   thread_local std::vector<T> scratch;
   scratch.resize(values);
+  const auto in_scratch = [&](size_t) { return std::as_writable_bytes(std::span<T>(scratch)); };
   for (size_t i = begin; i < end; ++i) {
-    produce_one(dataset, request, i, std::as_writable_bytes(std::span<T>(scratch)), batch, ragged, reads);
+    make_range(dataset, request, i, i + 1, in_scratch, batch, ragged, reads);
     convert(scratch.data(), values, wire, batch.data.data() + i * wire_bytes);
     rows[i] = row_digest(batch.data.data() + i * wire_bytes, wire_bytes);
   }
@@ -150,15 +137,9 @@ void BatchMaker::fill(Batch& batch, const BatchRequest& request, size_t begin, s
   const DatasetInfo& info = dataset_->info();
   const size_t bytes = info.sample_bytes();
   if (wire_ == info.dtype) {
-    if (!reads && end - begin > 1 && make_together(*dataset_, request, begin, end, batch, ragged)) {
-      for (size_t i = begin; i < end; ++i) rows[i] = row_digest(batch.data.data() + i * bytes, bytes);
-      return;
-    }
-    for (size_t i = begin; i < end; ++i) {
-      produce_one(*dataset_, request, i, std::span<std::byte>(batch.data.data() + i * bytes, bytes), batch, ragged,
-                  reads);
-      rows[i] = row_digest(batch.data.data() + i * bytes, bytes);
-    }
+    const auto in_place = [&](size_t i) { return std::span<std::byte>(batch.data.data() + i * bytes, bytes); };
+    make_range(*dataset_, request, begin, end, in_place, batch, ragged, reads);
+    for (size_t i = begin; i < end; ++i) rows[i] = row_digest(batch.data.data() + i * bytes, bytes);
     return;
   }
   // Each sample is made in scratch in the dataset's own type (uint8 for image datasets,

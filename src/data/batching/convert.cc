@@ -6,9 +6,10 @@
 #include <cstring>
 
 #include "tandem/common/error.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
 
 #include "tandem/common/simd.h"
+#include "tandem/data/sources/source_kinds.h"
 
 namespace tandem::data {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "tandem/common/error.h"
-#include "tandem/data/augment/rng.h"
+#include "tandem/data/core/rng.h"
 
 namespace tandem::data {
 

@@ -22,8 +22,8 @@
 #include "pool_process.h"
 #include "tandem/common/clock.h"
 #include "tandem/common/cpu_time.h"
+#include "tandem/common/hash.h"
 #include "tandem/common/text.h"
-#include "tandem/data/sources/dataset.h"  // fnv1a
 
 namespace tandem::data {
 namespace fs = std::filesystem;

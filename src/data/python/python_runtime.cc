@@ -3,39 +3,38 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "tandem/data/batching/thread_pool.h"
+#include "tandem/common/environment.h"
+#include "tandem/common/thread_pool.h"
 #include "tandem/data/python/process_pool.h"
 
 namespace tandem::data {
 namespace fs = std::filesystem;
 
-// --python, else $TANDEM_PYTHON (the wheel's `tandem` command sets it to the Python it was
-// installed into), else /usr/bin/python3, else python3 on PATH.
-std::string python_interpreter(const DataOptions& opts) {
+std::string python_interpreter(const std::string& python) {
   std::error_code ec;
-  if (!opts.python.empty()) return opts.python;
-  if (const char* env = std::getenv("TANDEM_PYTHON"); env && *env) return env;
+  if (!python.empty()) return python;
+  if (const std::string env = process_env("TANDEM_PYTHON").value_or(""); !env.empty()) return env;
   return fs::exists("/usr/bin/python3", ec) ? "/usr/bin/python3" : "python3";
 }
 
-PythonPoolOptions python_runtime_options(const DataOptions& opts) {
+PythonPoolOptions python_runtime_options(const PythonRuntime& runtime) {
   PythonPoolOptions p;
-  p.python = python_interpreter(opts);
-  p.procs = opts.python_procs > 0 ? opts.python_procs : available_cores();
-  p.sample_timeout_s = opts.sample_timeout_s;
+  p.python = python_interpreter(runtime.python);
+  p.procs = runtime.procs > 0 ? runtime.procs : available_cores();
+  p.sample_timeout_s = runtime.sample_timeout_s;
   p.script = find_dataset_worker();
-  p.start_procs = opts.python_start_procs;
-  if (opts.python_shm_bytes > 0) {
-    p.max_shm_bytes = std::max<size_t>(opts.python_shm_bytes / p.procs, 1);
+  p.start_procs = runtime.start_procs;
+  if (runtime.shm_bytes > 0) {
+    p.max_shm_bytes = std::max<size_t>(runtime.shm_bytes / p.procs, 1);
     p.shm_limit_setting = "half of --max-inflight-mb, shared by the " + std::to_string(p.procs) + " --python-procs";
   }
   return p;
 }
 
 std::string find_dataset_worker() {
-  if (const char* env = std::getenv("TANDEM_DATASET_WORKER"); env && *env) {
+  if (const std::string env = process_env("TANDEM_DATASET_WORKER").value_or(""); !env.empty()) {
     if (!fs::is_regular_file(env)) {
-      throw ConfigError("TANDEM_DATASET_WORKER=" + std::string(env) + " is not a file: point it at _dataset_worker.py");
+      throw ConfigError("TANDEM_DATASET_WORKER=" + env + " is not a file: point it at _dataset_worker.py");
     }
     return env;
   }

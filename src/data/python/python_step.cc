@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "tandem/common/text.h"
-#include "tandem/data/sources/python_dataset.h"
+#include "tandem/data/python/python_fields.h"
 
 namespace tandem::data {
 namespace {

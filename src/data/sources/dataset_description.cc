@@ -1,12 +1,10 @@
 // What a dataset's description says and how two differ: the settings behind a
 // fingerprint, named as a person would, and the hash itself.
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/sources/source_kinds.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "tandem/common/text.h"
-#include "tandem/data/sources/source_kinds.h"
 
 namespace tandem::data {
 
@@ -136,21 +134,5 @@ std::string description_setting(const std::string& description, const std::strin
   }
   return "";
 }
-
-uint64_t fnv1a(std::string_view data, uint64_t hash) {
-  for (unsigned char c : data) {
-    hash ^= c;
-    hash *= 0x100000001b3ull;
-  }
-  return hash;
-}
-
-std::string hex64(uint64_t h) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
-}
-
-std::string fingerprint_of(const std::string& description) { return hex64(fnv1a(description)); }
 
 }  // namespace tandem::data

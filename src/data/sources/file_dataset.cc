@@ -65,14 +65,14 @@ bool dataset_is_here(const DataOptions& opts) {
   }
 }
 
-uint64_t samples_per_epoch(const DataOptions& opts, uint64_t available, const std::string& what) {
+uint64_t samples_per_epoch(uint64_t requested, uint64_t available, const std::string& what) {
   if (available == 0) throw ConfigError(what + " holds no samples: add data or point --data elsewhere");
-  if (opts.dataset_size == 0) return available;
-  if (opts.dataset_size > available) {
-    throw ConfigError("--dataset-size " + std::to_string(opts.dataset_size) + " exceeds the " +
-                      std::to_string(available) + " samples of " + what + ": lower it, or 0 for all");
+  if (requested == 0) return available;
+  if (requested > available) {
+    throw ConfigError("--dataset-size " + std::to_string(requested) + " exceeds the " + std::to_string(available) +
+                      " samples of " + what + ": lower it, or 0 for all");
   }
-  return opts.dataset_size;
+  return requested;
 }
 
 void check_sample_index(uint64_t index, const DatasetInfo& info) {

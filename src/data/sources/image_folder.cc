@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/common/hash.h"
 #include "tandem/common/text.h"
 #include "tandem/data/augment/pipeline_spec.h"
 #include "tandem/data/sources/bad_samples.h"
@@ -88,7 +89,7 @@ std::string listing_problem(const fs::filesystem_error& e) {
 
 }  // namespace
 
-std::string image_folder_pipeline(const DataOptions& opts) {
+std::string image_folder_pipeline(const ImageOptions& opts) {
   return parse_pipeline(opts.pipeline.empty() ? default_image_pipeline(opts) : opts.pipeline).canonical();
 }
 
@@ -114,7 +115,7 @@ namespace {
 
 // What a listing found that is not a sample: files of other types (a warning), empty class
 // folders (an error, or under --on-bad-sample skip a skipped() entry).
-void report_index_problems(const DataOptions& opts, const std::string& root, const FolderIndex& index,
+void report_index_problems(const ImageOptions& opts, const std::string& root, const FolderIndex& index,
                            StoredIndex& stored) {
   if (index.ignored > 0) {
     spdlog::warn("imagefolder {}: ignoring {} files that are not .jpg/.jpeg/.png, e.g. {}", root, index.ignored,
@@ -150,7 +151,7 @@ StoredIndex stored_index(const std::string& root, const FolderIndex& index) {
 
 }  // namespace
 
-std::shared_ptr<const Dataset> make_image_folder(const DataOptions& opts, const std::string& root) {
+std::shared_ptr<const Dataset> make_image_folder(const ImageOptions& opts, const std::string& root) {
   const FolderIndex index = index_folder(root);
   StoredIndex stored = stored_index(root, index);
   report_index_problems(opts, root, index, stored);

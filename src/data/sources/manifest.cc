@@ -13,6 +13,7 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/files.h"
+#include "tandem/common/hash.h"
 #include "tandem/common/text.h"
 
 namespace tandem::data {
@@ -141,7 +142,7 @@ StoredIndex read_manifest(const std::string& file) {
   return index;
 }
 
-std::shared_ptr<const Dataset> make_manifest(const DataOptions& opts, const std::string& file) {
+std::shared_ptr<const Dataset> make_manifest(const ImageOptions& opts, const std::string& file) {
   StoredIndex index = read_manifest(file);
   const size_t n = index.items.size();
   auto dataset = make_stored_images(opts, std::move(index));

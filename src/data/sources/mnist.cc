@@ -8,11 +8,12 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/common/hash.h"
 #include "tandem/common/text.h"
+#include "tandem/data/augment/pipeline.h"
+#include "tandem/data/core/rng.h"
 #include "tandem/data/sources/file_dataset.h"
 #include "tandem/data/sources/idx.h"
-#include "tandem/data/augment/pipeline.h"
-#include "tandem/data/augment/rng.h"
 
 namespace tandem::data {
 namespace fs = std::filesystem;
@@ -32,8 +33,8 @@ std::string lowercase(std::string s) {
 
 class MnistDataset final : public Dataset {
  public:
-  MnistDataset(const DataOptions& opts, const std::string& images_path, const std::string& labels_path)
-      : seed_(opts.seed), shm_bytes_(opts.python_shm_bytes), images_(read_idx(images_path, 3)), labels_(read_idx(labels_path, 1)) {
+  MnistDataset(const ImageOptions& opts, const std::string& images_path, const std::string& labels_path)
+      : seed_(opts.seed), shm_bytes_(opts.python.shm_bytes), images_(read_idx(images_path, 3)), labels_(read_idx(labels_path, 1)) {
     if (images_.dims[0] != labels_.dims[0]) {
       throw ConfigError(images_path + " holds " + std::to_string(images_.dims[0]) + " images but " + labels_path +
                         " holds " + std::to_string(labels_.dims[0]) + " labels: use files of the same set");
@@ -45,7 +46,7 @@ class MnistDataset final : public Dataset {
                              : (size && (size != rows_ || size != cols_)) ? "resize(" + std::to_string(size) + "," + std::to_string(size) + ")"
                                                                           : "";
     spec_ = parse_pipeline(text);
-    pipeline_ = std::make_unique<Pipeline>(spec_, PipelineSource{false, 1, rows_, cols_, kDefaultMaxImagePixels, &opts});
+    pipeline_ = std::make_unique<Pipeline>(spec_, PipelineSource{false, 1, rows_, cols_, kDefaultMaxImagePixels, &opts.python});
     pipeline_->learn_output([&](uint8_t* out) { make(0, 0, 0, out); });
     fill_info(opts, images_path, labels_path);
     spdlog::info("mnist {}: {} images of {}x{}, {} classes, {} samples per epoch", images_path, images_.dims[0], rows_,
@@ -72,9 +73,9 @@ class MnistDataset final : public Dataset {
     pipeline_->run_image(image, rng, out, index, extra);
   }
 
-  void fill_info(const DataOptions& opts, const std::string& images_path, const std::string& labels_path) {
+  void fill_info(const ImageOptions& opts, const std::string& images_path, const std::string& labels_path) {
     info_.name = "mnist";
-    info_.size = samples_per_epoch(opts, images_.dims[0], images_path);
+    info_.size = samples_per_epoch(opts.dataset_size, images_.dims[0], images_path);
     info_.sample_shape = pipeline_->sample_shape();
     info_.dtype = DType::kUInt8;
     info_.add_fields(pipeline_->extra_fields());
@@ -95,7 +96,7 @@ class MnistDataset final : public Dataset {
   }
 
   uint64_t seed_;
-  uint64_t shm_bytes_;  // DataOptions::python_shm_bytes
+  uint64_t shm_bytes_;  // ImageOptions::python.shm_bytes
   IdxArray images_, labels_;
   int rows_ = 0, cols_ = 0;
   PipelineSpec spec_;
@@ -123,7 +124,7 @@ std::pair<std::string, std::string> mnist_files(const std::string& path, const s
   return {path, labels.string()};
 }
 
-std::shared_ptr<const Dataset> make_mnist(const DataOptions& opts, const std::string& path) {
+std::shared_ptr<const Dataset> make_mnist(const ImageOptions& opts, const std::string& path) {
   const auto [images, labels] = mnist_files(path, opts.split);
   return std::make_shared<MnistDataset>(opts, images, labels);
 }

@@ -14,9 +14,10 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/files.h"
+#include "tandem/common/hash.h"
 #include "tandem/common/text.h"
-#include "tandem/data/augment/rng.h"
-#include "tandem/data/batching/thread_pool.h"
+#include "tandem/common/thread_pool.h"
+#include "tandem/data/core/rng.h"
 #include "tandem/data/sources/bad_samples.h"
 #include "tandem/data/sources/file_dataset.h"
 
@@ -57,10 +58,10 @@ std::string canonical_args(const std::string& args) {
 
 }  // namespace
 
-PythonPoolOptions python_pool_options(const DataOptions& opts) {
+PythonPoolOptions python_pool_options(const PythonDatasetOptions& opts) {
   auto [file, name] = file_and_name(opts.data);
   const std::string args = canonical_args(opts.data_args);
-  PythonPoolOptions p = python_runtime_options(opts);
+  PythonPoolOptions p = python_runtime_options(opts.python);
   p.file = std::move(file);
   p.name = std::move(name);
   p.args_json = args;
@@ -71,13 +72,13 @@ namespace {
 
 class PythonDataset final : public Dataset {
  public:
-  explicit PythonDataset(const DataOptions& opts)
-      : seed_(opts.seed), shm_bytes_(opts.python_shm_bytes), policy_(parse_bad_sample_policy(opts.on_bad_sample)),
+  explicit PythonDataset(const PythonDatasetOptions& opts)
+      : seed_(opts.seed), shm_bytes_(opts.python.shm_bytes), policy_(parse_bad_sample_policy(opts.on_bad_sample)),
         pool_(python_pool_options(opts)) {
     const PythonPoolOptions& p = pool_.options();
     source_ = "python:" + p.file + ":" + p.name;
     info_.name = "python";
-    info_.size = samples_per_epoch(opts, pool_.about().len, source_);
+    info_.size = samples_per_epoch(opts.dataset_size, pool_.about().len, source_);
     info_.dtype = DType::kUInt8;
     learn_schema(opts);
     info_.description = "python/v1 code=" + hex64(fnv1a(read_source(p.file))) + " file=" +
@@ -148,8 +149,10 @@ class PythonDataset final : public Dataset {
   // One request to one process for them all; a sample it could not make there (it raised,
   // broke the schema, its process died) is made alone, as make_sample() makes it, which
   // substitutes it (--on-bad-sample skip) or says why it failed.
-  std::optional<std::vector<int64_t>> make_many(std::span<const uint64_t> indices, uint32_t epoch,
-                                                const std::function<SampleOut(size_t)>& out) const override {
+  std::vector<int64_t> make_samples(std::span<const uint64_t> indices, uint32_t epoch,
+                                    const std::function<SampleOut(size_t)>& out, SampleReads* reads,
+                                    size_t first) const override {
+    if (indices.size() < 2) return Dataset::make_samples(indices, epoch, out, reads, first);
     std::vector<std::pair<uint64_t, uint64_t>> items;
     for (const uint64_t index : indices) {
       check_sample_index(index, info_);
@@ -220,7 +223,7 @@ class PythonDataset final : public Dataset {
 
   // The schema from sample 0 (python_schema) and, with a 'label', the classes from the
   // dataset (num_classes, or len(classes)), else --num-classes.
-  void learn_schema(const DataOptions& opts) {
+  void learn_schema(const PythonDatasetOptions& opts) {
     int64_t label = 0;
     try {
       pool_.run(0, python_sample_seed(seed_, 0, 0), [&](const SampleFields& fields) {
@@ -240,7 +243,7 @@ class PythonDataset final : public Dataset {
     if (info_.has_label()) learn_classes(opts, label);
   }
 
-  void learn_classes(const DataOptions& opts, int64_t label) {
+  void learn_classes(const PythonDatasetOptions& opts, int64_t label) {
     const PythonDatasetAbout& about = pool_.about();
     info_.num_classes = static_cast<int>(about.num_classes.value_or(about.classes ? about.classes->size() : opts.num_classes));
     if (about.classes && about.classes->size() == static_cast<size_t>(info_.num_classes)) info_.class_names = *about.classes;
@@ -266,7 +269,7 @@ class PythonDataset final : public Dataset {
 
 }  // namespace
 
-std::shared_ptr<const Dataset> make_python_dataset(const DataOptions& opts) {
+std::shared_ptr<const Dataset> make_python_dataset(const PythonDatasetOptions& opts) {
   return std::make_shared<PythonDataset>(opts);
 }
 

@@ -2,7 +2,11 @@
 
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "tandem/common/error.h"
+#include "tandem/common/files.h"
+#include "tandem/common/hash.h"
 #include "tandem/common/text.h"
 #include "tandem/data/augment/pipeline_spec.h"
 #include "tandem/data/sources/file_dataset.h"
@@ -12,8 +16,6 @@
 #include "tandem/data/sources/python_dataset.h"
 #include "tandem/data/sources/synthetic.h"
 #include "tandem/data/sources/webdataset.h"
-#include <nlohmann/json.hpp>
-#include "tandem/common/files.h"
 
 namespace tandem::data {
 namespace {
@@ -30,7 +32,7 @@ DescribedSettings image_folder_fixed(const DataOptions& opts) {
   const DataOptions defaults;
   DescribedSettings out = {{"", "imagefolder/v1"}};
   if (!opts.pipeline.empty() || opts.image_size != defaults.image_size || opts.split != defaults.split) {
-    out.emplace_back("pipeline", image_folder_pipeline(opts));
+    out.emplace_back("pipeline", image_folder_pipeline(image_options(opts)));
   }
   if (opts.max_image_pixels != defaults.max_image_pixels) {
     out.emplace_back("max_pixels", std::to_string(opts.max_image_pixels));
@@ -60,25 +62,34 @@ DescribedSettings python_fixed(const DataOptions& opts) {
   return with_common(std::move(out), opts);
 }
 
-// The made kinds take the options only; the read kinds the path too.
-template <std::shared_ptr<const Dataset> (*F)(const DataOptions&)>
-std::shared_ptr<const Dataset> made(const DataOptions& opts, const std::string&) {
-  return F(opts);
+// The made kinds take their options only; the read kinds the path too.
+template <std::shared_ptr<const Dataset> (*F)(const GeneratedOptions&)>
+std::shared_ptr<const Dataset> generated(const DataOptions& opts, const std::string&) {
+  return F(generated_options(opts));
+}
+
+template <std::shared_ptr<const Dataset> (*F)(const ImageOptions&, const std::string&)>
+std::shared_ptr<const Dataset> read(const DataOptions& opts, const std::string& path) {
+  return F(image_options(opts), path);
+}
+
+std::shared_ptr<const Dataset> python_made(const DataOptions& opts, const std::string&) {
+  return make_python_dataset(python_dataset_options(opts));
 }
 
 const std::vector<SourceKind> kKinds = {
     {"synthetic", "'synthetic' (a small learnable task)", SourceNeeds::kNothing, DType::kFloat32,
-     made<make_synthetic>},
-    {"blur-benchmark", "'blur-benchmark'", SourceNeeds::kNothing, DType::kFloat32, made<make_blur_benchmark>},
-    {"premade", "'premade'", SourceNeeds::kNothing, DType::kFloat32, made<make_premade>},
+     generated<make_synthetic>},
+    {"blur-benchmark", "'blur-benchmark'", SourceNeeds::kNothing, DType::kFloat32, generated<make_blur_benchmark>},
+    {"premade", "'premade'", SourceNeeds::kNothing, DType::kFloat32, generated<make_premade>},
     {"imagefolder", "'imagefolder[:PATH]' (one folder per class)", SourceNeeds::kFiles, DType::kUInt8,
-     make_image_folder, image_folder_fixed},
-    {"mnist", "'mnist[:PATH]' (idx files)", SourceNeeds::kFiles, DType::kUInt8, make_mnist, mnist_fixed},
-    {"webdataset", "'webdataset[:PATH]' (tar shards)", SourceNeeds::kFiles, DType::kUInt8, make_webdataset,
+     read<make_image_folder>, image_folder_fixed},
+    {"mnist", "'mnist[:PATH]' (idx files)", SourceNeeds::kFiles, DType::kUInt8, read<make_mnist>, mnist_fixed},
+    {"webdataset", "'webdataset[:PATH]' (tar shards)", SourceNeeds::kFiles, DType::kUInt8, read<make_webdataset>,
      nullptr, true, index_webdataset},
-    {"manifest", "'manifest:FILE' (paths and labels)", SourceNeeds::kFiles, DType::kUInt8, make_manifest},
-    {"python", "'python:FILE:NAME' (your own dataset)", SourceNeeds::kPythonFile, DType::kUInt8,
-     made<make_python_dataset>, python_fixed},
+    {"manifest", "'manifest:FILE' (paths and labels)", SourceNeeds::kFiles, DType::kUInt8, read<make_manifest>},
+    {"python", "'python:FILE:NAME' (your own dataset)", SourceNeeds::kPythonFile, DType::kUInt8, python_made,
+     python_fixed},
 };
 
 // Settings that would need absurd memory are refused at start, not at the first batch
@@ -107,6 +118,36 @@ std::shared_ptr<const Dataset> within_limits(std::shared_ptr<const Dataset> d) {
 }  // namespace
 
 const std::vector<SourceKind>& source_kinds() { return kKinds; }
+
+PythonRuntime python_runtime(const DataOptions& opts) {
+  return {opts.python, opts.python_procs, opts.sample_timeout_s, opts.python_shm_bytes, opts.python_start_procs};
+}
+
+GeneratedOptions generated_options(const DataOptions& opts) {
+  return {opts.seed, opts.num_classes, opts.image_size, opts.dataset_size};
+}
+
+ImageOptions image_options(const DataOptions& opts) {
+  ImageOptions o;
+  o.seed = opts.seed;
+  o.dataset_size = opts.dataset_size;
+  o.image_size = opts.image_size;
+  o.split = opts.split;
+  o.pipeline = opts.pipeline;
+  o.max_image_pixels = opts.max_image_pixels;
+  o.on_bad_sample = opts.on_bad_sample;
+  o.io_threads = opts.io_threads;
+  o.io_engine = opts.io_engine;
+  o.read_ahead_bytes = opts.read_ahead_bytes;
+  o.emulate_read_latency_ms = opts.emulate_read_latency_ms;
+  o.python = python_runtime(opts);
+  return o;
+}
+
+PythonDatasetOptions python_dataset_options(const DataOptions& opts) {
+  return {opts.data, opts.data_args, opts.seed, opts.dataset_size, opts.num_classes, opts.on_bad_sample,
+          python_runtime(opts)};
+}
 
 std::string source_kinds_usage() {
   std::string out;

@@ -16,14 +16,14 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/common/hash.h"
 #include "tandem/data/augment/pipeline.h"
-#include "tandem/data/augment/rng.h"
 #include "tandem/data/codecs/pixel_limit.h"
+#include "tandem/data/core/rng.h"
 #include "tandem/data/python/process_pool.h"
 #include "tandem/data/sources/bad_samples.h"
 #include "tandem/data/sources/file_dataset.h"
 #include "tandem/data/sources/tar.h"
-#include "read_engines.h"
 
 namespace tandem::data {
 namespace {
@@ -84,7 +84,7 @@ std::string item_name(const StoredIndex& index, const StoredItem& item) {
   return index.members ? path + ": member " + item.member : path;
 }
 
-std::string default_image_pipeline(const DataOptions& opts) {
+std::string default_image_pipeline(const ImageOptions& opts) {
   const int s = opts.image_size ? opts.image_size : 224;
   if (opts.split == "test") {
     const int resize = static_cast<int>(std::lround(s * 256.0 / 224.0));
@@ -99,18 +99,18 @@ constexpr uint64_t kDefaultReadAheadBytes = uint64_t{256} << 20;
 
 class StoredImageDataset final : public Dataset {
  public:
-  StoredImageDataset(const DataOptions& opts, StoredIndex index)
+  StoredImageDataset(const ImageOptions& opts, StoredIndex index)
       : seed_(opts.seed),
         max_pixels_(opts.max_image_pixels),
-        shm_bytes_(opts.python_shm_bytes),
+        shm_bytes_(opts.python.shm_bytes),
         latency_(std::chrono::duration<double, std::milli>(opts.emulate_read_latency_ms)),
         policy_(parse_bad_sample_policy(opts.on_bad_sample)),
         index_(std::move(index)),
         spec_(parse_pipeline(opts.pipeline.empty() ? default_image_pipeline(opts) : opts.pipeline)),
-        pipeline_(spec_, {true, 3, 0, 0, opts.max_image_pixels, &opts}) {
+        pipeline_(spec_, {true, 3, 0, 0, opts.max_image_pixels, &opts.python}) {
     for (const auto& [path, problem] : index_.skipped) skips_.note(path, problem);
     info_.name = index_.name;
-    info_.size = samples_per_epoch(opts, index_.items.size(), index_.root);
+    info_.size = samples_per_epoch(opts.dataset_size, index_.items.size(), index_.root);
     learn_python_output();
     info_.sample_shape = pipeline_.sample_shape();
     info_.dtype = DType::kUInt8;
@@ -136,7 +136,6 @@ class StoredImageDataset final : public Dataset {
   uint64_t skipped_count() const override { return skips_.count(); }
   uint64_t shared_memory_bytes() const override { return pipeline_.has_python_step() ? shm_bytes_ : 0; }
   std::string determinism_problem() const override { return pipeline_.determinism_problem(); }
-  uint64_t read_ahead_bytes() const override { return reads_ ? reads_->options().max_bytes : 0; }
   const ReadAhead* reader() const override { return reads_.get(); }
 
   std::unique_ptr<SampleReads> read_ahead(const std::vector<uint64_t>& indices) const override {
@@ -147,9 +146,16 @@ class StoredImageDataset final : public Dataset {
     return reads_->start(items);
   }
 
-  int64_t produce_read(SampleReads& reads, size_t position, uint64_t index, uint32_t epoch, std::span<std::byte> out,
-                       const FieldsOut* extra) const override {
-    return produce_from(index, epoch, out, extra, reads.take(position));
+  std::vector<int64_t> make_samples(std::span<const uint64_t> indices, uint32_t epoch,
+                                    const std::function<SampleOut(size_t)>& out, SampleReads* reads,
+                                    size_t first) const override {
+    std::vector<int64_t> labels(indices.size());
+    for (size_t k = 0; k < indices.size(); ++k) {
+      const SampleOut to = out(k);
+      labels[k] = produce_from(indices[k], epoch, to.image, to.fields,
+                               reads ? reads->take(first + k) : std::optional<Fetched>());
+    }
+    return labels;
   }
 
  private:
@@ -238,7 +244,7 @@ class StoredImageDataset final : public Dataset {
 
   uint64_t seed_;
   uint64_t max_pixels_;  // under skip, which files are substituted
-  uint64_t shm_bytes_;   // DataOptions::python_shm_bytes
+  uint64_t shm_bytes_;   // ImageOptions::python.shm_bytes
   std::chrono::duration<double, std::milli> latency_;
   BadSamplePolicy policy_;
   StoredIndex index_;
@@ -251,7 +257,7 @@ class StoredImageDataset final : public Dataset {
 
 }  // namespace
 
-std::shared_ptr<const Dataset> make_stored_images(const DataOptions& opts, StoredIndex index) {
+std::shared_ptr<const Dataset> make_stored_images(const ImageOptions& opts, StoredIndex index) {
   return std::make_shared<StoredImageDataset>(opts, std::move(index));
 }
 

@@ -5,8 +5,9 @@
 #include <string>
 
 #include "tandem/common/error.h"
+#include "tandem/common/hash.h"
 #include "tandem/data/augment/gaussian_blur.h"
-#include "tandem/data/augment/rng.h"
+#include "tandem/data/core/rng.h"
 
 namespace tandem::data {
 namespace {
@@ -21,7 +22,7 @@ void check_index(uint64_t index, const DatasetInfo& info) {
 // Every generated set: 3 x size x size float samples, 10000 unless --dataset-size, and
 // a fingerprint naming all that fixes their values ("<name>/v1 seed=.. size=.. image=..",
 // and the classes where they change the pixels).
-DatasetInfo base_info(const std::string& name, const DataOptions& opts, int size, bool classes_in_pixels) {
+DatasetInfo base_info(const std::string& name, const GeneratedOptions& opts, int size, bool classes_in_pixels) {
   if (opts.num_classes < 2) {
     throw ConfigError("--num-classes must be at least 2, got " + std::to_string(opts.num_classes));
   }
@@ -40,7 +41,7 @@ DatasetInfo base_info(const std::string& name, const DataOptions& opts, int size
 
 class SyntheticDataset final : public Dataset {
  public:
-  explicit SyntheticDataset(const DataOptions& opts) : seed_(opts.seed) {
+  explicit SyntheticDataset(const GeneratedOptions& opts) : seed_(opts.seed) {
     const int size = opts.image_size ? opts.image_size : 32;
     if (size < 8) throw ConfigError("--image-size must be at least 8 for --data synthetic");
     if (opts.num_classes > 16) {
@@ -80,7 +81,7 @@ class SyntheticDataset final : public Dataset {
 
 class BlurBenchmarkDataset final : public Dataset {
  public:
-  explicit BlurBenchmarkDataset(const DataOptions& opts) : seed_(opts.seed) {
+  explicit BlurBenchmarkDataset(const GeneratedOptions& opts) : seed_(opts.seed) {
     const int size = opts.image_size ? opts.image_size : 224;
     if (size <= kBlurKernel / 2) {
       throw ConfigError("--image-size must exceed " + std::to_string(kBlurKernel / 2) +
@@ -115,7 +116,7 @@ class BlurBenchmarkDataset final : public Dataset {
 
 class PremadeDataset final : public Dataset {
  public:
-  explicit PremadeDataset(const DataOptions& opts) {
+  explicit PremadeDataset(const GeneratedOptions& opts) {
     const int size = opts.image_size ? opts.image_size : 224;
     info_ = base_info("premade", opts, size, false);
     image_.resize(info_.sample_bytes() / sizeof(float));
@@ -138,13 +139,13 @@ class PremadeDataset final : public Dataset {
 
 }  // namespace
 
-std::shared_ptr<const Dataset> make_premade(const DataOptions& opts) { return std::make_shared<PremadeDataset>(opts); }
+std::shared_ptr<const Dataset> make_premade(const GeneratedOptions& opts) { return std::make_shared<PremadeDataset>(opts); }
 
-std::shared_ptr<const Dataset> make_synthetic(const DataOptions& opts) {
+std::shared_ptr<const Dataset> make_synthetic(const GeneratedOptions& opts) {
   return std::make_shared<SyntheticDataset>(opts);
 }
 
-std::shared_ptr<const Dataset> make_blur_benchmark(const DataOptions& opts) {
+std::shared_ptr<const Dataset> make_blur_benchmark(const GeneratedOptions& opts) {
   return std::make_shared<BlurBenchmarkDataset>(opts);
 }
 

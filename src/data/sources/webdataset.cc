@@ -15,9 +15,10 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/files.h"
+#include "tandem/common/hash.h"
 #include "tandem/common/text.h"
+#include "tandem/data/io/read_ahead.h"
 #include "tandem/data/sources/bad_samples.h"
-#include "tandem/data/sources/read_ahead.h"
 #include "tandem/data/sources/tar.h"
 
 namespace tandem::data {
@@ -313,7 +314,7 @@ ShardIndex walk_shards(const ShardSet& shards, int io_threads, double read_laten
 namespace {
 
 // The index as stored images; problems are an error under --on-bad-sample fail.
-StoredIndex stored_index(const DataOptions& opts, const ShardSet& shards, ShardIndex index) {
+StoredIndex stored_index(const ImageOptions& opts, const ShardSet& shards, ShardIndex index) {
   if (!index.problems.empty() && parse_bad_sample_policy(opts.on_bad_sample) == BadSamplePolicy::kFail) {
     const auto& [where, problem] = index.problems.front();
     const size_t more = index.problems.size() - 1;
@@ -340,7 +341,7 @@ StoredIndex stored_index(const DataOptions& opts, const ShardSet& shards, ShardI
 
 }  // namespace
 
-std::shared_ptr<const Dataset> make_webdataset(const DataOptions& opts, const std::string& path) {
+std::shared_ptr<const Dataset> make_webdataset(const ImageOptions& opts, const std::string& path) {
   const auto start = std::chrono::steady_clock::now();
   const ShardSet shards = find_shards(path);
   std::optional<ShardIndex> index = read_shard_index(shards);

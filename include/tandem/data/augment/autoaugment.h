@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "tandem/data/augment/autoaugment_ops.h"
-#include "tandem/data/augment/rng.h"
 #include "tandem/data/codecs/image.h"
+#include "tandem/data/core/rng.h"
 
 namespace tandem::data {
 

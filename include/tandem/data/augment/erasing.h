@@ -4,8 +4,8 @@
 
 #include <optional>
 
-#include "tandem/data/augment/rng.h"
 #include "tandem/data/codecs/image.h"
+#include "tandem/data/core/rng.h"
 
 namespace tandem::data {
 

@@ -6,8 +6,8 @@
 #include <array>
 #include <utility>
 
-#include "tandem/data/augment/rng.h"
 #include "tandem/data/codecs/image.h"
+#include "tandem/data/core/rng.h"
 
 namespace tandem::data {
 

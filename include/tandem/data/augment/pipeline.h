@@ -21,15 +21,16 @@
 #include <string>
 #include <vector>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/codecs/image.h"
-#include "tandem/data/codecs/jpeg.h"  // ImageSize
 #include "tandem/data/augment/autoaugment.h"
 #include "tandem/data/augment/erasing.h"
-#include "tandem/data/augment/pipeline_spec.h"
-#include "tandem/data/augment/rng.h"
 #include "tandem/data/augment/geometry.h"
-#include "tandem/data/sources/dataset.h"  // FieldsOut, FieldSpec
+#include "tandem/data/augment/pipeline_spec.h"
+#include "tandem/data/codecs/image.h"
+#include "tandem/data/codecs/jpeg.h"  // ImageSize
+#include "tandem/data/core/dataset.h"  // FieldsOut, FieldSpec
+#include "tandem/data/core/options.h"
+#include "tandem/data/core/rng.h"
+#include "tandem/data/python/process_pool.h"
 
 namespace tandem::data {
 
@@ -44,7 +45,7 @@ struct PipelineSource {
   uint64_t max_pixels = kDefaultMaxImagePixels;  // files: the most pixels a header may declare
   // The python() step's interpreter, processes, timeout and memory (--python,
   // --python-procs, ...): needed when the spec has one.
-  const DataOptions* python = nullptr;
+  const PythonRuntime* python = nullptr;
 };
 
 class Pipeline {

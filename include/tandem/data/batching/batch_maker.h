@@ -7,9 +7,9 @@
 #include <optional>
 #include <vector>
 
-#include "tandem/data/batching/batch.h"
-#include "tandem/data/sources/dataset.h"
-#include "tandem/data/batching/thread_pool.h"
+#include "tandem/common/thread_pool.h"
+#include "tandem/data/core/batch.h"
+#include "tandem/data/core/dataset.h"
 
 namespace tandem::data {
 

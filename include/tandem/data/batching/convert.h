@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/batching/batch.h"
+#include "tandem/data/core/batch.h"
+#include "tandem/data/core/options.h"
 
 namespace tandem::data {
 

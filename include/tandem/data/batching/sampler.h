@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "tandem/data/batching/batch.h"
+#include "tandem/data/core/batch.h"
 
 namespace tandem::data {
 

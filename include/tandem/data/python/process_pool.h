@@ -22,7 +22,6 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "tandem/common/error.h"
-#include "tandem/common/settings.h"
 
 namespace tandem::data {
 
@@ -48,14 +47,28 @@ struct PythonPoolOptions {
   int start_procs = 0;
 };
 
-// The interpreter, processes, timeout and worker script `opts` asks for (--python,
-// --python-procs with 0 = available_cores(), --sample-timeout, find_dataset_worker()),
-// without FILE and NAME. Throws ConfigError when the script cannot be found.
-PythonPoolOptions python_runtime_options(const DataOptions& opts);
+// How users' Python runs (a python:FILE:NAME dataset, a python() step), from the settings
+// (source_kinds.h python_runtime()).
+struct PythonRuntime {
+  std::string python;           // --python; "" = python_interpreter("")
+  int procs = 0;                // --python-procs; 0 = available_cores()
+  double sample_timeout_s = 60;  // --sample-timeout
+  // Set by the roles: the most shared memory the processes map together (0 = 4 GiB each),
+  // and how many start at once (0 = all).
+  uint64_t shm_bytes = 0;
+  int start_procs = 0;
+};
 
-// The interpreter --python names: itself when set, else /usr/bin/python3 (Debian's
-// python3-torch loads only there), else python3 on PATH. Also runs `tandem launch --script`.
-std::string python_interpreter(const DataOptions& opts);
+// The interpreter, processes, timeout and worker script `runtime` asks for
+// (find_dataset_worker()), without FILE and NAME. Throws ConfigError when the script
+// cannot be found.
+PythonPoolOptions python_runtime_options(const PythonRuntime& runtime);
+
+// The interpreter --python names: itself when set, else $TANDEM_PYTHON (the wheel's
+// `tandem` command sets it to the Python it was installed into), else /usr/bin/python3
+// (Debian's python3-torch loads only there), else python3 on PATH. Also runs `tandem
+// launch --script`.
+std::string python_interpreter(const std::string& python);
 
 // What the dataset said about itself at start.
 struct PythonDatasetAbout {

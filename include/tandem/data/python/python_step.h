@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "tandem/data/batching/batch.h"
+#include "tandem/data/core/batch.h"
+#include "tandem/data/core/dataset.h"
 #include "tandem/data/python/process_pool.h"
-#include "tandem/data/sources/dataset.h"
 
 namespace tandem::data {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <utility>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/core/options.h"
 
 namespace tandem::data {
 
@@ -22,10 +22,10 @@ std::string python_file_of(const DataOptions& opts);
 // else /opt/ml. Throws ConfigError when that path does not exist.
 std::string data_path(const DataOptions& opts);
 
-// Samples per epoch from `available` items: all of them when --dataset-size is 0, else
-// --dataset-size of them, evenly strided (item_of). Throws ConfigError when there are
-// fewer than asked for, or none.
-uint64_t samples_per_epoch(const DataOptions& opts, uint64_t available, const std::string& what);
+// Samples per epoch from `available` items: all of them when `requested` (--dataset-size)
+// is 0, else `requested` of them, evenly strided (item_of). Throws ConfigError when there
+// are fewer than asked for, or none.
+uint64_t samples_per_epoch(uint64_t requested, uint64_t available, const std::string& what);
 
 // Which item sample `index` of a `size`-sample epoch over `available` items is.
 inline uint64_t item_of(uint64_t index, uint64_t size, uint64_t available) {

@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/sources/image_options.h"
 
 namespace tandem::data {
 
@@ -35,10 +36,10 @@ FolderIndex index_folder(const std::string& root);
 // "decode,random_resized_crop(S),hflip", or "decode,resize(S*256/224),center_crop(S)"
 // with --split test; S = --image-size or 224). Samples are uint8 CHW; mean/std ImageNet's.
 // An empty class folder is a ConfigError, or a skipped() entry under --on-bad-sample skip.
-std::shared_ptr<const Dataset> make_image_folder(const DataOptions& opts, const std::string& root);
+std::shared_ptr<const Dataset> make_image_folder(const ImageOptions& opts, const std::string& root);
 
 // The canonical text of the pipeline make_image_folder(opts, ...) runs (as its description
 // says it), known without the files. Throws ConfigError for a bad --pipeline.
-std::string image_folder_pipeline(const DataOptions& opts);
+std::string image_folder_pipeline(const ImageOptions& opts);
 
 }  // namespace tandem::data

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/sources/image_options.h"
 #include "tandem/data/sources/stored_images.h"
 
 namespace tandem::data {
@@ -22,6 +22,6 @@ StoredIndex read_manifest(const std::string& file);
 
 // The dataset over read_manifest(file), as make_stored_images makes it. Its fingerprint
 // covers the manifest's bytes.
-std::shared_ptr<const Dataset> make_manifest(const DataOptions& opts, const std::string& file);
+std::shared_ptr<const Dataset> make_manifest(const ImageOptions& opts, const std::string& file);
 
 }  // namespace tandem::data

@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/sources/image_options.h"
 
 namespace tandem::data {
 
@@ -21,6 +22,6 @@ std::pair<std::string, std::string> mnist_files(const std::string& path, const s
 // counts) at construction. Samples are uint8 1x28x28 (or what --pipeline makes of them);
 // mean/std are Fashion-MNIST's (0.2860, 0.3530) when the path names "fashion", else MNIST's
 // (0.1307, 0.3081), unless the pipeline has normalize(...).
-std::shared_ptr<const Dataset> make_mnist(const DataOptions& opts, const std::string& path);
+std::shared_ptr<const Dataset> make_mnist(const ImageOptions& opts, const std::string& path);
 
 }  // namespace tandem::data

@@ -12,47 +12,27 @@
 #include <span>
 #include <vector>
 
-#include "tandem/common/settings.h"
+#include "tandem/data/core/dataset.h"
 #include "tandem/data/python/process_pool.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/python/python_fields.h"
 
 namespace tandem::data {
 
-// What a sample of a Python dataset may be, in the words of every schema error.
-inline constexpr const char* kPythonSampleSchema =
-    "a sample is a dict of named fields, each a numpy array of uint8, int32, int64, float16 or float32 (one "
-    "shape in every sample, or a first dimension that varies for a field named in the dataset's ragged_fields), "
-    "a Python int (int64) or a Python float (float32); 'image', if any, is uint8 [C,H,W] and 'label', if any, an int";
-
-// Who names the ragged fields, in the errors below: a Python dataset's class attribute, or
-// the attribute of a python() step's function.
-inline constexpr const char* kDatasetRaggedFields = "the dataset's ragged_fields";
-inline constexpr const char* kStepRaggedFields = "the function's ragged_fields attribute";
-
-// The schema sample 0's `fields` give, 'image' and 'label' first, then the others by
-// name: arrays as they came (a field named
-// in `ragged` with -1 for its first dimension), ints as int64 [], floats as float32 [].
-// Throws ConfigError naming the field, what it is and what would do (kPythonSampleSchema);
-// `ragged_owner` says where `ragged` came from (kDatasetRaggedFields, kStepRaggedFields).
-std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vector<std::string>& ragged,
-                                     std::string_view ragged_owner = kDatasetRaggedFields);
-
-// What is wrong with `fields` as a sample of `schema` (a field missing, one too many, a
-// dtype or shape that differs), naming the field, what was expected and what came; empty
-// when nothing is.
-std::string python_sample_problem(const SampleFields& fields, const std::vector<FieldSpec>& schema,
-                                  std::string_view ragged_owner = kDatasetRaggedFields);
-
-// Copies a sample's fields, checked by python_sample_problem against `schema`, into place:
-// 'image' into `image`, each other field but 'label' into `extra` in schema order (a dense
-// field into its row, a ragged one appended to its rows); nothing into `extra` when null.
-void write_python_fields(const SampleFields& fields, const std::vector<FieldSpec>& schema, std::span<std::byte> image,
-                         const FieldsOut* extra);
+// What a Python dataset takes from the settings (source_kinds.h python_dataset_options()).
+struct PythonDatasetOptions {
+  std::string data;              // --data python:FILE:NAME
+  std::string data_args = "{}";  // --data-args: NAME's keyword arguments, a JSON object
+  uint64_t seed = 0;             // --seed
+  uint64_t dataset_size = 0;     // --dataset-size: 0 = len()
+  int num_classes = 10;          // --num-classes, when the dataset does not say
+  std::string on_bad_sample = "fail";  // --on-bad-sample
+  PythonRuntime python;          // its processes
+};
 
 // The pool options `opts` asks for: FILE and NAME from opts.data, the arguments checked
 // as a JSON object, the interpreter, processes (0 -> available_cores()), the timeout and
 // the worker script (find_dataset_worker()). Throws ConfigError naming the bad setting.
-PythonPoolOptions python_pool_options(const DataOptions& opts);
+PythonPoolOptions python_pool_options(const PythonDatasetOptions& opts);
 
 // The dataset: starts the pool, learns size (len(), or --dataset-size of it), the schema
 // from sample 0 (epoch 0; python_schema) and, where there is a 'label', the classes (the
@@ -62,10 +42,6 @@ PythonPoolOptions python_pool_options(const DataOptions& opts);
 // the size. Throws ConfigError with the Python error when the dataset cannot be built or
 // sample 0 is unusable. produce() throws PythonSampleError (a DataError) for a bad
 // sample under --on-bad-sample fail; under skip it uses the next index (same random key).
-std::shared_ptr<const Dataset> make_python_dataset(const DataOptions& opts);
-
-// The 64-bit seed of sample `index` in `epoch`: the first draw of the Rng keyed as the
-// C++ pipeline keys a sample's augmentation (kAugmentStream, seed, epoch, index).
-uint64_t python_sample_seed(uint64_t seed, uint32_t epoch, uint64_t index);
+std::shared_ptr<const Dataset> make_python_dataset(const PythonDatasetOptions& opts);
 
 }  // namespace tandem::data

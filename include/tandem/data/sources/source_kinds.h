@@ -11,8 +11,12 @@
 #include <utility>
 #include <vector>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/core/options.h"
+#include "tandem/data/python/process_pool.h"
+#include "tandem/data/sources/image_options.h"
+#include "tandem/data/sources/python_dataset.h"
+#include "tandem/data/sources/synthetic.h"
 
 namespace tandem::data {
 
@@ -54,5 +58,50 @@ const SourceKind& source_kind(const std::string& data);
 
 // "'synthetic' (a small learnable task), ..., or 'python:FILE:NAME' (your own dataset)".
 std::string source_kinds_usage();
+
+// Each kind's own options from the settings: the one place (with the table's make
+// functions) where a source's settings are read out of DataOptions.
+GeneratedOptions generated_options(const DataOptions& opts);
+ImageOptions image_options(const DataOptions& opts);
+PythonDatasetOptions python_dataset_options(const DataOptions& opts);
+PythonRuntime python_runtime(const DataOptions& opts);
+
+// False when `opts` names files (imagefolder, mnist, webdataset, manifest: a PATH or the SageMaker channel;
+// python:FILE:NAME: FILE) that this host does not have; true for generated datasets. A
+// trainer without the files learns the dataset from its workers.
+bool dataset_is_here(const DataOptions& opts);
+
+// Builds the dataset that `opts.data` names: synthetic | blur-benchmark | premade |
+// imagefolder[:PATH] | mnist[:PATH] | webdataset[:PATH] (without PATH:
+// <sagemaker root>/input/data/<channel>) | manifest:FILE | python:FILE:NAME
+// (python_dataset.h: starts its Python processes).
+// File datasets index their files here, once. Throws ConfigError for unknown names,
+// settings the dataset cannot honour, and unusable data (naming the path).
+std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts);
+
+// The dtype make_dataset(opts) produces samples in, without building it: uint8 for
+// imagefolder, webdataset, manifest, mnist and python, float32 for the others.
+DType dataset_dtype(const DataOptions& opts);
+
+// The value of setting `name` in a dataset's description ("file" of "python/v1 code=..
+// file=my_data.py name=Flowers ..." is "my_data.py"), or "" when it has none.
+std::string description_setting(const std::string& description, const std::string& name);
+
+// How a peer's dataset differs from ours, from the two descriptions (DatasetInfo::
+// description): one "image size 64, this trainer expects 32 (--image-size)" per setting
+// that differs, joined by "; " (values shortened and escaped). Empty when either
+// description is empty or they name no differing setting.
+// `who` names our side ("this trainer", "this feed").
+std::string describe_difference(const std::string& theirs, const std::string& ours,
+                                std::string_view who = "this trainer");
+
+// The same against this host's own settings, for a host that learns its dataset from a
+// worker (no copy of the files here): the settings `ours` fixes without the files and
+// sets away from their defaults (the kind of dataset; seed, --dataset-size; imagefolder's
+// pipeline, from --pipeline, --image-size or --split, and pixel limit; a Python dataset's
+// file name, its bytes when this host has the file, NAME and --data-args) that the worker's description says otherwise. A setting left at
+// its default takes the worker's.
+std::string describe_difference(const std::string& theirs, const DataOptions& ours,
+                                std::string_view who = "this trainer");
 
 }  // namespace tandem::data

@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/sources/dataset.h"
-#include "tandem/data/sources/read_ahead.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/io/read_ahead.h"
+#include "tandem/data/sources/image_options.h"
 
 namespace tandem::data {
 
@@ -50,7 +50,7 @@ std::string item_name(const StoredIndex& index, const StoredItem& item);
 
 // The default pipeline of the image datasets: "decode,random_resized_crop(S),hflip", or
 // "decode,resize(S*256/224),center_crop(S)" with --split test; S = --image-size or 224.
-std::string default_image_pipeline(const DataOptions& opts);
+std::string default_image_pipeline(const ImageOptions& opts);
 
 // The dataset over `index` with --pipeline (default default_image_pipeline()). Samples are
 // uint8 CHW, normalised on the trainer with ImageNet's mean/std unless the pipeline says
@@ -58,6 +58,6 @@ std::string default_image_pipeline(const DataOptions& opts);
 // at most opts.read_ahead_bytes (0: 256 MiB), each delayed opts.emulate_read_latency_ms.
 // A bad file is a DataError under --on-bad-sample fail, else the next item (same random key)
 // is used and the file listed in skipped(). Throws ConfigError for unusable settings.
-std::shared_ptr<const Dataset> make_stored_images(const DataOptions& opts, StoredIndex index);
+std::shared_ptr<const Dataset> make_stored_images(const ImageOptions& opts, StoredIndex index);
 
 }  // namespace tandem::data

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "tandem/common/settings.h"
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
+#include "tandem/data/sources/image_options.h"
 #include "tandem/data/sources/stored_images.h"
 
 namespace tandem::data {
@@ -68,6 +68,6 @@ std::string index_webdataset(const std::string& path, int io_threads);
 // (opts.io_threads at once); problems are a ConfigError naming the first (and how many
 // more) under --on-bad-sample fail, skipped() entries under skip. The fingerprint covers
 // the shards' names and sizes and the index.
-std::shared_ptr<const Dataset> make_webdataset(const DataOptions& opts, const std::string& path);
+std::shared_ptr<const Dataset> make_webdataset(const ImageOptions& opts, const std::string& path);
 
 }  // namespace tandem::data

@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "tandem/common/clock.h"
+#include "tandem/feed/run_summary.h"
 #include "tandem/feed/scheduler.h"
 #include "tandem/report/run_log.h"
 #include "tandem/report/run_records.h"
-#include "tandem/report/run_summary.h"
 #include "tandem/transport/metrics_http.h"
 
-namespace tandem::report {
+namespace tandem::feed {
 
 struct ScriptRunOptions {
   std::string summary_path;      // summary.json; metrics.jsonl and report.html go beside it
@@ -62,12 +62,12 @@ class ScriptRun {
   // every log_every batches, with `sources()`: the feed's counts so far (they restart
   // with each feed).
   void taken(uint64_t samples, uint64_t step, uint64_t total_steps,
-             const std::function<std::vector<feed::SourceStats>()>& sources);
+             const std::function<std::vector<SourceStats>()>& sources);
   // The feed's requests in flight when it delivered its last batch, for --metrics-port.
   void note_in_flight(size_t requests) { in_flight_ = static_cast<double>(requests); }
   // The feed ended (or was closed): until the next waiting() nothing counts; the feed's
   // sources are added to the run's.
-  void feed_ended(const std::vector<feed::SourceStats>& sources, uint64_t hedged);
+  void feed_ended(const std::vector<SourceStats>& sources, uint64_t hedged);
 
   // A signal stopped the script (SIGTERM): the summary says it was interrupted.
   void interrupted() { interrupted_ = true; }
@@ -79,9 +79,9 @@ class ScriptRun {
   static void check_reported(const std::string& name, double value);
 
   // The run so far as the trainer reports one (its loss: what the script reported, else NaN).
-  TrainReport report() const;
+  report::TrainReport report() const;
   // Every feed's sources so far, by name, and their hedged requests.
-  const std::vector<feed::SourceStats>& sources() const { return sources_; }
+  const std::vector<SourceStats>& sources() const { return sources_; }
   uint64_t hedged() const { return hedged_; }
   // Writes the summary and report.html. `facts.sources` and `facts.hedged` are replaced
   // by the run's. Returns the summary's path.
@@ -90,10 +90,10 @@ class ScriptRun {
   int ranks() const { return opts_.ranks ? opts_.ranks() : opts_.world; }
 
  private:
-  void log_point(uint64_t step, uint64_t total_steps, const std::vector<feed::SourceStats>& sources);
+  void log_point(uint64_t step, uint64_t total_steps, const std::vector<SourceStats>& sources);
 
   ScriptRunOptions opts_;
-  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<report::MetricsLog> metrics_;
   bool paused_ = true;
   bool asking_ = false;  // between the first waiting() for a batch and taken()
   Clock::time_point first_{}, mark_{}, asked_{};  // first request; end of the last step; this request
@@ -113,10 +113,10 @@ class ScriptRun {
   double window_s_ = 0, window_wait_s_ = 0;
   int logged_windows_ = 0;                  // log windows written so far
   double steady_samples_ = 0, steady_busy_s_ = 0;  // over the windows after the first (TrainReport)
-  std::vector<feed::SourceStats> sources_;  // of the feeds that ended
+  std::vector<SourceStats> sources_;  // of the feeds that ended
   uint64_t hedged_ = 0;
   std::atomic<double> in_flight_{0};
   std::unique_ptr<transport::MetricsServer> metrics_server_;  // last: it reads the members above
 };
 
-}  // namespace tandem::report
+}  // namespace tandem::feed

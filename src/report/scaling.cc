@@ -1,10 +1,10 @@
-#include "tandem/feed/scaling.h"
+#include "tandem/report/scaling.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-namespace tandem::feed {
+namespace tandem::report {
 
 double worker_capacity(const SourceStats& s) {
   if (s.threads <= 0 || s.compute_seconds <= 0 || s.samples == 0) return 0;
@@ -20,4 +20,4 @@ std::optional<int> workers_wanted(const ScalingInputs& in) {
   return static_cast<int>(std::ceil(needed / mean - 1e-9));
 }
 
-}  // namespace tandem::feed
+}  // namespace tandem::report

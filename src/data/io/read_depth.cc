@@ -1,4 +1,4 @@
-#include "tandem/data/sources/read_depth.h"
+#include "tandem/data/io/read_depth.h"
 
 #include <algorithm>
 #include <cmath>

@@ -56,6 +56,10 @@ struct ReadSource {
   std::function<void(uint64_t key, Fetched&)> check;
 };
 
+// A plan read on the calling thread (open, fstat, preadv, close): what a dataset does
+// for a sample it reads without its read-ahead.
+Fetched read_blocking(const ReadPlan& plan);
+
 // The reads in flight at most for --io-threads `requested`: itself when 0 or more; for -1
 // ("auto") 32 per core this process may use (available_cores()), 64 to 1024, on I/O
 // threads. A preprocessing thread makes about 1,000 small images/s (500x375 JPEG,

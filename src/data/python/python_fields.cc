@@ -1,6 +1,6 @@
 // A Python sample's fields against the schema learnt from sample 0: what they become,
 // what is wrong with one, and how they are copied into a batch; and the per-sample seed.
-#include "tandem/data/sources/python_dataset.h"
+#include "tandem/data/python/python_fields.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -17,10 +17,8 @@
 #include "tandem/common/error.h"
 #include "tandem/common/files.h"
 #include "tandem/common/text.h"
-#include "tandem/data/augment/rng.h"
-#include "tandem/data/batching/thread_pool.h"
-#include "tandem/data/sources/bad_samples.h"
-#include "tandem/data/sources/file_dataset.h"
+#include "tandem/common/thread_pool.h"
+#include "tandem/data/core/rng.h"
 
 namespace tandem::data {
 

@@ -1,4 +1,4 @@
-#include "tandem/data/batching/buffer.h"
+#include "tandem/data/core/buffer.h"
 
 #include <atomic>
 

@@ -12,7 +12,7 @@
 #include "tandem/transport/metrics_http.h"
 #include "tandem/transport/worker_server.h"
 
-namespace tandem::report {
+namespace tandem::transport {
 
 // The trainer's gauges: the last log window's samples/s, data wait and step, each
 // source's rate and capacity, requests in flight, the live workers and
@@ -20,9 +20,9 @@ namespace tandem::report {
 // feed's scheduler's requests given out and not answered (feed::Scheduler::in_flight).
 std::string trainer_metrics(const nlohmann::json& last_line, double in_flight);
 // A data worker's: open streams, threads, batches and samples served, whether it is leaving.
-std::string worker_metrics(const transport::WorkerServer::Stats& s);
+std::string worker_metrics(const WorkerServer::Stats& s);
 
 // The server for --metrics-port `port` (0 = a free one), or null when it is -1.
-std::unique_ptr<transport::MetricsServer> serve_metrics(int port, std::function<std::string()> render);
+std::unique_ptr<MetricsServer> serve_metrics(int port, std::function<std::string()> render);
 
-}  // namespace tandem::report
+}  // namespace tandem::transport

@@ -1,4 +1,4 @@
-#include "tandem/data/batching/thread_pool.h"
+#include "tandem/common/thread_pool.h"
 
 #include "tandem/common/crash_report.h"
 
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace tandem::data {
+namespace tandem {
 
 ThreadPool::ThreadPool(int threads) {
   threads_.reserve(threads);
@@ -129,4 +129,4 @@ int available_cores() {
   return quota > 0 ? std::min(n, quota) : n;
 }
 
-}  // namespace tandem::data
+}  // namespace tandem

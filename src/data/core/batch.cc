@@ -1,4 +1,4 @@
-#include "tandem/data/batching/batch.h"
+#include "tandem/data/core/batch.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "tandem/data/sources/read_ahead.h"
+#include "tandem/data/io/read_ahead.h"
 
 #include <algorithm>
 #include <thread>
@@ -8,7 +8,7 @@
 #include "read_engines.h"
 #include "tandem/common/cpu_time.h"
 #include "tandem/common/error.h"
-#include "tandem/data/batching/thread_pool.h"
+#include "tandem/common/thread_pool.h"
 
 namespace tandem::data {
 

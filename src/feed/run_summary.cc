@@ -1,4 +1,4 @@
-#include "tandem/report/run_summary.h"
+#include "tandem/feed/run_summary.h"
 
 #include <algorithm>
 #include <future>
@@ -7,16 +7,17 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/files.h"
-#include "tandem/report/html_report.h"
 #include "tandem/report/summary.h"
 
-namespace tandem::report {
+namespace tandem::feed {
 namespace {
+
+using report::WorkerFacts;
 
 // Samples substituted under --on-bad-sample skip, here (the feed's own dataset, if any)
 // and on every worker, into summary["skipped_samples"/"skipped_files"]; and what each
 // worker is. All asked at once, so a hung worker costs one short deadline.
-std::vector<WorkerFacts> ask_workers(nlohmann::json& summary, const feed::RankFeed& feed,
+std::vector<WorkerFacts> ask_workers(nlohmann::json& summary, const RankFeed& feed,
                                      const cluster::Cluster& cluster) {
   const data::Dataset* local = feed.local_dataset();
   nlohmann::json files = local ? local->skipped() : std::vector<std::string>{};
@@ -24,7 +25,7 @@ std::vector<WorkerFacts> ask_workers(nlohmann::json& summary, const feed::RankFe
   uint64_t count = local ? local->skipped_count() : 0;
   std::vector<std::future<transport::WorkerInfo>> answers;
   for (const auto& w : feed.workers()) {
-    answers.push_back(std::async(std::launch::async, [&link = *w] { return link.client().info(feed::kReleaseDeadlineS); }));
+    answers.push_back(std::async(std::launch::async, [&link = *w] { return link.client().info(kReleaseDeadlineS); }));
   }
   std::vector<WorkerFacts> facts;
   for (size_t i = 0; i < answers.size(); ++i) {
@@ -53,20 +54,20 @@ std::vector<WorkerFacts> ask_workers(nlohmann::json& summary, const feed::RankFe
 
 }  // namespace
 
-nlohmann::json run_summary(const TrainReport& train, const RunSummaryFacts& f) {
-  nlohmann::json summary = make_summary(train, f.sources);
+nlohmann::json run_summary(const report::TrainReport& train, const RunSummaryFacts& f) {
+  nlohmann::json summary = report::make_summary(train, f.sources);
   const auto workers = ask_workers(summary, f.feed, f.cluster);
   const int local_world = std::max(f.local_world, 1);
-  summary["throughput"] = throughput(train);
+  summary["throughput"] = report::throughput(train);
   summary["batch_size"] = f.batch_size;
   summary["global_batch"] = f.batch_size * f.world;
   plan::PlanInputs plan_inputs =
-      measure_plan_inputs(train, f.sources, workers, f.cluster.current_instance_type,
+      report::measure_plan_inputs(train, f.sources, workers, f.cluster.current_instance_type,
                           std::max(f.world / local_world, 1), f.local_threads * local_world);  // per host
   // Under simulate every "host" shares this machine's CPU: the instance types are labels.
   plan_inputs.simulated = f.simulated;
   summary["plan_inputs"] = plan::to_json(plan_inputs);
-  summary["settings"] = run_settings(f.settings, f.feed.info());
+  summary["settings"] = f.settings;
   summary["hedged_requests"] = f.hedged;
   summary["steps_per_epoch"] = f.steps_per_epoch;
   summary["epochs"] =
@@ -74,25 +75,4 @@ nlohmann::json run_summary(const TrainReport& train, const RunSummaryFacts& f) {
   return summary;
 }
 
-cluster::Cluster cluster_for_plan(const Settings& settings, bool launched) {
-  try {
-    return cluster::discover(settings.cluster, [launched](const std::string& name) -> std::optional<std::string> {
-      if (launched && (name == "WORLD_SIZE" || name == "RANK" || name == "GROUP_RANK")) return std::nullopt;
-      return cluster::process_env(name);
-    });
-  } catch (const std::exception& e) {
-    spdlog::warn("instance types unknown for the plan: {}", e.what());
-    return {};
-  }
-}
-
-void write_summary_and_report(const std::string& path, const nlohmann::json& summary) {
-  write_file_atomically(path, summary.dump(2) + "\n");
-  try {
-    spdlog::info("report in {}", write_run_report(path));
-  } catch (const std::exception& e) {
-    spdlog::warn("no report.html: {} (tandem report {} makes one later)", e.what(), path);
-  }
-}
-
-}  // namespace tandem::report
+}  // namespace tandem::feed

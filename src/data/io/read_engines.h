@@ -14,8 +14,8 @@
 #include <string>
 
 #include "tandem/common/clock.h"
-#include "tandem/data/sources/read_ahead.h"
-#include "tandem/data/sources/read_depth.h"
+#include "tandem/data/io/read_ahead.h"
+#include "tandem/data/io/read_depth.h"
 
 namespace tandem::data {
 
@@ -117,9 +117,6 @@ class ReadSteps {
   int first_ = 0;
   Fetched out_;
 };
-
-// A plan read on the calling thread (open, fstat, preadv, close).
-Fetched read_blocking(const ReadPlan& plan);
 
 // I/O threads, started as reads wait and none is free, up to `max_threads`; each runs
 // `read` on one job at a time.

@@ -9,9 +9,9 @@
 #include <optional>
 #include <vector>
 
-#include "tandem/feed/scheduler.h"
+#include "tandem/report/run_records.h"
 
-namespace tandem::feed {
+namespace tandem::report {
 
 struct ScalingInputs {
   double ceiling = 0;       // samples/s the loop takes when it never waits
@@ -27,4 +27,4 @@ std::optional<int> workers_wanted(const ScalingInputs& in);
 // it has not served or its threads are not known.
 double worker_capacity(const SourceStats& s);
 
-}  // namespace tandem::feed
+}  // namespace tandem::report

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tandem/data/batching/buffer.h"
+#include "tandem/data/core/buffer.h"
 
 namespace tandem::data {
 

@@ -11,19 +11,19 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/cluster/cluster.h"
-#include "tandem/common/settings.h"
 #include "tandem/feed/rank_feed.h"
 #include "tandem/report/run_records.h"
 
-namespace tandem::report {
+namespace tandem::feed {
 
 // What the summary says about the run besides the loop's own report.
 struct RunSummaryFacts {
-  const Settings& settings;
-  const feed::RankFeed& feed;        // rank 0's, started and closed
-  std::vector<feed::SourceStats> sources;  // what each source delivered (the feed's scheduler's)
+  // The run's settings as the summary keeps them (launch/run_settings.h).
+  nlohmann::json settings;
+  const RankFeed& feed;              // rank 0's, started and closed
+  std::vector<SourceStats> sources;  // what each source delivered (the feed's scheduler's)
   uint64_t hedged = 0;                     // hedged requests (likewise)
-  const cluster::Cluster& cluster;   // for the instance types (cluster_for_plan)
+  const cluster::Cluster& cluster;   // for the instance types (cluster::cluster_for_plan)
   int world = 1;                     // ranks
   int local_world = 1;               // ranks per trainer host
   int local_threads = 0;             // this rank's preprocessing threads
@@ -36,15 +36,6 @@ struct RunSummaryFacts {
 // worker's facts (asked of the workers at once, each bounded by a short deadline),
 // throughput, batch_size, global_batch, plan_inputs, settings, hedged_requests,
 // steps_per_epoch and epochs.
-nlohmann::json run_summary(const TrainReport& train, const RunSummaryFacts& facts);
+nlohmann::json run_summary(const report::TrainReport& train, const RunSummaryFacts& facts);
 
-// The cluster a rank belongs to, for the plan's instance types; never throws (unknown
-// types are warned of). `launched`: the rank was started by `tandem launch`, whose
-// torchrun variables describe the ranks, not the cluster (that is the one launch found).
-cluster::Cluster cluster_for_plan(const Settings& settings, bool launched);
-
-// Writes `summary` to `path` (atomically) and report.html beside it. A report is a
-// convenience: a failure to write it is a warning naming `tandem report`, never fatal.
-void write_summary_and_report(const std::string& path, const nlohmann::json& summary);
-
-}  // namespace tandem::report
+}  // namespace tandem::feed

@@ -1,5 +1,5 @@
 // DatasetInfo and the rules a schema and a peer's description of a dataset must keep.
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,5 +1,5 @@
 // batch_problem: what is wrong with a batch a source sent, against its dataset's info.
-#include "tandem/data/sources/dataset.h"
+#include "tandem/data/core/dataset.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,13 +1,11 @@
-#include "tandem/report/live_metrics.h"
+#include "tandem/transport/live_metrics.h"
 
 #include <cmath>
 #include <limits>
 
-namespace tandem::report {
+namespace tandem::transport {
 namespace {
 
-using transport::Gauge;
-using transport::label;
 
 double number(const nlohmann::json& j, const char* key) {
   const auto it = j.find(key);
@@ -44,10 +42,10 @@ std::string trainer_metrics(const nlohmann::json& last, double in_flight) {
   }
   g.push_back(std::move(rate));
   g.push_back(std::move(capacity));
-  return transport::prometheus_text(g);
+  return prometheus_text(g);
 }
 
-std::string worker_metrics(const transport::WorkerServer::Stats& s) {
+std::string worker_metrics(const WorkerServer::Stats& s) {
   std::vector<Gauge> g = {
       one("tandem_worker_open_streams", "Batch streams open (one per trainer rank)", s.open_streams),
       one("tandem_worker_threads", "Preprocessing threads", s.threads),
@@ -56,12 +54,12 @@ std::string worker_metrics(const transport::WorkerServer::Stats& s) {
                {{"", static_cast<double>(s.batches_served)}}, "counter"});
   g.push_back({"tandem_worker_samples_served_total", "Samples written to trainers",
                {{"", static_cast<double>(s.samples_served)}}, "counter"});
-  return transport::prometheus_text(g);
+  return prometheus_text(g);
 }
 
-std::unique_ptr<transport::MetricsServer> serve_metrics(int port, std::function<std::string()> render) {
+std::unique_ptr<MetricsServer> serve_metrics(int port, std::function<std::string()> render) {
   if (port < 0) return nullptr;
-  return std::make_unique<transport::MetricsServer>("0.0.0.0", port, std::move(render));
+  return std::make_unique<MetricsServer>("0.0.0.0", port, std::move(render));
 }
 
-}  // namespace tandem::report
+}  // namespace tandem::transport

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-namespace tandem::data {
+namespace tandem {
 
 class ThreadPool {
  public:
@@ -49,4 +49,4 @@ int available_cores();
 // cpu.cfs_quota_us / cpu.cfs_period_us (-1: none) of the cpu controller's hierarchy.
 int cgroup_cpu_limit(const std::string& root, const std::string& proc_self_cgroup);
 
-}  // namespace tandem::data
+}  // namespace tandem

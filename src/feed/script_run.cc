@@ -1,4 +1,4 @@
-#include "tandem/report/script_run.h"
+#include "tandem/feed/script_run.h"
 
 #include <unistd.h>
 
@@ -14,17 +14,21 @@
 #include "tandem/common/error.h"
 #include "tandem/common/files.h"
 #include "tandem/common/text.h"
-#include "tandem/report/live_metrics.h"
 #include "tandem/report/summary.h"
+#include "tandem/transport/live_metrics.h"
 
-namespace tandem::report {
+namespace tandem::feed {
 namespace {
+
+using report::LogPoint;
+using report::MetricsLog;
+using report::TrainReport;
 
 // `base` with `more` added, source by source (by name): counts add up, the latest
 // failure state stays.
-std::vector<feed::SourceStats> added(std::vector<feed::SourceStats> base, const std::vector<feed::SourceStats>& more) {
-  for (const feed::SourceStats& s : more) {
-    auto it = std::find_if(base.begin(), base.end(), [&](const feed::SourceStats& b) { return b.name == s.name; });
+std::vector<SourceStats> added(std::vector<SourceStats> base, const std::vector<SourceStats>& more) {
+  for (const SourceStats& s : more) {
+    auto it = std::find_if(base.begin(), base.end(), [&](const SourceStats& b) { return b.name == s.name; });
     if (it == base.end()) {
       base.push_back(s);
       continue;
@@ -80,8 +84,9 @@ ScriptRun::ScriptRun(ScriptRunOptions opts) : opts_(std::move(opts)) {
   const std::filesystem::path dir = std::filesystem::path(opts_.summary_path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir);
   metrics_ = std::make_unique<MetricsLog>((dir / "metrics.jsonl").string(), opts_.append_metrics, opts_.steps_per_epoch);
-  metrics_server_ = serve_metrics(opts_.metrics_port, [this] { return trainer_metrics(metrics_->last(), in_flight_); });
-  metrics_->add_tensorboard(tensorboard_dir(opts_.sagemaker_root, dir.string()));
+  metrics_server_ =
+      transport::serve_metrics(opts_.metrics_port, [this] { return transport::trainer_metrics(metrics_->last(), in_flight_); });
+  metrics_->add_tensorboard(report::tensorboard_dir(opts_.sagemaker_root, dir.string()));
 }
 
 void ScriptRun::waiting() {
@@ -99,7 +104,7 @@ void ScriptRun::waiting() {
 }
 
 void ScriptRun::taken(uint64_t samples, uint64_t step, uint64_t total_steps,
-                      const std::function<std::vector<feed::SourceStats>()>& sources) {
+                      const std::function<std::vector<SourceStats>()>& sources) {
   const Clock::time_point now = Clock::now();
   const double step_s = seconds_between(mark_, now), wait_s = seconds_between(asked_, now);
   mark_ = now;
@@ -116,7 +121,7 @@ void ScriptRun::taken(uint64_t samples, uint64_t step, uint64_t total_steps,
   if (window_steps_ >= static_cast<uint64_t>(std::max(opts_.log_every, 1))) log_point(step + 1, total_steps, sources());
 }
 
-void ScriptRun::log_point(uint64_t step, uint64_t total_steps, const std::vector<feed::SourceStats>& sources) {
+void ScriptRun::log_point(uint64_t step, uint64_t total_steps, const std::vector<SourceStats>& sources) {
   LogPoint p;
   p.step = static_cast<int64_t>(step);
   p.total_steps = static_cast<int64_t>(total_steps);
@@ -145,7 +150,7 @@ void ScriptRun::log_point(uint64_t step, uint64_t total_steps, const std::vector
   window_s_ = window_wait_s_ = 0;
 }
 
-void ScriptRun::feed_ended(const std::vector<feed::SourceStats>& sources, uint64_t hedged) {
+void ScriptRun::feed_ended(const std::vector<SourceStats>& sources, uint64_t hedged) {
   paused_ = true;
   asking_ = false;
   sources_ = added(std::move(sources_), sources);
@@ -202,12 +207,9 @@ std::string ScriptRun::write_summary(RunSummaryFacts facts) const {
   facts.sources = sources_;
   facts.hedged = hedged_;
   nlohmann::json summary = run_summary(report(), facts);
-  // What trained is the script's: tandem's trainer settings are not, so they are unknown.
-  const nlohmann::json trainer = trainer_settings(facts.settings.trainer);  // kept: items() views it
-  for (const auto& [key, _] : trainer.items()) summary["settings"][key] = nullptr;
   summary["metrics_file"] = metrics_->path();
-  write_summary_and_report(opts_.summary_path, summary);
+  report::write_summary_and_report(opts_.summary_path, summary);
   return opts_.summary_path;
 }
 
-}  // namespace tandem::report
+}  // namespace tandem::feed

@@ -1,0 +1,72 @@
+// What every sample is and how it is augmented (DataOptions), as the command line fills
+// it (launch/settings.h); see docs/configuration.md. Each kind of source takes its own
+// part of it (source_kinds.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+// Pillow's MAX_IMAGE_PIXELS: images up to about 9459 x 9459 pass.
+inline constexpr uint64_t kDefaultMaxImagePixels = 89478485;
+
+// What every sample is and how it is augmented. Trainer and workers must agree.
+struct DataOptions {
+  // --data: synthetic | blur-benchmark | premade | imagefolder[:PATH] | mnist[:PATH] |
+  // webdataset[:PATH] | manifest:FILE | python:FILE:NAME (without PATH: the SageMaker
+  // channel <sagemaker_root>/input/data/<channel>)
+  std::string data = "synthetic";
+  uint64_t seed = 0;               // --seed: with (epoch, index) it fixes every random choice
+  int num_classes = 10;            // --num-classes
+  int image_size = 0;              // --image-size: 0 = the dataset's default
+  uint64_t dataset_size = 0;       // --dataset-size: samples per epoch; 0 = default
+  // --wire-dtype: float32 | bfloat16 | float16 | uint8 (values in [0,1] x 255); empty =
+  // the dataset's own (uint8 for imagefolder and mnist, else float32). The trainer
+  // converts back to float on its device.
+  std::string wire_dtype;
+  // --pipeline: augmentation of imagefolder / mnist samples, e.g.
+  // "decode,random_resized_crop(224),hflip,color_jitter(0.4,0.4,0.4),to_uint8" or a JSON
+  // list; empty = the dataset's default. See docs/configuration.md.
+  std::string pipeline;
+  std::string channel = "train";        // --channel: SageMaker channel read when --data has no PATH
+  std::string split = "train";          // --split: train | test (mnist's files; imagefolder's default pipeline)
+  std::string on_bad_sample = "fail";   // --on-bad-sample: fail | skip (use the next good sample, list the bad one)
+  // --require-deterministic: users' code whose samples differ when made twice (a worker's
+  // check at start, two copies of one batch) is an error, not a warning.
+  bool require_deterministic = false;
+  // --max-image-pixels: an image file whose header declares more pixels is a bad sample
+  // (a decompression bomb), refused before anything of it is decoded.
+  uint64_t max_image_pixels = kDefaultMaxImagePixels;
+  // --data python:FILE:NAME (docs/datasets.md): NAME's keyword arguments (--data-args, a
+  // JSON object), the interpreter (--python; empty = /usr/bin/python3, else python3 on
+  // PATH), its processes (--python-procs; 0 = the worker's --threads) and the most one
+  // sample may take before its process is killed (--sample-timeout).
+  std::string data_args = "{}";
+  std::string python;
+  int python_procs = 0;
+  double sample_timeout_s = 60;
+  // Not flags: set by the roles. A worker's Python processes map at most python_shm_bytes
+  // of shared memory together (half of --max-inflight-mb; 0 = 4 GiB each); a trainer starts
+  // python_start_procs of them at once (0 = all) and the others as its threads need them.
+  uint64_t python_shm_bytes = 0;
+  int python_start_procs = 0;
+  // Reading from slow storage (imagefolder, webdataset, manifest): threads that fetch the
+  // bytes of requested samples ahead of preprocessing, many reads at once (--io-threads;
+  // -1 = auto, io_threads_for(); 0 = none, each preprocessing thread reads its own), and,
+  // for simulations only, a delay added to every sample read (--emulate-read-latency-ms).
+  // Neither changes a sample.
+  int io_threads = -1;
+  double emulate_read_latency_ms = 0;
+  // How the reads fly (--io-engine): "auto" (io_uring where the kernel allows it, else
+  // threads), "uring" or "threads".
+  std::string io_engine = "auto";
+  // Not a flag: set by the roles. Fetched bytes the read-ahead may hold (a worker: a
+  // quarter of --max-inflight-mb; 0 = 256 MiB).
+  uint64_t read_ahead_bytes = 0;
+  // Not a flag: the command line copies ClusterOptions::sagemaker_root here.
+  std::string sagemaker_root = "/opt/ml";
+};
+
+}  // namespace tandem
