@@ -293,6 +293,27 @@ TEST(LauncherEnv, TorchrunsVariablesAreReadAndChecked) {
   EXPECT_FALSE(none.simulated_host);
 }
 
+// A rank of tandem's rank group is told every host's instance type (TANDEM_HOST_TYPES,
+// written from the cluster the launcher found): its summary's plan needs no discovery.
+TEST(LauncherEnv, TheRankGroupsHostTypesMakeThePlansCluster) {
+  const Cluster found = discover_env(kSageMakerEnv);
+  EXPECT_EQ(host_types(found), "algo-1=ml.c5.18xlarge,algo-2=ml.p4d.24xlarge,algo-3=ml.c5.18xlarge");
+  const LauncherEnv l = read_launcher_env(env_of({{"TANDEM_RANK_GROUP", "1"}, {"TANDEM_HOST", "algo-2"},
+                                                  {"TANDEM_HOST_TYPES", host_types(found)}}));
+  EXPECT_TRUE(l.rank_group);
+  TempRoot root;  // no resourceconfig.json, and no SM_* below: nothing to discover
+  const Cluster told = cluster_for_plan(root.options(), l, l.rank_group, kNoEnv);
+  EXPECT_EQ(told.current_host, "algo-2");
+  EXPECT_EQ(told.current_instance_type, "ml.p4d.24xlarge");
+  EXPECT_EQ(told.hosts, (Strings{"algo-1", "algo-2", "algo-3"}));
+  ASSERT_EQ(told.groups.size(), 2u);
+  EXPECT_EQ(told.groups[0].instance_type, "ml.c5.18xlarge");
+  EXPECT_EQ(told.groups[0].hosts, (Strings{"algo-1", "algo-3"}));
+  // Not told: discovered, the torchrun variables of a launched rank left out.
+  const Cluster discovered = cluster_for_plan(root.options(), LauncherEnv{}, true, env_of(kSageMakerEnv));
+  EXPECT_EQ(discovered.current_instance_type, "ml.p4d.24xlarge");
+}
+
 TEST(LauncherEnv, BadValuesNameTheVariable) {
   const auto error = [](std::map<std::string, std::string> vars) {
     return config_error([&] { read_launcher_env(env_of(std::move(vars))); });

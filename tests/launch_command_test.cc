@@ -47,6 +47,7 @@ TEST(RankEnv, TorchrunVariablesPlaceEveryRank) {
   ctx.settings_json = R"({"image-size":"32"})";
   ctx.sagemaker_root = "/opt/ml";
   ctx.host = "algo-3";
+  ctx.host_types = "algo-1=ml.c5.18xlarge,algo-3=ml.p4d.24xlarge";
   ctx.omp_threads = 4;
   ctx.network_interface = "eth0";
   const auto env = rank_environment(ctx, RankPlace::on_host(1, 2, 1, 2));
@@ -56,7 +57,8 @@ TEST(RankEnv, TorchrunVariablesPlaceEveryRank) {
       {"MASTER_PORT", "29511"}, {"OMP_NUM_THREADS", "4"}, {"GLOO_SOCKET_IFNAME", "eth0"},
       {"NCCL_SOCKET_IFNAME", "eth0"}, {"TANDEM_WORKERS", "10.0.0.5:6000,10.0.0.6:6000"},
       {"TANDEM_JOB_NAME", "job-1"}, {"TANDEM_SETTINGS", R"({"image-size":"32"})"},
-      {"TANDEM_SAGEMAKER_ROOT", "/opt/ml"}, {"TANDEM_HOST", "algo-3"}, {"TANDEM_RANK_GROUP", "1"}};
+      {"TANDEM_SAGEMAKER_ROOT", "/opt/ml"}, {"TANDEM_HOST", "algo-3"}, {"TANDEM_RANK_GROUP", "1"},
+      {"TANDEM_HOST_TYPES", "algo-1=ml.c5.18xlarge,algo-3=ml.p4d.24xlarge"}};
   EXPECT_EQ(env, want);  // no token: no TANDEM_TOKEN; no TORCHELASTIC_*
 }
 
@@ -68,6 +70,7 @@ TEST(RankEnv, TokenAndThreadsOnlyWhenThere) {
   EXPECT_EQ(env.at(launch_env::kWorkers), "");  // set, empty: no workers
   EXPECT_EQ(env.count(launch_env::kOmpThreads), 0u);
   EXPECT_EQ(env.count(launch_env::kGlooInterface), 0u);
+  EXPECT_EQ(env.count(launch_env::kHostTypes), 0u);
   EXPECT_EQ(omp_threads_per_rank(8, 2, false), 4);
   EXPECT_EQ(omp_threads_per_rank(2, 4, false), 1);
   EXPECT_EQ(omp_threads_per_rank(8, 2, true), 0);

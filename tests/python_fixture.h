@@ -43,9 +43,9 @@ inline std::vector<std::byte> sample(const data::Dataset& ds, uint64_t index, ui
 }
 
 // The message of the ConfigError that building `d` throws ("" if none).
-inline std::string start_error(const DataOptions& d) {
+inline std::string start_error(const DataOptions& d, const DataRole& role = {}) {
   try {
-    data::make_dataset(d);
+    data::make_dataset(d, role);
   } catch (const ConfigError& e) {
     return e.what();
   }

@@ -241,14 +241,12 @@ TEST(PythonPool, ASampleOverItsShareOfMaxInflightIsAClearError) {
   d.data_args = R"({"n": 4, "size": 1024})";  // 3 MiB a sample
   d.python = "/usr/bin/python3";
   d.python_procs = 2;
-  d.python_shm_bytes = 4u << 20;  // 2 MiB each
-  const std::string e = start_error(d);
+  const std::string e = start_error(d, {.python_shm_bytes = 4u << 20});  // 2 MiB each
   EXPECT_NE(e.find("sample 0 of python:"), std::string::npos) << e;
   EXPECT_NE(e.find("needs 3.0 MiB of shared memory, more than the 2.0 MiB each of its 2 Python processes may use"),
             std::string::npos) << e;
   EXPECT_NE(e.find("--max-inflight-mb"), std::string::npos) << e;
-  d.python_shm_bytes = 8u << 20;
-  auto fits = data::make_dataset(d);
+  auto fits = data::make_dataset(d, {.python_shm_bytes = 8u << 20});
   EXPECT_EQ(fits->shared_memory_bytes(), 8u << 20);
   EXPECT_EQ(sample(*fits, 3, 0).size(), 3u << 20);
 
@@ -266,8 +264,7 @@ TEST(PythonPool, AStepOutputOverTheLimitIsAClearError) {
   REQUIRE_NUMPY();
   const fs::path root = image_folder("python-step-shm");
   DataOptions d = folder_data(root, step("huge"));
-  d.python_shm_bytes = 2u << 20;  // 1 MiB each of 2; the step returns 3 MiB
-  const std::string e = start_error(d);
+  const std::string e = start_error(d, {.python_shm_bytes = 2u << 20});  // 1 MiB each of 2; the step returns 3 MiB
   EXPECT_NE(e.find("sample 0 in --pipeline step python("), std::string::npos) << e;
   EXPECT_NE(e.find("needs 3.0 MiB of shared memory"), std::string::npos) << e;
 }

@@ -175,7 +175,7 @@ FeedPlace feed_place(const std::optional<std::vector<std::string>>& workers, std
     p.workers_from = std::string("$") + launch_env::kWorkers + " (tandem launch)";
   }
   if (p.launched) {
-    p.cluster = cluster::cluster_for_plan(settings.cluster, /*launched=*/true);
+    p.cluster = cluster::cluster_for_plan(settings.cluster, env, /*launched=*/true);
   } else {
     // Finding nothing is no error for a feed that has its workers or makes its own batches.
     try {

@@ -11,12 +11,10 @@
 # scripts/gpu/build-on-device.sh unpacks it and builds; see docs/gpu.md.
 set -euo pipefail
 out=${OUT_DIR:-.device}
-pkgs="libgrpc++-dev libgrpc++1.51 libgrpc29 libgrpc-dev protobuf-compiler-grpc libprotobuf-dev libprotobuf32
-libprotoc32 libprotobuf-lite32 protobuf-compiler libabsl-dev libabsl20220623 libre2-9 libre2-dev libc-ares2
-libc-ares-dev libssl-dev libssl3 zlib1g-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libcli11-dev
-nlohmann-json3-dev libgtest-dev libgmock-dev libturbojpeg0 libturbojpeg0-dev libjpeg62-turbo libgloo-dev
-libgloo0 libsystemd-dev libsystemd0 libupb-dev libjpeg62-turbo-dev libpng-dev libpng16-16 liburing-dev liburing2 libxxhash-dev $*"
 [ -f CMakeLists.txt ] && [ -d src ] || { echo "pack-deps.sh: run it from the repository root" >&2; exit 2; }
+# scripts/build-packages.txt's device packages: the -dev packages and the libraries they need.
+. scripts/packages.sh
+pkgs="$(build_packages device scripts/build-packages.txt | tr '\n' ' ') $*"
 command -v apt-get >/dev/null && command -v dpkg >/dev/null || {
   echo "pack-deps.sh: needs apt-get and dpkg (a Debian bookworm machine)" >&2; exit 2; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT

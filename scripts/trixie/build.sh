@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/trixie/build.sh SRC BUILD [cmake args...]: configures and builds tandem with
 # CUDA + NCCL against Debian trixie's LibTorch (Release, ninja, ccache when present).
-# Run inside a trixie system that has build-packages.txt installed: scripts/test-cuda's
-# root, or the build stage of examples/sagemaker/Dockerfile. Both use this one script.
+# Run inside a trixie system that has scripts/build-packages.txt's trixie packages
+# installed: scripts/test-cuda's root, or the build stage of examples/sagemaker/Dockerfile.
+# Both use this one script.
 set -euo pipefail
 src=${1:?usage: build.sh SRC BUILD [cmake args...]}
 build=${2:?usage: build.sh SRC BUILD [cmake args...]}

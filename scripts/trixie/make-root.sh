@@ -16,6 +16,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/packages.sh"
+. "$here/../packages.sh"
 root=${1:?usage: make-root.sh ROOT}
 sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
 "${sudo[@]}" mkdir -p "$(dirname "$root")"
@@ -72,14 +73,22 @@ CONTROL
   "${sudo[@]}" touch "$root/.stamp-cudnn-package"
 }
 
+# Every package the root needs: the build's (scripts/build-packages.txt, trixie), the
+# image's Python ones and the tests'.
+root_packages() {
+  build_packages trixie "$here/../build-packages.txt"
+  trixie_packages "$here/python-packages.txt"
+  trixie_packages "$here/test-packages.txt"
+}
+
 packages() {
-  local lists=("$here/build-packages.txt" "$here/python-packages.txt" "$here/test-packages.txt") sum
-  sum=$(cat "${lists[@]}" | sha256sum | cut -c1-16)
+  local sum
+  sum=$(root_packages | sha256sum | cut -c1-16)
   [ -f "$root/.stamp-packages-$sum" ] && return 0
   "${sudo[@]}" cp /etc/resolv.conf "$root/etc/resolv.conf"
   in_root apt-get update -qq
   # shellcheck disable=SC2046
-  in_root apt-get install -y -qq --no-install-recommends $(for l in "${lists[@]}"; do trixie_packages "$l"; done) >/dev/null
+  in_root apt-get install -y -qq --no-install-recommends $(root_packages) >/dev/null
   in_root apt-get clean
   # New packages may take new symbols from libcudnn: make the stand-in again.
   "${sudo[@]}" rm -f "$root/.stamp-cudnn-stand-in-2"

@@ -2,6 +2,8 @@
 // Each source lives in its own file and goes through detail::assemble (draft.h).
 #include "tandem/cluster/cluster.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "draft.h"
@@ -59,7 +61,42 @@ Cluster discover_sources(const std::string& root, const EnvLookup& env) {
 
 }  // namespace
 
-Cluster cluster_for_plan(const ClusterOptions& opts, bool launched, const EnvLookup& env) {
+std::string host_types(const Cluster& c) {
+  std::string out;
+  for (const std::string& host : c.hosts) {
+    for (const InstanceGroup& g : c.groups) {
+      if (std::find(g.hosts.begin(), g.hosts.end(), host) == g.hosts.end()) continue;
+      out += (out.empty() ? "" : ",") + host + "=" + g.instance_type;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The cluster "host=type,..." describes, one group per instance type; `current` is this
+// host. Entries without '=' are passed over.
+Cluster cluster_of_host_types(const std::string& text, const std::string& current) {
+  Cluster c;
+  c.current_host = current;
+  for (const std::string& entry : split_trimmed(text, ',')) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string host = entry.substr(0, eq), type = entry.substr(eq + 1);
+    auto g = std::find_if(c.groups.begin(), c.groups.end(), [&](const InstanceGroup& x) { return x.name == type; });
+    if (g == c.groups.end()) g = c.groups.insert(c.groups.end(), InstanceGroup{type, type, {}});
+    g->hosts.push_back(host);
+    c.hosts.push_back(host);
+    if (host == current) c.current_instance_type = c.current_group = type;
+  }
+  return c;
+}
+
+}  // namespace
+
+Cluster cluster_for_plan(const ClusterOptions& opts, const LauncherEnv& launcher, bool launched,
+                         const EnvLookup& env) {
+  if (!launcher.host_types.empty()) return cluster_of_host_types(launcher.host_types, launcher.host);
   try {
     return discover(opts, [&](const std::string& name) -> std::optional<std::string> {
       if (launched && (name == "WORLD_SIZE" || name == "RANK" || name == "GROUP_RANK")) return std::nullopt;

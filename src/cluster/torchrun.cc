@@ -106,6 +106,8 @@ LauncherEnv read_launcher_env(const EnvLookup& env) {
   l.gloo_address = get(env, "TANDEM_GLOO_ADDRESS").value_or("");
   l.simulated_host = get(env, "TANDEM_SIMULATED_HOST").has_value();
   l.rank_group = get(env, launch_env::kRankGroup).value_or("") == "1";
+  l.host = get(env, launch_env::kHost).value_or("");
+  l.host_types = get(env, launch_env::kHostTypes).value_or("");
   l.stream_relay = get(env, "TANDEM_STREAM_RELAY").value_or("");
   if (p.rank >= p.world) {
     detail::fail(detail::env_where("RANK"), "is " + std::to_string(p.rank) + " of WORLD_SIZE=" +

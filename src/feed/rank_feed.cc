@@ -82,7 +82,7 @@ RankFeed::RankFeed(FeedOptions opts, const std::atomic<bool>& stop) : opts_(std:
     }
     info_ = learn_from_workers();
   } else {
-    dataset_ = data::make_dataset(opts_.data);
+    dataset_ = data::make_dataset(opts_.data, opts_.data_role);
     info_ = dataset_->info();
   }
   sampler_ = std::make_unique<data::Sampler>(info_.size, opts_.batch_size, opts_.data.seed, opts_.rank, opts_.world);

@@ -24,7 +24,7 @@ feed::FeedOptions feed_options(const Settings& settings, std::vector<std::string
   o.batch_timeout_s = t.batch_timeout_s;
   // A Python dataset here starts one process (to learn the schema); the local threads
   // start the rest as they first need them, so the host's cores stay with training.
-  if (o.data.python_start_procs == 0) o.data.python_start_procs = 1;
+  o.data_role.python_start_procs = 1;
   feed::DirectoryOptions d = feed::directory_options(t.workers, t.worker_service, t.workers_watch, settings.cluster);
   if (!d.watch_file.empty() || !d.names.empty()) {
     d.resolve_timeout_s = std::min(settings.cluster.resolve_timeout_s, 5.0);

@@ -105,6 +105,7 @@ RankGroupOptions group_options(const Settings& settings, const cluster::Cluster&
   RankGroupOptions o;
   o.procs = procs;
   o.context = rank_context(settings, plan, targets);
+  o.context.host_types = cluster::host_types(c);
   o.context.gloo_address =
       cluster::resolve_host(cluster::worker_endpoint(o.context.host, settings.cluster).address, settings.cluster.resolve_timeout_s);
   o.context.omp_threads = omp_threads_per_rank(available_cores(), o.procs,

@@ -31,6 +31,7 @@ std::map<std::string, std::string> rank_environment(const RankContext& c, const 
   if (!c.token.empty()) env[v::kToken] = c.token;
   if (!c.gloo_address.empty()) env[v::kGlooAddress] = c.gloo_address;
   if (!c.stream_relay.empty()) env[v::kStreamRelay] = c.stream_relay;
+  if (!c.host_types.empty()) env[v::kHostTypes] = c.host_types;
   if (c.omp_threads > 0) env[v::kOmpThreads] = std::to_string(c.omp_threads);
   if (c.libuv_off) env[v::kUseLibuv] = "0";
   if (!c.network_interface.empty()) {

@@ -23,8 +23,9 @@ namespace {
 
 nlohmann::json make_run_summary(const training::TrainReport& result, const RunFacts& f,
                                  const std::vector<std::string>& audits) {
+  const LauncherEnv& launcher = f.settings.launcher;
   const cluster::Cluster cluster =
-      f.cluster ? *f.cluster : cluster::cluster_for_plan(f.settings.cluster, f.settings.launcher.rank_group);
+      f.cluster ? *f.cluster : cluster::cluster_for_plan(f.settings.cluster, launcher, launcher.rank_group);
   const feed::Scheduler& scheduler = f.feed.scheduler();
   feed::RunSummaryFacts facts{run_settings(f.settings, f.feed.info()), f.feed, scheduler.stats(), scheduler.hedged(),
                               cluster};

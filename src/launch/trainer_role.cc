@@ -152,8 +152,9 @@ std::unique_ptr<transport::MetricsServer> serve_live_metrics(const Settings& set
 // --checkpoint-every auto: the job's spot interruptions an hour, from its instances' types
 // and the price table (its defaults for types it lacks, or without one).
 double job_interruptions(const Settings& settings, const cluster::Cluster* cluster) {
+  const LauncherEnv& launcher = settings.launcher;
   const cluster::Cluster c =
-      cluster ? *cluster : cluster::cluster_for_plan(settings.cluster, settings.launcher.rank_group);
+      cluster ? *cluster : cluster::cluster_for_plan(settings.cluster, launcher, launcher.rank_group);
   std::vector<std::string> instances;
   for (const cluster::InstanceGroup& g : c.groups) instances.insert(instances.end(), g.hosts.size(), g.instance_type);
   if (instances.empty()) instances.push_back(c.current_instance_type);

@@ -67,9 +67,7 @@ int run_worker(const Settings& settings, const std::string& host) {
   WorkerOptions worker = settings.worker;
   const transport::InflightSplit split = transport::split_inflight(worker.max_inflight_mb);
   worker.max_inflight_mb = static_cast<int64_t>(split.total >> 20);
-  data.python_shm_bytes = split.python_shm;
-  data.read_ahead_bytes = split.read_ahead;
-  auto dataset = data::make_dataset(data);
+  auto dataset = data::make_dataset(data, {.python_shm_bytes = split.python_shm, .read_ahead_bytes = split.read_ahead});
   check_determinism(*dataset, settings.data);
   if (dataset->shared_memory_bytes() > 0) {
     spdlog::info("its Python processes may map {} MiB of shared memory, half of --max-inflight-mb {}",

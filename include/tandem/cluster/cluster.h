@@ -74,11 +74,17 @@ Cluster parse_resource_config(const std::string& json_text, const std::string& p
 // Flags (opts.current_host) override what was discovered.
 Cluster discover(const ClusterOptions& opts, const EnvLookup& env = process_env);
 
+// Every host's instance type as the ranks of tandem's rank group are told it
+// (TANDEM_HOST_TYPES): "host=type,..." in the cluster's host order.
+std::string host_types(const Cluster& c);
+
 // The cluster a rank belongs to, for the plan's instance types; never throws (unknown
-// types are warned of). `launched`: a rank of tandem's rank group (LauncherEnv::rank_group)
-// or another launcher whose torchrun variables describe the ranks, not the cluster (that
-// is the one discovered without them).
-Cluster cluster_for_plan(const ClusterOptions& opts, bool launched, const EnvLookup& env = process_env);
+// types are warned of). What its launcher said, when it said it (`launcher.host_types`
+// and `launcher.host`: one group per instance type); else discovered, as a rank of
+// tandem's rank group (`launched`) or of another launcher whose torchrun variables
+// describe the ranks, not the cluster, sees it without them.
+Cluster cluster_for_plan(const ClusterOptions& opts, const LauncherEnv& launcher, bool launched,
+                         const EnvLookup& env = process_env);
 
 // A Slurm job's ports, the same on every host of the job without a word between them,
 // and different for jobs that share a node (as torchrun users derive MASTER_PORT from

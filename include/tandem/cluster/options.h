@@ -54,6 +54,11 @@ struct LauncherEnv {
   // releases the data workers and writes output/failure once every rank has ended, so
   // the rank leaves both to it.
   bool rank_group = false;
+  // Set by tandem's rank group too: this host's name (TANDEM_HOST) and every host's
+  // instance type, "host=type,..." (TANDEM_HOST_TYPES), so that a rank's summary needs no
+  // discovery of its own (cluster::cluster_for_plan).
+  std::string host;
+  std::string host_types;
   // Set by `tandem launch` for its ranks when they share their streams to each data
   // worker (--share-streams): the host's stream relay, "unix:PATH"
   // (TANDEM_STREAM_RELAY; transport/stream_relay.h).

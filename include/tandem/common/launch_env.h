@@ -24,6 +24,8 @@
 // | TANDEM_SETTINGS     | JSON object: the tandem settings the launcher was given, by name  |
 // | TANDEM_SAGEMAKER_ROOT | this host's SageMaker root (rank 0's output/ goes under it)     |
 // | TANDEM_HOST         | this host's name (algo-2)                                        |
+// | TANDEM_HOST_TYPES   | every host's instance type, "host=type,...": a rank's summary    |
+// |                     | prices its plan with them, discovering nothing again             |
 // | TANDEM_RANK_GROUP   | 1: tandem's rank group started this rank; it releases the workers |
 // |                     | and writes output/failure when the ranks have ended               |
 //
@@ -58,6 +60,7 @@ inline constexpr const char* kJobName = "TANDEM_JOB_NAME";
 inline constexpr const char* kSettings = "TANDEM_SETTINGS";
 inline constexpr const char* kSageMakerRoot = "TANDEM_SAGEMAKER_ROOT";
 inline constexpr const char* kHost = "TANDEM_HOST";
+inline constexpr const char* kHostTypes = "TANDEM_HOST_TYPES";
 // "1" for a rank of tandem's rank group (rank_group.h), which releases the data workers
 // and writes output/failure: tandem's own trainer then leaves both to it.
 inline constexpr const char* kRankGroup = "TANDEM_RANK_GROUP";

@@ -38,6 +38,7 @@ inline constexpr double kReleaseDeadlineS = 3;
 
 struct FeedOptions {
   DataOptions data;                   // what the feed serves (made here when this host has a copy)
+  DataRole data_role;                 // what a dataset made here is allowed
   std::vector<std::string> workers;   // data workers, "address:port"
   int worker_port = 6000;             // where a worker named without a port listens (--worker-port)
   SecurityOptions security;           // the token and job name every call carries

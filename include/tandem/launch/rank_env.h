@@ -20,6 +20,7 @@ struct RankContext {
   std::string settings_json = "{}";  // TANDEM_SETTINGS
   std::string sagemaker_root;        // this host's root
   std::string host;                  // this host's name
+  std::string host_types;            // TANDEM_HOST_TYPES: cluster::host_types(); "" = not set
   std::string gloo_address;          // TANDEM_GLOO_ADDRESS (tandem's trainer ranks); "" = not set
   std::string stream_relay;          // TANDEM_STREAM_RELAY: the host's stream relay; "" = none
   // OMP_NUM_THREADS for each rank, 0 = not set (the launcher's environment has one).

@@ -40,8 +40,8 @@ uint64_t default_inflight_bytes();
 // ahead take at most a quarter, and batches in flight have the rest (batch_bytes()).
 struct InflightSplit {
   uint64_t total = 0;       // --max-inflight-mb, else default_inflight_bytes()
-  uint64_t python_shm = 0;  // DataOptions::python_shm_bytes
-  uint64_t read_ahead = 0;  // DataOptions::read_ahead_bytes
+  uint64_t python_shm = 0;  // DataRole::python_shm_bytes
+  uint64_t read_ahead = 0;  // DataRole::read_ahead_bytes
   // What batches in flight may hold when the dataset holds `held` of the rest (its
   // processes' shared memory and its read-ahead, as it reports them): total - held, or
   // half of the total when they hold it all.

@@ -64,17 +64,17 @@ DescribedSettings python_fixed(const DataOptions& opts) {
 
 // The made kinds take their options only; the read kinds the path too.
 template <std::shared_ptr<const Dataset> (*F)(const GeneratedOptions&)>
-std::shared_ptr<const Dataset> generated(const DataOptions& opts, const std::string&) {
+std::shared_ptr<const Dataset> generated(const DataOptions& opts, const DataRole&, const std::string&) {
   return F(generated_options(opts));
 }
 
 template <std::shared_ptr<const Dataset> (*F)(const ImageOptions&, const std::string&)>
-std::shared_ptr<const Dataset> read(const DataOptions& opts, const std::string& path) {
-  return F(image_options(opts), path);
+std::shared_ptr<const Dataset> read(const DataOptions& opts, const DataRole& role, const std::string& path) {
+  return F(image_options(opts, role), path);
 }
 
-std::shared_ptr<const Dataset> python_made(const DataOptions& opts, const std::string&) {
-  return make_python_dataset(python_dataset_options(opts));
+std::shared_ptr<const Dataset> python_made(const DataOptions& opts, const DataRole& role, const std::string&) {
+  return make_python_dataset(python_dataset_options(opts, role));
 }
 
 const std::vector<SourceKind> kKinds = {
@@ -119,15 +119,15 @@ std::shared_ptr<const Dataset> within_limits(std::shared_ptr<const Dataset> d) {
 
 const std::vector<SourceKind>& source_kinds() { return kKinds; }
 
-PythonRuntime python_runtime(const DataOptions& opts) {
-  return {opts.python, opts.python_procs, opts.sample_timeout_s, opts.python_shm_bytes, opts.python_start_procs};
+PythonRuntime python_runtime(const DataOptions& opts, const DataRole& role) {
+  return {opts.python, opts.python_procs, opts.sample_timeout_s, role.python_shm_bytes, role.python_start_procs};
 }
 
 GeneratedOptions generated_options(const DataOptions& opts) {
   return {opts.seed, opts.num_classes, opts.image_size, opts.dataset_size};
 }
 
-ImageOptions image_options(const DataOptions& opts) {
+ImageOptions image_options(const DataOptions& opts, const DataRole& role) {
   ImageOptions o;
   o.seed = opts.seed;
   o.dataset_size = opts.dataset_size;
@@ -138,15 +138,15 @@ ImageOptions image_options(const DataOptions& opts) {
   o.on_bad_sample = opts.on_bad_sample;
   o.io_threads = opts.io_threads;
   o.io_engine = opts.io_engine;
-  o.read_ahead_bytes = opts.read_ahead_bytes;
+  o.read_ahead_bytes = role.read_ahead_bytes;
   o.emulate_read_latency_ms = opts.emulate_read_latency_ms;
-  o.python = python_runtime(opts);
+  o.python = python_runtime(opts, role);
   return o;
 }
 
-PythonDatasetOptions python_dataset_options(const DataOptions& opts) {
+PythonDatasetOptions python_dataset_options(const DataOptions& opts, const DataRole& role) {
   return {opts.data, opts.data_args, opts.seed, opts.dataset_size, opts.num_classes, opts.on_bad_sample,
-          python_runtime(opts)};
+          python_runtime(opts, role)};
 }
 
 std::string source_kinds_usage() {
@@ -177,9 +177,9 @@ const SourceKind& source_kind(const std::string& data) {
                     ": use " + source_kinds_usage());
 }
 
-std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts) {
+std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts, const DataRole& role) {
   const SourceKind& kind = source_kind(opts.data);
-  return within_limits(kind.make(opts, kind.needs == SourceNeeds::kFiles ? data_path(opts) : std::string()));
+  return within_limits(kind.make(opts, role, kind.needs == SourceNeeds::kFiles ? data_path(opts) : std::string()));
 }
 
 DType dataset_dtype(const DataOptions& opts) { return source_kind(opts.data).dtype; }

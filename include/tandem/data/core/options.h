@@ -47,11 +47,6 @@ struct DataOptions {
   std::string python;
   int python_procs = 0;
   double sample_timeout_s = 60;
-  // Not flags: set by the roles. A worker's Python processes map at most python_shm_bytes
-  // of shared memory together (half of --max-inflight-mb; 0 = 4 GiB each); a trainer starts
-  // python_start_procs of them at once (0 = all) and the others as its threads need them.
-  uint64_t python_shm_bytes = 0;
-  int python_start_procs = 0;
   // Reading from slow storage (imagefolder, webdataset, manifest): threads that fetch the
   // bytes of requested samples ahead of preprocessing, many reads at once (--io-threads;
   // -1 = auto, io_threads_for(); 0 = none, each preprocessing thread reads its own), and,
@@ -62,11 +57,21 @@ struct DataOptions {
   // How the reads fly (--io-engine): "auto" (io_uring where the kernel allows it, else
   // threads), "uring" or "threads".
   std::string io_engine = "auto";
-  // Not a flag: set by the roles. Fetched bytes the read-ahead may hold (a worker: a
-  // quarter of --max-inflight-mb; 0 = 256 MiB).
-  uint64_t read_ahead_bytes = 0;
-  // Not a flag: the command line copies ClusterOptions::sagemaker_root here.
+  // Where the SageMaker channels are (<root>/input/data/<channel>): --sagemaker-root, kept
+  // by ClusterOptions and copied here by the command line (cli::finish_settings).
   std::string sagemaker_root = "/opt/ml";
+};
+
+// What the role that makes a dataset allows it, beside the flags: set by the roles, never
+// by users (a worker: its shares of --max-inflight-mb; a trainer's feed: one Python
+// process at start). The defaults: no role's limits.
+struct DataRole {
+  // The most shared memory its Python processes map together (0 = 4 GiB each).
+  uint64_t python_shm_bytes = 0;
+  // Python processes started at once (0 = all); the others start as threads need them.
+  int python_start_procs = 0;
+  // Fetched bytes its read-ahead may hold (0 = 256 MiB).
+  uint64_t read_ahead_bytes = 0;
 };
 
 }  // namespace tandem

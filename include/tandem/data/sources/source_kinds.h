@@ -37,7 +37,7 @@ struct SourceKind {
   DType dtype = DType::kFloat32;  // the samples' type, known before the dataset is made
   // Makes the dataset `opts.data` names; `path` is data_path(opts) for a kind that needs
   // files, else "".
-  std::shared_ptr<const Dataset> (*make)(const DataOptions& opts, const std::string& path) = nullptr;
+  std::shared_ptr<const Dataset> (*make)(const DataOptions& opts, const DataRole& role, const std::string& path) = nullptr;
   // The settings `opts` fixes without the files, away from their defaults (the kind
   // first): what a host that learns this dataset from a worker can still check. nullptr:
   // a dataset that is made, not read, is never learnt.
@@ -62,9 +62,9 @@ std::string source_kinds_usage();
 // Each kind's own options from the settings: the one place (with the table's make
 // functions) where a source's settings are read out of DataOptions.
 GeneratedOptions generated_options(const DataOptions& opts);
-ImageOptions image_options(const DataOptions& opts);
-PythonDatasetOptions python_dataset_options(const DataOptions& opts);
-PythonRuntime python_runtime(const DataOptions& opts);
+ImageOptions image_options(const DataOptions& opts, const DataRole& role = {});
+PythonDatasetOptions python_dataset_options(const DataOptions& opts, const DataRole& role = {});
+PythonRuntime python_runtime(const DataOptions& opts, const DataRole& role = {});
 
 // False when `opts` names files (imagefolder, mnist, webdataset, manifest: a PATH or the SageMaker channel;
 // python:FILE:NAME: FILE) that this host does not have; true for generated datasets. A
@@ -77,7 +77,7 @@ bool dataset_is_here(const DataOptions& opts);
 // (python_dataset.h: starts its Python processes).
 // File datasets index their files here, once. Throws ConfigError for unknown names,
 // settings the dataset cannot honour, and unusable data (naming the path).
-std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts);
+std::shared_ptr<const Dataset> make_dataset(const DataOptions& opts, const DataRole& role = {});
 
 // The dtype make_dataset(opts) produces samples in, without building it: uint8 for
 // imagefolder, webdataset, manifest, mnist and python, float32 for the others.
