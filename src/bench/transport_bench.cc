@@ -2,10 +2,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <optional>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -69,13 +72,26 @@ pid_t worker_child(const std::string& port) {
   return -1;
 }
 
+// The bench's own token and job name, so that what this process's environment says
+// (TANDEM_TOKEN, TRAINING_JOB_NAME, SLURM_JOB_ID) reaches both ends alike: a fresh random
+// token and "bench-<pid>".
+SecurityOptions bench_security() {
+  std::random_device random;
+  SecurityOptions s;
+  s.token = fmt::format("{:08x}{:08x}{:08x}{:08x}", random(), random(), random(), random());
+  s.job = "bench-" + std::to_string(::getpid());
+  return s;
+}
+
 // The sender: `tandem worker` serving pre-made batches, in its own process as on a CPU host.
-launch::ProcessSpec sender(const std::string& tandem_exe, const BenchOptions& opts, const DataOptions& data, int port) {
+launch::ProcessSpec sender(const std::string& tandem_exe, const BenchOptions& opts, const DataOptions& data, int port,
+                           const SecurityOptions& security) {
   launch::ProcessSpec c;
   c.name = "worker";
   c.argv = {tandem_exe, "worker", "--port", std::to_string(port), "--bind", "127.0.0.1", "--data", "premade",
             "--threads", std::to_string(opts.threads > 0 ? opts.threads : 1), "--image-size",
-            std::to_string(data.image_size), "--idle-timeout", "600"};
+            std::to_string(data.image_size), "--idle-timeout", "600", "--job-name", security.job};
+  c.env["TANDEM_TOKEN"] = security.token;  // the environment, never the command line
   if (!data.wire_dtype.empty()) c.argv.insert(c.argv.end(), {"--wire-dtype", data.wire_dtype});
   c.critical = false;
   return c;
@@ -99,9 +115,10 @@ Pulled pull(feed::RankFeed& feed, Clock::time_point start, Clock::time_point end
 }
 
 feed::FeedOptions rank_options(const BenchOptions& opts, const DataOptions& data, int port, int rank,
-                               const std::string& relay) {
+                               const std::string& relay, const SecurityOptions& security) {
   feed::FeedOptions fo;
   fo.data = data;
+  fo.security = security;
   fo.workers = {"127.0.0.1:" + std::to_string(port)};
   fo.rank = rank;
   fo.world = opts.ranks;
@@ -113,6 +130,28 @@ feed::FeedOptions rank_options(const BenchOptions& opts, const DataOptions& data
   fo.relay = relay;
   return fo;
 }
+
+// Ends the sender however the receiving side ended: released (the worker exits 0), or
+// else stopped (SIGTERM), then its supervisor joined. An exception from the receiving side
+// (a feed that cannot start) leaves no joinable thread to abort the process.
+class SenderGuard {
+ public:
+  SenderGuard(std::thread& supervisor, int port, const SecurityOptions& security)
+      : supervisor_(supervisor), port_(port), security_(security) {}
+  ~SenderGuard() {
+    if (feed::release_workers({"127.0.0.1:" + std::to_string(port_)}, security_, "bench over") == 0) {
+      if (const pid_t worker = worker_child(std::to_string(port_)); worker > 0) ::kill(worker, SIGTERM);
+    }
+    supervisor_.join();
+  }
+  SenderGuard(const SenderGuard&) = delete;
+  SenderGuard& operator=(const SenderGuard&) = delete;
+
+ private:
+  std::thread& supervisor_;
+  int port_;
+  SecurityOptions security_;
+};
 
 }  // namespace
 
@@ -130,14 +169,18 @@ nlohmann::json bench_transport(const BenchOptions& opts, const std::string& tand
   launch::SuperviseOptions sup;
   sup.timeout_s = 4 * opts.seconds + 300;
   sup.out = &std::cerr;  // stdout carries the result
-  std::thread supervisor([&, child = sender(tandem_exe, opts, data, port)] { launch::supervise({child}, sup); });
+  const SecurityOptions security = bench_security();
+  std::thread supervisor([&, child = sender(tandem_exe, opts, data, port, security)] { launch::supervise({child}, sup); });
+  std::optional<SenderGuard> sender_guard;
+  sender_guard.emplace(supervisor, port, security);
   std::unique_ptr<transport::StreamRelay> relay;
   if (opts.via_relay) relay = std::make_unique<transport::StreamRelay>(transport::StreamRelayOptions{});
 
   const std::atomic<bool> never{false};
   std::vector<std::unique_ptr<feed::RankFeed>> feeds;
   for (int r = 0; r < opts.ranks; ++r) {
-    feeds.push_back(std::make_unique<feed::RankFeed>(rank_options(opts, data, port, r, relay ? relay->address() : ""), never));
+    feeds.push_back(std::make_unique<feed::RankFeed>(
+        rank_options(opts, data, port, r, relay ? relay->address() : "", security), never));
     feeds.back()->start(1'000'000'000, 0, 0);  // more batches than any run takes
   }
   const auto start = Clock::now() + std::chrono::milliseconds(500);
@@ -158,8 +201,7 @@ nlohmann::json bench_transport(const BenchOptions& opts, const std::string& tand
   const double elapsed = seconds_between(start, Clock::now());
   for (auto& f : feeds) f->close();
   relay.reset();
-  feed::release_workers({"127.0.0.1:" + std::to_string(port)}, {}, "bench over");
-  supervisor.join();
+  sender_guard.reset();  // the worker released, its supervisor joined
   return {{"bench", "transport"},
           {"bytes_per_sec", all.bytes / elapsed},
           {"bytes_per_cpu_second", cpu > 0 ? all.bytes / cpu : 0.0},
