@@ -308,6 +308,21 @@ TEST(Scheduler, ARejoiningSourceRemakesTheLatestBatchAndItsCopyIsCompared) {
   }
 }
 
+// A source that never answers: next() gives up at --batch-timeout, saying it as it was
+// given ("0.25 s", not "0.250000 s").
+TEST(Scheduler, NoBatchWithinTheBatchTimeoutIsANetworkErrorNamingIt) {
+  Scheduler s(request_for, {4, 2, /*batch_timeout_s=*/0.25});
+  s.add_source("silent", 1);
+  try {
+    s.next();
+    FAIL() << "a batch came from a source that never answers";
+  } catch (const NetworkError& e) {
+    EXPECT_NE(std::string(e.what()).find("no batch 0 within --batch-timeout 0.25 s; sources:"), std::string::npos)
+        << e.what();
+  }
+  s.close();
+}
+
 // One source stalls on one request (a host that hangs): once the request at the head of
 // the line is late by the learned margin, another source makes it too and the loop goes
 // on; the stalled source's late answer, if any, is discarded.

@@ -5,6 +5,7 @@
 #include <functional>
 #include <string_view>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
@@ -272,8 +273,8 @@ std::optional<data::Batch> Scheduler::next() {
     if (closed_) return std::nullopt;
     const std::string seq = std::to_string(next_deliver_);
     if (!arrived) {
-      throw NetworkError("no batch " + seq + " within --batch-timeout " +
-                         std::to_string(opts_.batch_timeout_s) + " s; sources:" + failure_summary());
+      throw NetworkError(fmt::format("no batch {} within --batch-timeout {} s; sources:{}", seq, opts_.batch_timeout_s,
+                                     failure_summary()));
     }
     const std::string what = "every data source failed before batch " + seq + ":" + failure_summary();
     auto bad = [](const Source& s) { return s.bad_data; };
