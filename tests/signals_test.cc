@@ -84,8 +84,14 @@ TEST(Signals, SigtermToEveryHostAtOnceCheckpointsTheLastStepAndExitsResumable) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 1500)(rng)));
     for (Child* c : {&w1.child, &w2.child, &trainer}) kill(c->pid, SIGTERM);  // all at once, workers first
     EXPECT_EQ(wait_exit(trainer, 60s), tandem::kExitInterrupted) << slurp(dir / "trainer.log");
-    EXPECT_EQ(wait_exit(w1.child, 60s), 0) << slurp(dir / "w1.log");
-    EXPECT_EQ(wait_exit(w2.child, 60s), 0) << slurp(dir / "w2.log");
+    // A worker released by the trainer exits 0; one whose trainer closed its streams
+    // before the release came (the trainer checkpoints first) exits 75, "stopped before its
+    // trainer released it": both leave the job resumable. Which one is a race under load
+    // (seen in scripts/test-cuda); issue 50 makes the job end as one.
+    for (const auto& [w, log] : {std::pair{&w1, "w1.log"}, std::pair{&w2, "w2.log"}}) {
+      const int code = wait_exit(w->child, 60s);
+      EXPECT_TRUE(code == 0 || code == tandem::kExitInterrupted) << code << "\n" << slurp(dir / log);
+    }
     const auto s = nlohmann::json::parse(slurp(dir / "root/s.json"));
     EXPECT_TRUE(s["interrupted"].get<bool>());
     const auto ckpts = checkpoints(dir / "root");
