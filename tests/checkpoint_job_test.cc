@@ -2,7 +2,12 @@
 // again on the same root, says when its checkpoint is already at the last step (and still
 // writes the model and a summary), and refuses a checkpoint another job wrote (another
 // model) unless --resume-any.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -47,8 +52,53 @@ TEST(CheckpointJob, ACompleteCheckpointIsSaidAndAnotherJobsIsRefused) {
 
   auto other = run_capture(trainer(root, 4, "resnet18"), dir / "other.log", 120);
   EXPECT_EQ(other.code, 3) << other.out;
-  EXPECT_NE(other.out.find("was written by another job (model small_cnn"), std::string::npos) << other.out;
+  EXPECT_NE(other.out.find("was written by another run: its model \"small_cnn\" (this run: \"resnet18\")"),
+            std::string::npos)
+      << other.out;
   EXPECT_NE(other.out.find("--resume-any"), std::string::npos) << other.out;
+  EXPECT_EQ(other.out.find("INTERNAL ASSERT"), std::string::npos) << "never fed to the optimizer";
+
+  // Another learning rate is another run: refused by name, unless --resume-any.
+  auto lr = run_capture(trainer(root, 4, "small_cnn") + " --lr 0.2", dir / "lr.log", 120);
+  EXPECT_EQ(lr.code, 3) << lr.out;
+  EXPECT_NE(lr.out.find("its lr 0.05 (this run: 0.2)"), std::string::npos) << lr.out;
+  auto any = run_capture(trainer(root, 4, "small_cnn") + " --lr 0.2 --resume-any", dir / "any.log", 120);
+  EXPECT_EQ(any.code, 0) << any.out;
+  EXPECT_NE(any.out.find("resumed from"), std::string::npos) << any.out;
+}
+
+// One live run per output folder: a second trainer on the folder of a running one is
+// refused by name (exit 3) and the first is unaffected; a lock its holder left behind
+// (a pid that no longer runs) is taken over, and said so.
+TEST(CheckpointJob, TwoRunsInOneFolderAreRefusedAndAStaleLockIsTakenOver) {
+  const fs::path dir = fresh_dir("tandem-output-lock");
+  const fs::path root = dir / "root";
+  fs::create_directories(root);
+  testing::Child first = testing::spawn(trainer(root, 100000, "small_cnn") + " --job-name job-a", dir / "first.log");
+  ASSERT_TRUE(testing::wait_for_text(dir / "first.log", "rank 0/1", std::chrono::seconds(120)))
+      << testing::slurp(dir / "first.log");
+  ASSERT_TRUE(fs::exists(root / ".tandem-lock"));
+  auto second = run_capture(trainer(root, 4, "small_cnn") + " --job-name job-b", dir / "second.log", 120);
+  EXPECT_EQ(second.code, 3) << second.out;
+  EXPECT_NE(second.out.find("output folder " + root.string() + " is in use by another run (host "),
+            std::string::npos)
+      << second.out;
+  EXPECT_NE(second.out.find("job 'job-a'"), std::string::npos) << second.out;
+  kill(first.pid, SIGTERM);
+  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(120)), 75) << testing::slurp(dir / "first.log");
+  EXPECT_FALSE(fs::exists(root / ".tandem-lock")) << "released at the end";
+
+  // A holder that died without releasing it: pid 2^22 - 1 does not run here.
+  fs::remove_all(root / "checkpoints");  // the first run's, far past this one's 4 steps
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::ofstream(root / ".tandem-lock") << "{\"host\":\"" << host << "\",\"pid\":4194303,\"job\":\"job-a\","
+                                          "\"started\":1}\n";
+  auto third = run_capture(trainer(root, 4, "small_cnn") + " --job-name job-a", dir / "third.log", 120);
+  EXPECT_EQ(third.code, 0) << third.out;
+  EXPECT_NE(third.out.find("taking over the lock of output folder " + root.string()), std::string::npos) << third.out;
+  EXPECT_NE(third.out.find("pid 4194303 no longer runs on this host"), std::string::npos) << third.out;
+  fs::remove_all(dir);
 }
 
 }  // namespace

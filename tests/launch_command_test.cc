@@ -461,6 +461,69 @@ TEST(ReleaseGate, OnlyThisJobsTrainerHostsJoinAndReport) {
   EXPECT_EQ(gate.run().size(), 32u);
 }
 
+// The job channel's watch: a failure reported by one host reaches every watcher, with
+// its host and code; a joined host gone silent ends the job (exit 5), and a watcher whose
+// first host stops answering takes it for gone and stops asking.
+TEST(ReleaseGate, AFailureReachesEveryWatcherAndSilenceEndsTheJob) {
+  ReleaseGateOptions o;
+  o.expected = {"algo-2", "algo-3"};
+  o.security = job_security();
+  auto gate = std::make_unique<ReleaseGate>(o);
+  ReleaseReporter two("algo-2", {"127.0.0.1", gate->port(), 5, job_security()});
+  ReleaseReporter three("algo-3", {"127.0.0.1", gate->port(), 5, job_security()});
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // both join and watch
+  EXPECT_FALSE(gate->ending().has_value());
+  EXPECT_FALSE(two.ending().has_value());
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(three.report(9, nullptr));
+  const std::optional<JobEnd> end = gate->ending();
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->host, "algo-3");
+  EXPECT_EQ(end->code, 9);
+  while (!two.ending() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(two.ending().has_value()) << "the watch did not hear the end";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_EQ(two.ending()->host, "algo-3");
+  EXPECT_EQ(two.ending()->code, 9);
+  gate->tell(5);  // algo-2 was told, algo-3 reported: returns at once
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  // A first failure stands: a later one is a consequence.
+  EXPECT_EQ(gate->end({"algo-1", 1, "later"}).host, "algo-3");
+
+  // Silence: algo-2 joins and then its launcher goes (the reporter is destroyed).
+  ReleaseGate quiet(o);
+  { ReleaseReporter gone("algo-2", {"127.0.0.1", quiet.port(), 5, job_security()});
+    std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+  EXPECT_FALSE(quiet.ending(60).has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  const std::optional<JobEnd> silent = quiet.ending(1);
+  ASSERT_TRUE(silent.has_value());
+  EXPECT_EQ(silent->host, "algo-2");
+  EXPECT_EQ(silent->code, 5);
+  EXPECT_NE(silent->reason.find("has not been heard from"), std::string::npos) << silent->reason;
+
+  // The first host gone: a watcher gives up after silent_s, and a report then at once.
+  auto lone = std::make_unique<ReleaseGate>(o);
+  ReportDoneOptions to{"127.0.0.1", lone->port(), 120, job_security()};
+  to.silent_s = 1;
+  ReleaseReporter orphan("algo-2", to);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(orphan.ending().has_value());
+  lone.reset();
+  const auto gone_at = std::chrono::steady_clock::now();
+  while (!orphan.ending() && std::chrono::steady_clock::now() - gone_at < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(orphan.ending().has_value());
+  EXPECT_EQ(orphan.ending()->code, 5);
+  EXPECT_NE(orphan.ending()->reason.find("it is gone"), std::string::npos) << orphan.ending()->reason;
+  const auto report_at = std::chrono::steady_clock::now();
+  EXPECT_FALSE(orphan.report(0, nullptr));
+  EXPECT_LT(std::chrono::steady_clock::now() - report_at, std::chrono::seconds(1)) << "--release-wait is 120 s";
+}
+
 // A launcher of an earlier run of the same job (same token and job name) that reports to
 // this run: it joined the earlier run's barrier, so its report is refused and this run's
 // wait goes on (the replay that released a run's workers early and made it exit 7).
@@ -690,10 +753,91 @@ TEST(LaunchRelease, AnotherHostsFailureIsTheFirstHostsToo) {
   EXPECT_EQ(testing::wait_exit(second, std::chrono::seconds(60)), 7) << slurp(t.dir / "algo-2.log");
   EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 7) << slurp(t.dir / "algo-1.log");
   EXPECT_EQ(testing::wait_exit(t.worker.child, std::chrono::seconds(60)), 0) << slurp(t.dir / "worker.log");
-  EXPECT_NE(slurp(t.dir / "algo-1/output/failure").find("trainer host algo-2 failed (exit 7): its output/failure says why"),
+  EXPECT_NE(slurp(t.dir / "algo-1/output/failure").find("trainer host algo-2 failed (exit 7): its output/failure.algo-2 says why"),
             std::string::npos)
       << slurp(t.dir / "algo-1.log");
   EXPECT_NE(slurp(t.dir / "algo-2/output/failure").find("boom"), std::string::npos);
+  fs::remove_all(t.dir);
+}
+
+// Ranks that run until stopped, except on the host of GROUP_RANK `group`, whose rank
+// waits for `gate` and then runs `then`.
+std::string ranks_until(int group, const fs::path& gate, const std::string& then) {
+  return sh_command("echo started; if [ \"$GROUP_RANK\" = " + std::to_string(group) + " ]; then while [ ! -e " +
+                    gate.string() + " ]; do sleep 0.1; done; " + then + "; fi; while true; do sleep 0.1; done");
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// A rank of the second host fails while the first host's rank trains on: the first host
+// hears it over the job channel and stops its ranks at once (not after --dist-timeout),
+// and both exit with the cause's code; output/failure keeps the cause, each host's view
+// is output/failure.<host>.
+TEST(LaunchRelease, OneHostsFailureEndsEveryHostWithItsCode) {
+  TwoHosts t = two_hosts("fail-as-one");
+  ASSERT_GT(t.worker.port, 0) << slurp(t.dir / "worker.log");
+  const fs::path go = t.dir / "go";
+  const std::string ranks = ranks_until(1, go, "echo boom >&2; exit 9");
+  testing::Child first = testing::spawn(t.flags[0] + ranks, t.dir / "algo-1.log");
+  testing::Child second = testing::spawn(t.flags[1] + ranks, t.dir / "algo-2.log");
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-1.log", "[rank-0] started", std::chrono::seconds(60)));
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "[rank-1] started", std::chrono::seconds(60)));
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "joined the job channel", std::chrono::seconds(60)));
+  const auto t0 = std::chrono::steady_clock::now();
+  std::ofstream(go) << "";
+  EXPECT_EQ(testing::wait_exit(second, std::chrono::seconds(60)), 9) << slurp(t.dir / "algo-2.log");
+  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 9) << slurp(t.dir / "algo-1.log");
+  EXPECT_LT(seconds_since(t0), 15) << slurp(t.dir / "algo-1.log");
+  EXPECT_EQ(testing::wait_exit(t.worker.child, std::chrono::seconds(60)), 0) << slurp(t.dir / "worker.log");
+  const std::string log = slurp(t.dir / "algo-1.log");
+  EXPECT_NE(log.find("the job is ending: rank-1 on trainer host algo-2 exited 9"), std::string::npos) << log;
+  EXPECT_NE(slurp(t.dir / "algo-2/output/failure").find("boom"), std::string::npos);
+  EXPECT_NE(slurp(t.dir / "algo-1/output/failure.algo-1").find("were stopped because the job is ending"),
+            std::string::npos)
+      << slurp(t.dir / "algo-1/output/failure.algo-1");
+  fs::remove_all(t.dir);
+}
+
+// The first host's rank fails: the second host is told and stops its rank, exit 9 too.
+TEST(LaunchRelease, TheFirstHostsFailureEndsTheOthers) {
+  TwoHosts t = two_hosts("first-fails");
+  ASSERT_GT(t.worker.port, 0) << slurp(t.dir / "worker.log");
+  const fs::path go = t.dir / "go";
+  const std::string ranks = ranks_until(0, go, "exit 9");
+  testing::Child first = testing::spawn(t.flags[0] + ranks, t.dir / "algo-1.log");
+  testing::Child second = testing::spawn(t.flags[1] + ranks, t.dir / "algo-2.log");
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "[rank-1] started", std::chrono::seconds(60)));
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "joined the job channel", std::chrono::seconds(60)));
+  const auto t0 = std::chrono::steady_clock::now();
+  std::ofstream(go) << "";
+  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 9) << slurp(t.dir / "algo-1.log");
+  EXPECT_EQ(testing::wait_exit(second, std::chrono::seconds(60)), 9) << slurp(t.dir / "algo-2.log");
+  EXPECT_LT(seconds_since(t0), 15) << slurp(t.dir / "algo-2.log");
+  const std::string log = slurp(t.dir / "algo-2.log");
+  EXPECT_NE(log.find("says the job is ending: rank-0 on trainer host algo-1 exited 9"), std::string::npos) << log;
+  EXPECT_EQ(testing::wait_exit(t.worker.child, std::chrono::seconds(60)), 0) << slurp(t.dir / "worker.log");
+  fs::remove_all(t.dir);
+}
+
+// SIGTERM to the first host only: its rank stops (75), the job ends, and the second
+// host's rank is stopped too; neither waits --release-wait (300 s) for the other.
+TEST(LaunchRelease, ASigtermedFirstHostDoesNotLeaveTheOthersWaiting) {
+  TwoHosts t = two_hosts("term-first");
+  ASSERT_GT(t.worker.port, 0) << slurp(t.dir / "worker.log");
+  const std::string ranks = sh_command("trap \"exit 75\" TERM; echo started; while true; do sleep 0.1; done");
+  testing::Child first = testing::spawn(t.flags[0] + ranks, t.dir / "algo-1.log");
+  testing::Child second = testing::spawn(t.flags[1] + ranks, t.dir / "algo-2.log");
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-1.log", "[rank-0] started", std::chrono::seconds(60)));
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "[rank-1] started", std::chrono::seconds(60)));
+  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "joined the job channel", std::chrono::seconds(60)));
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(first.pid, SIGTERM);
+  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 75) << slurp(t.dir / "algo-1.log");
+  EXPECT_EQ(testing::wait_exit(second, std::chrono::seconds(60)), 75) << slurp(t.dir / "algo-2.log");
+  EXPECT_LT(seconds_since(t0), 15) << slurp(t.dir / "algo-2.log");
+  EXPECT_EQ(testing::wait_exit(t.worker.child, std::chrono::seconds(60)), 0) << slurp(t.dir / "worker.log");
   fs::remove_all(t.dir);
 }
 

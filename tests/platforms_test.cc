@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -165,10 +166,29 @@ TEST(Slurm, EachJobTakesItsPortsFromItsIdUnlessGiven) {
   other.details["SLURM_JOB_ID"] = "6";
   EXPECT_NE(slurm_job_ports(other)->worker, ports->worker) << "the next job on the node";
   EXPECT_GE(slurm_job_ports(other)->worker, ports->worker + 3) << "past this job's rendezvous and reports";
-  other.details["SLURM_JOB_ID"] = std::to_string(5 + kJobPortsSpan);
+  other.details["SLURM_JOB_ID"] = std::to_string(5 + kJobPortSlots);
   EXPECT_EQ(slurm_job_ports(other)->worker, ports->worker) << "ids a span apart share ports";
   other.details["SLURM_JOB_ID"] = "99999999";
   EXPECT_LE(slurm_job_ports(other)->master + 1, 65535);
+  // Every job's three ports lie outside Linux's default ephemeral range 32768-60999, and
+  // no two slots overlap.
+  std::set<int> taken;
+  for (int id = 0; id < kJobPortSlots; ++id) {
+    other.details["SLURM_JOB_ID"] = std::to_string(id);
+    const JobPorts p = *slurm_job_ports(other);
+    for (int port : {p.worker, p.master, p.master + 1}) {
+      EXPECT_TRUE(port >= kJobPortsFirst && port <= 65535 && (port < 32768 || port > 60999)) << id << ": " << port;
+      EXPECT_TRUE(taken.insert(port).second) << id << ": " << port << " twice";
+    }
+  }
+  EXPECT_GT(kJobPortSlots, 5000);
+  EXPECT_EQ(ephemeral_clash(*ports, "32768\t60999"), "");
+  const std::string clash = ephemeral_clash(*ports, "1024 65535");
+  EXPECT_NE(clash.find("Slurm job 5's ports 20015, 20016, 20017 lie in this host's ephemeral port range 1024-65535"),
+            std::string::npos)
+      << clash;
+  EXPECT_NE(clash.find("--worker-port"), std::string::npos);
+  EXPECT_EQ(ephemeral_clash(*ports, "garbage"), "");
   Settings given;
   given.cluster.worker_port = 7000;
   given.cluster.worker_port_given = true;

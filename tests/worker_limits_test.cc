@@ -1,7 +1,12 @@
 // A worker stays up and bounded whatever its clients send: oversized requests, more
 // streams than it allows, and streams that ask and never read. A real worker process
 // on loopback, a raw gRPC client, and the worker's memory read from /proc.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -223,6 +228,53 @@ TEST(WorkerLiveness, InfoCallsDoNotKeepAnIdleWorkerAlive) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 15s) << "Info calls kept the worker alive";
   EXPECT_NE(slurp(dir / "worker.log").find("no trainer contacted"), std::string::npos) << slurp(dir / "worker.log");
+}
+
+// A worker no trainer of its job ever calls (the trainer failed before it could, or was
+// given other workers or another token) leaves after --claim-timeout, not after
+// --idle-timeout (600 s); one that a trainer called stays past it.
+TEST(WorkerLiveness, AWorkerNoTrainerClaimsLeavesAfterTheClaimTimeout) {
+  const fs::path dir = fresh_dir("unclaimed");
+  Worker lone = start_worker("--threads 1 --idle-timeout 600 --claim-timeout 2", dir / "lone.log");
+  ASSERT_NE(lone.port, 0) << slurp(dir / "lone.log");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_exit(lone.child, 30s), 5) << slurp(dir / "lone.log");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_NE(slurp(dir / "lone.log").find("within 2 s of its start (--claim-timeout)"), std::string::npos)
+      << slurp(dir / "lone.log");
+
+  Worker called = start_worker("--threads 1 --idle-timeout 600 --claim-timeout 2", dir / "called.log");
+  ASSERT_NE(called.port, 0) << slurp(dir / "called.log");
+  transport::make_worker_client(called.target(), {})->info(5);
+  std::this_thread::sleep_for(4s);
+  EXPECT_EQ(waitpid(called.child.pid, nullptr, WNOHANG), 0) << slurp(dir / "called.log");
+  kill(called.child.pid, SIGTERM);
+  wait_exit(called.child, 30s);
+}
+
+// A taken port is the job's configuration, not a peer's failure: exit 3 at once, naming
+// the port and the flag, without gRPC's own error lines before tandem's.
+TEST(WorkerLiveness, ATakenPortIsAConfigurationErrorNamedAtOnce) {
+  const fs::path dir = fresh_dir("taken-port");
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(fd, 4), 0);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run_capture("worker --bind 127.0.0.1 --port " + port + " --threads 1", dir / "worker.log", 30);
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_NE(r.out.find("cannot listen on 127.0.0.1:" + port + ": port " + port + " is taken by another process"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--port"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("chttp2_server"), std::string::npos) << "gRPC's own lines: " << r.out;
+  close(fd);
 }
 
 }  // namespace

@@ -190,6 +190,9 @@ void add_worker_options(CLI::App& app, WorkerOptions& o) {
       ->capture_default_str()->check(in_range(1.0, 1000.0))->group(kWorkerGroup);
   app.add_option("--idle-timeout", o.idle_timeout_s, "Exit when no trainer speaks for this many seconds")
       ->capture_default_str()->check(positive())->group(kWorkerGroup);
+  app.add_option("--claim-timeout", o.claim_timeout_s,
+                 "Exit (5) when no trainer of the job has called at all this many seconds after the start (0: never)")
+      ->capture_default_str()->check(non_negative())->group(kWorkerGroup);
   limit_text(app, before);
 }
 

@@ -15,6 +15,7 @@
 #include "tandem/report/summary.h"
 #include "tandem/training/runtime.h"
 #include "tandem/transport/credentials.h"
+#include "tandem/transport/grpc_runtime.h"
 
 namespace tandem::cli {
 namespace {
@@ -85,6 +86,7 @@ int run_cli(int argc, char** argv) {
   }
   if (auto words = words_after_separator(app, argc, argv)) settings.launch.command = std::move(*words);
   if (!set_output(log_level, quiet, settings)) return kExitConfig;
+  transport::route_grpc_logs();
   for (Command& cmd : commands) {
     if (!cmd.app->parsed()) continue;
     try {
@@ -94,7 +96,7 @@ int run_cli(int argc, char** argv) {
       return cmd.run();
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());
-      if (cmd.reports_failure) report::write_failure(settings.cluster.sagemaker_root, e.what());
+      if (cmd.reports_failure) report::write_failure(settings.cluster.sagemaker_root, settings.cluster.current_host, e.what());
       return exit_code(e);
     }
   }

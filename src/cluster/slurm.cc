@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <charconv>
 
+#include <fmt/format.h>
+#include <vector>
+#include <cstdio>
+
 #include "draft.h"
 #include "tandem/cluster/cluster.h"
 #include "tandem/cluster/slurm.h"
@@ -214,8 +218,28 @@ std::optional<JobPorts> slurm_job_ports(const Cluster& c) {
   uint64_t n = 0;
   const auto [end, ec] = std::from_chars(id->data(), id->data() + id->size(), n);
   if (ec != std::errc() || end != id->data() + id->size()) return std::nullopt;
-  const int base = kJobPortsFirst + 3 * static_cast<int>(n % kJobPortsSpan);
+  const int slot = static_cast<int>(n % kJobPortSlots);
+  const int base = slot < kJobPortsLowSlots ? kJobPortsFirst + 3 * slot
+                                            : kJobPortsHighFirst + 3 * (slot - kJobPortsLowSlots);
   return JobPorts{*id, base, base + 1};
+}
+
+std::string ephemeral_clash(const JobPorts& ports, const std::string& range) {
+  int lo = 0;
+  int hi = 0;
+  if (std::sscanf(range.c_str(), "%d %d", &lo, &hi) != 2 || lo > hi) return "";
+  std::vector<int> inside;
+  for (int p : {ports.worker, ports.master, ports.master + 1}) {
+    if (p >= lo && p <= hi) inside.push_back(p);
+  }
+  if (inside.empty()) return "";
+  std::string list;
+  for (int p : inside) list += (list.empty() ? "" : ", ") + std::to_string(p);
+  return fmt::format("Slurm job {}'s port{} {} lie{} in this host's ephemeral port range {}-{} "
+                     "(net.ipv4.ip_local_port_range), where the kernel picks the ports of outgoing connections: one "
+                     "may be taken when tandem listens. Reserve them (sysctl net.ipv4.ip_local_reserved_ports), or "
+                     "choose ports outside the range with --worker-port and --master-port",
+                     ports.job, inside.size() == 1 ? "" : "s", list, inside.size() == 1 ? "s" : "", lo, hi);
 }
 
 }  // namespace tandem::cluster

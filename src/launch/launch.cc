@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -84,6 +85,10 @@ Settings job_ports(const Settings& given, const cluster::Cluster& c) {
   const std::optional<cluster::JobPorts> ports = cluster::slurm_job_ports(c);
   if (!ports || (given.cluster.worker_port_given && given.cluster.master_port_given)) return given;
   Settings s = with_job_ports(given, c);
+  std::ifstream range_file("/proc/sys/net/ipv4/ip_local_port_range");
+  std::string range;
+  std::getline(range_file, range);
+  if (const std::string clash = cluster::ephemeral_clash(*ports, range); !clash.empty()) spdlog::warn("{}", clash);
   spdlog::info("Slurm job {}: data workers on port {}, the trainers' rendezvous on {} and their reports on {} "
                "(from the job's id, so that jobs sharing a node do not collide; --worker-port, --master-port and "
                "--release-port choose others)",
@@ -118,13 +123,16 @@ RankGroupOptions group_options(const Settings& settings, const cluster::Cluster&
   o.failure_root = settings.cluster.sagemaker_root;
   o.security = settings.security;
   o.share_streams = shares_streams(settings.launch.share_streams, procs * static_cast<int>(plan.trainer_hosts.size()));
+  // Several trainer hosts share a job channel (release_gate.h): the first serves it, the
+  // others watch it, so that one host's failure ends them all; and the first releases
+  // the workers once every host's ranks have ended.
   if (plan.host_index == 0) {
     o.release = targets;
     o.peers.assign(plan.trainer_hosts.begin() + 1, plan.trainer_hosts.end());
-  } else if (!targets.empty()) {
+  } else {
     o.report_to = o.context.master_addr;
   }
-  if (!targets.empty() && plan.trainer_hosts.size() > 1) {
+  if (plan.trainer_hosts.size() > 1) {
     o.release_port = release_port(settings.launch, settings.trainer.master_port);
     o.release_wait_s = settings.launch.release_wait_s;
   }

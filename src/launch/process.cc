@@ -89,6 +89,7 @@ class Supervisor {
   void reap();
   void on_exit(Child& c, int wstatus);
   void check_clock();
+  void check_stop_when();
   void stop(const std::string& why, spdlog::level::level_enum level = spdlog::level::warn);
   void maybe_start_linger();
   void stop_if_helpers_failed();
@@ -122,6 +123,7 @@ std::vector<ExitStatus> Supervisor::run() {
     on_signals();
     reap();
     check_clock();
+    check_stop_when();
   }
   for (auto& c : children_) drain(c);
   end_leftovers();
@@ -236,7 +238,13 @@ void Supervisor::on_exit(Child& c, int wstatus) {
   }
   spdlog::error("{} {} and is critical", c.spec->name, c.status.describe());
   c.status.stopped_others = true;
+  if (opts_.on_failure) opts_.on_failure(c.status);
   if (live() > 0) stop(c.spec->name + " " + c.status.describe());
+}
+
+void Supervisor::check_stop_when() {
+  if (stopping_ || !opts_.stop_when || live() == 0) return;
+  if (const std::string why = opts_.stop_when(); !why.empty()) stop(why, spdlog::level::err);
 }
 
 // Starts the linger clock once the last critical child has exited ok.

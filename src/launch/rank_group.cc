@@ -1,5 +1,6 @@
 #include "tandem/launch/rank_group.h"
 
+#include "job_channel.h"
 #include "signal_pipe.h"
 
 #include <signal.h>
@@ -157,6 +158,7 @@ std::vector<ProcessSpec> rank_specs(const RankGroupOptions& o) {
 }
 
 void release(const RankGroupOptions& o, int code) {
+  if (o.release.empty()) return;
   const std::string reason = code == 0                 ? "every rank of " + shown(program(o)) + " ended"
                              : code == kExitInterrupted ? shown(program(o)) + " stopped (interrupted, exit 75)"
                                                         : shown(program(o)) + " failed (exit " + std::to_string(code) + ")";
@@ -164,10 +166,10 @@ void release(const RankGroupOptions& o, int code) {
   spdlog::info("released {} of {} ({})", acknowledged, counted(o.release.size(), "data worker"), reason);
 }
 
-
-// The first trainer host, its ranks ended with `code`: waits for the other hosts' ranks
-// (not when its own failed: the job is ending), releases the workers, and returns the
-// host's exit code: its own, else the first failure another host reported.
+// The first trainer host, its ranks ended with `code` (the job's, when another host
+// ended it): waits for the other hosts' ranks (not when the job is ending), releases the
+// workers, and returns the host's exit code: its own, else the first failure another
+// host reported.
 int release_after_peers(const RankGroupOptions& o, ReleaseGate& gate, int code) {
   SignalCatcher signals;  // a stop ends the wait: the workers go at once
   bool stopped = false;
@@ -177,31 +179,55 @@ int release_after_peers(const RankGroupOptions& o, ReleaseGate& gate, int code) 
                  o.release_wait_s, joined(o.peers, ", "));
   }
   const ReleaseGate::Outcome seen = gate.wait(code == 0 ? o.release_wait_s : 0, stop);
-  if (!seen.missing.empty()) {
-    const std::string why = code != 0 ? "this host's ranks failed" : seen.stopped ? "this launcher was stopped"
-                                        : fmt::format("--release-wait {} s has passed", o.release_wait_s);
+  if (!seen.missing.empty() && code == 0) {
+    const std::string why = seen.stopped ? "this launcher was stopped"
+                                         : fmt::format("--release-wait {} s has passed", o.release_wait_s);
     spdlog::warn("releasing the workers without word from {} that their ranks ended: {}",
                  counted(seen.missing.size(), "trainer host") + " (" + joined(seen.missing, ", ") + ")", why);
   }
-  const auto failed = std::find_if(seen.reports.begin(), seen.reports.end(), [](const HostDone& d) { return d.code; });
   int job = code;
-  if (code == 0 && failed != seen.reports.end()) {
-    job = failed->code;
-    const std::string why = fmt::format("trainer host {} failed (exit {}): its output/failure says why; the ranks of "
-                                        "this host ({}) exited 0\n", failed->host, failed->code, o.context.host);
+  if (code != 0) {
+    gate.end({o.context.host, code, fmt::format("trainer host {}'s ranks ended with exit {}", o.context.host, code)});
+  } else if (const std::optional<JobEnd> e = gate.ending()) {
+    job = e->code;
+    const std::string why = fmt::format("trainer host {} failed (exit {}): its output/failure.{} says why; the ranks "
+                                        "of this host ({}) exited 0\n",
+                                        e->host, e->code, e->host, o.context.host);
     spdlog::error("{}", why.substr(0, why.size() - 1));
-    if (!o.failure_root.empty()) report::write_failure(o.failure_root, why);
+    if (!o.failure_root.empty()) report::write_failure(o.failure_root, o.context.host, why);
   }
+  if (job != 0) gate.tell(kTellS);  // the other hosts stop their ranks: the job is over
   release(o, job);
   return job;
 }
 
 // Another trainer host: tells the first one its ranks ended, so the workers can go.
-void report_end(ReleaseReporter& reporter, int code) {
+void report_end(ReleaseReporter& reporter, int code, const std::string& reason) {
   SignalCatcher signals;
   bool stopped = false;
   auto stop = [&] { return stopped = stopped || !signals.take().empty(); };
-  reporter.report(code, stop);
+  reporter.report(code, stop, reason);
+}
+
+// "rank-N on trainer host H exited C": the rank that ended this host; "" when none did.
+std::string failed_rank(const std::vector<ExitStatus>& ranks, const std::string& host) {
+  const ExitStatus* s = culprit(ranks);
+  return s ? fmt::format("{} on trainer host {} {}", s->name, host, s->describe()) : "";
+}
+
+// output/failure's text for a host whose ranks ended with `code`; "" when it is 0.
+std::string host_failure(const RankGroupOptions& o, const std::vector<ExitStatus>& ranks, bool signalled,
+                         const std::optional<JobEnd>& elsewhere) {
+  std::string why = failure_report(ranks, program(o));
+  if (elsewhere) {
+    why = fmt::format("the ranks of trainer host {} were stopped because the job is ending: {}\n{}", o.context.host,
+                      elsewhere->reason, why);
+  } else if (signalled) {  // say why the ranks died of SIGTERM: the job was stopped, not broken
+    why = "the job was stopped: this launcher received SIGTERM or SIGINT (a SageMaker stop, a spot interruption, a "
+          "scheduler's time limit) and stopped the ranks\n" + why;
+  }
+  if (!why.empty() && why.back() == '\n') why.pop_back();
+  return why;
 }
 
 }  // namespace
@@ -310,15 +336,7 @@ int run_rank_group(const RankGroupOptions& given) {
   spdlog::info("starting {} (ranks {}..{} of {}) of {}, rendezvous at {}:{}", counted(o.procs, "process", "processes"),
                first.rank, first.rank + o.procs - 1, first.world, shown(program(o)), o.context.master_addr,
                o.context.master_port);
-  // Listening before any rank starts: another host's ranks may end before this one's.
-  std::unique_ptr<ReleaseGate> gate;
-  if (!o.release.empty() && !o.peers.empty()) gate = std::make_unique<ReleaseGate>(gate_options(o));
-  // And the other hosts join the first one's barrier now, so that their report is of this run.
-  std::unique_ptr<ReleaseReporter> reporter;
-  if (!o.report_to.empty()) {
-    reporter = std::make_unique<ReleaseReporter>(
-        o.context.host, ReportDoneOptions{o.report_to, o.release_port, o.release_wait_s, o.security});
-  }
+  JobChannel channel(o, gate_options(o));
   unblock_stop_signals();  // supervise() forwards them to the ranks from a handler
   SuperviseOptions sup;
   sup.timeout_s = 1e9;  // training takes as long as it takes; a stop or a failure ends it
@@ -327,23 +345,33 @@ int run_rank_group(const RankGroupOptions& given) {
   sup.out = o.out;
   bool signalled = false;
   sup.signalled = &signalled;
-  const std::vector<ExitStatus> ranks = supervise(rank_specs(o), sup);
-  const int code = job_exit_code(ranks);
-  if (code != 0) {
-    std::string why = failure_report(ranks, program(o));
-    if (signalled) {  // say why the ranks died of SIGTERM: the job was stopped, not broken
-      why = "the job was stopped: this launcher received SIGTERM or SIGINT (a SageMaker stop, a spot interruption, a "
-            "scheduler's time limit) and stopped the ranks\n" + why;
+  // Another host's failure stops this host's ranks; this host's own is told at once.
+  sup.stop_when = [&channel] {
+    const std::optional<JobEnd> e = channel.ended_elsewhere();
+    return e ? e->reason : std::string();
+  };
+  bool cause = false;  // this host's output/failure names the job's first cause
+  sup.on_failure = [&](const ExitStatus& rank) {
+    const std::vector<ExitStatus> culprit{rank};
+    if (!o.failure_root.empty()) {
+      cause = report::write_failure(o.failure_root, o.context.host, failure_report(culprit, program(o)));
     }
-    if (!why.empty() && why.back() == '\n') why.pop_back();
+    channel.failing(job_exit_code(culprit), failed_rank(culprit, o.context.host));
+  };
+  const std::vector<ExitStatus> ranks = supervise(rank_specs(o), sup);
+  const std::optional<JobEnd> elsewhere = channel.ended_elsewhere();
+  const int own = job_exit_code(ranks);
+  const int code = elsewhere ? elsewhere->code : own;
+  if (code != 0) {
+    const std::string why = host_failure(o, ranks, signalled, elsewhere);
     spdlog::error("{} failed (exit {}): {}", shown(program(o)), code, why.substr(0, why.find('\n')));
-    if (!o.failure_root.empty()) report::write_failure(o.failure_root, why);
+    if (!o.failure_root.empty()) report::write_failure(o.failure_root, o.context.host, why, cause && !elsewhere);
   } else {
     spdlog::info("every rank exited 0");
   }
-  if (gate) return release_after_peers(o, *gate, code);
-  if (!o.release.empty()) release(o, code);
-  if (reporter) report_end(*reporter, code);
+  if (channel.gate()) return release_after_peers(o, *channel.gate(), code);
+  release(o, code);
+  if (channel.reporter()) report_end(*channel.reporter(), code, failed_rank(ranks, o.context.host));
   return code;
 }
 

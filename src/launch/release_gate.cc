@@ -1,11 +1,14 @@
 #include "tandem/launch/release_gate.h"
 
+#include "release_channel.h"
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <random>
 #include <thread>
 
@@ -15,40 +18,21 @@
 
 #include "tandem/common/backoff.h"
 #include "tandem/common/error.h"
+#include "tandem/common/exit_codes.h"
 #include "tandem/common/text.h"
 #include "tandem/transport/credentials.h"
 #include "tandem/v1/barrier.grpc.pb.h"
 
 namespace tandem::launch {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr double kSliceS = 0.1;  // how often a wait looks at `stop`
-constexpr double kCallS = 1.0;   // one Join or Report call's deadline
+namespace channel {
 
-Clock::time_point after(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
-
-double left_until(Clock::time_point t) { return std::chrono::duration<double>(t - Clock::now()).count(); }
-
-// 128 random bits, as hex: a run's identity.
-std::string random_run_id() {
-  std::random_device device;
-  std::string out;
-  for (int i = 0; i < 4; ++i) out += fmt::format("{:08x}", device());
-  return out;
-}
-
-
-// Answers that retrying cannot change: the caller is not of this job or run.
 bool is_refusal(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::PERMISSION_DENIED ||
          code == grpc::StatusCode::INVALID_ARGUMENT || code == grpc::StatusCode::FAILED_PRECONDITION ||
          code == grpc::StatusCode::UNIMPLEMENTED;
 }
 
-// Sleeps `seconds` in slices, returning early (false) when `stop` says so.
 bool pause(double seconds, const std::function<bool()>& stop) {
   const auto until = after(seconds);
   while (Clock::now() < until) {
@@ -56,6 +40,20 @@ bool pause(double seconds, const std::function<bool()>& stop) {
     std::this_thread::sleep_for(std::chrono::duration<double>(std::min(kSliceS, std::max(0.0, left_until(until)))));
   }
   return !(stop && stop());
+}
+
+}  // namespace channel
+
+namespace {
+
+using namespace channel;
+
+// 128 random bits, as hex: a run's identity.
+std::string random_run_id() {
+  std::random_device device;
+  std::string out;
+  for (int i = 0; i < 4; ++i) out += fmt::format("{:08x}", device());
+  return out;
 }
 
 }  // namespace
@@ -101,27 +99,73 @@ struct ReleaseGate::Impl final : v1::JobBarrier::Service {
 
   grpc::Status Join(grpc::ServerContext* ctx, const v1::JoinRequest* req, v1::JoinReply* reply) override {
     grpc::Status s = admit(*ctx, req->host(), "join");
-    if (s.ok()) reply->set_run(run);
+    if (s.ok()) {
+      reply->set_run(run);
+      std::lock_guard lock(mu);
+      last_seen[req->host()] = Clock::now();
+    }
     return s;
+  }
+
+  grpc::Status of_this_run(const std::string& host, const std::string& caller_run, const grpc::ServerContext& ctx,
+                           const char* what) const {
+    if (caller_run == run) return grpc::Status::OK;
+    grpc::Status s{grpc::StatusCode::FAILED_PRECONDITION,
+                   "a " + std::string(what) + " of another run of this job (run '" + printable(caller_run, 40) +
+                       "'; this run is '" + run + "'): a launcher left over from an earlier attempt, or a replay"};
+    spdlog::warn("refused a {} from {} ({}) on the release port {}: {}", what, printable(host, 80), ctx.peer(), port,
+                 s.error_message());
+    return s;
+  }
+
+  // A long poll: answers when the job is ending, the gate closes, or after kHoldS.
+  grpc::Status Watch(grpc::ServerContext* ctx, const v1::WatchRequest* req, v1::WatchReply* reply) override {
+    grpc::Status s = admit(*ctx, req->host(), "watch");
+    if (s.ok()) s = of_this_run(req->host(), req->run(), *ctx, "watch");
+    if (!s.ok()) return s;
+    std::unique_lock lock(mu);
+    last_seen[req->host()] = Clock::now();
+    changed.wait_until(lock, after(kHoldS), [&] { return closing || end.has_value() || ctx->IsCancelled(); });
+    last_seen[req->host()] = Clock::now();
+    if (end) {
+      reply->set_ending(true);
+      reply->set_cause_host(end->host);
+      reply->set_code(end->code);
+      reply->set_reason(end->reason);
+      told.insert(req->host());
+      changed.notify_all();
+    }
+    return grpc::Status::OK;
+  }
+
+  // The first cause stands; later ones are consequences.
+  JobEnd end_locked(const JobEnd& cause) {
+    if (!end) {
+      end = cause;
+      spdlog::error("the job is ending: {}", cause.reason);
+      changed.notify_all();
+    }
+    return *end;
   }
 
   grpc::Status Report(grpc::ServerContext* ctx, const v1::ReportRequest* req, v1::ReportReply*) override {
     grpc::Status s = admit(*ctx, req->host(), "report");
     if (!s.ok()) return s;
-    if (req->run() != run) {
-      s = {grpc::StatusCode::FAILED_PRECONDITION,
-           "a report of another run of this job (run '" + printable(req->run(), 40) + "'; this run is '" + run +
-               "'): a launcher left over from an earlier attempt, or a replay"};
-      spdlog::warn("refused a report from {} ({}) on the release port {}: {}", req->host(), ctx->peer(), port,
-                   s.error_message());
-      return s;
-    }
+    s = of_this_run(req->host(), req->run(), *ctx, "report");
+    if (!s.ok()) return s;
     if (req->code() < 0 || req->code() > 255) {
       return {grpc::StatusCode::INVALID_ARGUMENT, fmt::format("exit code {} is not one (0..255)", req->code())};
     }
     std::lock_guard lock(mu);
+    last_seen[req->host()] = Clock::now();
     if (codes.emplace(req->host(), req->code()).second) {  // else a retry of one already taken
       spdlog::info("trainer host {} reports its ranks ended (exit {})", req->host(), req->code());
+      if (req->code() != 0) {
+        end_locked({req->host(), req->code(),
+                    req->reason().empty()
+                        ? fmt::format("trainer host {}'s ranks ended with exit {}", req->host(), req->code())
+                        : printable(req->reason(), 300)});
+      }
       changed.notify_all();
     }
     return grpc::Status::OK;
@@ -146,6 +190,10 @@ struct ReleaseGate::Impl final : v1::JobBarrier::Service {
   mutable std::mutex mu;
   std::condition_variable changed;
   std::map<std::string, int> codes;  // GUARDED_BY(mu): host -> its code
+  std::map<std::string, Clock::time_point> last_seen;  // GUARDED_BY(mu): a joined host's last call
+  std::set<std::string> told;         // GUARDED_BY(mu): hosts whose watch answered with the end
+  std::optional<JobEnd> end;          // GUARDED_BY(mu)
+  bool closing = false;               // GUARDED_BY(mu): the gate goes; held watches answer
 };
 
 ReleaseGate::ReleaseGate(ReleaseGateOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {
@@ -166,6 +214,11 @@ ReleaseGate::ReleaseGate(ReleaseGateOptions opts) : impl_(std::make_unique<Impl>
 }
 
 ReleaseGate::~ReleaseGate() {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->closing = true;
+    impl_->changed.notify_all();
+  }
   // Calls in flight get a moment; then the server goes.
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
@@ -185,127 +238,34 @@ ReleaseGate::Outcome ReleaseGate::wait(double wait_s, const std::function<bool()
   }
 }
 
-// ---- the other trainer hosts ---------------------------------------------------------------
-
-struct ReleaseReporter::Impl {
-  Impl(std::string h, ReportDoneOptions o) : host(std::move(h)), opts(std::move(o)) {
-    grpc::ChannelArguments args;
-    if (!opts.security.tls_server_name.empty()) args.SetSslTargetNameOverride(opts.security.tls_server_name);
-    const bool v6 = opts.address.find(':') != std::string::npos && opts.address.front() != '[';
-    where = fmt::format("{}:{}", v6 ? "[" + opts.address + "]" : opts.address, opts.port);
-    stub = v1::JobBarrier::NewStub(
-        grpc::CreateCustomChannel(where, transport::channel_credentials(opts.security), args));
+std::optional<JobEnd> ReleaseGate::ending(double silent_s) {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->end) return impl_->end;
+  const auto now = Clock::now();
+  for (const auto& [host, seen] : impl_->last_seen) {
+    if (impl_->codes.count(host) || std::chrono::duration<double>(now - seen).count() < silent_s) continue;
+    return impl_->end_locked({host, kExitPeer,
+                              fmt::format("trainer host {} has not been heard from for {:g} s (its launcher watches "
+                                          "the job every few seconds): it is gone or cut off",
+                                          host, silent_s)});
   }
-
-  std::unique_ptr<grpc::ClientContext> context() const {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    transport::authorise(*ctx, opts.security);
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int>(kCallS * 1000)));
-    return ctx;
-  }
-
-  // Joins until it has the run, is refused, or `stop` is set (the reporter's thread).
-  void join() {
-    Backoff backoff({0.2, 2, 5});
-    auto stopped = [this] { return stop.load(); };
-    while (!stopped()) {
-      v1::JoinRequest req;
-      req.set_host(host);
-      v1::JoinReply reply;
-      const grpc::Status s = stub->Join(context().get(), req, &reply);
-      {
-        std::lock_guard lock(mu);
-        if (s.ok()) {
-          run = reply.run();
-        } else if (is_refusal(s.error_code())) {
-          refused = s.error_message();
-        } else {
-          last_error = s.error_message();
-        }
-        changed.notify_all();
-        if (run || !refused.empty()) return;
-      }
-      if (!pause(backoff.next(), stopped)) return;
-    }
-  }
-
-  const std::string host;
-  const ReportDoneOptions opts;
-  std::string where;  // "address:port", for messages
-  std::unique_ptr<v1::JobBarrier::Stub> stub;
-  std::atomic<bool> stop{false};
-  std::mutex mu;
-  std::condition_variable changed;
-  std::optional<std::string> run;  // GUARDED_BY(mu): the run joined
-  std::string refused;             // GUARDED_BY(mu): why the first host refused to let it join
-  std::string last_error;          // GUARDED_BY(mu)
-  std::thread joiner;
-};
-
-ReleaseReporter::ReleaseReporter(std::string host, ReportDoneOptions opts)
-    : impl_(std::make_shared<Impl>(std::move(host), std::move(opts))) {
-  impl_->joiner = std::thread([impl = impl_] { impl->join(); });
+  return std::nullopt;
 }
 
-ReleaseReporter::~ReleaseReporter() {
-  impl_->stop = true;
-  if (impl_->joiner.joinable()) impl_->joiner.join();
+JobEnd ReleaseGate::end(const JobEnd& cause) {
+  std::lock_guard lock(impl_->mu);
+  return impl_->end_locked(cause);
 }
 
-bool ReleaseReporter::report(int code, const std::function<bool()>& stop) {
-  Impl& r = *impl_;
-  const std::string where = fmt::format("the first trainer host ({}, --release-port)", r.where);
-  const auto deadline = after(r.opts.wait_s);
-  auto give_up = [&](const std::string& why) {
-    spdlog::warn("could not tell {} that this host's ranks ended ({}): it releases the workers once --release-wait "
-                 "has passed after its own ranks ended",
-                 where, why);
-    return false;
-  };
-  // The join first: this report is of the run it joined.
-  std::string run;
-  {
-    std::unique_lock lock(r.mu);
-    while (!r.run && r.refused.empty()) {
-      if (stop && stop()) return give_up("stopped");
-      if (Clock::now() >= deadline) return give_up("it never answered; last: " + r.last_error);
-      r.changed.wait_until(lock, std::min(deadline, after(kSliceS)));
+void ReleaseGate::tell(double wait_s) {
+  std::unique_lock lock(impl_->mu);
+  Impl& g = *impl_;
+  g.changed.wait_until(lock, after(wait_s), [&g] {
+    for (const auto& [host, seen] : g.last_seen) {
+      if (!g.codes.count(host) && !g.told.count(host)) return false;
     }
-    if (!r.refused.empty()) {
-      spdlog::error("{} refused this host: {}", where, printable(r.refused, 300));
-      return false;
-    }
-    run = *r.run;
-  }
-  Backoff backoff({0.2, 2, 5});
-  std::string last;
-  int attempts = 0;
-  while (true) {
-    v1::ReportRequest req;
-    req.set_host(r.host);
-    req.set_run(run);
-    req.set_code(code);
-    v1::ReportReply reply;
-    const grpc::Status s = r.stub->Report(r.context().get(), req, &reply);
-    ++attempts;
-    if (s.ok()) {
-      spdlog::info("told {} that this host's ranks ended (exit {})", where, code);
-      return true;
-    }
-    if (is_refusal(s.error_code())) {
-      spdlog::error("{} refused this host's report: {}", where, printable(s.error_message(), 300));
-      return false;
-    }
-    last = s.error_message();
-    if (stop && stop()) return give_up("stopped after " + counted(attempts, "attempt"));
-    const double wait = std::min(backoff.next(), left_until(deadline));
-    if (wait <= 0 || !pause(wait, stop)) return give_up(counted(attempts, "attempt") + ", last: " + last);
-  }
-}
-
-bool report_done(const HostDone& done, const ReportDoneOptions& opts, const std::function<bool()>& stop) {
-  ReleaseReporter reporter(done.host, opts);
-  return reporter.report(done.code, stop);
+    return true;
+  });
 }
 
 }  // namespace tandem::launch

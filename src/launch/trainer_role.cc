@@ -21,6 +21,7 @@
 #include "tandem/launch/feed_settings.h"
 #include "tandem/launch/run.h"
 #include "tandem/plan/prices.h"
+#include "tandem/report/output_lock.h"
 #include "tandem/report/run_log.h"
 #include "tandem/report/summary.h"
 #include "tandem/training/runtime.h"
@@ -167,6 +168,15 @@ double job_interruptions(const Settings& settings, const cluster::Cluster* clust
   return plan::job_interruptions_per_hour(prices, instances);
 }
 
+// Rank 0's output folder, checked writable and held for this run alone (output_lock.h),
+// before the trainer resumes from it.
+std::unique_ptr<report::OutputLock> hold_output(const Settings& settings, const RunFiles& files,
+                                                const std::string& host, int rank) {
+  if (rank != 0) return nullptr;
+  check_writable(files);
+  return std::make_unique<report::OutputLock>(files.root, report::LockHolder{host, 0, settings.security.job, 0});
+}
+
 // A run resumed at its last step trains nothing: said in one line, naming the checkpoint.
 void say_if_complete(const training::Trainer& trainer, int64_t steps) {
   if (trainer.start_step() < steps) return;
@@ -194,7 +204,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     if (opts.trainer.checkpoints.every < 0) opts.trainer.checkpoints.interruptions_per_hour = job_interruptions(settings, cluster);
     training::set_torch_threads(opts.torch_threads);
     const RunFiles files = run_files(settings, dist.rank);
-    if (dist.rank == 0) check_writable(files);
+    const auto lock = hold_output(settings, files, host, dist.rank);
     out = files.root;
     training::Trainer trainer(opts.trainer, feed.info(), dist, files.paths, eval_dataset(settings, feed.info()));
     signals.training_starts();
@@ -231,7 +241,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   } catch (const std::exception& e) {
     spdlog::error("trainer {} rank {} failed: {}", host, rank, e.what());
     if (!settings.launcher.rank_group) {
-      report::write_failure(out.empty() ? settings.cluster.sagemaker_root : out,
+      report::write_failure(out.empty() ? settings.cluster.sagemaker_root : out, host,
                             std::string("trainer failed: ") + e.what());
     }
     release(settings, worker_targets, "trainer failed");

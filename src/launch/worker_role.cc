@@ -1,5 +1,6 @@
 #include <csignal>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
@@ -41,6 +42,38 @@ void first_term(transport::WorkerServer& s, const WorkerOptions& o, const std::s
                  o.term_grace_s);
     s.stop_when_idle(o.term_grace_s);
   }
+}
+
+// The worker's exit code once its server stopped for `why`, said in the log (and in
+// output/failure when no trainer came, or none stayed).
+int exit_code_for(transport::StopReason why, const Settings& settings, const std::string& host) {
+  if (why == transport::StopReason::kUnclaimed) {
+    const std::string reason = fmt::format(
+        "no trainer of this job called data worker {} within {:g} s of its start (--claim-timeout): the trainer "
+        "failed before it could, or it was given other workers (--workers, the host map) or another token or job "
+        "name; exiting so that the job's CPU nodes are not held",
+        host, settings.worker.claim_timeout_s);
+    spdlog::error("{}", reason);
+    report::write_failure(settings.cluster.sagemaker_root, host, reason);
+    return kExitPeer;
+  }
+  if (why == transport::StopReason::kIdle) {
+    const std::string reason = "no trainer contacted data worker " + host + " for " +
+                               std::to_string(static_cast<int>(settings.worker.idle_timeout_s)) +
+                               " s (--idle-timeout): the trainer is gone or never started; exiting";
+    spdlog::error("{}", reason);
+    report::write_failure(settings.cluster.sagemaker_root, host, reason);
+    return kExitPeer;
+  }
+  // Stopped by SIGTERM before its trainer released it (and not leaving alone, --drain):
+  // the job was interrupted, and a scheduler may start this worker again.
+  if (why == transport::StopReason::kStopped && !settings.worker.drain) {
+    spdlog::info("data worker {} exiting: stopped before its trainer released it (exit {}, interrupted)", host,
+                 kExitInterrupted);
+    return kExitInterrupted;
+  }
+  spdlog::info("data worker {} exiting", host);
+  return kExitOk;
 }
 
 }  // namespace
@@ -85,23 +118,7 @@ int run_worker(const Settings& settings, const std::string& host) {
                counted(server.threads(), "thread"));
   const transport::StopReason why = server.wait();
   live = nullptr;
-  if (why == transport::StopReason::kIdle) {
-    const std::string reason = "no trainer contacted data worker " + host + " for " +
-                               std::to_string(static_cast<int>(settings.worker.idle_timeout_s)) +
-                               " s (--idle-timeout): the trainer is gone or never started; exiting";
-    spdlog::error("{}", reason);
-    report::write_failure(settings.cluster.sagemaker_root, reason);
-    return kExitPeer;
-  }
-  // Stopped by SIGTERM before its trainer released it (and not leaving alone, --drain):
-  // the job was interrupted, and a scheduler may start this worker again.
-  if (why == transport::StopReason::kStopped && !settings.worker.drain) {
-    spdlog::info("data worker {} exiting: stopped before its trainer released it (exit {}, interrupted)", host,
-                 kExitInterrupted);
-    return kExitInterrupted;
-  }
-  spdlog::info("data worker {} exiting", host);
-  return kExitOk;
+  return exit_code_for(why, settings, host);
 }
 
 }  // namespace tandem::launch

@@ -1,5 +1,9 @@
 #include "tandem/report/summary.h"
 
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -12,6 +16,24 @@
 
 namespace tandem::report {
 namespace {
+
+// When this process started, as file times go: output/failure older than it is an
+// earlier run's.
+const std::filesystem::file_time_type kProcessStarted = std::filesystem::file_time_type::clock::now();
+std::filesystem::file_time_type process_started() { return kProcessStarted; }
+
+// `host` as a file name's suffix: letters, digits, '.', '-' and '_' kept, the rest '_'.
+std::string file_name_of(const std::string& host) {
+  std::string out;
+  for (char ch : host.substr(0, 100)) out += std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_' ? ch : '_';
+  return out.empty() || out.front() == '.' ? "_" + out : out;
+}
+
+std::string this_host() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
 
 double per_cpu_second(const SourceStats& s) {
   return s.compute_seconds > 0 ? static_cast<double>(s.samples) / s.compute_seconds : 0.0;
@@ -147,15 +169,37 @@ void write_summary_and_report(const std::string& path, const nlohmann::json& sum
   }
 }
 
-void write_failure(const std::string& sagemaker_root, const std::string& reason) {
+bool write_failure(const std::string& sagemaker_root, const std::string& host, const std::string& reason,
+                   bool replace_first) {
+  namespace fs = std::filesystem;
   // Outside SageMaker (a developer's shell, CI) the root usually does not exist: don't create it.
-  if (!std::filesystem::is_directory(sagemaker_root)) return;
+  if (!fs::is_directory(sagemaker_root)) return false;
   release_reserve(records_reserve(sagemaker_root));  // a full disk still takes this
+  bool took = false;
+  const std::string first = sagemaker_root + "/output/failure";
+  const std::string mine = first + "." + file_name_of(host.empty() ? this_host() : host);
   try {
-    write_file_atomically(sagemaker_root + "/output/failure", reason + "\n");
+    write_file_atomically(mine, reason + "\n");
+    // output/failure: the first cause of this run. Taken with link(), which fails when it
+    // is there, so that two hosts failing at once cannot overwrite each other; one older
+    // than this process is an earlier run's, and replaced.
+    const std::string staged = mine + ".first";
+    write_file_atomically(staged, reason + "\n");
+    took = link(staged.c_str(), first.c_str()) == 0;
+    if (!took && errno == EEXIST) {
+      std::error_code ec;
+      const auto when = fs::last_write_time(first, ec);
+      if (replace_first || (!ec && when < process_started())) {
+        fs::rename(staged, first);
+        took = true;
+      }
+    }
+    std::error_code ignored;
+    fs::remove(staged, ignored);
   } catch (const std::exception& e) {
     spdlog::error("could not record the failure under {}: {}", sagemaker_root, e.what());
   }
+  return took;
 }
 
 }  // namespace tandem::report

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -128,19 +129,43 @@ std::vector<std::string> Trainer::gather(const std::string& key, const std::stri
 }
 
 nlohmann::json Trainer::Impl::job() const {
-  return {{"model", config.model.name}, {"optimizer", config.optimizer.optimizer}, {"dataset", info.fingerprint}};
+  const OptimizerOptions& o = config.optimizer;
+  return {{"model", config.model.name},
+          {"optimizer", o.optimizer},
+          {"dataset", info.fingerprint},
+          {"settings",
+           {{"lr", o.lr},
+            {"momentum", o.momentum},
+            {"weight_decay", o.weight_decay},
+            {"lr_schedule", o.schedule},
+            {"warmup_steps", o.warmup_steps},
+            {"seed", config.mix.seed}}}};
 }
 
-// Why `c` is another job's, unless --resume-any: "" when it is this job's (or says nothing).
+// Why `c` is another run's, unless --resume-any: "" when it is this run's (or says
+// nothing). What it says is compared: an older checkpoint without settings still fits.
 std::string Trainer::Impl::foreign_checkpoint(const Checkpoint& c) const {
-  if (config.checkpoints.resume_any || !c.job.is_object() || c.job == job()) return "";
-  const auto said = [](const nlohmann::json& j) {
-    return "model " + j.value("model", std::string("?")) + ", optimizer " + j.value("optimizer", std::string("?")) +
-           ", dataset " + j.value("dataset", std::string("?"));
+  if (config.checkpoints.resume_any || !c.job.is_object()) return "";
+  const nlohmann::json mine = job();
+  std::vector<std::string> differ;
+  auto compare = [&](const nlohmann::json& theirs, const nlohmann::json& ours, const std::string& prefix) {
+    for (const auto& [key, value] : theirs.items()) {
+      if (key == "settings" && prefix.empty()) continue;
+      if (!ours.contains(key) || ours[key] != value) {
+        differ.push_back(fmt::format("{} {} (this run: {})", key, printable(value.dump(), 80),
+                                     ours.contains(key) ? printable(ours[key].dump(), 80) : "none"));
+      }
+    }
   };
-  return "checkpoint " + c.path + " (step " + std::to_string(c.step) + ") was written by another job (" + said(c.job) +
-         ") than this one (" + said(job()) + "): move it out of " + paths.checkpoint_dir +
-         ", give this job its own output root, or pass --resume-any to train on from it";
+  compare(c.job, mine, "");
+  if (c.job.contains("settings") && c.job["settings"].is_object()) compare(c.job["settings"], mine["settings"], "settings");
+  if (differ.empty()) return "";
+  std::string list;
+  for (const auto& d : differ) list += (list.empty() ? "" : ", ") + d;
+  return "checkpoint " + c.path + " (step " + std::to_string(c.step) + ") was written by another run: its " + list +
+         ". Resuming it would train this run from that one's weights and optimizer state: move it out of " +
+         paths.checkpoint_dir + ", give this job its own output folder (another --job-name), or pass --resume-any "
+         "to train on from it";
 }
 
 // Rank 0 picks the newest valid checkpoint and shares its bytes through the store, so a

@@ -1,6 +1,8 @@
 #include "tandem/common/clock.h"
 #include "tandem/transport/worker_server.h"
 
+#include "tandem/transport/grpc_runtime.h"
+
 #include "batch_method.h"
 #include "status.h"
 
@@ -44,6 +46,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
 
   grpc::Status Info(grpc::ServerContext* ctx, const v1::InfoRequest*, v1::InfoReply* reply) override {
     if (grpc::Status s = check_caller(*ctx, security, job, false); !s.ok()) return refuse(*ctx, "Info", s);
+    contacted = true;
     try {
       *reply = to_proto(worker.describe());
     } catch (const std::exception& e) {
@@ -63,6 +66,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   grpc::Status stream_batches(grpc::ServerContext* ctx, ServerBatchStream* rw) {
     // The first stream of a worker without a job name makes it that stream's job's.
     if (grpc::Status s = check_caller(*ctx, security, job, true); !s.ok()) return refuse(*ctx, "StreamBatches", s);
+    contacted = true;
     std::unique_ptr<BatchStream> stream;
     try {
       stream = worker.open_stream([this, ctx] { close_stalled(*ctx); }, job_ranks_of(*ctx));
@@ -170,6 +174,8 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   std::unique_ptr<grpc::Server> server;
   std::atomic<Clock::rep> last_refusal_log{0};
   std::atomic<Clock::rep> stop_deadline{0};  // set by stop_when_idle; 0 = none
+  std::atomic<bool> contacted{false};  // a trainer of its job has called (Info or a stream)
+  Clock::time_point started = Clock::now();
   std::mutex mu;
   std::condition_variable cv;
   std::optional<StopReason> reason;  // GUARDED_BY(mu)
@@ -214,8 +220,8 @@ int WorkerServer::start(const std::string& address) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || port == 0) {
-    throw NetworkError("cannot listen on " + address +
-                       ": is another process using the port? Choose another with --port");
+    // A configuration mistake (exit 3), not a peer's failure: rerunning cannot help.
+    throw ConfigError(bind_failure(address, "--port (or --worker-port, the same on every host)"));
   }
   const std::string bound = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
   if (impl_->security.token.empty() && !is_loopback(address)) {
@@ -235,6 +241,8 @@ StopReason WorkerServer::wait() {
   const DataWorker& worker = impl_->worker;
   const auto idle = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(worker.options().idle_timeout_s));
+  const auto claim = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(worker.options().claim_timeout_s));
   StopReason why;
   {
     std::unique_lock lock(impl_->mu);
@@ -243,6 +251,10 @@ StopReason WorkerServer::wait() {
       impl_->worker.close_stalled_streams();
       if (worker.open_streams() == 0 && Clock::now() - worker.last_activity() > idle) {
         impl_->reason = StopReason::kIdle;
+        break;
+      }
+      if (!impl_->contacted && worker.options().claim_timeout_s > 0 && Clock::now() - impl_->started > claim) {
+        impl_->reason = StopReason::kUnclaimed;
         break;
       }
       if (const auto d = impl_->stop_deadline.load(); d != 0) {

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""examples/kubernetes/jobset.yaml (a PersistentVolumeClaim, a NetworkPolicy, a JobSet),
-checked three ways, and elastic-workers.yaml (how its objects name each other, and that
-every flag it passes exists; check_elastic):
+"""examples/kubernetes/jobset.yaml (a PersistentVolumeClaim, two NetworkPolicies, a JobSet),
+checked three ways, and elastic-workers.yaml (how its objects name each other, that every
+flag it passes exists, and that its pool is gone once its trainer is; check_elastic):
 
 1. Against the schema fields it uses (k8s_schema.py: JobSet v1alpha2, batch/v1 Job with
    its podFailurePolicy, core/v1 Pod and PersistentVolumeClaim, networking.k8s.io/v1
@@ -11,9 +11,11 @@ every flag it passes exists; check_elastic):
    exit codes that docs/configuration.md ("Exit codes") documents, and what follows each
    of them, the Job's rules then the JobSet's: 2, 3, 4 fail the JobSet, 75 and an eviction
    restart it without counting (the trainer; a worker gets a new pod), the rest restart it
-   within maxRestarts; terminationGracePeriodSeconds longer than --stop-grace (trainer) and
-   --term-grace (workers); --sagemaker-root on a claim the file declares; a NetworkPolicy
-   that lets this JobSet's pods, and no others, reach the workers' port; the Secret the
+   within maxRestarts; an activeDeadlineSeconds on every Job, past which the JobSet fails
+   (not restarts); terminationGracePeriodSeconds longer than --stop-grace (trainer) and
+   --term-grace (workers); --sagemaker-root on a claim the file declares; NetworkPolicies
+   that let the trainer pods reach the workers' port and each other on every port (Gloo's
+   and NCCL's are ephemeral), the workers reach no trainer, and no other pod in; the Secret the
    header comment creates; non-root, read-only containers with a writable /tmp; CPU pods
    off GPU nodes; a gRPC readiness probe on the workers' port. Mutated copies of the
    manifest must fail these checks, so the checker is shown to catch each mistake.
@@ -79,7 +81,6 @@ def manifest_problems(docs, header, configuration_md):
                 for t in spec["successPolicy"].get("targetReplicatedJobs", []) if t not in names]
     problems += [f"{rj['name']}: pods need completionMode Indexed for JOB_COMPLETION_INDEX and stable names"
                  for rj in spec["replicatedJobs"] if rj["template"]["spec"].get("completionMode") != "Indexed"]
-    pods = list(rules.jobset_pods(jobset))
     containers = [c for rj in spec["replicatedJobs"] for c in rj["template"]["spec"]["template"]["spec"]["containers"]]
     trainer_group = rules.arg(containers[0]["args"], "--trainer-group")
     problems += groups_problems(jobset, containers[0].get("env", []))
@@ -94,9 +95,16 @@ def manifest_problems(docs, header, configuration_md):
                         "claim, or reach a worker, of the attempt before")
     problems += rules.grace_problems(jobset, trainer_group, rules.flag_default(configuration_md, "--stop-grace"),
                                      rules.flag_default(configuration_md, "--term-grace"))
+    problems += rules.deadline_problems(jobset, trainer_group)
     worker_ports = {p["containerPort"] for rj in spec["replicatedJobs"] if rj["name"] != trainer_group
                     for c in rj["template"]["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}
-    problems += rules.network_problems(of_kind(docs, "NetworkPolicy"), pods, worker_ports)
+    # As if the trainer had two pods: the policies must let them meet whatever the count.
+    two_trainers = copy.deepcopy(jobset)
+    for rj in two_trainers["spec"]["replicatedJobs"]:
+        if rj["name"] == trainer_group:
+            rj["replicas"] = max(2, rj.get("replicas", 1))
+    problems += rules.jobset_network_problems(of_kind(docs, "NetworkPolicy"), list(rules.jobset_pods(two_trainers)),
+                                              trainer_group, worker_ports)
     problems += rules.secret_problems(header, containers, name)
     claims = {d["metadata"]["name"]: d for d in of_kind(docs, "PersistentVolumeClaim")}
     problems += rules.storage_problems(claims, jobset, trainer_group)
@@ -211,8 +219,28 @@ MUTATIONS = [  # (what is broken, how, a problem it must cause)
      lambda d: pod_of(d, "workers")["template"]["spec"].pop("terminationGracePeriodSeconds"), "--term-grace 30"),
     ("a NetworkPolicy open to every pod",
      lambda d: of_kind(d, "NetworkPolicy")[0]["spec"]["ingress"][0]["from"][0].update(podSelector={}),
-     "lets in pods of another JobSet"),
-    ("no NetworkPolicy", lambda d: d.remove(of_kind(d, "NetworkPolicy")[0]), "no NetworkPolicy"),
+     "a trainer pod of another JobSet reaches pod tandem-demo-workers-0-0 on port 6000"),
+    ("the workers' port open to the workers",
+     lambda d: of_kind(d, "NetworkPolicy")[0]["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"].pop(
+         "jobset.sigs.k8s.io/replicatedjob-name"), "reaches pod tandem-demo-trainer-0-0 on port 6000"),
+    ("a policy open to every namespace",
+     lambda d: of_kind(d, "NetworkPolicy")[1]["spec"]["ingress"][0]["from"][0].update(namespaceSelector={}),
+     "in another namespace reaches pod tandem-demo-trainer-0-0"),
+    ("no policy between the trainer pods",
+     lambda d: d.remove(of_kind(d, "NetworkPolicy")[1]),
+     "pod tandem-demo-trainer-0-0 cannot reach pod tandem-demo-trainer-1-0 on port 45321"),
+    ("the trainer pods meeting on listed ports only (c10d's, not Gloo's or NCCL's)",
+     lambda d: of_kind(d, "NetworkPolicy")[1]["spec"]["ingress"][0].update(
+         ports=[{"protocol": "TCP", "port": 29500}, {"protocol": "TCP", "port": 29501}]),
+     "cannot reach pod tandem-demo-trainer-1-0 on port 32768"),
+    ("no NetworkPolicy", lambda d: [d.remove(np) for np in of_kind(d, "NetworkPolicy")], "no NetworkPolicy"),
+    ("no deadline on the trainer", lambda d: pod_of(d, "trainer").pop("activeDeadlineSeconds"),
+     "trainer: no activeDeadlineSeconds"),
+    ("workers out of time before the trainer",
+     lambda d: pod_of(d, "workers").update(activeDeadlineSeconds=600), "ends the workers before the trainer's"),
+    ("a deadline that restarts the JobSet",
+     lambda d: of_kind(d, "JobSet")[0]["spec"]["failurePolicy"]["rules"].pop(1),
+     "(DeadlineExceeded) leads to 'RestartJobSet'"),
     ("a shared Secret name",
      lambda d: next(v for v in pod_of(d, "workers")["template"]["spec"]["containers"][0]["env"]
                     if "valueFrom" in v and "secretKeyRef" in v["valueFrom"])["valueFrom"]["secretKeyRef"].update(
@@ -281,62 +309,179 @@ def arg_after(args, flag):
     return args[args.index(flag) + 1]
 
 
-def check_elastic(configuration_md):
+def first(docs, kind, name=None):
+    return next(d for d in docs if d["kind"] == kind and name in (None, d["metadata"]["name"]))
+
+
+def elastic_problems(listed, header, configuration_md, help_of):
     """examples/kubernetes/elastic-workers.yaml: the objects name each other rightly, every
-    flag they pass is one `tandem <command>` has, the trainer's Job (schema, exit codes,
-    its root on the claim) and both pods (Secret, security) as in jobset.yaml."""
-    listed, header = load(ELASTIC)
-    docs = {d["kind"]: d for d in listed}
-    assert set(docs) == {"Service", "Deployment", "Job", "PersistentVolumeClaim", "HorizontalPodAutoscaler"}, sorted(docs)
-    errors = check_documents([docs["Job"], docs["PersistentVolumeClaim"]])
-    assert not errors, "schema:\n  " + "\n  ".join(errors)
-    service, workers, trainer, hpa = (docs[k] for k in ("Service", "Deployment", "Job", "HorizontalPodAutoscaler"))
-    assert service["spec"]["clusterIP"] == "None", "the workers' Service must be headless: one address per pod"
+    flag they pass is one `tandem <command>` has (help_of(command): its --help), the
+    trainer's Job (exit codes, its root on the claim, a deadline) and both pods (Secret,
+    security, placement) as in jobset.yaml; the pool is sized by the trainer's
+    tandem_workers_wanted and scaled to zero once the trainer's Job has ended; the
+    NetworkPolicies let the trainer reach the data port and Prometheus the metrics, and
+    nothing else in."""
+    kinds = {d["kind"] for d in listed}
+    wanted = {"Service", "Deployment", "Job", "PersistentVolumeClaim", "ScaledObject", "NetworkPolicy"}
+    if wanted - kinds:
+        return [f"the file has no {k}" for k in sorted(wanted - kinds)]
+    # A HorizontalPodAutoscaler is named by pool_lifetime_problems.
+    problems = [f"the file holds a {k}, which this check does not know" for k in
+                sorted(kinds - wanted - {"HorizontalPodAutoscaler"})]
+    service, workers, trainer, claim, scaled = (
+        first(listed, k) for k in ("Service", "Deployment", "Job", "PersistentVolumeClaim", "ScaledObject"))
+    if service["spec"].get("clusterIP") != "None":
+        problems.append("the workers' Service must be headless: one address per pod")
     pod = workers["spec"]["template"]
-    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items(), "the Service selects no worker"
-    w_args = pod["spec"]["containers"][0]["args"]
-    t_args = trainer["spec"]["template"]["spec"]["containers"][0]["args"]
+    if not service["spec"]["selector"].items() <= pod["metadata"]["labels"].items():
+        problems.append("the Service selects no worker")
+    w_container, t_pod = pod["spec"]["containers"][0], trainer["spec"]["template"]["spec"]
+    w_args, t_args = w_container["args"], t_pod["containers"][0]["args"]
     for command, args in (("worker", w_args), ("trainer", t_args)):
-        assert args[0] == command, args
-        help_text = subprocess.run([ARGS.tandem, command, "--help"], capture_output=True, text=True, timeout=60).stdout
-        for flag in flags_of(args):
-            assert flag in help_text, f"`tandem {command}` has no {flag}"
-    assert "--drain" in w_args, "a scale-in must drain, not cut off"
-    grace = float(arg_after(w_args, "--term-grace"))
-    assert pod["spec"]["terminationGracePeriodSeconds"] > grace, "the kubelet's SIGKILL would cut the drain short"
+        if args[0] != command:
+            problems.append(f"{args[0]!r} where `tandem {command}` belongs")
+        problems += [f"`tandem {command}` has no {flag}" for flag in flags_of(args) if flag not in help_of(command)]
+    if "--drain" not in w_args:
+        problems.append("the workers lack --drain: a scale-in must drain, not cut off")
+    grace = float(arg_after(w_args, "--term-grace")) if "--term-grace" in w_args else \
+        rules.flag_default(configuration_md, "--term-grace")
+    if pod["spec"].get("terminationGracePeriodSeconds", 30) <= grace:
+        problems.append("the kubelet's SIGKILL would cut the workers' drain short")
     name, port = arg_after(t_args, "--worker-service").split(":")
-    assert name == service["metadata"]["name"] and int(port) == service["spec"]["ports"][0]["port"], t_args
-    assert arg_after(w_args, "--job-name") == arg_after(t_args, "--job-name"), "workers refuse another job's trainer"
-    metrics_port = arg_after(t_args, "--metrics-port")
-    annotations = trainer["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["prometheus.io/port"] == metrics_port, "Prometheus scrapes another port than the trainer serves"
-    ref = hpa["spec"]["scaleTargetRef"]
-    assert (ref["kind"], ref["name"]) == ("Deployment", workers["metadata"]["name"]), ref
-    metric = hpa["spec"]["metrics"][0]["external"]
-    assert metric["metric"]["name"] == "tandem_workers_wanted", metric
-    assert metric["target"] == {"type": "AverageValue", "averageValue": "1"}, \
-        "AverageValue 1 makes the replicas the trainer's tandem_workers_wanted"
+    if name != service["metadata"]["name"] or int(port) != service["spec"]["ports"][0]["port"]:
+        problems.append(f"--worker-service {name}:{port} is not the Service {service['metadata']['name']}")
+    if arg_after(w_args, "--job-name") != arg_after(t_args, "--job-name"):
+        problems.append("--job-name differs: workers refuse another job's trainer")
+    metrics_port = int(arg_after(t_args, "--metrics-port"))
+    for who, args, template in (("trainer", t_args, trainer["spec"]["template"]), ("workers", w_args, pod)):
+        annotations = template.get("metadata", {}).get("annotations", {})
+        if "--metrics-port" in args and annotations.get("prometheus.io/port") != arg_after(args, "--metrics-port"):
+            problems.append(f"{who}: Prometheus scrapes another port than --metrics-port")
     # The trainer alone is replaced (the Deployment restarts the workers it released):
     # 2, 3, 4 fail the Job, 75 and an eviction get a new pod that resumes, others count.
-    job, t_pod = trainer["spec"], trainer["spec"]["template"]["spec"]
-    problems = rules.secret_problems(header, [pod["spec"]["containers"][0], t_pod["containers"][0]],
-                                     arg_after(t_args, "--job-name"))
+    problems += rules.secret_problems(header, [w_container, t_pod["containers"][0]], arg_after(t_args, "--job-name"))
     problems += rules.security_problems("workers", pod["spec"]) + rules.security_problems("trainer", t_pod)
-    problems += rules.storage_problems({docs["PersistentVolumeClaim"]["metadata"]["name"]: docs["PersistentVolumeClaim"]},
-                                       {"spec": {"replicatedJobs": [{"name": "trainer", "template": trainer}]}}, "trainer")
+    as_jobset = {"spec": {"replicatedJobs": [{"name": "trainer", "template": trainer}]}}
+    problems += rules.storage_problems({claim["metadata"]["name"]: claim}, as_jobset, "trainer")
     documented = rules.exit_codes(configuration_md)
-    problems += rules.pod_failure_policy_problems({"spec": {"replicatedJobs": [{"name": "trainer", "template": trainer}]}},
-                                                  documented)
+    problems += rules.pod_failure_policy_problems(as_jobset, documented)
     events = {**{c: ((), "FailJob" if c in rules.CANNOT_HELP else "Ignore" if c in rules.RESUMES else "Count")
                  for c in set(documented) - {0}}, "evicted": (((rules.DISRUPTION, "True"),), "Ignore")}
     for code, (conditions, want) in events.items():
-        got = rules.pod_rule(job, 137 if code == "evicted" else code, set(conditions))[0]
+        got = rules.pod_rule(trainer["spec"], 137 if code == "evicted" else code, set(conditions))[0]
         if got != want:
             problems.append(f"the trainer's Job: exit {code} matches {got}, not {want}")
     if t_pod.get("terminationGracePeriodSeconds", 30) <= 30:
         problems.append("the trainer's terminationGracePeriodSeconds leaves no time for its checkpoint")
+    problems += rules.placement_problems("workers", pod["spec"], False)
+    problems += rules.placement_problems("trainer", t_pod, True)
+    # The pool's lifetime: KEDA, on the trainer's pods and its tandem_workers_wanted.
+    idle = float(arg_after(w_args, "--idle-timeout")) if "--idle-timeout" in w_args else \
+        rules.flag_default(configuration_md, "--idle-timeout")
+    problems += rules.pool_lifetime_problems(scaled, workers, trainer, of_kind(listed, "HorizontalPodAutoscaler"), idle)
+    # Who reaches what.
+    named = {p["name"]: p["containerPort"] for p in w_container.get("ports", []) if "name" in p}
+    worker = rules.endpoint("a worker pod", pod["metadata"]["labels"], ports=named)
+    t_labels = trainer["spec"]["template"].get("metadata", {}).get("labels", {})
+    trainer_pod = rules.endpoint("the trainer pod", t_labels,
+                                 ports={p["name"]: p["containerPort"] for p in t_pod["containers"][0].get("ports", [])
+                                        if "name" in p})
+    problems += rules.elastic_network_problems(of_kind(listed, "NetworkPolicy"), worker, trainer_pod,
+                                               service["spec"]["ports"][0]["targetPort"], metrics_port)
+    return problems
+
+
+def scaled(d):
+    return first(d, "ScaledObject")["spec"]
+
+
+def trigger(d, kind):
+    return next(t for t in scaled(d)["triggers"] if t["type"] == kind)
+
+
+def policy(d, name):
+    return first(d, "NetworkPolicy", name)["spec"]
+
+
+ELASTIC_MUTATIONS = [  # (what is broken, how, a problem it must cause)
+    ("a pool that keeps a worker", lambda d: scaled(d).update(minReplicaCount=1), "the pool never scales to zero"),
+    ("an idle count above zero", lambda d: scaled(d).update(idleReplicaCount=2, minReplicaCount=3),
+     "the pool never scales to zero"),
+    ("a plain HPA beside KEDA",
+     lambda d: d.append({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
+                         "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "tandem-workers"}}}),
+     "two autoscalers fight"),
+    ("a fixed count on the Deployment", lambda d: first(d, "Deployment")["spec"].update(replicas=2), "resets"),
+    ("no trigger on the trainer's pods",
+     lambda d: scaled(d)["triggers"].remove(trigger(d, "kubernetes-workload")), "nothing keeps a worker"),
+    ("a set-based podSelector (which this check cannot read)",
+     lambda d: trigger(d, "kubernetes-workload")["metadata"].update(
+         podSelector="app in (tandem-trainer, tandem-workers)"),
+     "write it as key=value"),
+    ("a workload trigger on every pod of the app",
+     lambda d: [first(d, "Job")["spec"]["template"]["metadata"]["labels"].update(tier="tandem"),
+                first(d, "Deployment")["spec"]["template"]["metadata"]["labels"].update(tier="tandem"),
+                trigger(d, "kubernetes-workload")["metadata"].update(podSelector="tier=tandem")],
+     "counts the workers too"),
+    ("a trainer the trigger does not select",
+     lambda d: first(d, "Job")["spec"]["template"]["metadata"]["labels"].update(app="trainer"),
+     "selects no trainer pod"),
+    ("a CPU trigger", lambda d: scaled(d)["triggers"].append({"type": "cpu", "metricType": "Utilization",
+                                                               "metadata": {"value": "60"}}),
+     "a cpu trigger: it does not read 0"),
+    ("every trainer's metric",
+     lambda d: trigger(d, "prometheus")["metadata"].update(query="max(tandem_workers_wanted)"),
+     "reads every trainer Prometheus scrapes"),
+    ("an error for an empty answer", lambda d: trigger(d, "prometheus")["metadata"].update(ignoreNullValues="false"),
+     "ignoreNullValues false"),
+    ("two workers per wanted one", lambda d: trigger(d, "prometheus")["metadata"].update(threshold="0.5"),
+     "is not AverageValue 1"),
+    ("a cooldown past --idle-timeout", lambda d: scaled(d).update(cooldownPeriod=900), "--idle-timeout 600"),
+    ("no deadline on the trainer", lambda d: first(d, "Job")["spec"].pop("activeDeadlineSeconds"),
+     "the trainer's Job has no activeDeadlineSeconds"),
+    ("workers allowed on GPU nodes", lambda d: first(d, "Deployment")["spec"]["template"]["spec"].pop("affinity"),
+     "workers: nothing keeps these CPU pods off GPU nodes"),
+    ("no policy on the workers", lambda d: d.remove(first(d, "NetworkPolicy", "tandem-workers")),
+     "no NetworkPolicy selects pod a worker pod"),
+    ("no policy on the trainer", lambda d: d.remove(first(d, "NetworkPolicy", "tandem-trainer")),
+     "no NetworkPolicy selects pod the trainer pod"),
+    ("metrics open to the namespace",
+     lambda d: policy(d, "tandem-workers")["ingress"][1].pop("from"),
+     "a pod without labels reaches a worker pod on port 9400"),
+    ("Prometheus known by its label alone",
+     lambda d: policy(d, "tandem-trainer")["ingress"][0]["from"][0].update(namespaceSelector={}),
+     "a pod labelled as Prometheus in another namespace reaches the trainer pod on port 9400"),
+    ("Prometheus on the data port", lambda d: policy(d, "tandem-workers")["ingress"][1].pop("ports"),
+     "Prometheus reaches a worker pod on port 6000"),
+    ("the data port shut to the trainer",
+     lambda d: policy(d, "tandem-workers")["ingress"][0]["ports"][0].update(port=6001),
+     "the trainer pod cannot reach a worker pod on port 6000"),
+    ("the trainer's metrics shut to Prometheus",
+     lambda d: policy(d, "tandem-trainer")["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"].update(
+         {"kubernetes.io/metadata.name": "prometheus"}), "Prometheus cannot reach the trainer pod on port 9400"),
+]
+
+
+def check_elastic(configuration_md):
+    listed, header = load(ELASTIC)
+    errors = check_documents(listed)
+    assert not errors, "elastic-workers.yaml, schema:\n  " + "\n  ".join(errors)
+    helps = {}
+
+    def help_of(command):
+        if command not in helps:
+            helps[command] = subprocess.run([ARGS.tandem, command, "--help"], capture_output=True, text=True,
+                                            timeout=60).stdout
+        return helps[command]
+
+    problems = elastic_problems(listed, header, configuration_md, help_of)
     assert not problems, "elastic-workers.yaml:\n  " + "\n  ".join(problems)
-    print("OK: elastic-workers.yaml")
+    for what, mutate, expected in ELASTIC_MUTATIONS:
+        bad = copy.deepcopy(listed)
+        mutate(bad)
+        problems = elastic_problems(bad, header, configuration_md, help_of)
+        assert any(expected in p for p in problems), f"elastic, {what}: no problem says {expected!r}: {problems}"
+    print(f"OK: elastic-workers.yaml; the checks catch {len(ELASTIC_MUTATIONS)} kinds of mistake")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
-"""What Kubernetes and the JobSet controller would make of examples/kubernetes/jobset.yaml,
+"""What Kubernetes, the JobSet controller and KEDA would make of examples/kubernetes/*.yaml,
 for tests/python/k8s_manifest_test.py (not a test itself): the pods and their labels, the
 fate of a pod that fails (the Job's podFailurePolicy, then the JobSet's failurePolicy
-rules), and the checks of how the manifest's objects fit tandem and each other. Each
-check returns a list of problems, so that a mutated manifest can be shown to fail."""
+rules) and of a Job past its activeDeadlineSeconds, which connections the NetworkPolicies
+let through, when the elastic pool's ScaledObject scales it to zero, and the checks of how
+the manifests' objects fit tandem and each other. Each check returns a list of problems,
+so that a mutated manifest can be shown to fail."""
 import re
 
 # The pod labels the JobSet controller sets (v0.12.0, labelAndAnnotateObject), and the Job's own.
@@ -152,6 +154,34 @@ def failure_problems(jobset, trainer_group, documented):
     return problems
 
 
+DEADLINE_MESSAGE = "Job was active longer than specified deadline"  # the Job controller's, reason DeadlineExceeded
+
+
+def deadline_problems(jobset, trainer_group):
+    """Every Job of an attempt has activeDeadlineSeconds, the workers' no shorter than the
+    trainer's (they would stop feeding it first), and a Job past it fails the JobSet: a
+    restart would grant the same time again, so the deadline would bound nothing."""
+    problems, rjs = [], jobset["spec"]["replicatedJobs"]
+    deadlines = {rj["name"]: rj["template"]["spec"].get("activeDeadlineSeconds") for rj in rjs}
+    for name, deadline in deadlines.items():
+        if deadline is None:
+            problems.append(f"{name}: no activeDeadlineSeconds: a hang tandem's timeouts miss runs (and bills) forever")
+        elif deadline <= 0:
+            problems.append(f"{name}: activeDeadlineSeconds {deadline} is not positive")
+    trainer = deadlines.get(trainer_group)
+    for name, deadline in deadlines.items():
+        if name != trainer_group and None not in (deadline, trainer) and deadline < trainer:
+            problems.append(f"{name}: activeDeadlineSeconds {deadline} ends the workers before the trainer's {trainer}")
+    for rj in rjs:
+        if deadlines[rj["name"]] is None:
+            continue
+        got = jobset_action(jobset, rj["name"], "DeadlineExceeded", DEADLINE_MESSAGE)
+        if got != "FailJobSet":
+            problems.append(f"{rj['name']}: a Job past its activeDeadlineSeconds (DeadlineExceeded) leads to {got!r}, "
+                            "not 'FailJobSet': each attempt would get the deadline afresh")
+    return problems
+
+
 def pod_failure_policy_problems(jobset, documented):
     problems = []
     for rj in jobset["spec"]["replicatedJobs"]:
@@ -205,33 +235,105 @@ def selects(selector, labels):
     return True
 
 
-def network_problems(policies, pods, worker_ports):
-    if not policies:
-        return ["no NetworkPolicy: any pod in the cluster can reach the workers"]
-    problems = []
-    strangers = [{JOBSET_KEY + "jobset-name": "another-jobset", JOBSET_KEY + "replicatedjob-name": "trainer"}, {}]
-    for pod in pods:
-        if not any(selects(np["spec"]["podSelector"], pod["labels"]) for np in policies):
-            problems.append(f"no NetworkPolicy selects pod {pod['host']}")
-    for np in policies:
-        where = f"NetworkPolicy {np['metadata']['name']}"
-        if "Ingress" not in np["spec"].get("policyTypes", ["Ingress"]):
-            problems.append(f"{where}: does not restrict ingress")
-        if any(selects(np["spec"]["podSelector"], s) for s in strangers):
-            problems.append(f"{where}: its podSelector takes in pods that are not this JobSet's")
-        for rule in np["spec"].get("ingress", []):
-            peers = rule.get("from")
-            if not peers or any(set(p) != {"podSelector"} for p in peers):
-                problems.append(f"{where}: an ingress rule lets in more than pods of this namespace: {peers}")
+# ---- NetworkPolicy: which connections get through --------------------------------------
+
+NAMESPACE = "tandem"  # the namespace the manifests are applied in (they name none)
+TRAINER_PORTS = (29500, 29501, 32768, 45321, 60999)  # c10d store, release barrier, Gloo/NCCL's ephemeral range
+ANY_PORTS = (22, 80, 6000, 8080, 9400, 29500, 29501, 45321)  # what a stranger must reach on none of
+
+
+def endpoint(name, labels, namespace=NAMESPACE, ports=None):
+    """A pod as a NetworkPolicy sees it: labels, its namespace's labels, named container ports."""
+    return {"name": name, "labels": labels, "namespace": {"kubernetes.io/metadata.name": namespace},
+            "ports": ports or {}}
+
+
+def peer_admits(peer, src):
+    if "ipBlock" in peer:
+        return True  # an address range may hold any pod: counted as letting everyone in
+    ns_selector, pod_selector = peer.get("namespaceSelector"), peer.get("podSelector")
+    in_ns = selects(ns_selector, src["namespace"]) if ns_selector is not None else \
+        src["namespace"]["kubernetes.io/metadata.name"] == NAMESPACE  # a podSelector alone: the policy's namespace
+    return in_ns and (pod_selector is None or selects(pod_selector, src["labels"]))
+
+
+def port_admits(ports, dst, port, protocol="TCP"):
+    if not ports:
+        return True  # no `ports`: every port and protocol
+    for p in ports:
+        if p.get("protocol", "TCP") != protocol:
+            continue
+        want = p.get("port")
+        if want is None:
+            return True
+        if isinstance(want, str):
+            want = dst["ports"].get(want)
+            if want is None:
                 continue
-            if any(selects(p["podSelector"], s) for p in peers for s in strangers):
-                problems.append(f"{where}: an ingress rule lets in pods of another JobSet")
-            if not all(any(selects(p["podSelector"], pod["labels"]) for p in peers) for pod in pods):
-                problems.append(f"{where}: an ingress rule leaves out some of this JobSet's pods")
-            ports = {p.get("port") for p in rule.get("ports", [])}
-            if rule.get("ports") and not worker_ports <= ports:
-                problems.append(f"{where}: the workers' ports {sorted(worker_ports)} are not among {sorted(ports, key=str)}")
+        if want <= port <= p.get("endPort", want):
+            return True
+    return False
+
+
+def isolating(policies, dst):
+    return [np for np in policies if "Ingress" in np["spec"].get("policyTypes", ["Ingress"])
+            and selects(np["spec"]["podSelector"], dst["labels"])]
+
+
+def reaches(policies, src, dst, port):
+    """Whether a TCP connection from pod `src` to `dst`:`port` is let in: `dst` selected by
+    no policy is open; else one ingress rule of one policy selecting it must admit both the
+    source (any `from` peer) and the port. (Policies are in `dst`'s namespace, NAMESPACE.)"""
+    selecting = isolating(policies, dst)
+    if not selecting:
+        return True
+    return any((not rule.get("from") or any(peer_admits(peer, src) for peer in rule["from"]))
+               and port_admits(rule.get("ports"), dst, port)
+               for np in selecting for rule in np["spec"].get("ingress", []))
+
+
+def reach_problems(policies, cases):
+    """cases: (source, destination, ports, wanted, why). A problem for each port whose fate
+    is not the wanted one; every destination must be isolated for ingress at all."""
+    if not policies:
+        return ["no NetworkPolicy: any pod in the cluster reaches every port of these pods"]
+    problems, seen = [], set()
+    for src, dst, ports, want, why in cases:
+        if dst["name"] not in seen:
+            seen.add(dst["name"])
+            if not isolating(policies, dst):
+                problems.append(f"no NetworkPolicy selects pod {dst['name']}: anything in the cluster reaches it")
+        for port in sorted(set(ports)):
+            if reaches(policies, src, dst, port) != want:
+                verb = "cannot reach" if want else "reaches"
+                problems.append(f"{src['name']} {verb} {dst['name']} on port {port}: {why}")
     return problems
+
+
+def jobset_network_problems(policies, pods, trainer_group, worker_ports):
+    """The trainer pods reach every worker's data port, and each other on every port;
+    the workers reach no trainer, and no pod outside the JobSet reaches any of its pods.
+    `pods`: jobset_pods() of a JobSet with at least two trainer pods."""
+    name = pods[0]["labels"][JOBSET_KEY + "jobset-name"]
+    at = {p["host"]: endpoint(f"pod {p['host']}", p["labels"]) for p in pods}
+    trainers = [at[p["host"]] for p in pods if p["group"] == trainer_group]
+    workers = [at[p["host"]] for p in pods if p["group"] != trainer_group]
+    trainer_labels = next(p["labels"] for p in pods if p["group"] == trainer_group)
+    strangers = [
+        endpoint("a trainer pod of another JobSet", {**trainer_labels, JOBSET_KEY + "jobset-name": "another-jobset"}),
+        endpoint("a pod without labels", {}),
+        endpoint(f"a pod with {name}'s trainer labels in another namespace", trainer_labels, namespace="elsewhere"),
+    ]
+    cases = [(t, w, sorted(worker_ports), True, "the trainer pulls its batches there")
+             for t in trainers for w in workers]
+    cases += [(a, b, TRAINER_PORTS, True, "c10d, the release barrier, Gloo and NCCL connect there (NCCL's and "
+               "Gloo's ports are ephemeral: list ports and the first collective hangs until --dist-timeout)")
+              for a in trainers for b in trainers if a is not b]
+    cases += [(w, t, ANY_PORTS + TRAINER_PORTS, False, "no worker has business with a trainer (they run users' "
+               "dataset code)") for w in workers for t in trainers]
+    cases += [(s, d, ANY_PORTS + TRAINER_PORTS, False, f"the NetworkPolicies let in pods that are not {name}'s")
+              for s in strangers for d in trainers + workers]
+    return reach_problems(policies, cases)
 
 
 def secret_problems(header, containers, jobset_name):
@@ -322,3 +424,120 @@ def probe_problems(name, container):
     if grpc["port"] not in ports or grpc.get("service", "") != "":
         return [f"{name}: the readinessProbe asks {grpc} of a worker that serves the health service '' on {ports}"]
     return []
+
+
+# ---- The elastic pool (elastic-workers.yaml) --------------------------------------------
+
+PROMETHEUS = endpoint("Prometheus", {"app.kubernetes.io/name": "prometheus"}, namespace="monitoring")
+
+
+def elastic_network_problems(policies, worker, trainer, data_port, metrics_port):
+    """The trainer reaches the workers' data port; Prometheus (PROMETHEUS: the namespace and
+    label the manifest's comments name) reaches both metrics ports and nothing else; the
+    workers reach no trainer port; no other pod reaches either. `worker`, `trainer`: endpoints."""
+    strangers = [
+        endpoint("a pod without labels", {}),
+        endpoint("a pod labelled as Prometheus in another namespace", PROMETHEUS["labels"], namespace="elsewhere"),
+        endpoint("another pod of the monitoring namespace", {"app.kubernetes.io/name": "grafana"},
+                 namespace="monitoring"),
+        endpoint("a trainer of another namespace", trainer["labels"], namespace="elsewhere"),
+    ]
+    ports = ANY_PORTS + (data_port, metrics_port)
+    cases = [(trainer, worker, [data_port], True, "the trainer pulls its batches there"),
+             (PROMETHEUS, worker, [metrics_port], True, "Prometheus scrapes the workers' metrics"),
+             (PROMETHEUS, trainer, [metrics_port], True, "Prometheus scrapes tandem_workers_wanted, the pool's signal"),
+             (PROMETHEUS, worker, [data_port], False, "only the trainer dials the data port"),
+             (worker, trainer, ports, False, "no worker has business with the trainer (they run users' dataset code)")]
+    cases += [(s, d, ports, False, "plain-HTTP metrics and the data port are for Prometheus and the trainer only")
+              for s in strangers for d in (worker, trainer)]
+    return reach_problems(policies, cases)
+
+
+def equality_selector(text):
+    """A kubectl-style equality selector ('a=b,c!=d') as a LabelSelector; None if set-based."""
+    selector = {"matchLabels": {}, "matchExpressions": []}
+    for term in filter(None, (t.strip() for t in text.split(","))):
+        m = re.fullmatch(r"([\w./-]+)\s*(!=|==|=)\s*([\w.-]*)", term)
+        if not m:
+            return None
+        key, op, value = m.groups()
+        if op == "!=":
+            selector["matchExpressions"].append({"key": key, "operator": "NotIn", "values": [value]})
+        else:
+            selector["matchLabels"][key] = value
+    return selector
+
+
+def pool_lifetime_problems(scaled, deployment, trainer_job, autoscalers, idle_timeout):
+    """The ScaledObject sizes the worker Deployment while the trainer's Job has a pod and
+    scales it to zero once it has none: minReplicaCount 0; every trigger reads 0 once the
+    trainer is gone (a kubernetes-workload trigger on the trainer's pods alone, a prometheus
+    one on this trainer's series with null values read as 0); the workload trigger keeps a
+    worker before tandem_workers_wanted is known; the cooldown ends before a released,
+    restarted worker gives up (--idle-timeout, exit 5); nothing else scales the Deployment."""
+    spec, problems = scaled["spec"], []
+    target = spec["scaleTargetRef"]
+    if (target.get("kind", "Deployment"), target["name"]) != ("Deployment", deployment["metadata"]["name"]):
+        problems.append(f"the ScaledObject scales {target}, not Deployment {deployment['metadata']['name']}")
+    if spec.get("minReplicaCount", 0) != 0 or spec.get("idleReplicaCount", 0) != 0:
+        problems.append(f"the pool never scales to zero: minReplicaCount {spec.get('minReplicaCount', 0)} "
+                        f"(idleReplicaCount {spec.get('idleReplicaCount')}) keeps workers after the trainer is gone")
+    if "maxReplicaCount" not in spec:
+        problems.append("no maxReplicaCount: KEDA's default is 100 workers")
+    if "replicas" in deployment["spec"]:
+        problems.append(f"the Deployment writes replicas: {deployment['spec']['replicas']}: every `kubectl apply` "
+                        "resets what the autoscaler chose")
+    for other in autoscalers:
+        problems.append(f"HorizontalPodAutoscaler {other['metadata']['name']} scales the workers too: two autoscalers "
+                        "fight, and a plain HPA holds its last count when the trainer's metric disappears")
+    trainer_labels = trainer_job["spec"]["template"].get("metadata", {}).get("labels", {})
+    worker_labels = deployment["spec"]["template"]["metadata"].get("labels", {})
+    trainer_name = trainer_job["metadata"]["name"]
+    floor = None
+    for trigger in spec["triggers"]:
+        kind, meta = trigger["type"], trigger["metadata"]
+        if kind == "kubernetes-workload":
+            selector = equality_selector(meta.get("podSelector", ""))
+            if selector is None:
+                problems.append(f"kubernetes-workload podSelector {meta.get('podSelector')!r}: write it as key=value")
+                continue
+            if not selects(selector, trainer_labels):
+                problems.append(f"the kubernetes-workload trigger ({meta['podSelector']}) selects no trainer pod "
+                                f"(labels {trainer_labels})")
+                continue
+            if selects(selector, worker_labels):
+                problems.append(f"the kubernetes-workload trigger ({meta['podSelector']}) counts the workers too: "
+                                "the pool would keep itself alive")
+                continue
+            value = float(meta.get("value", "0"))
+            if value > 0 and float(meta.get("activationValue", "0")) < 1:
+                floor = -(-1 // value)  # workers per trainer pod: ceil(1 / value)
+        elif kind == "prometheus":
+            query = meta.get("query", "")
+            if "tandem_workers_wanted" not in query:
+                problems.append(f"the prometheus trigger reads {query!r}, not tandem_workers_wanted")
+            elif trainer_name not in query:
+                problems.append(f"the prometheus query {query!r} reads every trainer Prometheus scrapes: restrict it "
+                                f"to this Job's pods ({trainer_name}-...), or another job keeps this pool alive")
+            if meta.get("threshold") != "1" or trigger.get("metricType", "AverageValue") != "AverageValue":
+                problems.append(f"the prometheus trigger's target ({trigger.get('metricType', 'AverageValue')} "
+                                f"{meta.get('threshold')}) is not AverageValue 1: the replicas would not be the "
+                                "trainer's tandem_workers_wanted")
+            if meta.get("ignoreNullValues", "true").lower() in ("false", "f", "0"):
+                problems.append("ignoreNullValues false: once the trainer is gone its query errors instead of reading "
+                                "0, and the pool is not scaled to zero")
+        else:
+            problems.append(f"a {kind} trigger: it does not read 0 when the trainer is gone, so the pool would not "
+                            "scale to zero")
+    if floor is None:
+        problems.append("no kubernetes-workload trigger on the trainer's pods: nothing keeps a worker while "
+                        "tandem_workers_wanted is unknown (NaN until a worker's capacity is), so the trainer waits "
+                        "for workers that never come")
+    cooldown = spec.get("cooldownPeriod", 300)
+    if cooldown >= idle_timeout:
+        problems.append(f"cooldownPeriod {cooldown} is not under the workers' --idle-timeout {idle_timeout:g}: "
+                        "restarted workers whose trainer has gone exit 5 and crash-loop before the pool is "
+                        "scaled to zero")
+    if trainer_job["spec"].get("activeDeadlineSeconds") is None:
+        problems.append("the trainer's Job has no activeDeadlineSeconds: a hung trainer (and its pool) runs forever")
+    return problems

@@ -3,8 +3,10 @@ for tests/python/k8s_manifest_test.py (not a test itself).
 
 Field names, types, enums and required fields as the APIs define them: JobSet v1alpha2
 (kubernetes-sigs/jobset v0.12.0, api/jobset/v1alpha2/jobset_types.go: json tags, kubebuilder
-enums), batch/v1 Job, core/v1 Pod and PersistentVolumeClaim, networking.k8s.io/v1
-NetworkPolicy (the Kubernetes API reference); elastic-workers.yaml's Job and claim too. check() fails an unknown field, as
+enums), batch/v1 Job, apps/v1 Deployment, core/v1 Pod, Service and PersistentVolumeClaim,
+networking.k8s.io/v1 NetworkPolicy (the Kubernetes API reference), and KEDA's
+keda.sh/v1alpha1 ScaledObject (keda.sh/docs, "ScaledObject specification": its trigger
+metadata is a map of strings). check() fails an unknown field, as
 `kubectl apply --validate=strict` would.
 
 A type is str, int, bool, a set of allowed strings, a list [type], a dict of fields
@@ -149,7 +151,59 @@ NETWORK_POLICY = {
     },
 }
 JOB = {"apiVersion!": {"batch/v1"}, "kind!": {"Job"}, "metadata!": OBJECT_META, "spec!": JOB_SPEC}
-BY_KIND = {"JobSet": JOBSET, "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIM, "NetworkPolicy": NETWORK_POLICY, "Job": JOB}
+DEPLOYMENT = {
+    "apiVersion!": {"apps/v1"},
+    "kind!": {"Deployment"},
+    "metadata!": OBJECT_META,
+    "spec!": {
+        "replicas": int, "minReadySeconds": int, "revisionHistoryLimit": int, "progressDeadlineSeconds": int,
+        "paused": bool,
+        "selector!": LABEL_SELECTOR,
+        "strategy": {"type": {"RollingUpdate", "Recreate"},
+                     "rollingUpdate": {"maxSurge": INT_OR_STR, "maxUnavailable": INT_OR_STR}},
+        "template!": {"metadata": TEMPLATE_META, "spec!": {**POD_SPEC, "restartPolicy": {"Always"}}},  # Always only
+    },
+}
+SERVICE = {
+    "apiVersion!": {"v1"},
+    "kind!": {"Service"},
+    "metadata!": OBJECT_META,
+    "spec!": {
+        "type": {"ClusterIP", "NodePort", "LoadBalancer", "ExternalName"},
+        "clusterIP": str, "selector": {"*": str}, "publishNotReadyAddresses": bool,
+        "ports": [{"name": str, "port!": int, "targetPort": INT_OR_STR, "protocol": {"TCP", "UDP", "SCTP"},
+                   "appProtocol": str}],
+    },
+}
+HPA_SCALING_RULES = {
+    "stabilizationWindowSeconds": int, "selectPolicy": {"Max", "Min", "Disabled"},
+    "policies": [{"type!": {"Pods", "Percent"}, "value!": int, "periodSeconds!": int}],
+}
+SCALED_OBJECT = {
+    "apiVersion!": {"keda.sh/v1alpha1"},
+    "kind!": {"ScaledObject"},
+    "metadata!": OBJECT_META,
+    "spec!": {
+        "scaleTargetRef!": {"name!": str, "apiVersion": str, "kind": str, "envSourceContainerName": str},
+        "pollingInterval": int, "cooldownPeriod": int, "initialCooldownPeriod": int,
+        "idleReplicaCount": int, "minReplicaCount": int, "maxReplicaCount": int,
+        "fallback": {"failureThreshold!": int, "replicas!": int},
+        "advanced": {
+            "restoreToOriginalReplicaCount": bool,
+            "horizontalPodAutoscalerConfig": {"name": str, "behavior": {"scaleUp": HPA_SCALING_RULES,
+                                                                        "scaleDown": HPA_SCALING_RULES}},
+            "scalingModifiers": {"target!": str, "formula!": str, "activationTarget": str,
+                                 "metricType": {"AverageValue", "Value"}},
+        },
+        "triggers!": [{
+            "type!": str, "metadata!": {"*": str}, "name": str, "useCachedMetrics": bool,
+            "authenticationRef": {"name!": str, "kind": {"TriggerAuthentication", "ClusterTriggerAuthentication"}},
+            "metricType": {"AverageValue", "Value", "Utilization"},
+        }],
+    },
+}
+BY_KIND = {"JobSet": JOBSET, "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIM, "NetworkPolicy": NETWORK_POLICY,
+           "Job": JOB, "Deployment": DEPLOYMENT, "Service": SERVICE, "ScaledObject": SCALED_OBJECT}
 
 
 def is_quantity(v):

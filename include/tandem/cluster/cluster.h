@@ -88,18 +88,28 @@ Cluster cluster_for_plan(const ClusterOptions& opts, const LauncherEnv& launcher
 
 // A Slurm job's ports, the same on every host of the job without a word between them,
 // and different for jobs that share a node (as torchrun users derive MASTER_PORT from
-// SLURM_JOB_ID): the data workers at kJobPortsFirst + 3 x (id mod kJobPortsSpan), the
-// trainers' rendezvous one above, their end-of-job reports (--release-port, by default
-// the rendezvous port + 1) one above that. nullopt outside Slurm, or when the job's id
-// (SLURM_HET_JOB_ID, else SLURM_JOB_ID) is not a number. Jobs whose ids are
-// kJobPortsSpan apart share ports: on one node, that many jobs apart.
+// SLURM_JOB_ID): three consecutive ports, the data workers', the trainers' rendezvous
+// one above, their end-of-job channel (--release-port, by default the rendezvous port +
+// 1) one above that. Slot id mod kJobPortSlots of those outside Linux's default
+// ephemeral range (32768-60999, where the kernel picks outgoing connections' ports, so
+// one may hold a job's port first): 20000-32767, then 61000-65535. nullopt outside
+// Slurm, or when the job's id (SLURM_HET_JOB_ID, else SLURM_JOB_ID) is not a number.
+// Jobs whose ids are kJobPortSlots apart share ports: on one node, that many jobs apart.
 inline constexpr int kJobPortsFirst = 20000;
-inline constexpr int kJobPortsSpan = 15000;
+inline constexpr int kJobPortsLowSlots = (32768 - kJobPortsFirst) / 3;  // 4,256: 20000..32767
+inline constexpr int kJobPortsHighFirst = 61000;
+inline constexpr int kJobPortsHighSlots = (65536 - kJobPortsHighFirst) / 3;  // 1,512: 61000..65535
+inline constexpr int kJobPortSlots = kJobPortsLowSlots + kJobPortsHighSlots;
 struct JobPorts {
   std::string job;  // the id they came from
   int worker = 0;
   int master = 0;
 };
 std::optional<JobPorts> slurm_job_ports(const Cluster& c);
+
+// Why `ports` may be taken by the kernel on this host: "" when none of the three lies in
+// `range` (ip_local_port_range's text, "32768\t60999"), else a warning naming them, the
+// range and the fixes. Hosts may be configured otherwise than Linux's default.
+std::string ephemeral_clash(const JobPorts& ports, const std::string& range);
 
 }  // namespace tandem::cluster

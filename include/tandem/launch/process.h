@@ -3,6 +3,7 @@
 // `launch` on trainer hosts (one child per GPU).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <ostream>
 #include <string>
@@ -20,6 +21,8 @@ struct ProcessSpec {
   bool critical = true;
   std::string cwd;  // its working directory; "" = this process's
 };
+
+struct ExitStatus;
 
 struct SuperviseOptions {
   double timeout_s = 3600;  // stop everything (SIGTERM, then SIGKILL) after this long
@@ -42,6 +45,13 @@ struct SuperviseOptions {
   // Set to true when SIGINT or SIGTERM reached this process (the run was stopped from
   // outside, not by a child's failure); nullptr = not asked.
   bool* signalled = nullptr;
+  // Polled every round (100 ms) while nothing is stopping: a non-empty answer stops every
+  // child (SIGTERM, then SIGKILL after grace_s), logged as the reason. `launch` stops a
+  // host's ranks this way when another trainer host has failed.
+  std::function<std::string()> stop_when;
+  // Called once, as it happens, when a critical child's failure is about to stop the
+  // others (with that child's status and its tail so far): a host tells the job at once.
+  std::function<void(const ExitStatus&)> on_failure;
   // Where the "[name] line" output goes; nullptr = std::cout. A test knob: tests point
   // it at a std::ostringstream to check what the children printed.
   std::ostream* out = nullptr;

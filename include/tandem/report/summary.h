@@ -40,8 +40,15 @@ plan::PlanInputs measure_plan_inputs(const TrainReport& train, const std::vector
 // convenience: a failure to write it is a warning naming `tandem report`, never fatal.
 void write_summary_and_report(const std::string& path, const nlohmann::json& summary);
 
-// Records why the job failed in <root>/output/failure, where SageMaker looks for it.
-// Skipped when the root does not exist (not on SageMaker). Never throws: failing to report a failure must not hide the original error.
-void write_failure(const std::string& sagemaker_root, const std::string& reason);
+// Records why `host` ("" = this machine's name) failed: in <root>/output/failure.<host>,
+// always, and in <root>/output/failure, where SageMaker looks, only when this run has
+// none yet (absent, or older than this process): the first cause stays, a consequence
+// written after it (a worker whose trainer is gone, a host stopped because another
+// failed) goes to its own file. Skipped when the root does not exist (not on SageMaker).
+// `replace_first`: this caller took output/failure earlier and now writes its cause in
+// full. Returns whether output/failure is this call's. Never throws: failing to report a
+// failure must not hide the original error.
+bool write_failure(const std::string& sagemaker_root, const std::string& host, const std::string& reason,
+                   bool replace_first = false);
 
 }  // namespace tandem::report

@@ -33,6 +33,9 @@ struct WorkerOptions {
   std::string bind = "0.0.0.0";
   int threads = 0;            // --threads: preprocessing threads; 0 = all cores
   double idle_timeout_s = 600;  // --idle-timeout: exit when no trainer speaks for this long
+  // --claim-timeout: exit (5) when no trainer of its job has called at all this long
+  // after the start (a trainer that failed first, wrong --workers or token); 0 = never.
+  double claim_timeout_s = 300;
   // Limits that keep a worker alive whatever its clients send (RESOURCE_EXHAUSTED names
   // the limit): samples in one request, open streams, and bytes of batches accepted but
   // not yet sent, across every stream (0 = a quarter of the memory available at start).

@@ -11,7 +11,8 @@
 
 namespace tandem::transport {
 
-enum class StopReason { kShutdownRpc, kIdle, kStopped };
+// kUnclaimed: no trainer of its job called within --claim-timeout of the start.
+enum class StopReason { kShutdownRpc, kIdle, kStopped, kUnclaimed };
 
 class WorkerServer {
  public:
