@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -84,6 +85,8 @@ TEST(CheckpointJob, TwoRunsInOneFolderAreRefusedAndAStaleLockIsTakenOver) {
             std::string::npos)
       << second.out;
   EXPECT_NE(second.out.find("job 'job-a'"), std::string::npos) << second.out;
+  EXPECT_FALSE(fs::exists(root / "output" / "data" / "summary.json")) << "the refused run wrote into the first's folder";
+  EXPECT_FALSE(fs::exists(root / "output" / "failure")) << "the refused run wrote into the first's folder";
   kill(first.pid, SIGTERM);
   EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(120)), 75) << testing::slurp(dir / "first.log");
   EXPECT_FALSE(fs::exists(root / ".tandem-lock")) << "released at the end";
@@ -98,6 +101,33 @@ TEST(CheckpointJob, TwoRunsInOneFolderAreRefusedAndAStaleLockIsTakenOver) {
   EXPECT_EQ(third.code, 0) << third.out;
   EXPECT_NE(third.out.find("taking over the lock of output folder " + root.string()), std::string::npos) << third.out;
   EXPECT_NE(third.out.find("pid 4194303 no longer runs on this host"), std::string::npos) << third.out;
+  fs::remove_all(dir);
+}
+
+// A run that fails leaves its summary (the failure and its code) and report.html, and
+// the report of a job run again under its name shows every run (runs.jsonl).
+TEST(CheckpointJob, AFailedRunLeavesItsSummaryAndTheReportShowsEveryRun) {
+  const fs::path dir = fresh_dir("tandem-failed-run");
+  const fs::path root = dir / "root";
+  fs::create_directories(root);
+  const std::string missing = (dir / "no-such-images").string();
+  auto failed = run_capture("trainer --sagemaker-root " + root.string() + " --data imagefolder:" + missing +
+                                " --model small_cnn --steps 4 --local-workers 1 --train-threads 1",
+                            dir / "failed.log", 120);
+  EXPECT_EQ(failed.code, 3) << failed.out;
+  const std::string summary = testing::slurp(root / "output" / "data" / "summary.json");
+  EXPECT_NE(summary.find("\"failure\""), std::string::npos) << summary;
+  EXPECT_NE(summary.find("no-such-images"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"exit_code\": 3"), std::string::npos) << summary;
+  EXPECT_NE(testing::slurp(root / "output" / "data" / "report.html").find("<b>yes</b> (exit 3)"), std::string::npos);
+  auto good = run_capture(trainer(root, 2, "small_cnn"), dir / "good.log", 120);
+  ASSERT_EQ(good.code, 0) << good.out;
+  const std::string runs = testing::slurp(root / "output" / "data" / "runs.jsonl");
+  EXPECT_EQ(std::count(runs.begin(), runs.end(), '\n'), 2) << runs;
+  const std::string report = testing::slurp(root / "output" / "data" / "report.html");
+  EXPECT_NE(report.find("Every run of this job"), std::string::npos);
+  EXPECT_NE(report.find("failed (exit 3)"), std::string::npos);
+  EXPECT_NE(report.find("finished"), std::string::npos);
   fs::remove_all(dir);
 }
 

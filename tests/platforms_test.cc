@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 #include <set>
+#include <unistd.h>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -249,6 +250,30 @@ TEST(SlurmErrors, ASallocShellOfAHeterogeneousJobIsNotOneOfItsNodes) {
                        {"SLURMD_NODENAME", "heterogeneous job 3439 on vm (salloc's)",
                         "het-group-0 (cpu): tandem-cpu0; het-group-1 (gpu): tandem-gpu0",
                         "srun --het-group=0,1 --ntasks-per-node=1 tandem launch"}));
+}
+
+// salloc's shell of a one-node job runs on the login host, not on the node: refused (it
+// used to take the job's only node for itself and train on the login host), whereas a
+// shell on a node of the job (this machine's name in the node list) is that node.
+TEST(SlurmErrors, ASallocShellOutsideTheAllocationIsRefused) {
+  const Vars salloc = {{"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NODELIST", "gpu-node-17"}, {"SLURM_NODELIST", "gpu-node-17"},
+                       {"SLURM_NNODES", "1"}};
+  EXPECT_TRUE(Mentions(discover_error(salloc),
+                       {"SLURMD_NODENAME", "is not one of job 9's nodes (gpu-node-17)", "salloc",
+                        "srun --ntasks-per-node=1 tandem launch"}));
+  ClusterOptions o;
+  o.current_host = "gpu-node-17";
+  EXPECT_THROW(discover(o, [&](const std::string& k) -> std::optional<std::string> {
+                 const auto it = salloc.find(k);
+                 return it == salloc.end() ? std::nullopt : std::optional<std::string>(it->second);
+               }),
+               ConfigError)
+      << "--current-host cannot make the login host a node";
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  Vars on_node = salloc;
+  on_node["SLURM_JOB_NODELIST"] = on_node["SLURM_NODELIST"] = name;
+  EXPECT_EQ(discover_env(on_node).current_host, name);
 }
 
 TEST(SlurmErrors, EachNamesTheVariableAndTheFix) {

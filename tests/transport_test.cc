@@ -176,7 +176,7 @@ TEST(Transport, WaitingForAnAbsentWorkerHasADeadline) {
 TEST(Transport, ABusyPortIsAClearError) {
   Worker w;
   WorkerServer second(data::make_dataset(small_data()), WorkerOptions{}, "w2");
-  EXPECT_THROW(second.start("127.0.0.1:" + std::to_string(w.port)), NetworkError);
+  EXPECT_THROW(second.start("127.0.0.1:" + std::to_string(w.port)), ConfigError) << "a taken port is the job's configuration (exit 3)";
 }
 
 }  // namespace

@@ -1,3 +1,5 @@
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "tandem/cli/commands.h"
@@ -29,12 +31,20 @@ Command add_launch_command(CLI::App& root, Settings& s, const std::string& name)
                 "Print this host's role (trainer or worker, its group and the workers a trainer dials) as one JSON "
                 "line and exit 0, running nothing: what tandem.serve() asks first")
       ->group(kLaunchGroup);
-  return {app, [app, &s] {
+  return {app, [app, &s, &root] {
+            // The ranks are `tandem trainer`s: the settings of other roles (a worker's
+            // --idle-timeout, --claim-timeout...) are this launcher's, not theirs.
+            const CLI::App* trainer = nullptr;
+            for (const CLI::App* sub : std::as_const(root).get_subcommands(
+                     [](const CLI::App* a) { return a->get_name() == "trainer"; })) {
+              trainer = sub;
+            }
             std::vector<std::string> forwarded;
             auto text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
             const nlohmann::json given = given_settings(*app);  // items() must not outlive it
             check_script_given(*app, s.launch);
             for (const auto& [name, value] : given.items()) {
+              if (trainer && !trainer->get_option_no_throw("--" + name)) continue;
               if (value.is_array()) {
                 for (const auto& v : value) forwarded.push_back("--" + name + "=" + text(v));
               } else {

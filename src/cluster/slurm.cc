@@ -2,16 +2,19 @@
 // instance group per component ("het-group-<n>", as srun --het-group=<n> names it) from
 // SLURM_JOB_NODELIST_HET_GROUP_<n>. Releases before 20.02 say PACK where later ones say
 // HET; both are read. The component with GPUs trains, the others serve data.
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <vector>
 
 #include <fmt/format.h>
-#include <vector>
-#include <cstdio>
 
 #include "draft.h"
 #include "tandem/cluster/cluster.h"
 #include "tandem/cluster/slurm.h"
+#include "tandem/common/text.h"
 
 namespace tandem::cluster::detail {
 namespace {
@@ -144,6 +147,31 @@ std::pair<int, std::string> own_component(const EnvLookup& env, const std::vecto
        "--het-group=1 --export=ALL,TANDEM_HET_GROUP=1 tandem launch");
 }
 
+std::string short_name(const std::string& host) { return host.substr(0, host.find('.')); }
+
+// This task's node: SLURMD_NODENAME, which every task and batch script has. Without it
+// this is salloc's shell, on the host salloc ran on (a login node), or a shell logged in
+// to a node of the job: this machine's name must be one of the job's nodes, or whatever
+// starts here would run outside the allocation (--current-host cannot make it one).
+std::string this_node(const EnvLookup& env, const std::vector<std::string>& nodes) {
+  if (auto node = get(env, "SLURMD_NODENAME")) return *node;
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  const std::string here = short_name(name);
+  for (const std::string& n : nodes) {
+    if (short_name(n) == here) return n;
+  }
+  std::string list;
+  for (const std::string& n : nodes) list += (list.empty() ? "" : ",") + n;
+  fail(env_where("SLURMD_NODENAME"),
+       "is not set, and this machine (" + printable(here, 80) + ") is not one of job " +
+           get(env, "SLURM_JOB_ID").value_or("?") + "'s nodes (" + list +
+           "): this is the shell salloc started on the host it ran on, and anything tandem started here would run "
+           "outside the allocation",
+       "start tandem on the job's nodes, one task per node: srun --ntasks-per-node=1 tandem launch ... (srun "
+       "--het-group=0,1 ... for a heterogeneous job)");
+}
+
 }  // namespace
 
 std::optional<Cluster> from_slurm_env(const EnvLookup& env) {
@@ -174,26 +202,21 @@ std::optional<Cluster> from_slurm_env(const EnvLookup& env) {
   // resolution settles them by elimination (cluster/roles.h).
   const auto [gpus, gpus_origin] = own_gpus(env);
   d.groups[own].gpus_per_host = gpus;
-  auto node = get(env, "SLURMD_NODENAME");
-  if (!node && d.groups[own].hosts.size() == 1) node = d.groups[own].hosts.front();
-  if (!node) {
-    fail(env_where("SLURMD_NODENAME"), "is not set, so this node is unknown among " + std::to_string(d.hosts.size()),
-         "run tandem inside the job's allocation (sbatch or srun), where Slurm sets it, or pass --current-host");
-  }
+  const auto node = this_node(env, d.hosts);
   // tandem runs one task per node: a worker per CPU node, and the trainer starts a rank
   // per GPU itself. A second task on a node would fight the first for its port.
   if (auto local = get(env, "SLURM_LOCALID"); local && env_int("SLURM_LOCALID", *local, 0, kWho) > 0) {
-    fail(env_where("SLURM_LOCALID"), "is " + *local + ": this is task " + *local + " on node " + *node +
+    fail(env_where("SLURM_LOCALID"), "is " + *local + ": this is task " + *local + " on node " + node +
                                          ", but tandem runs one task per node",
          "start it with srun --ntasks-per-node=1 (and #SBATCH --ntasks-per-node=1 in each component)");
   }
-  d.current_host = *node;
+  d.current_host = node;
   d.current_group = d.groups[own].name;
   Cluster c = assemble(d, labels);
   const std::string id = get(env, "SLURM_JOB_ID").value_or("");
   c.platform = Platform::kSlurm;
   c.source = het ? "Slurm heterogeneous job " + id + " (" + het->name + "=" + het->value + ")" : "Slurm job " + id;
-  c.origin["current_host"] = get(env, "SLURMD_NODENAME") ? "SLURMD_NODENAME" : "SLURM_JOB_NODELIST (one node)";
+  c.origin["current_host"] = get(env, "SLURMD_NODENAME") ? "SLURMD_NODENAME" : "this machine's name, a node of the job";
   c.origin["hosts"] = het ? "SLURM_JOB_NODELIST_HET_GROUP_<n>" : "SLURM_JOB_NODELIST";
   c.origin["groups"] = het ? "one per component of " + het->name : "the whole job (not heterogeneous)";
   c.origin["current_group"] = own_origin;

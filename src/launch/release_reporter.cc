@@ -24,12 +24,19 @@ namespace tandem::launch {
 
 using namespace channel;
 
+constexpr double kEndedBadlyS = 10;  // how long a non-zero end is retried
+
 // The other trainer hosts' end of the job channel (release_gate.h): join, watch, report.
 
 struct ReleaseReporter::Impl {
   Impl(std::string h, ReportDoneOptions o) : host(std::move(h)), opts(std::move(o)) {
     grpc::ChannelArguments args;
     if (!opts.security.tls_server_name.empty()) args.SetSslTargetNameOverride(opts.security.tls_server_name);
+    // The first host may start a little after this one: reconnect within a second, not
+    // after gRPC's growing backoff (up to 2 min), in which every call fails at once.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     const bool v6 = opts.address.find(':') != std::string::npos && opts.address.front() != '[';
     where = fmt::format("{}:{}", v6 ? "[" + opts.address + "]" : opts.address, opts.port);
     stub = v1::JobBarrier::NewStub(
@@ -210,7 +217,9 @@ std::optional<std::string> joined_run(ReleaseReporter::Impl& r, Clock::time_poin
 bool ReleaseReporter::report(int code, const std::function<bool()>& stop, const std::string& reason) {
   Impl& r = *impl_;
   const std::string where = fmt::format("the first trainer host ({}, --release-port)", r.where);
-  const auto deadline = after(r.opts.wait_s);
+  // Only the end of ranks that finished holds the workers: a failed or stopped host's end
+  // ends the job anyway (the first host does not wait for it), so it is not retried long.
+  const auto deadline = after(code == 0 ? r.opts.wait_s : std::min(r.opts.wait_s, kEndedBadlyS));
   auto give_up = [&](const std::string& why) {
     spdlog::warn("could not tell {} that this host's ranks ended ({}): it releases the workers once --release-wait "
                  "has passed after its own ranks ended",

@@ -123,4 +123,19 @@ void write_run_records(const RunFiles& files, LiveRecords& live, const training:
   if (!result.model_file.empty()) spdlog::info("trained model in {}", result.model_file);
 }
 
+void write_failed_run(const RunFiles& files, const Settings& settings, const std::string& failure, int code) {
+  if (!files.keep) return;
+  if (!files.root.empty()) release_reserve(report::records_reserve(files.root));
+  const nlohmann::json summary = {{"model", settings.trainer.model},
+                                  {"failure", failure},
+                                  {"exit_code", code},
+                                  {"interrupted", false},
+                                  {"steps", 0}};
+  try {
+    report::write_summary_and_report(files.summary, summary);
+  } catch (const std::exception& e) {
+    spdlog::error("could not write the failed run's summary {}: {}", files.summary, e.what());
+  }
+}
+
 }  // namespace tandem::launch

@@ -27,6 +27,10 @@ struct RunFiles {
 // and --summary-json.
 RunFiles run_files(const Settings& settings, int rank);
 
+// A run that failed (rank 0): its summary says why and with which code, and report.html
+// and runs.jsonl show it, so a failed run is never missing from its folder. Never throws.
+void write_failed_run(const RunFiles& files, const Settings& settings, const std::string& failure, int code);
+
 // Before the first step, on the rank that writes them (rank 0): every folder the run will
 // write (the model, the checkpoints, the summary's) can be written. Throws ConfigError
 // naming each that cannot, why (a read-only file system, a full disk, a permission) and

@@ -177,6 +177,19 @@ std::unique_ptr<report::OutputLock> hold_output(const Settings& settings, const 
   return std::make_unique<report::OutputLock>(files.root, report::LockHolder{host, 0, settings.security.job, 0});
 }
 
+// A trainer that failed: output/failure (unless a rank group writes it, or `folder` is
+// false: another run holds the output folder), and, on rank 0, a summary and report of
+// the failure when `summarise` (its run has recorded none); the error is its last line.
+void record_failure(const Settings& settings, const RunFiles& written, bool folder, bool summarise,
+                    const std::string& host, int rank, const std::exception& e) {
+  if (!settings.launcher.rank_group && folder) {
+    report::write_failure(written.root.empty() ? settings.cluster.sagemaker_root : written.root, host,
+                          std::string("trainer failed: ") + e.what());
+  }
+  if (summarise) write_failed_run(written, settings, e.what(), exit_code(e));
+  spdlog::error("trainer {} rank {} failed: {}", host, rank, e.what());
+}
+
 // A run resumed at its last step trains nothing: said in one line, naming the checkpoint.
 void say_if_complete(const training::Trainer& trainer, int64_t steps) {
   if (trainer.start_step() < steps) return;
@@ -192,20 +205,23 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
   StopOnSignal signals;
   transport::keep_grpc_initialised();
   int rank = 0;
-  std::string out;  // where this trainer writes (output_root.h); "" until known, or nowhere
+  RunFiles written;           // where this trainer writes (output_root.h); empty until known, or nowhere
+  bool holds_output = false;  // rank 0 holds its output folder (another run's is not written to)
+  bool recorded = false;      // and has written this run's summary
   try {
     training::require_builtin_trainer("training --model " + settings.trainer.model + " here");
     const training::DistInfo dist = training::dist_info(settings.launcher, settings.trainer);
     rank = dist.rank;
+    written = run_files(settings, dist.rank);  // known first: a failure from here on is recorded there
+    const auto lock = hold_output(settings, written, host, dist.rank);  // before anything else (output_lock.h)
+    holds_output = lock != nullptr;
+    const RunFiles& files = written;
     if (dist.local_rank == 0) spdlog::info("trainer {}: {}", host, training::describe(training::torch_runtime()));
     feed::RankFeed feed(rank_feed_options(settings, worker_targets, dist), signals.stop());
     training::RankOptions opts = training::derive_rank_options(settings.trainer, feed.info(), dist, rank_host(feed));
     opts.trainer.mix.seed = settings.data.seed;  // the data's seed also fixes the batches' mixing
     if (opts.trainer.checkpoints.every < 0) opts.trainer.checkpoints.interruptions_per_hour = job_interruptions(settings, cluster);
     training::set_torch_threads(opts.torch_threads);
-    const RunFiles files = run_files(settings, dist.rank);
-    const auto lock = hold_output(settings, files, host, dist.rank);
-    out = files.root;
     training::Trainer trainer(opts.trainer, feed.info(), dist, files.paths, eval_dataset(settings, feed.info()));
     signals.training_starts();
     const auto interrupts = signals.interrupts(feed);
@@ -215,19 +231,19 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     spdlog::info("trainer {} rank {}/{} on {}: {}, {}, {}", host, dist.rank, dist.world, trainer.device(),
                  counted(worker_targets.size(), "data worker"),
                  counted(opts.local_threads, "local preprocessing thread"), counted(opts.torch_threads, "torch thread"));
-    std::unique_ptr<feed::SampleAudit> audit;
-    if (settings.trainer.audit_samples) audit = std::make_unique<feed::SampleAudit>(feed.sampler(), feed.info().size);
+    const auto audit = settings.trainer.audit_samples
+                           ? std::make_unique<feed::SampleAudit>(feed.sampler(), feed.info().size) : nullptr;
     LiveRecords live(files, dist.rank, trainer.start_step() > 0, opts.steps_per_epoch, settings.quiet);
     const auto metrics = serve_live_metrics(settings, live, feed);
     const training::TrainReport result = train(trainer, feed, audit.get(), signals.stop(), live);
     feed.close();
     // Every rank's audit goes to rank 0, which reports the whole job's coverage.
-    std::vector<std::string> audits;
-    if (audit) audits = trainer.gather("sample-audit", audit->report().dump());
+    const auto audits = audit ? trainer.gather("sample-audit", audit->report().dump()) : std::vector<std::string>{};
     if (dist.rank == 0) {
       RunFacts facts{settings, feed, dist, cluster, opts.local_threads, opts.steps_per_epoch,
                      settings.trainer.batch_size};
       write_run_records(files, live, result, facts, audits);
+      recorded = true;
       // The weights are in a checkpoint, but the model the run was for is not: a failure.
       if (!result.model_error.empty()) throw Error(result.model_error);  // exit 1: the next start resumes and writes it
       // Every rank has finished its last step (run() ends with a barrier): now the workers may go.
@@ -239,11 +255,8 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     if (rank == 0) release(settings, worker_targets, "trainer interrupted");
     return kExitInterrupted;
   } catch (const std::exception& e) {
-    spdlog::error("trainer {} rank {} failed: {}", host, rank, e.what());
-    if (!settings.launcher.rank_group) {
-      report::write_failure(out.empty() ? settings.cluster.sagemaker_root : out, host,
-                            std::string("trainer failed: ") + e.what());
-    }
+    const bool folder = !(rank == 0 && !holds_output && !written.root.empty());  // else another run's
+    record_failure(settings, written, folder, holds_output && !recorded, host, rank, e);
     release(settings, worker_targets, "trainer failed");
     return exit_code(e);
   }

@@ -100,7 +100,28 @@ std::string run_table(const SummaryView& s) {
   row("trainer", (pi.trainer_host_cores > 0 ? std::to_string(pi.trainer_host_cores) : "?") + " cores, " +
                      text_or(pi.cpu_model, "CPU unknown") + ", " +
                      text_or(pi.trainer_instance_type, "instance type unknown"));
-  row("interrupted", s.interrupted ? "yes (SIGTERM: the run stopped early)" : "no");
+  if (!s.failure.empty()) {
+    row("failed", "<b>yes</b> (exit " + num(s.exit_code, 0) + "): " + html_escape(s.failure));
+  } else {
+    row("interrupted", s.interrupted ? "yes (SIGTERM: the run stopped early)" : "no");
+  }
+  return out + "</table>";
+}
+
+// One row per run of the job (a requeued or resubmitted job runs several times), from
+// runs.jsonl: when it ended, the steps it went from and to, and how it ended.
+std::string runs_table(const std::vector<nlohmann::json>& runs) {
+  std::string out = "<table><tr><th class=\"l\">ended</th><th>from step</th><th>steps</th><th class=\"l\">outcome</th></tr>";
+  for (const nlohmann::json& r : runs) {
+    const SummaryView v = read_summary(r);
+    const std::string ended = r.contains("ended") && r["ended"].is_string() ? r["ended"].get<std::string>() : "?";
+    const double from = r.contains("start_step") && r["start_step"].is_number() ? r["start_step"].get<double>() : NAN;
+    const std::string outcome = !v.failure.empty() ? "failed (exit " + num(v.exit_code, 0) + "): " + html_escape(v.failure)
+                                : v.interrupted    ? "stopped (SIGTERM), resumable"
+                                                   : "finished";
+    out += "<tr><td class=\"l\">" + html_escape(ended) + "</td><td>" + num(from, 0) + "</td><td>" + num(v.steps, 0) +
+           "</td><td class=\"l\">" + outcome + "</td></tr>";
+  }
   return out + "</table>";
 }
 
@@ -238,6 +259,7 @@ std::string render_html_report(const ReportInputs& in) {
          " steps</p>";
   out += cards(s);
   out += "<h2>Run</h2>" + run_table(s);
+  if (in.runs.size() > 1) out += "<h2>Every run of this job</h2>" + runs_table(in.runs);
   out += "<h2>Settings</h2>" + settings_table(s);
   out += "<h2>Data sources</h2>" + sources_table(s);
   out += "<h2>Where step time went</h2>" + step_time_table(s);
@@ -270,6 +292,7 @@ std::string write_run_report(const std::string& run, const std::string& out, con
   in.summary = std::move(files.summary);
   in.metrics = std::move(files.metrics);
   in.summary_path = files.summary_path;
+  in.runs = std::move(files.runs);
   if (files.metrics_path.empty()) {
     in.metrics_note = "no metrics.jsonl beside " + files.summary_path + ": the charts over time need it (older runs have none)";
   } else if (in.metrics.empty()) {

@@ -89,6 +89,9 @@ RunFiles load_run(const std::string& path) {
     r.metrics_path = it->get<std::string>();
   }
   if (!r.metrics_path.empty()) r.metrics = read_metrics(r.metrics_path, r.bad_metrics_lines);
+  const fs::path runs = fs::path(r.summary_path).parent_path() / "runs.jsonl";
+  size_t bad_runs = 0;
+  if (fs::is_regular_file(runs, ec)) r.runs = read_metrics(runs.string(), bad_runs);
   return r;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -27,6 +28,16 @@ std::string file_name_of(const std::string& host) {
   std::string out;
   for (char ch : host.substr(0, 100)) out += std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_' ? ch : '_';
   return out.empty() || out.front() == '.' ? "_" + out : out;
+}
+
+// Now, as 2026-11-28T10:42:07Z.
+std::string iso_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
 }
 
 std::string this_host() {
@@ -162,11 +173,23 @@ nlohmann::json make_summary(const TrainReport& train, const std::vector<SourceSt
 
 void write_summary_and_report(const std::string& path, const nlohmann::json& summary) {
   write_file_atomically(path, summary.dump(2) + "\n");
+  append_run(path, summary);
   try {
     spdlog::info("report in {}", write_run_report(path));
   } catch (const std::exception& e) {
     spdlog::warn("no report.html: {} (tandem report {} makes one later)", e.what(), path);
   }
+}
+
+void append_run(const std::string& summary_path, const nlohmann::json& summary) {
+  nlohmann::json line = {{"ended", iso_now()}};
+  for (const char* key : {"start_step", "steps", "interrupted", "failure", "exit_code", "final_loss", "wall_seconds"}) {
+    if (summary.contains(key)) line[key] = summary[key];
+  }
+  const std::string path = (std::filesystem::path(summary_path).parent_path() / "runs.jsonl").string();
+  std::ofstream out(path, std::ios::app);
+  out << line.dump() << "\n";
+  if (!out) spdlog::warn("could not add this run to {}", path);
 }
 
 bool write_failure(const std::string& sagemaker_root, const std::string& host, const std::string& reason,

@@ -71,6 +71,8 @@ SummaryView read_summary(const nlohmann::json& s) {
   v.per_rank_samples_per_sec = number(tp, "per_rank_samples_per_sec");
   v.ceiling_samples_per_sec = number(tp, "ceiling_samples_per_sec");
   v.interrupted = flag(s, "interrupted");
+  if (member(s, "failure").is_string()) v.failure = text(s, "failure");
+  v.exit_code = number(s, "exit_code");
   const nlohmann::json& workers = member(s, "workers");
   if (workers.is_array()) {
     for (const nlohmann::json& w : workers) v.sources.push_back(source_of(w));

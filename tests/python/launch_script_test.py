@@ -108,9 +108,10 @@ def failing_rank(tmp):
     failures = [open(os.path.join(tmp, h, "output/failure")).read()
                 for h in sorted(os.listdir(tmp)) if os.path.exists(os.path.join(tmp, h, "output/failure"))]
     # One rank per host: its host's report names it alone; the other host's ranks are
-    # stopped through the first host, whose failure names the host that failed.
+    # stopped through the job channel, and its failure names the rank and host that failed.
     assert any(f.startswith("rank-1 exited 1: ") and "ValueError: boom from rank 1" in f for f in failures), failures
-    assert any("trainer host algo-4 failed (exit 1)" in f for f in failures), failures
+    assert any("were stopped because the job is ending: rank-1 on trainer host algo-4 exited 1" in f
+               for f in failures), failures
     print("a raising rank ends the job: ok")
 
 

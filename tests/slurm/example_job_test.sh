@@ -54,39 +54,6 @@ submit() {
     "$example" --allow-cpu-training --batch-size 16 --log-every 10 --idle-timeout 60 "$@" ||
     slurm_fail "sbatch refused the example"
 }
-# Waits until job $1's output $2 matches $3 (grep -E), at most $4 seconds.
-wait_output() {
-  local deadline=$(( $(date +%s) + $4 ))
-  until grep -qE "$3" "$dir/$2.out" 2>/dev/null; do
-    (( $(date +%s) < deadline )) || slurm_fail "job $1: no '$3' in its output within $4 s ($(job_states "$1"))"
-    sleep 0.3
-  done
-}
-# Job $1, requeued, runs again (restart count $2). It may once its credentials have
-# expired (EligibleTime); then an update of the job makes the backfill scheduler, which
-# alone starts heterogeneous jobs, look at it again (on a busy cluster anything does).
-run_again() {
-  local deadline=$(( $(date +%s) + 60 )) eligible
-  until scontrol show job "$1" | grep -q "Restarts=$2"; do
-    (( $(date +%s) < deadline )) || slurm_fail "job $1 was not requeued (Restarts=$2) within 60 s: $(job_states "$1")"
-    sleep 0.3
-  done
-  slurm_wait_state "$1" 60 PENDING || slurm_fail "job $1 is not pending after its requeue"
-  eligible=$(date +%s -d "$(scontrol show job "$1" | grep -o 'EligibleTime=[^ ]*' | head -1 | cut -d= -f2)")
-  while (( $(date +%s) <= eligible )); do sleep 0.3; done
-  scontrol update JobId="$1" StartTime=now || slurm_fail "job $1 could not be updated"
-  slurm_wait_state "$1" 60 RUNNING || slurm_fail "job $1 did not run again"
-}
-
-# Job $1 ended COMPLETED with exit code 0 in every component.
-check_completed() {
-  local info
-  slurm_wait_end "$1" "$2" || { scancel "$1"; slurm_fail "job $1 did not end within $2 s"; }
-  info=$(scontrol show job "$1")
-  echo "$info" | grep -oE 'JobId=[0-9]+ |JobState=[A-Z_]+|Restarts=[0-9]+|ExitCode=[0-9:]+' | paste -sd' ' | sed 's/^/  /'
-  [[ $(job_states "$1") == COMPLETED ]] || slurm_fail "job $1 is $(job_states "$1"), not COMPLETED"
-  [[ $(grep -o 'ExitCode=[0-9:]*' <<<"$info" | sort -u) == "ExitCode=0:0" ]] || slurm_fail "an exit code of job $1 is not 0"
-}
 # Summary of job name $1: training reached step $2, and this run resumed at a step > 0
 # when $3 is "resumed" (`steps` counts this run's steps, from `start_step`).
 check_summary() {

@@ -124,7 +124,8 @@ class ReleaseReporter {
 
   // Tells the first host that this host's ranks ended with `code`: waits for the join,
   // then reports, retrying with a growing pause (at most 5 s) until it answers, refuses
-  // (logged: retrying cannot help), wait_s passes or `stop()` returns true (looked at every
+  // (logged: retrying cannot help), wait_s passes (10 s for a non-zero code: the job is
+  // ending anyway, and the first host does not wait for it) or `stop()` returns true (looked at every
   // 100 ms, also during a pause or a call). Gives up at once when the first host is gone,
   // and after one try when it said the job is ending (it is leaving, and needs no report). Returns whether the
   // report was taken; every failure is logged, none thrown (the host's own code stands).

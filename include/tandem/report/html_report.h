@@ -21,6 +21,7 @@ struct ReportInputs {
   std::string plan_note;                // shown instead of the plan when it is null: why there is none
   std::string summary_path;             // named in the page's footer; may be empty
   std::string metrics_note;             // shown when there are no metrics, e.g. "no metrics.jsonl beside ..."
+  std::vector<nlohmann::json> runs;     // every run of the job (runs.jsonl), oldest first; empty: not shown
 };
 
 // The page. Every string that came from the run (worker addresses, the model's name, file

@@ -15,6 +15,7 @@ struct RunFiles {
   std::string metrics_path;            // "" when there is none
   std::vector<nlohmann::json> metrics; // the lines that parsed as JSON objects, in file order
   size_t bad_metrics_lines = 0;        // lines skipped (a line cut short by a crash, say)
+  std::vector<nlohmann::json> runs;    // runs.jsonl beside the summary: every run of the job, oldest first
 };
 
 // The summary.json `path` names: the file itself, or in a directory <dir>/summary.json,

@@ -36,7 +36,13 @@ plan::PlanInputs measure_plan_inputs(const TrainReport& train, const std::vector
                                      const std::vector<WorkerFacts>& workers, const std::string& trainer_instance_type,
                                      int trainer_hosts, int local_threads);
 
-// Writes `summary` to `path` (atomically) and report.html beside it. A report is a
+// Adds one line for this run (when it ended, its start step and steps, how it ended) to
+// runs.jsonl beside `summary_path`: the report of a job run several times (requeued,
+// resubmitted under its name) shows every run.
+void append_run(const std::string& summary_path, const nlohmann::json& summary);
+
+// Writes `summary` to `path` (atomically), adds it to runs.jsonl (append_run) and writes
+// report.html beside it. A report is a
 // convenience: a failure to write it is a warning naming `tandem report`, never fatal.
 void write_summary_and_report(const std::string& path, const nlohmann::json& summary);
 

@@ -36,6 +36,8 @@ struct SummaryView {
   double world_size = NAN, batch_size = NAN, global_batch = NAN;
   double global_samples_per_sec = NAN, per_rank_samples_per_sec = NAN, ceiling_samples_per_sec = NAN;
   bool interrupted = false;
+  std::string failure;  // why the run failed ("failure"); "" for a run that finished or was stopped
+  double exit_code = NAN;
   std::vector<SourceSummary> sources;
   std::optional<StepSeconds> step_seconds;
   nlohmann::json settings = nlohmann::json::object();  // name -> value, as written (a table to show)
