@@ -249,7 +249,8 @@ class PlaceTest(SyntheticWorkerTest):
             out = run_alone(script.replace('steps=3,', f'steps=3, summary_json={summary!r},'), cwd)
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertEqual(sorted(os.listdir(os.path.dirname(summary))), ["metrics.jsonl", "report.html",
-                                                                           "summary.json", "tensorboard"])
+                                                                           "runs.jsonl", "summary.json",
+                                                                           "tensorboard"])
 
 
     def test_rank_0_serves_its_gauges_for_an_autoscaler(self):
