@@ -522,6 +522,17 @@ TEST(ReleaseGate, AFailureReachesEveryWatcherAndSilenceEndsTheJob) {
   const auto report_at = std::chrono::steady_clock::now();
   EXPECT_FALSE(orphan.report(0, nullptr));
   EXPECT_LT(std::chrono::steady_clock::now() - report_at, std::chrono::seconds(1)) << "--release-wait is 120 s";
+
+  // A first host that has exited before its watcher noticed (30 s): its port refuses the
+  // report, which is not retried (it was for 10 s, or --release-wait for exit 0).
+  auto left = std::make_unique<ReleaseGate>(o);
+  ReleaseReporter late("algo-2", {"127.0.0.1", left->port(), 120, job_security()});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // joined
+  left.reset();
+  const auto late_at = std::chrono::steady_clock::now();
+  EXPECT_FALSE(late.report(75, nullptr));
+  EXPECT_LT(std::chrono::steady_clock::now() - late_at, std::chrono::seconds(2));
+  EXPECT_FALSE(late.ending().has_value()) << "the watcher has not yet taken it for gone";
 }
 
 // A launcher of an earlier run of the same job (same token and job name) that reports to
@@ -771,74 +782,86 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Both trainer hosts' launchers running `ranks` (@DIR@ in it: the job's directory),
+// started, and the second joined to the first's job channel: what each drill below
+// begins with.
+struct RunningJob {
+  TwoHosts t;
+  testing::Child first, second;
+  std::string log(int host) const { return slurp(t.dir / ("algo-" + std::to_string(host) + ".log")); }
+};
+
+std::unique_ptr<RunningJob> start_job(const std::string& name, const std::string& ranks) {
+  auto j = std::make_unique<RunningJob>();
+  j->t = two_hosts(name);
+  EXPECT_GT(j->t.worker.port, 0) << slurp(j->t.dir / "worker.log");
+  std::string command = ranks;
+  for (size_t at; (at = command.find("@DIR@")) != std::string::npos;) command.replace(at, 5, j->t.dir.string());
+  j->first = testing::spawn(j->t.flags[0] + command, j->t.dir / "algo-1.log");
+  j->second = testing::spawn(j->t.flags[1] + command, j->t.dir / "algo-2.log");
+  for (const auto& [log, text] : {std::pair{"algo-1.log", "[rank-0] started"}, {"algo-2.log", "[rank-1] started"},
+                                  {"algo-2.log", "joined the job channel"}}) {
+    EXPECT_TRUE(testing::wait_for_text(j->t.dir / log, text, std::chrono::seconds(60))) << slurp(j->t.dir / log);
+  }
+  return j;
+}
+
+// Both hosts exit `code` within 15 s of `t0`, and the worker is released (exit 0).
+void expect_ended(RunningJob& j, int code, std::chrono::steady_clock::time_point t0) {
+  EXPECT_EQ(testing::wait_exit(j.first, std::chrono::seconds(60)), code) << j.log(1);
+  EXPECT_EQ(testing::wait_exit(j.second, std::chrono::seconds(60)), code) << j.log(2);
+  EXPECT_LT(seconds_since(t0), 15) << j.log(1) << j.log(2);
+  EXPECT_EQ(testing::wait_exit(j.t.worker.child, std::chrono::seconds(60)), 0) << slurp(j.t.dir / "worker.log");
+}
+
 // A rank of the second host fails while the first host's rank trains on: the first host
 // hears it over the job channel and stops its ranks at once (not after --dist-timeout),
 // and both exit with the cause's code; output/failure keeps the cause, each host's view
 // is output/failure.<host>.
 TEST(LaunchRelease, OneHostsFailureEndsEveryHostWithItsCode) {
-  TwoHosts t = two_hosts("fail-as-one");
-  ASSERT_GT(t.worker.port, 0) << slurp(t.dir / "worker.log");
-  const fs::path go = t.dir / "go";
-  const std::string ranks = ranks_until(1, go, "echo boom >&2; exit 9");
-  testing::Child first = testing::spawn(t.flags[0] + ranks, t.dir / "algo-1.log");
-  testing::Child second = testing::spawn(t.flags[1] + ranks, t.dir / "algo-2.log");
-  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-1.log", "[rank-0] started", std::chrono::seconds(60)));
-  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "[rank-1] started", std::chrono::seconds(60)));
-  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "joined the job channel", std::chrono::seconds(60)));
+  auto j = start_job("fail-as-one", ranks_until(1, "@DIR@/go", "echo boom >&2; exit 9"));
   const auto t0 = std::chrono::steady_clock::now();
-  std::ofstream(go) << "";
-  EXPECT_EQ(testing::wait_exit(second, std::chrono::seconds(60)), 9) << slurp(t.dir / "algo-2.log");
-  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 9) << slurp(t.dir / "algo-1.log");
-  EXPECT_LT(seconds_since(t0), 15) << slurp(t.dir / "algo-1.log");
-  EXPECT_EQ(testing::wait_exit(t.worker.child, std::chrono::seconds(60)), 0) << slurp(t.dir / "worker.log");
-  const std::string log = slurp(t.dir / "algo-1.log");
-  EXPECT_NE(log.find("the job is ending: rank-1 on trainer host algo-2 exited 9"), std::string::npos) << log;
-  EXPECT_NE(slurp(t.dir / "algo-2/output/failure").find("boom"), std::string::npos);
-  EXPECT_NE(slurp(t.dir / "algo-1/output/failure.algo-1").find("were stopped because the job is ending"),
+  std::ofstream(j->t.dir / "go") << "";
+  expect_ended(*j, 9, t0);
+  EXPECT_NE(j->log(1).find("the job is ending: rank-1 on trainer host algo-2 exited 9"), std::string::npos) << j->log(1);
+  EXPECT_NE(slurp(j->t.dir / "algo-2/output/failure").find("boom"), std::string::npos);
+  EXPECT_NE(slurp(j->t.dir / "algo-1/output/failure.algo-1").find("were stopped because the job is ending"),
             std::string::npos)
-      << slurp(t.dir / "algo-1/output/failure.algo-1");
-  fs::remove_all(t.dir);
+      << slurp(j->t.dir / "algo-1/output/failure.algo-1");
+  fs::remove_all(j->t.dir);
 }
 
 // The first host's rank fails: the second host is told and stops its rank, exit 9 too.
 TEST(LaunchRelease, TheFirstHostsFailureEndsTheOthers) {
-  TwoHosts t = two_hosts("first-fails");
-  ASSERT_GT(t.worker.port, 0) << slurp(t.dir / "worker.log");
-  const fs::path go = t.dir / "go";
-  const std::string ranks = ranks_until(0, go, "exit 9");
-  testing::Child first = testing::spawn(t.flags[0] + ranks, t.dir / "algo-1.log");
-  testing::Child second = testing::spawn(t.flags[1] + ranks, t.dir / "algo-2.log");
-  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "[rank-1] started", std::chrono::seconds(60)));
-  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "joined the job channel", std::chrono::seconds(60)));
+  auto j = start_job("first-fails", ranks_until(0, "@DIR@/go", "exit 9"));
   const auto t0 = std::chrono::steady_clock::now();
-  std::ofstream(go) << "";
-  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 9) << slurp(t.dir / "algo-1.log");
-  EXPECT_EQ(testing::wait_exit(second, std::chrono::seconds(60)), 9) << slurp(t.dir / "algo-2.log");
-  EXPECT_LT(seconds_since(t0), 15) << slurp(t.dir / "algo-2.log");
-  const std::string log = slurp(t.dir / "algo-2.log");
-  EXPECT_NE(log.find("says the job is ending: rank-0 on trainer host algo-1 exited 9"), std::string::npos) << log;
-  EXPECT_EQ(testing::wait_exit(t.worker.child, std::chrono::seconds(60)), 0) << slurp(t.dir / "worker.log");
-  fs::remove_all(t.dir);
+  std::ofstream(j->t.dir / "go") << "";
+  expect_ended(*j, 9, t0);
+  EXPECT_NE(j->log(2).find("says the job is ending: rank-0 on trainer host algo-1 exited 9"), std::string::npos)
+      << j->log(2);
+  fs::remove_all(j->t.dir);
 }
 
 // SIGTERM to the first host only: its rank stops (75), the job ends, and the second
-// host's rank is stopped too; neither waits --release-wait (300 s) for the other.
-TEST(LaunchRelease, ASigtermedFirstHostDoesNotLeaveTheOthersWaiting) {
-  TwoHosts t = two_hosts("term-first");
-  ASSERT_GT(t.worker.port, 0) << slurp(t.dir / "worker.log");
+// host's rank is stopped too; neither waits --release-wait (300 s) for the other. And
+// SIGTERM to both at once (Slurm's scancel --signal=TERM, a time limit): both out within
+// seconds, neither retrying its report to a first host that has left.
+TEST(LaunchRelease, ASigtermedJobEndsOnEveryHostAtOnce) {
   const std::string ranks = sh_command("trap \"exit 75\" TERM; echo started; while true; do sleep 0.1; done");
-  testing::Child first = testing::spawn(t.flags[0] + ranks, t.dir / "algo-1.log");
-  testing::Child second = testing::spawn(t.flags[1] + ranks, t.dir / "algo-2.log");
-  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-1.log", "[rank-0] started", std::chrono::seconds(60)));
-  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "[rank-1] started", std::chrono::seconds(60)));
-  ASSERT_TRUE(testing::wait_for_text(t.dir / "algo-2.log", "joined the job channel", std::chrono::seconds(60)));
-  const auto t0 = std::chrono::steady_clock::now();
-  kill(first.pid, SIGTERM);
-  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 75) << slurp(t.dir / "algo-1.log");
-  EXPECT_EQ(testing::wait_exit(second, std::chrono::seconds(60)), 75) << slurp(t.dir / "algo-2.log");
-  EXPECT_LT(seconds_since(t0), 15) << slurp(t.dir / "algo-2.log");
-  EXPECT_EQ(testing::wait_exit(t.worker.child, std::chrono::seconds(60)), 0) << slurp(t.dir / "worker.log");
-  fs::remove_all(t.dir);
+  auto first_only = start_job("term-first", ranks);
+  auto t0 = std::chrono::steady_clock::now();
+  kill(first_only->first.pid, SIGTERM);
+  expect_ended(*first_only, 75, t0);
+  fs::remove_all(first_only->t.dir);
+
+  auto both = start_job("term-both", ranks);
+  t0 = std::chrono::steady_clock::now();
+  kill(both->first.pid, SIGTERM);
+  kill(both->second.pid, SIGTERM);
+  EXPECT_EQ(testing::wait_exit(both->first, std::chrono::seconds(60)), 75) << both->log(1);
+  EXPECT_EQ(testing::wait_exit(both->second, std::chrono::seconds(60)), 75) << both->log(2);
+  EXPECT_LT(seconds_since(t0), 5) << both->log(1) << both->log(2);
+  fs::remove_all(both->t.dir);
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+// The other trainer hosts' end of the job channel (release_gate.h): join, watch, report.
 #include "tandem/launch/release_gate.h"
 
 #include "release_channel.h"
@@ -26,8 +27,6 @@ using namespace channel;
 
 constexpr double kEndedBadlyS = 10;  // how long a non-zero end is retried
 
-// The other trainer hosts' end of the job channel (release_gate.h): join, watch, report.
-
 struct ReleaseReporter::Impl {
   Impl(std::string h, ReportDoneOptions o) : host(std::move(h)), opts(std::move(o)) {
     grpc::ChannelArguments args;
@@ -50,9 +49,10 @@ struct ReleaseReporter::Impl {
     return ctx;
   }
 
-  // Joins until it has the run, is refused, or `stop` is set (the reporter's thread).
+  // Joins until it has the run, is refused, or `stop` is set (the reporter's thread):
+  // every second at most, since the ranks may fail (and need the channel) at any time.
   void join() {
-    Backoff backoff({0.2, 2, 5});
+    Backoff backoff({0.2, 2, 1});
     auto stopped = [this] { return stop.load(); };
     while (!stopped()) {
       v1::JoinRequest req;
@@ -255,6 +255,13 @@ bool ReleaseReporter::report(int code, const std::function<bool()>& stop, const 
     last = s.error_message();
     if (told) {
       spdlog::info("{} has ended the job and is leaving: this host's end (exit {}) is not needed there", where, code);
+      return false;
+    }
+    // It listened when this host joined, and listens until it exits: a refused connection
+    // now means it has exited (its workers released), not that it is slow to answer.
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE && last.find("Connection refused") != std::string::npos) {
+      spdlog::info("{} has exited (its port refuses connections): this host's end (exit {}) is not needed there",
+                   where, code);
       return false;
     }
     if (stop && stop()) return give_up("stopped after " + counted(attempts, "attempt"));

@@ -114,9 +114,9 @@ OutputLock::OutputLock(const std::string& root, const LockHolder& given, double 
       spdlog::warn("taking over the lock of output folder {} from an earlier run ({}): {}", root, describe(holder),
                    stale);
       // Replace it only if it is still the stale one: another starter may have taken it.
-      if (read_text(path_) == text) {
-        std::error_code ignored;
-        fs::remove(path_, ignored);
+      std::error_code ec;
+      if (read_text(path_) == text && !fs::remove(path_, ec) && ec) {
+        throw ConfigError(fmt::format("cannot remove the stale lock {}: {}: remove it by hand", path_, ec.message()));
       }
       continue;
     }

@@ -21,7 +21,6 @@ namespace {
 // When this process started, as file times go: output/failure older than it is an
 // earlier run's.
 const std::filesystem::file_time_type kProcessStarted = std::filesystem::file_time_type::clock::now();
-std::filesystem::file_time_type process_started() { return kProcessStarted; }
 
 // `host` as a file name's suffix: letters, digits, '.', '-' and '_' kept, the rest '_'.
 std::string file_name_of(const std::string& host) {
@@ -212,7 +211,7 @@ bool write_failure(const std::string& sagemaker_root, const std::string& host, c
     if (!took && errno == EEXIST) {
       std::error_code ec;
       const auto when = fs::last_write_time(first, ec);
-      if (replace_first || (!ec && when < process_started())) {
+      if (replace_first || (!ec && when < kProcessStarted)) {
         fs::rename(staged, first);
         took = true;
       }
