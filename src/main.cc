@@ -1,9 +1,11 @@
 #include "tandem/cli/commands.h"
 #include "tandem/common/crash_report.h"
+#include "tandem/common/file_limit.h"
 #include "tandem/common/memory_reuse.h"
 
 int main(int argc, char** argv) {
   tandem::install_crash_report();
   tandem::keep_freed_memory();
+  tandem::raise_file_limit();
   return tandem::cli::run_cli(argc, argv);
 }

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <regex>
@@ -15,8 +16,10 @@
 #include <gtest/gtest.h>
 
 #include "process_helpers.h"
+#include "tandem/report/run_log.h"
 #include "tandem/report/scaling.h"
-#include "tandem/transport/metrics_http.h"
+#include "tandem/common/error.h"
+#include "tandem/transport/live_metrics.h"
 
 namespace tandem {
 namespace {
@@ -67,29 +70,148 @@ TEST(Scaling, WorkersWantedIsTheNeedOverTheMeanCapacity) {
   EXPECT_DOUBLE_EQ(report::worker_capacity(s), 2000);
 }
 
-TEST(MetricsHttp, ServesOnePathAndASilentClientHoldsItUpOnlyBriefly) {
-  int scrapes = 0;
-  transport::MetricsServer server("127.0.0.1", 0, [&] {
-    ++scrapes;
-    return transport::prometheus_text(
-        {{"tandem_x", "An example", {{"", 2.5}, {transport::label("source", "a\"b"), 1}}}});
-  });
-  // Connects and says nothing: bounded by the server's deadline, not forever.
-  const int silent = socket(AF_INET, SOCK_STREAM, 0);
+// What a shell command prints.
+std::string command_output(const std::string& command) {
+  std::string out;
+  if (FILE* p = popen(command.c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    pclose(p);
+  }
+  return out;
+}
+
+// A connection to 127.0.0.1:port that says nothing (-1 when refused).
+int idle_connection(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(server.port()));
+  a.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  ASSERT_EQ(connect(silent, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(MetricsServer, ServesOnePathAndIdleConnectionsDoNotStallAScrape) {
+  std::atomic<int> scrapes = 0;
+  transport::MetricsServerOptions o;
+  o.bind = "127.0.0.1";
+  transport::MetricsServer server(o, [&] {
+    if (++scrapes == 2) throw std::runtime_error("the run's records are gone");
+    return std::string("# TYPE tandem_x gauge\ntandem_x 2.5\n");
+  });
+  // Twenty clients that connect and say nothing (the hostile run's 20 stalled every
+  // scrape of the old one-thread server): a scrape is still answered.
+  std::vector<int> idle;
+  for (int i = 0; i < 20; ++i) idle.push_back(idle_connection(server.port()));
   const auto t0 = std::chrono::steady_clock::now();
   const std::string page = http_get(server.port(), "/metrics");
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s);
-  close(silent);
-  EXPECT_NE(page.find("HTTP/1.0 200 OK"), std::string::npos) << page;
-  EXPECT_NE(page.find("# TYPE tandem_x gauge\ntandem_x 2.5\ntandem_x{source=\"a\\\"b\"} 1\n"), std::string::npos)
-      << page;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "idle connections held up the scrape";
+  for (const int fd : idle) close(fd);
+  EXPECT_NE(page.find("200 OK"), std::string::npos) << page;
+  EXPECT_NE(page.find("Content-Type: text/plain; version=0.0.4"), std::string::npos) << page;
+  EXPECT_NE(page.find("\r\n\r\n# TYPE tandem_x gauge\ntandem_x 2.5\n"), std::string::npos) << page;
+  // A page that cannot be made is a 500 with the reason; the server goes on.
+  const std::string failed = http_get(server.port(), "/metrics");
+  EXPECT_NE(failed.find("500"), std::string::npos) << failed;
+  EXPECT_NE(failed.find("the run's records are gone"), std::string::npos) << failed;
+  EXPECT_NE(http_get(server.port(), "/metrics").find("200 OK"), std::string::npos);
   EXPECT_NE(http_get(server.port(), "/other").find("404"), std::string::npos);
-  EXPECT_EQ(scrapes, 1);
+  EXPECT_EQ(scrapes, 3);
+}
+
+TEST(MetricsServer, ATakenPortIsAConfigurationErrorNamingItAndTheFix) {
+  transport::MetricsServerOptions o;
+  o.bind = "127.0.0.1";
+  transport::MetricsServer first(o, [] { return std::string(); });
+  o.port = first.port();
+  try {
+    transport::MetricsServer second(o, [] { return std::string(); });
+    FAIL() << "two servers on one port";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("127.0.0.1:" + std::to_string(o.port)), std::string::npos) << what;
+    EXPECT_NE(what.find("Address already in use"), std::string::npos) << what;
+    EXPECT_NE(what.find("--metrics-port"), std::string::npos) << what;
+  }
+  o.bind = "10.255.255.1";  // not this host's
+  o.port = 0;
+  EXPECT_THROW(transport::MetricsServer(o, [] { return std::string(); }), ConfigError);
+}
+
+// A trainer's metrics line with two workers, one of them gone (failed).
+nlohmann::json line(int step, int batches_a, bool b_serving) {
+  nlohmann::json b = {{"name", "10.0.0.2:6000"}, {"batches", 5}, {"images_per_sec", 40.0}, {"capacity", 90.0}};
+  if (!b_serving) b["serving"] = false;
+  return {{"step", step},
+          {"samples_per_sec", 100.0},
+          {"data_wait_pct", 20.0},
+          {"workers", b_serving ? 2 : 1},
+          {"sources",
+           {{{"name", "10.0.0.1:6000"}, {"batches", batches_a}, {"images_per_sec", 60.0}, {"capacity", 80.0}}, b}}};
+}
+
+TEST(LiveMetrics, UnknownValuesHaveNoSampleTotalsAreCountersAndDepartedWorkersGo) {
+  transport::TrainerMetrics m;
+  const std::string before = m.page(nullptr, 0);
+  EXPECT_EQ(before.find("NaN"), std::string::npos) << before;
+  EXPECT_EQ(before.find("Nan"), std::string::npos) << before;
+  EXPECT_TRUE(std::isnan(metric(before, "tandem_workers_wanted"))) << "no sample until it is known: " << before;
+  EXPECT_TRUE(std::isnan(metric(before, "tandem_step"))) << before;
+  EXPECT_EQ(metric(before, "tandem_requests_in_flight"), 0) << before;
+
+  const std::string first = m.page(line(10, 7, true), 3);
+  EXPECT_EQ(metric(first, "tandem_step"), 10) << first;
+  EXPECT_DOUBLE_EQ(metric(first, "tandem_data_wait_ratio"), 0.2) << first;
+  EXPECT_NE(first.find("# TYPE tandem_source_batches_total counter"), std::string::npos) << first;
+  EXPECT_NE(first.find("tandem_source_batches_total{source=\"10.0.0.1:6000\"} 7"), std::string::npos) << first;
+  EXPECT_NE(first.find("tandem_worker_capacity_samples_per_second{source=\"10.0.0.2:6000\"} 90"), std::string::npos);
+  // The same line scraped again adds nothing; the next line adds its window's batches.
+  EXPECT_NE(m.page(line(10, 7, true), 3).find("{source=\"10.0.0.1:6000\"} 7\n"), std::string::npos);
+  const std::string next = m.page(line(20, 4, true), 3);
+  EXPECT_NE(next.find("tandem_source_batches_total{source=\"10.0.0.1:6000\"} 11"), std::string::npos) << next;
+  // 10.0.0.2 fails: every series of it goes.
+  const std::string after = m.page(line(30, 4, false), 3);
+  EXPECT_EQ(after.find("10.0.0.2"), std::string::npos) << after;
+  EXPECT_NE(after.find("10.0.0.1:6000"), std::string::npos) << after;
+  EXPECT_EQ(metric(after, "tandem_workers"), 1) << after;
+
+  transport::WorkerMetrics w;
+  transport::WorkerServer::Stats s;
+  s.batches_served = 3;
+  s.samples_served = 24;
+  const std::string worker = w.page(s);
+  EXPECT_NE(worker.find("# TYPE tandem_worker_samples_served_total counter\ntandem_worker_samples_served_total 24"),
+            std::string::npos)
+      << worker;
+  s.batches_served = 5;
+  EXPECT_EQ(metric(w.page(s), "tandem_worker_batches_served_total"), 5);
+}
+
+// The trainer's own metrics line marks a failed worker, and its series go from the page.
+TEST(LiveMetrics, AWorkerThatFailedHasNoSeriesFromTheRunsOwnLine) {
+  const fs::path dir = fresh_dir("metrics-line");
+  report::MetricsLog log((dir / "metrics.jsonl").string(), false, 0);
+  report::LogPoint p;
+  p.step = 5;
+  p.window_s = 1;
+  p.samples_per_sec = 80;
+  report::SourceStats a{"10.0.0.1:6000", 10, 80, 2.0};
+  report::SourceStats b{"10.0.0.2:6000", 4, 32, 1.0};
+  a.threads = b.threads = 2;
+  log.write(p, {a, b});
+  transport::TrainerMetrics m;
+  EXPECT_NE(m.page(log.last(), 0).find("10.0.0.2:6000"), std::string::npos);
+  b.failed = true;
+  p.step = 10;
+  log.write(p, {a, b});
+  const std::string page = m.page(log.last(), 0);
+  EXPECT_EQ(page.find("10.0.0.2:6000"), std::string::npos) << page;
+  EXPECT_NE(page.find("10.0.0.1:6000"), std::string::npos) << page;
+  EXPECT_EQ(metric(page, "tandem_workers"), 1) << page;
 }
 
 struct Scrape {
@@ -135,8 +257,13 @@ TEST(LiveMetrics, WorkersWantedRisesWhenTheWorkerIsTooSlowAndFallsWhenThereAreTo
     std::smatch m;
     const std::string wlog = slurp(dir / "slow.log");
     ASSERT_TRUE(std::regex_search(wlog, m, at)) << wlog;
-    const std::string page = http_get(std::stoi(m[1].str()), "/metrics");
+    const int port = std::stoi(m[1].str());
+    const std::string page = http_get(port, "/metrics");
     EXPECT_EQ(metric(page, "tandem_worker_open_streams"), 1) << page;
+    // It listens where the worker does (--bind 127.0.0.1), not on every address.
+    const std::string listening = command_output("ss -ltnH");
+    EXPECT_NE(listening.find("127.0.0.1:" + std::to_string(port) + " "), std::string::npos) << listening;
+    EXPECT_EQ(listening.find("0.0.0.0:" + std::to_string(port) + " "), std::string::npos) << listening;
     EXPECT_GT(metric(page, "tandem_worker_batches_served_total"), 0) << page;
     kill(trainer.pid, SIGTERM);
     wait_exit(trainer, 60s);

@@ -49,7 +49,7 @@ bool accepted(const CLI::Option& o) {
   const std::string& name = o.get_lnames().front();
   const std::string& g = o.get_group();
   return g == cli::kDataGroup || g == cli::kSecurityGroup || name == "sagemaker-root" || name == "metrics-port" ||
-         kFeedTrainerSettings.count(name) > 0;
+         name == "metrics-bind" || kFeedTrainerSettings.count(name) > 0;
 }
 
 // Why `key` is refused, and what to do instead.

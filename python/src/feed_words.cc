@@ -143,6 +143,7 @@ std::shared_ptr<feed::ScriptRun> script_run(const Settings& settings, const Feed
                              steps_per_epoch};
   if (std::filesystem::is_directory(root, ec)) o.sagemaker_root = root;
   o.metrics_port = settings.cluster.metrics_port;
+  if (!settings.cluster.metrics_bind.empty()) o.metrics_bind = settings.cluster.metrics_bind;
   if (place.world > 1) {
     o.ranks = [summary, world = place.world, local = place.local_world, launch = place.launch] {
       return feed::ranks_training(summary, world, local, launch);

@@ -172,7 +172,7 @@ release_workers: when the feed ends or is closed, tell every worker to exit.
     data, seed, image_size, dataset_size, num_classes, wire_dtype, pipeline, split, channel,
     on_bad_sample, sagemaker_root, batch_size, steps, inflight, prefetch, connect_timeout,
     batch_timeout, log_every, summary_json, workers_watch, worker_service, emulate_step_ms,
-    metrics_port, token, token_file, job_name, tls_ca, tls_cert, tls_key, tls_server_name. Under
+    metrics_port, metrics_bind, token, token_file, job_name, tls_ca, tls_cert, tls_key, tls_server_name. Under
     `tandem launch`, those in $TANDEM_SETTINGS come first. workers_watch (a file of host:port
     lines, re-read when it changes) and worker_service (a DNS name, re-resolved) let workers join
     and leave as it runs; metrics_port serves rank 0's gauges, tandem_workers_wanted among them,

@@ -50,6 +50,9 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
                  "A worker, and a trainer's rank 0, serve Prometheus text at http://HOST:PORT/metrics; -1 = off, "
                  "0 = a free port")
       ->capture_default_str()->check(in_range(-1, 65535))->group(kClusterGroup);
+  app.add_option("--metrics-bind", o.metrics_bind,
+                 "Address --metrics-port listens on (IPv4); default: a worker's --bind, a trainer's 0.0.0.0")
+      ->group(kClusterGroup);
   limit_text(app, before);
 }
 

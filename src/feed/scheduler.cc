@@ -155,7 +155,7 @@ void Scheduler::fail(int source, const std::string& why, bool may_return, bool b
   cv_.notify_all();
 }
 
-void Scheduler::revive(int source) {
+void Scheduler::revive(int source, bool rejoined) {
   {
     std::lock_guard lock(mu_);
     Source& s = sources_.at(source);
@@ -165,7 +165,7 @@ void Scheduler::revive(int source) {
     s.may_return = false;
     s.retired = false;
     s.inflight = 0;
-    ++s.stats.rejoins;
+    if (rejoined) ++s.stats.rejoins;
     if (latest_ && !losers_.count({latest_->sequence, source})) {
       s.checks.push_back(latest_->sequence);
       losers_[{latest_->sequence, source}] = {latest_->digest, latest_->source};

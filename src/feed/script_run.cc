@@ -85,7 +85,8 @@ ScriptRun::ScriptRun(ScriptRunOptions opts) : opts_(std::move(opts)) {
   if (!dir.empty()) std::filesystem::create_directories(dir);
   metrics_ = std::make_unique<MetricsLog>((dir / "metrics.jsonl").string(), opts_.append_metrics, opts_.steps_per_epoch);
   metrics_server_ =
-      transport::serve_metrics(opts_.metrics_port, [this] { return transport::trainer_metrics(metrics_->last(), in_flight_); });
+      transport::serve_metrics(opts_.metrics_port, opts_.metrics_bind,
+                               [this] { return live_metrics_.page(metrics_->last(), in_flight_); });
   metrics_->add_tensorboard(report::tensorboard_dir(opts_.sagemaker_root, dir.string()));
 }
 

@@ -106,8 +106,8 @@ void WorkerLink::run(bool absent) {
     }
     if (leaving_) return;  // it left while being taken back
     spdlog::info("data worker {} {}", target(), streamed ? "rejoined" : "joined");
+    scheduler_.revive(id_, /*rejoined=*/streamed);
     streamed = true;
-    scheduler_.revive(id_);
     backoff.reset();
   }
 }

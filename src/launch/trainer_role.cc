@@ -145,8 +145,10 @@ std::unique_ptr<transport::MetricsServer> serve_live_metrics(const Settings& set
     }
     return nullptr;
   }
-  return transport::serve_metrics(settings.cluster.metrics_port, [&live, &feed] {
-    return transport::trainer_metrics(live.metrics()->last(), static_cast<double>(feed.scheduler().in_flight()));
+  const std::string& bind = settings.cluster.metrics_bind;
+  auto page = std::make_shared<transport::TrainerMetrics>();
+  return transport::serve_metrics(settings.cluster.metrics_port, bind.empty() ? "0.0.0.0" : bind, [&live, &feed, page] {
+    return page->page(live.metrics()->last(), static_cast<double>(feed.scheduler().in_flight()));
   });
 }
 

@@ -110,8 +110,11 @@ int run_worker(const Settings& settings, const std::string& host) {
   const int port = settings.worker.port >= 0 ? settings.worker.port : settings.cluster.worker_port;
   const int bound = server.start(settings.worker.bind + ":" + std::to_string(port));
   live = &server;
+  auto page = std::make_shared<transport::WorkerMetrics>();
+  const std::string& metrics_bind = settings.cluster.metrics_bind;
   const auto metrics = transport::serve_metrics(settings.cluster.metrics_port,
-                                             [&server] { return transport::worker_metrics(server.stats()); });
+                                                metrics_bind.empty() ? settings.worker.bind : metrics_bind,
+                                                [&server, page] { return page->page(server.stats()); });
   if (signalled) first_term(server, settings.worker, host);
   spdlog::info("data worker {} serving '{}' ({}, fingerprint {}) on port {} with {}", host, dataset->info().name,
                counted(dataset->info().size, "sample"), dataset->info().fingerprint, bound,

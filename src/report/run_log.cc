@@ -106,6 +106,7 @@ void MetricsLog::write(const LogPoint& p, const std::vector<SourceStats>& source
                      {"images_per_sec", rate},
                      {"share", total ? static_cast<double>(batches) / static_cast<double>(total) : 0.0}});
       if (const double c = worker_capacity(s); c > 0 && s.name != kLocalSource) out.back()["capacity"] = c;
+      if (s.failed || !s.left.empty()) out.back()["serving"] = false;
       batches_before_[s.name] = s.batches;
     }
     line["sources"] = std::move(out);

@@ -29,6 +29,8 @@ struct ClusterOptions {
   // --metrics-port: a data worker, and a trainer's rank 0, serve Prometheus text at
   // /metrics (-1 = none; 0 = a free port, logged): rates, data wait, tandem_workers_wanted.
   int metrics_port = -1;
+  // --metrics-bind: the address it listens on; "" = a worker's --bind, a trainer's 0.0.0.0.
+  std::string metrics_bind;
   double resolve_timeout_s = 120;            // --resolve-timeout: DNS may lag at job start
 };
 

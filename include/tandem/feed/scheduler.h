@@ -71,7 +71,9 @@ class Scheduler {
   // first re-making the latest batch already made (by any source), whose digest is
   // compared with the first copy's: a worker that restarted with code that is not
   // deterministic is caught at its rejoin.
-  void revive(int source);
+  // `rejoined`: it served before (counted in its rejoins), not a first join of a worker
+  // that was not answering at the start.
+  void revive(int source, bool rejoined = true);
   // A source being retried gives up for good (its retries ran out).
   void abandon(int source, const std::string& why);
   // How many threads make the source's batches (a worker's Info; scaling.h).

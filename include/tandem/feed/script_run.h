@@ -18,7 +18,7 @@
 #include "tandem/feed/scheduler.h"
 #include "tandem/report/run_log.h"
 #include "tandem/report/run_records.h"
-#include "tandem/transport/metrics_http.h"
+#include "tandem/transport/live_metrics.h"
 
 namespace tandem::feed {
 
@@ -36,6 +36,7 @@ struct ScriptRunOptions {
   // --metrics-port (metrics_port=): serve the run's gauges as Prometheus text while it
   // runs (live_metrics.h), as the trainer's rank 0 does; -1 = off, 0 = a free port.
   int metrics_port = -1;
+  std::string metrics_bind = "0.0.0.0";  // --metrics-bind (metrics_bind=)
 };
 
 // A job's ranks are WORLD_SIZE, but a rank that exits at once trains nothing: each rank of
@@ -116,6 +117,7 @@ class ScriptRun {
   std::vector<SourceStats> sources_;  // of the feeds that ended
   uint64_t hedged_ = 0;
   std::atomic<double> in_flight_{0};
+  transport::TrainerMetrics live_metrics_;
   std::unique_ptr<transport::MetricsServer> metrics_server_;  // last: it reads the members above
 };
 
