@@ -152,6 +152,33 @@ TEST(EndToEnd, EpochsBecomeStepsAndEachEpochUsesEverySampleOnce) {
   EXPECT_NE(both.output.find("both steps and epochs are set"), std::string::npos) << both.output;
 }
 
+// A checkpoint of 2 ranks resumed on 3 (480 samples, 8 a rank: 30 and 20 steps an
+// epoch): step 37 is epoch 1, sample 112 on 2 ranks but sample 408 on 3, so positions
+// 112..407 of epoch 1's order are never trained. The resume says so, naming both sizes,
+// and the audit counts them missing instead of "missing 0".
+TEST(EndToEnd, AResumeAtAnotherWorldSizeIsSaidAndItsSkippedSamplesAudited) {
+  const fs::path dir = fresh_dir("resume-world");
+  const std::string common = " --worker-hosts 1 --dataset-size 480 --batch-size 8 --image-size 16 --log-every 10"
+                             " --audit-samples --run-dir " + (dir / "run").string() + " --summary-json ";
+  const Result first = run("simulate --procs-per-host 2 --steps 38 --checkpoint-every 37" + common +
+                               (dir / "a.json").string(), dir, 240);
+  ASSERT_EQ(first.code, 0) << first.output;
+  const Result second = run("simulate --procs-per-host 3 --epochs 2" + common + (dir / "b.json").string(), dir, 240);
+  ASSERT_EQ(second.code, 0) << second.output;
+  for (const char* part : {"at another world size", "2 ranks x 8 (global batch 16) at epoch 1, sample 112",
+                           "3 ranks x 8 (global batch 24)", "samples 112-407 of epoch 1's order (296)",
+                           "sample audit: 368 samples planned, 72 consumed: 296 missing"}) {
+    EXPECT_NE(second.output.find(part), std::string::npos) << part << " not in:\n" << second.output;
+  }
+  const auto s = nlohmann::json::parse(slurp(dir / "b.json"));
+  EXPECT_EQ(s["start_step"], 37);
+  const auto& a = s["sample_audit"];
+  ASSERT_EQ(a["epochs"].size(), 1u) << a.dump(2);
+  EXPECT_EQ(a["epochs"][0]["consumed"], 72) << a.dump(2);
+  EXPECT_EQ(a["missing"], 296) << a.dump(2);
+  EXPECT_EQ(a["from"]["world"], 2) << a.dump(2);
+}
+
 TEST(EndToEnd, AnUnknownSettingIsOneClearError) {
   const fs::path dir = fresh_dir("unknown-setting");
   std::ofstream(dir / "config.json") << R"({"batch-sise": 8})";

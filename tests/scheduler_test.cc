@@ -190,7 +190,7 @@ data::Batch made_from(const data::Sampler& plan, uint64_t seq) {
 
 TEST(SampleAudit, CountsMissingDuplicatedAndUnplannedSamples) {
   data::Sampler plan(40, 4, 0);  // 10 batches an epoch
-  SampleAudit clean(plan, 40);
+  SampleAudit clean(plan, plan.position(0));
   for (uint64_t s = 0; s < 15; ++s) clean.record(made_from(plan, s));
   auto r = clean.report();
   EXPECT_EQ(r["planned"], 60);
@@ -201,7 +201,7 @@ TEST(SampleAudit, CountsMissingDuplicatedAndUnplannedSamples) {
   ASSERT_EQ(r["epochs"].size(), 2u);
   EXPECT_EQ(r["epochs"][0]["planned"], 40);
 
-  SampleAudit broken(plan, 40);
+  SampleAudit broken(plan, plan.position(0));
   broken.record(made_from(plan, 0));
   broken.record(made_from(plan, 0));  // delivered twice
   data::Batch wrong = made_from(plan, 2);  // batch 1 never arrives
@@ -211,6 +211,64 @@ TEST(SampleAudit, CountsMissingDuplicatedAndUnplannedSamples) {
   EXPECT_EQ(r["duplicated"], 4);
   EXPECT_EQ(r["unplanned"], 1);
   EXPECT_EQ(r["missing"], 5) << r.dump(2);  // all of batch 1, and the replaced sample of batch 2
+}
+
+// The case: 4,800 samples, 16 a rank, 2 epochs; a run on `from_world` ranks
+// checkpointed at `step`, resumed on `world` ranks to the end. The merged audit of the
+// second run, planned from the checkpoint's position.
+nlohmann::json resumed_audit(int from_world, int world, uint64_t step) {
+  const data::DataPosition from = data::position_at(step, 4800, 16, from_world);
+  std::vector<nlohmann::json> reports;
+  for (int rank = 0; rank < world; ++rank) {
+    data::Sampler plan(4800, 16, 7, rank, world);
+    SampleAudit audit(plan, from);
+    for (uint64_t s = step; s < 2 * plan.batches_per_epoch(); ++s) audit.record(made_from(plan, s));
+    reports.push_back(audit.report());
+  }
+  return SampleAudit::merge(reports);
+}
+
+TEST(SampleAudit, AResumeAtAnotherWorldSizeCountsTheSkippedAndRepeatedSamples) {
+  // 2 -> 3 ranks at step 193: positions 1376..4463 of epoch 1 are never trained.
+  nlohmann::json r = resumed_audit(2, 3, 193);
+  ASSERT_EQ(r["epochs"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["epochs"][0]["epoch"], 1);
+  EXPECT_EQ(r["epochs"][0]["planned"], 4800 - 1376);
+  EXPECT_EQ(r["epochs"][0]["consumed"], 336);
+  EXPECT_EQ(r["missing"], 3088) << r.dump();
+  EXPECT_EQ(r["duplicated"], 0);
+  // 3 -> 2 ranks at step 93: positions 2976..4463 of epoch 0 are trained twice.
+  r = resumed_audit(3, 2, 93);
+  EXPECT_EQ(r["duplicated"], 1488) << r.dump();
+  EXPECT_EQ(r["missing"], 0) << r.dump();
+  EXPECT_EQ(r["unplanned"], 0);
+  // 2 -> 3 at step 140: the rest of epoch 0 (320) and the start of epoch 1 (1,920) are
+  // skipped; epoch 0 has an entry though this run trained none of it.
+  r = resumed_audit(2, 3, 140);
+  ASSERT_EQ(r["epochs"].size(), 2u) << r.dump();
+  EXPECT_EQ(r["epochs"][0]["missing"], 320);
+  EXPECT_TRUE(r["epochs"][0]["first_batch"].is_null());
+  EXPECT_EQ(r["epochs"][1]["missing"], 1920);
+  // The same world size: every sample once.
+  r = resumed_audit(2, 2, 193);
+  EXPECT_EQ(r["missing"], 0);
+  EXPECT_EQ(r["duplicated"], 0);
+  EXPECT_EQ(r["planned"], r["consumed"]);
+}
+
+TEST(SampleAudit, AResumeAtAnotherGeometryIsSaidWithBothSizesAndTheSamples) {
+  const data::DataPosition two = data::position_at(193, 4800, 16, 2), three = data::position_at(193, 4800, 16, 3);
+  const std::string skip = resume_shift(two, three);
+  for (const char* part : {"2 ranks x 16 (global batch 32)", "3 ranks x 16 (global batch 48)", "epoch 1, sample 1376",
+                           "samples 1376-4463 of epoch 1's order (3088)", "skipped, never trained",
+                           "resume on 2 ranks x 16"}) {
+    EXPECT_NE(skip.find(part), std::string::npos) << part << " not in: " << skip;
+  }
+  const std::string again = resume_shift(data::position_at(93, 4800, 16, 3), data::position_at(93, 4800, 16, 2));
+  EXPECT_NE(again.find("samples 2976-4463 of epoch 0's order (1488) are trained again"), std::string::npos) << again;
+  EXPECT_EQ(resume_shift(two, two), "");
+  EXPECT_EQ(position_from_json(position_json(three)), three);
+  EXPECT_EQ(position_from_json(nlohmann::json::object()), std::nullopt);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <future>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -39,7 +40,15 @@ nlohmann::json make_run_summary(const training::TrainReport& result, const RunFa
   if (!audits.empty()) {
     std::vector<nlohmann::json> reports;
     for (const std::string& a : audits) reports.push_back(nlohmann::json::parse(a));
-    summary["sample_audit"] = feed::SampleAudit::merge(reports);
+    const nlohmann::json& a = summary["sample_audit"] = feed::SampleAudit::merge(reports);
+    const auto n = [&](const char* key) { return a[key].get<uint64_t>(); };
+    const std::string counts = fmt::format("{} samples planned, {} consumed: {} missing, {} duplicated, {} unplanned",
+                                           n("planned"), n("consumed"), n("missing"), n("duplicated"), n("unplanned"));
+    if (n("missing") + n("duplicated") + n("unplanned") == 0) {
+      spdlog::info("sample audit: every planned sample exactly once ({})", counts);
+    } else {
+      spdlog::warn("sample audit: {} (per epoch in the summary's sample_audit)", counts);
+    }
   }
   return summary;
 }

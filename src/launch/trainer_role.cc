@@ -200,6 +200,21 @@ void say_if_complete(const training::Trainer& trainer, int64_t steps) {
                trainer.resumed_from(), trainer.start_step(), steps);
 }
 
+// Where this run starts in the data: the checkpoint's position when it says and was of
+// a dataset of this size, else this run's own. Rank 0 says when they differ (a resume at
+// another world size or batch size skips or repeats samples; --audit-samples counts them).
+data::DataPosition start_position(const training::Trainer& trainer, const data::Sampler& plan, int rank) {
+  const data::DataPosition here = plan.position(static_cast<uint64_t>(trainer.start_step()));
+  const std::optional<data::DataPosition> then = trainer.resumed_position();
+  if (!then || then->dataset_size != here.dataset_size) return here;
+  const std::string shift = feed::resume_shift(*then, here);
+  if (rank == 0 && !shift.empty()) {
+    spdlog::warn("resuming from {} (step {}) at another world size or batch size: {}", trainer.resumed_from(),
+                 trainer.start_step(), shift);
+  }
+  return *then;
+}
+
 }  // namespace
 
 int run_trainer(const Settings& settings, const std::vector<std::string>& worker_targets, const std::string& host,
@@ -228,13 +243,14 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     signals.training_starts();
     const auto interrupts = signals.interrupts(feed);
     const int64_t steps = opts.trainer.loop.steps;
+    const data::DataPosition from = start_position(trainer, feed.sampler(), dist.rank);
     if (dist.rank == 0) say_if_complete(trainer, steps);
     feed.start(static_cast<uint64_t>(steps), static_cast<uint64_t>(trainer.start_step()), opts.local_threads);
     spdlog::info("trainer {} rank {}/{} on {}: {}, {}, {}", host, dist.rank, dist.world, trainer.device(),
                  counted(worker_targets.size(), "data worker"),
                  counted(opts.local_threads, "local preprocessing thread"), counted(opts.torch_threads, "torch thread"));
     const auto audit = settings.trainer.audit_samples
-                           ? std::make_unique<feed::SampleAudit>(feed.sampler(), feed.info().size) : nullptr;
+                           ? std::make_unique<feed::SampleAudit>(feed.sampler(), from) : nullptr;
     LiveRecords live(files, dist.rank, trainer.start_step() > 0, opts.steps_per_epoch, settings.quiet);
     const auto metrics = serve_live_metrics(settings, live, feed);
     const training::TrainReport result = train(trainer, feed, audit.get(), signals.stop(), live);

@@ -113,11 +113,12 @@ int64_t restore_state(const std::string& bytes, const std::string& origin, Model
 }
 
 void write_checkpoint(const std::string& dir, int64_t step, const std::string& bytes, int keep,
-                      const nlohmann::json& job) {
+                      const nlohmann::json& job, const nlohmann::json& data) {
   const fs::path path = checkpoint_path(dir, step);
   write_file_atomically(path.string(), bytes);
   nlohmann::json sidecar = {{"step", step}, {"bytes", bytes.size()}, {"fnv1a", fingerprint_of(bytes)}};
   if (!job.is_null()) sidecar["job"] = job;
+  if (!data.is_null()) sidecar["data"] = data;
   write_file_atomically(path.string() + ".json", sidecar.dump() + "\n");
   const std::vector<int64_t> steps = steps_in(dir);
   for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < steps.size(); ++i) {
@@ -138,6 +139,7 @@ std::optional<Checkpoint> newest_checkpoint(const std::string& dir) {
       continue;
     }
     c.job = sidecar.value("job", nlohmann::json());
+    c.data = sidecar.value("data", nlohmann::json());
     return c;
   }
   return std::nullopt;

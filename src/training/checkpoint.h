@@ -21,6 +21,7 @@ struct Checkpoint {
   std::string path;
   std::string bytes;
   nlohmann::json job;  // the job that wrote it (its sidecar's "job"); null: written before tandem said
+  nlohmann::json data;  // where it was in the data (feed::position_json); null: written before tandem said
 };
 
 std::string serialize_state(Model& model, torch::optim::Optimizer& optimizer, int64_t step);
@@ -34,9 +35,10 @@ int64_t restore_state(const std::string& bytes, const std::string& origin, Model
 
 // Writes <dir>/ckpt-<step>.pt (temp file + rename) and its .json sidecar, then deletes
 // all but the newest `keep`.
-// `job` (the model, optimizer and dataset that wrote it) goes into the sidecar.
+// `job` (the model, optimizer and dataset that wrote it) and `data` (its place in the
+// data and its geometry) go into the sidecar.
 void write_checkpoint(const std::string& dir, int64_t step, const std::string& bytes, int keep,
-                      const nlohmann::json& job = nullptr);
+                      const nlohmann::json& job = nullptr, const nlohmann::json& data = nullptr);
 
 // The newest checkpoint in `dir` whose bytes match its sidecar. Corrupt ones are reported
 // (logged, with the path) and skipped.

@@ -18,6 +18,7 @@
 #include "tandem/common/files.h"
 #include "tandem/common/hash.h"
 #include "tandem/common/text.h"
+#include "tandem/feed/sample_audit.h"
 #include "trainer_impl.h"
 
 #if defined(TANDEM_WITH_CUDA)
@@ -113,6 +114,9 @@ Trainer::~Trainer() = default;
 int64_t Trainer::start_step() const { return impl_->start_step; }
 
 std::string Trainer::resumed_from() const { return impl_->resumed_from; }
+std::optional<data::DataPosition> Trainer::resumed_position() const {
+  return feed::position_from_json(impl_->resumed_data);
+}
 
 std::string Trainer::device() const { return impl_->device.str(); }
 
@@ -180,10 +184,13 @@ void Trainer::Impl::resume() {
       bytes = std::move(c->bytes);
       origin = c->path;
     }
+    if (c && foreign.empty()) resumed_data = c->data;
+    collective->put("resume-data", resumed_data.dump());
     collective->put("resume-origin", !foreign.empty() ? "!" + foreign : origin.empty() ? "-" : origin);
     collective->put("resume", bytes);
     if (!foreign.empty()) throw ConfigError(foreign);
   } else {
+    resumed_data = nlohmann::json::parse(collective->take("resume-data"), nullptr, false);
     origin = collective->take("resume-origin");
     bytes = collective->take("resume");
     if (origin.rfind('!', 0) == 0) throw ConfigError(origin.substr(1));
@@ -282,7 +289,11 @@ void Trainer::Impl::log_line(const LogPoint& p) const {
 std::string Trainer::Impl::save_checkpoint(int64_t step) {
   const std::string& dir = paths.checkpoint_dir;
   if (dist.rank != 0 || dir.empty()) return {};
-  write_checkpoint(dir, step, serialize_state(*model, *optimizer, step), config.checkpoints.keep, job());
+  const int batch = config.loop.batch_size;
+  const nlohmann::json data =
+      batch > 0 ? feed::position_json(data::position_at(static_cast<uint64_t>(step), info.size, batch, dist.world))
+                : nlohmann::json();
+  write_checkpoint(dir, step, serialize_state(*model, *optimizer, step), config.checkpoints.keep, job(), data);
   spdlog::info("checkpoint at step {} in {}", step, dir);
   return dir;
 }

@@ -50,7 +50,7 @@ TrainerConfig trainer_config(const TrainerOptions& opts, int64_t steps) {
   c.model = {opts.model, opts.amp, opts.channels_last, opts.grad_sync == "overlap"};
   c.optimizer = {opts.optimizer,      opts.lr,           opts.momentum, opts.weight_decay, opts.fused_optimizer,
                  opts.clip_grad_norm, opts.warmup_steps, opts.schedule, steps};
-  c.loop = {steps, opts.log_every, opts.eval_every, opts.emulate_step_ms};
+  c.loop = {steps, opts.log_every, opts.eval_every, opts.emulate_step_ms, opts.batch_size};
   c.checkpoints = {opts.checkpoint_every, opts.keep_checkpoints, opts.resume_any};
   c.mix = {opts.mixup, opts.cutmix, opts.label_smoothing};
   return c;

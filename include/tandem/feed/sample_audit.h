@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,15 +20,19 @@ namespace tandem::feed {
 
 class SampleAudit {
  public:
-  // REQUIRES: `plan` outlives the audit.
-  SampleAudit(const data::Sampler& plan, uint64_t dataset_size);
+  // REQUIRES: `plan` outlives the audit. `from`: where the run started in the data: the
+  // position a checkpoint it resumed from records (an earlier run's, maybe at another
+  // world size), else plan.position(its first step). The audit plans by position from
+  // there, and counts the samples before it as trained already, so a resume that skips
+  // samples reports them missing and one that repeats them reports them duplicated.
+  SampleAudit(const data::Sampler& plan, const data::DataPosition& from);
 
   // A batch the training loop consumed.
   void record(const data::Batch& batch);
 
-  // Per epoch: planned samples (of the sequences between the first and last consumed,
-  // so a skipped sequence counts), consumed, missing, duplicated and unplanned, plus the
-  // totals. All zeros but planned and consumed mean every sample exactly once.
+  // Per epoch: planned samples (this rank's positions from `from` to its last consumed
+  // batch, so a skipped sequence counts), consumed, missing, duplicated and unplanned,
+  // plus the totals. All zeros but planned and consumed mean every sample exactly once.
   nlohmann::json report() const;
 
   // The reports of every rank as one: ranks' plans are disjoint slices of each global
@@ -35,13 +41,26 @@ class SampleAudit {
 
  private:
   struct Epoch {
-    std::vector<uint8_t> times;  // per sample: how often consumed (saturating)
+    std::vector<uint8_t> times;  // per sample: how often consumed (saturating), earlier runs' too
     uint64_t first_sequence = UINT64_MAX, last_sequence = 0;
     uint64_t consumed = 0, duplicated = 0, unplanned = 0;
   };
+  Epoch& epoch(uint32_t e);
+  nlohmann::json epoch_report(uint32_t number, const Epoch& e, uint32_t last_epoch, uint64_t last_sequence) const;
+
   const data::Sampler& plan_;
-  uint64_t dataset_size_;
+  const data::DataPosition from_;
   std::map<uint32_t, Epoch> epochs_;
 };
+
+// A position as a checkpoint's sidecar keeps it ("data"), and read back (nullopt: a
+// sidecar from before tandem kept it, or not one).
+nlohmann::json position_json(const data::DataPosition& p);
+std::optional<data::DataPosition> position_from_json(const nlohmann::json& j);
+
+// A resume whose checkpoint was written at `from` and whose first step lands at `to`
+// (another world size or batch size): one line naming both geometries and the samples
+// of the epochs' order that are skipped or trained again; "" when they meet.
+std::string resume_shift(const data::DataPosition& from, const data::DataPosition& to);
 
 }  // namespace tandem::feed

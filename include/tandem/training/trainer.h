@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/data/batching/sampler.h"
 #include "tandem/data/core/batch.h"
 #include "tandem/data/core/dataset.h"
 #include "tandem/report/run_records.h"
@@ -61,6 +62,9 @@ class Trainer {
   int64_t start_step() const;
   // The checkpoint it resumed from, "" when it started afresh.
   std::string resumed_from() const;
+  // Where that checkpoint was in the data and its geometry (every rank knows it); nullopt
+  // when it started afresh or the checkpoint does not say (written before tandem kept it).
+  std::optional<data::DataPosition> resumed_position() const;
 
   // Trains until loop.steps, the end of the batches, or `stop` on any rank (every rank
   // stops at the same step; rank 0 then checkpoints). Logs a metrics line every

@@ -48,6 +48,7 @@ struct LoopOptions {
   int log_every = 20;      // --log-every
   int64_t eval_every = 0;  // --eval-every: 0 = at the end only (with an eval set)
   double step_ms = 0;      // --emulate-step-ms: simulations only (pad_step); 0 = off
+  int batch_size = 0;      // --batch-size, per rank: the data position a checkpoint keeps; 0 = not known
   bool operator==(const LoopOptions&) const = default;
 };
 

@@ -40,6 +40,22 @@ const std::vector<uint64_t>& Sampler::permutation(uint32_t epoch) const {
   return cached_order_;
 }
 
+DataPosition position_at(uint64_t step, uint64_t dataset_size, int batch_size, int world) {
+  const uint64_t global = static_cast<uint64_t>(batch_size) * static_cast<uint64_t>(world);
+  const uint64_t per_epoch = dataset_size / global;
+  return {static_cast<uint32_t>(step / per_epoch), (step % per_epoch) * global, world, batch_size, dataset_size,
+          per_epoch * global};
+}
+
+DataPosition Sampler::position(uint64_t sequence) const {
+  return position_at(sequence, dataset_size_, batch_size_, world_);
+}
+
+std::vector<uint64_t> Sampler::order(uint32_t epoch) const {
+  std::lock_guard lock(mu_);
+  return permutation(epoch);
+}
+
 BatchRequest Sampler::request(uint64_t sequence) const {
   BatchRequest req;
   req.sequence = sequence;
