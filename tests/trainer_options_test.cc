@@ -32,7 +32,9 @@ TEST(TrainerConfig, DefaultsAreTheFlagsDefaults) {
   const TrainerConfig c = trainer_config(flags, flags.steps);
   EXPECT_EQ(c.model, ModelOptions{});
   EXPECT_EQ(c.optimizer, OptimizerOptions{});
-  EXPECT_EQ(c.loop, LoopOptions{});
+  LoopOptions loop;
+  loop.batch_size = flags.batch_size;  // the data position a checkpoint keeps
+  EXPECT_EQ(c.loop, loop);
   EXPECT_EQ(c.checkpoints, CheckpointOptions{});
   EXPECT_EQ(c.mix, MixOptions{});
 }
@@ -58,10 +60,11 @@ TEST(TrainerConfig, EveryFlagReachesItsComponent) {
   o.mixup = 0.2;
   o.cutmix = 1.0;
   o.label_smoothing = 0.1;
+  o.batch_size = 12;
   const TrainerConfig c = trainer_config(o, 99);
   EXPECT_EQ(c.model, (ModelOptions{"resnet18", "bf16", true, false}));
   EXPECT_EQ(c.optimizer, (OptimizerOptions{"adamw", 0.3, 0.5, 0.01, false, 1.5, 7, "cosine", 99}));
-  EXPECT_EQ(c.loop, (LoopOptions{99, 3, 11}));
+  EXPECT_EQ(c.loop, (LoopOptions{99, 3, 11, 0, 12}));
   EXPECT_EQ(c.checkpoints, (CheckpointOptions{13, 2}));
   EXPECT_EQ(c.mix, (MixOptions{0.2, 1.0, 0.1, 0})) << "the seed is the data's, set by the caller";
 }

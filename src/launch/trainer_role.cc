@@ -202,8 +202,11 @@ void say_if_complete(const training::Trainer& trainer, int64_t steps) {
 
 // Where this run starts in the data: the checkpoint's position when it says and was of
 // a dataset of this size, else this run's own. Rank 0 says when they differ (a resume at
-// another world size or batch size skips or repeats samples; --audit-samples counts them).
-data::DataPosition start_position(const training::Trainer& trainer, const data::Sampler& plan, int rank) {
+// another world size or batch size skips or repeats samples; --audit-samples counts them)
+// and when the checkpoint is at the run's last step already.
+data::DataPosition start_position(const training::Trainer& trainer, const data::Sampler& plan, int rank,
+                                  int64_t steps) {
+  if (rank == 0) say_if_complete(trainer, steps);
   const data::DataPosition here = plan.position(static_cast<uint64_t>(trainer.start_step()));
   const std::optional<data::DataPosition> then = trainer.resumed_position();
   if (!then || then->dataset_size != here.dataset_size) return here;
@@ -243,8 +246,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     signals.training_starts();
     const auto interrupts = signals.interrupts(feed);
     const int64_t steps = opts.trainer.loop.steps;
-    const data::DataPosition from = start_position(trainer, feed.sampler(), dist.rank);
-    if (dist.rank == 0) say_if_complete(trainer, steps);
+    const data::DataPosition from = start_position(trainer, feed.sampler(), dist.rank, steps);
     feed.start(static_cast<uint64_t>(steps), static_cast<uint64_t>(trainer.start_step()), opts.local_threads);
     spdlog::info("trainer {} rank {}/{} on {}: {}, {}, {}", host, dist.rank, dist.world, trainer.device(),
                  counted(worker_targets.size(), "data worker"),

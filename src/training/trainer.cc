@@ -290,9 +290,10 @@ std::string Trainer::Impl::save_checkpoint(int64_t step) {
   const std::string& dir = paths.checkpoint_dir;
   if (dist.rank != 0 || dir.empty()) return {};
   const int batch = config.loop.batch_size;
+  const bool known = batch > 0 && static_cast<uint64_t>(batch) * static_cast<uint64_t>(dist.world) <= info.size;
   const nlohmann::json data =
-      batch > 0 ? feed::position_json(data::position_at(static_cast<uint64_t>(step), info.size, batch, dist.world))
-                : nlohmann::json();
+      known ? feed::position_json(data::position_at(static_cast<uint64_t>(step), info.size, batch, dist.world))
+            : nlohmann::json();
   write_checkpoint(dir, step, serialize_state(*model, *optimizer, step), config.checkpoints.keep, job(), data);
   spdlog::info("checkpoint at step {} in {}", step, dir);
   return dir;
