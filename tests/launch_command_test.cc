@@ -864,5 +864,51 @@ TEST(LaunchRelease, ASigtermedJobEndsOnEveryHostAtOnce) {
   fs::remove_all(both->t.dir);
 }
 
+// A data worker host that cannot start (its port held by another program) exits 3 at
+// once and tells the first trainer host, which stops its ranks and exits 3 with the
+// worker's reason, instead of training without it or waiting --connect-timeout for it.
+TEST(LaunchRelease, AWorkerHostThatCannotStartEndsTheJobAtOnceWithItsReason) {
+  const fs::path dir = testing::fresh_dir("worker-cannot-start");
+  SimulateOptions sim;
+  sim.trainer_hosts = 1;
+  sim.worker_hosts = 1;
+  const std::vector<SimHost> hosts = plan_hosts(sim);
+  ASSERT_FALSE(hosts[0].trainer);  // algo-1 serves data, algo-2 trains
+  const std::vector<int> ports = free_loopback_ports(4);
+  const int holder = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(ports[0]));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(holder, 4), 0);
+  std::string flags[2];
+  for (size_t i = 0; i < 2; ++i) {
+    const fs::path root = dir / hosts[i].name;
+    write_host_root(root.string(), hosts, i, nlohmann::json::object());
+    flags[i] = "launch --sagemaker-root " + root.string() + " --host-map " + host_map(hosts, {ports[0], ports[1]}) +
+               " --master-port " + std::to_string(ports[2]) + " --release-port " + std::to_string(ports[3]) +
+               " --procs-per-host 1 --token t0k3n --job-name job-7 --bind 127.0.0.1 --threads 1 ";
+  }
+  testing::Child trainer = testing::spawn(flags[1] + sh_command("echo started; while true; do sleep 0.1; done"),
+                                          dir / "algo-2.log");
+  ASSERT_TRUE(testing::wait_for_text(dir / "algo-2.log", "[rank-0] started", std::chrono::seconds(60)))
+      << slurp(dir / "algo-2.log");
+  const auto t0 = std::chrono::steady_clock::now();
+  testing::Child worker = testing::spawn(flags[0], dir / "algo-1.log");
+  EXPECT_EQ(testing::wait_exit(worker, std::chrono::seconds(60)), 3) << slurp(dir / "algo-1.log");
+  EXPECT_EQ(testing::wait_exit(trainer, std::chrono::seconds(60)), 3) << slurp(dir / "algo-2.log");
+  EXPECT_LT(seconds_since(t0), 10) << slurp(dir / "algo-1.log") << slurp(dir / "algo-2.log");
+  const std::string port = std::to_string(ports[0]);
+  const std::string failure = slurp(dir / "algo-2/output/failure.algo-2");
+  EXPECT_NE(failure.find("data worker host algo-1 cannot serve"), std::string::npos) << failure;
+  EXPECT_NE(failure.find("port " + port + " is taken"), std::string::npos) << failure;
+  EXPECT_NE(slurp(dir / "algo-2.log").find("the job is ending: data worker host algo-1 cannot serve"),
+            std::string::npos)
+      << slurp(dir / "algo-2.log");
+  close(holder);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tandem::launch

@@ -15,13 +15,13 @@ namespace tandem::launch {
 // How long a first host that ends the job waits for the other hosts to hear it.
 inline constexpr double kTellS = 5;
 
-// This host's end of the job channel (release_gate.h): the first trainer host's gate, or
-// another one's reporter, or neither (one trainer host).
+// This host's end of the job channel (release_gate.h): the first trainer host's gate (with
+// other trainer hosts or data worker hosts to hear), or another one's reporter, or neither.
 class JobChannel {
  public:
   explicit JobChannel(const RankGroupOptions& o, ReleaseGateOptions gate) : host_(o.context.host) {
     // Listening before any rank starts: another host's ranks may end before this one's.
-    if (!o.peers.empty()) gate_ = std::make_unique<ReleaseGate>(std::move(gate));
+    if (!o.peers.empty() || !o.worker_hosts.empty()) gate_ = std::make_unique<ReleaseGate>(std::move(gate));
     // And the other hosts join the first one's barrier now, so that their report is of this run.
     if (!o.report_to.empty()) {
       reporter_ = std::make_unique<ReleaseReporter>(

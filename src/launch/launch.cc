@@ -129,10 +129,11 @@ RankGroupOptions group_options(const Settings& settings, const cluster::Cluster&
   if (plan.host_index == 0) {
     o.release = targets;
     o.peers.assign(plan.trainer_hosts.begin() + 1, plan.trainer_hosts.end());
+    o.worker_hosts = plan.worker_hosts;
   } else {
     o.report_to = o.context.master_addr;
   }
-  if (plan.trainer_hosts.size() > 1) {
+  if (plan.trainer_hosts.size() > 1 || !plan.worker_hosts.empty()) {
     o.release_port = release_port(settings.launch, settings.trainer.master_port);
     o.release_wait_s = settings.launch.release_wait_s;
   }
@@ -253,7 +254,8 @@ int run_launch(const Settings& given_settings, const std::vector<std::string>& f
     Settings s = settings;
     if (s.worker.port < 0) s.worker.port = cluster::worker_endpoint(c.current_host, co).port;
     if (!command.empty()) spdlog::info("{} runs on the trainer hosts; this one serves data", printable(command[0], 200));
-    return run_worker(s, c.current_host);
+    if (plan.trainer_hosts.empty()) return run_worker(s, c.current_host);
+    return run_worker_host(s, c.current_host, cluster::worker_endpoint(plan.trainer_hosts.front(), co).address);
   }
   if (command.empty()) {
     training::require_builtin_trainer("a trainer host with no command to run (training --model " +
@@ -268,8 +270,11 @@ int run_launch(const Settings& given_settings, const std::vector<std::string>& f
   if (!command.empty()) return run_command(settings, c, plan, targets, command, given);
   const int procs = ranks_on_host(settings, c, true);
   training::check_ranks_fit_gpus(procs);
-  // One rank on the only trainer host: no group to start, this process is the rank.
-  if (procs == 1 && plan.trainer_hosts.size() == 1) return run_trainer(settings, targets, c.current_host, &c);
+  // One rank on the only trainer host, with no worker hosts to hear from: no group to
+  // start, this process is the rank.
+  if (procs == 1 && plan.trainer_hosts.size() == 1 && plan.worker_hosts.empty()) {
+    return run_trainer(settings, targets, c.current_host, &c);
+  }
   return run_trainer_ranks(settings, c, plan, targets, forwarded, given, procs);
 }
 

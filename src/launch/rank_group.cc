@@ -135,6 +135,7 @@ ReleaseGateOptions gate_options(const RankGroupOptions& o) {
   ReleaseGateOptions g;
   g.port = o.release_port;
   g.expected = o.peers;
+  g.workers = o.worker_hosts;
   g.security = o.security;
   return g;
 }
@@ -166,6 +167,12 @@ void release(const RankGroupOptions& o, int code) {
   spdlog::info("released {} of {} ({})", acknowledged, counted(o.release.size(), "data worker"), reason);
 }
 
+// A data worker host's report that it could not start ends a running job, but not one
+// whose ranks had all ended well already.
+bool ended_by_worker(const RankGroupOptions& o, const JobEnd& e) {
+  return std::find(o.worker_hosts.begin(), o.worker_hosts.end(), e.host) != o.worker_hosts.end();
+}
+
 // The first trainer host, its ranks ended with `code` (the job's, when another host
 // ended it): waits for the other hosts' ranks (not when the job is ending), releases the
 // workers, and returns the host's exit code: its own, else the first failure another
@@ -188,7 +195,7 @@ int release_after_peers(const RankGroupOptions& o, ReleaseGate& gate, int code) 
   int job = code;
   if (code != 0) {
     gate.end({o.context.host, code, fmt::format("trainer host {}'s ranks ended with exit {}", o.context.host, code)});
-  } else if (const std::optional<JobEnd> e = gate.ending()) {
+  } else if (const std::optional<JobEnd> e = gate.ending(); e && !ended_by_worker(o, *e)) {
     job = e->code;
     const std::string why = fmt::format("trainer host {} failed (exit {}): its output/failure.{} says why; the ranks "
                                         "of this host ({}) exited 0\n",

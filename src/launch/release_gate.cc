@@ -82,13 +82,21 @@ struct ReleaseGate::Impl final : v1::JobBarrier::Service {
       s = {s.error_code(), "a launcher of job '" + printable(caller_job(ctx), 80) + "', not of this job ('" +
                                opts.security.job + "'): give every trainer host the same --job-name"};
     }
-    if (s.ok() && std::find(opts.expected.begin(), opts.expected.end(), host) == opts.expected.end()) {
+    if (s.ok() && !trainer(host) && !worker(host)) {
       s = {grpc::StatusCode::PERMISSION_DENIED, "host '" + printable(host, 80) +
-                                                    "' is not one of the other trainer hosts (" +
-                                                    joined(opts.expected, ", ") + ")"};
+                                                    "' is not one of the job's other hosts (" +
+                                                    joined(opts.expected, ", ") + (opts.workers.empty() ? "" : "; ") +
+                                                    joined(opts.workers, ", ") + ")"};
     }
     if (!s.ok()) spdlog::warn("refused a {} from {} on the release port {}: {}", what, ctx.peer(), port, s.error_message());
     return s;
+  }
+
+  bool trainer(const std::string& host) const {
+    return std::find(opts.expected.begin(), opts.expected.end(), host) != opts.expected.end();
+  }
+  bool worker(const std::string& host) const {
+    return std::find(opts.workers.begin(), opts.workers.end(), host) != opts.workers.end();
   }
 
   static std::string caller_job(const grpc::ServerContext& ctx) {
@@ -102,7 +110,7 @@ struct ReleaseGate::Impl final : v1::JobBarrier::Service {
     if (s.ok()) {
       reply->set_run(run);
       std::lock_guard lock(mu);
-      last_seen[req->host()] = Clock::now();
+      if (trainer(req->host())) last_seen[req->host()] = Clock::now();
     }
     return s;
   }
@@ -124,9 +132,10 @@ struct ReleaseGate::Impl final : v1::JobBarrier::Service {
     if (s.ok()) s = of_this_run(req->host(), req->run(), *ctx, "watch");
     if (!s.ok()) return s;
     std::unique_lock lock(mu);
-    last_seen[req->host()] = Clock::now();
+    const bool watched = trainer(req->host());  // a worker host's silence means nothing
+    if (watched) last_seen[req->host()] = Clock::now();
     changed.wait_until(lock, after(kHoldS), [&] { return closing || end.has_value() || ctx->IsCancelled(); });
-    last_seen[req->host()] = Clock::now();
+    if (watched) last_seen[req->host()] = Clock::now();
     if (end) {
       reply->set_ending(true);
       reply->set_cause_host(end->host);
@@ -157,6 +166,7 @@ struct ReleaseGate::Impl final : v1::JobBarrier::Service {
       return {grpc::StatusCode::INVALID_ARGUMENT, fmt::format("exit code {} is not one (0..255)", req->code())};
     }
     std::lock_guard lock(mu);
+    if (!trainer(req->host())) return worker_failed(req->host(), req->code(), req->reason());
     last_seen[req->host()] = Clock::now();
     if (codes.emplace(req->host(), req->code()).second) {  // else a retry of one already taken
       spdlog::info("trainer host {} reports its ranks ended (exit {})", req->host(), req->code());
@@ -168,6 +178,16 @@ struct ReleaseGate::Impl final : v1::JobBarrier::Service {
       }
       changed.notify_all();
     }
+    return grpc::Status::OK;
+  }
+
+  // A data worker host that could not start: the job ends with its code.
+  grpc::Status worker_failed(const std::string& host, int code, const std::string& reason) {
+    if (code == 0) return grpc::Status::OK;
+    spdlog::error("data worker host {} could not serve (exit {})", host, code);
+    end_locked({host, code,
+                reason.empty() ? fmt::format("data worker host {} failed with exit {}", host, code)
+                               : printable(reason, 300)});
     return grpc::Status::OK;
   }
 

@@ -1,14 +1,17 @@
+#include <chrono>
 #include <csignal>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/common/exit_codes.h"
 #include "tandem/common/signals.h"
 #include "tandem/common/text.h"
 #include "tandem/data/batching/convert.h"
 #include "tandem/data/core/dataset.h"
 #include "tandem/data/sources/source_kinds.h"
+#include "tandem/launch/release_gate.h"
 #include "tandem/launch/run.h"
 #include "tandem/report/summary.h"
 #include "tandem/transport/byte_budget.h"
@@ -122,6 +125,23 @@ int run_worker(const Settings& settings, const std::string& host) {
   const transport::StopReason why = server.wait();
   live = nullptr;
   return exit_code_for(why, settings, host);
+}
+
+int run_worker_host(const Settings& settings, const std::string& host, const std::string& trainer_address) {
+  try {
+    return run_worker(settings, host);
+  } catch (const ConfigError& e) {
+    ReportDoneOptions to;
+    to.address = trainer_address;
+    to.port = release_port(settings.launch, settings.trainer.master_port);
+    to.wait_s = kTellTrainersS;
+    to.security = settings.security;
+    spdlog::info("telling the first trainer host ({}:{}) that this data worker host cannot serve", to.address, to.port);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(kTellTrainersS);
+    ReleaseReporter(host, to).report(kExitConfig, [until] { return std::chrono::steady_clock::now() >= until; },
+                                     "data worker host " + host + " cannot serve: " + e.what());
+    throw;
+  }
 }
 
 }  // namespace tandem::launch

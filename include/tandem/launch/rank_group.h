@@ -38,6 +38,9 @@ struct RankGroupOptions {
   // waits for them up to release_wait_s after its own ranks ended; another host with
   // workers to think of tells `report_to` (MASTER_ADDR) when its ranks have ended.
   std::vector<std::string> peers;
+  // The first host also hears from the data worker hosts: one that cannot start (its
+  // port taken, its data missing: exit 3) ends the job at once with its reason.
+  std::vector<std::string> worker_hosts;
   std::string report_to;          // "" = report to nobody (the first host, or no workers)
   int release_port = 0;
   double release_wait_s = 300;

@@ -57,6 +57,10 @@ inline constexpr double kSilentS = 30;
 struct ReleaseGateOptions {
   int port = 0;                        // the port the first host listens on (release_port())
   std::vector<std::string> expected;   // the other trainer hosts' names
+  // The data worker hosts' names: one may report that it could not start (its port
+  // taken, its data missing), which ends the job with its code and reason. They are not
+  // waited for, nor watched for silence.
+  std::vector<std::string> workers;
   SecurityOptions security;            // the job's token, name and TLS
 };
 

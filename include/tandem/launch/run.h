@@ -14,9 +14,17 @@ namespace tandem::launch {
 
 
 // Serves batches on settings.worker.port (or cluster.worker_port) until a trainer
-// says Shutdown (exit 0), SIGTERM (exit 0), or no trainer speaks for --idle-timeout
-// (exit 1, with the reason in output/failure).
+// says Shutdown (exit 0), SIGTERM (exit 0), or no trainer speaks for --idle-timeout or
+// claims it within --claim-timeout (exit 5, with the reason in output/failure).
 int run_worker(const Settings& settings, const std::string& host);
+
+// A data worker host of a launched job: run_worker, and when it cannot start for a
+// reason of the job's configuration (ConfigError: its port taken, its --data missing) it
+// tells the first trainer host's job channel (release_gate.h) at `trainer_address`,
+// within kTellTrainersS, so the job ends at once with its reason (exit 3) instead of
+// the trainers waiting for it. Rethrows.
+inline constexpr double kTellTrainersS = 30;
+int run_worker_host(const Settings& settings, const std::string& host, const std::string& trainer_address);
 
 // Trains on batches from `worker_targets` ("address:port") plus local preprocessing.
 // When training ends (or fails) every worker is told to shut down. Writes the summary
