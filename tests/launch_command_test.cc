@@ -239,6 +239,60 @@ std::string one_rank_flags(const Host& h) {
 
 std::string sh_command(const std::string& script) { return "-- /bin/sh -c '" + script + "'"; }
 
+// A second run on an output folder a live run holds, as a rank group: its rank 0 is
+// refused (exit 3), and the group leaves the holder's folder alone: no output/failure,
+// no summary (before, the group wrote its refusal there, and the holder's own failure
+// would then not have replaced it).
+TEST(LaunchCommand, ARefusedSecondRunLeavesTheHoldersFolderAlone) {
+  const Host h = one_host("second-run");
+  testing::Child first = testing::spawn("trainer --sagemaker-root " + h.root.string() +
+                                            " --data synthetic --image-size 16 --batch-size 8 --local-workers 1"
+                                            " --train-threads 1 --steps 100000 --job-name job-a --current-host algo-1",
+                                        h.dir / "first.log");
+  ASSERT_TRUE(testing::wait_for_text(h.dir / "first.log", "rank 0/1", std::chrono::seconds(120)))
+      << slurp(h.dir / "first.log");
+  const auto second = testing::run_capture(h.flags + "--allow-cpu-training --data synthetic --image-size 16"
+                                           " --batch-size 8 --steps 4 --job-name job-b",
+                                           h.dir / "second.log", 120);
+  EXPECT_EQ(second.code, 3) << second.out;
+  EXPECT_NE(second.out.find("is in use by another run"), std::string::npos) << second.out;
+  EXPECT_FALSE(fs::exists(h.root / "output/failure")) << slurp(h.root / "output/failure");
+  EXPECT_FALSE(fs::exists(h.root / "output/failure.algo-1")) << slurp(h.root / "output/failure.algo-1");
+  EXPECT_FALSE(fs::exists(h.root / "output/data/summary.json"));
+  kill(first.pid, SIGTERM);
+  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(120)), 75) << slurp(h.dir / "first.log");
+  fs::remove_all(h.dir);
+}
+
+// A user's script that fails under `tandem launch`: its run's summary and report say so.
+// Once the script's tandem.Feed wrote none (it failed first): a summary of the failure
+// alone; once it wrote one: the failure added to it, and to its line in runs.jsonl.
+TEST(LaunchCommand, AFailedScriptsRunHasItsSummaryAndReport) {
+  const Host h = one_host("script-fails");
+  const auto early = testing::run_capture(one_rank_flags(h) + sh_command("echo no data here >&2; exit 4"),
+                                          h.dir / "early.log", 60);
+  EXPECT_EQ(early.code, 4) << early.out;
+  const fs::path summary = h.root / "output/data/summary.json";
+  auto s = nlohmann::json::parse(slurp(summary));
+  EXPECT_EQ(s["exit_code"], 4) << s.dump();
+  EXPECT_NE(s["failure"].get<std::string>().find("exited 4"), std::string::npos) << s.dump();
+  EXPECT_TRUE(fs::exists(h.root / "output/data/report.html"));
+
+  // The script's feed wrote its summary before the script failed.
+  const std::string line = "echo \"{\\\"steps\\\": 7}\"";
+  const std::string wrote = line + " > " + summary.string() + "; " + line + " >> " +
+                            (h.root / "output/data/runs.jsonl").string() + "; exit 5";
+  const auto late = testing::run_capture(one_rank_flags(h) + sh_command(wrote), h.dir / "late.log", 60);
+  EXPECT_EQ(late.code, 5) << late.out;
+  s = nlohmann::json::parse(slurp(summary));
+  EXPECT_EQ(s["steps"], 7) << s.dump();
+  EXPECT_EQ(s["exit_code"], 5) << s.dump();
+  const std::string runs = slurp(h.root / "output/data/runs.jsonl");
+  EXPECT_NE(runs.find("\"exit_code\":5"), std::string::npos) << runs;
+  EXPECT_EQ(runs.find("{\"steps\": 7}"), std::string::npos) << "its line was not amended: " << runs;
+  fs::remove_all(h.dir);
+}
+
 TEST(LaunchCommand, EveryRankGetsTorchrunsAndTandemsVariables) {
   const Host h = one_host("launch-env", {{"image-size", 32}});
   const std::string script = "echo \"$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR "

@@ -22,6 +22,8 @@
 #include "tandem/common/text.h"
 #include "tandem/feed/rank_feed.h"
 #include "tandem/launch/release_gate.h"
+#include "tandem/report/failed_run.h"
+#include "tandem/report/output_lock.h"
 #include "tandem/report/summary.h"
 #include "tandem/training/trainer.h"
 #include "tandem/transport/stream_relay.h"
@@ -64,57 +66,6 @@ std::string shown(const std::vector<std::string>& argv) {
     out += printable(a, 200);
   }
   return out;
-}
-
-// Why `path` cannot be executed, or "" when it can.
-std::string not_runnable(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return "no such file";
-  if (S_ISDIR(st.st_mode)) return "it is a directory";
-  if (access(path.c_str(), X_OK) != 0) return "it is not executable";
-  return "";
-}
-
-// Why the executable file `path` will not start although it is executable: a text file
-// without a #! line (exec would hand it to /bin/sh), or a #! line whose interpreter is
-// missing; "" for a program or a script whose interpreter is there.
-std::string not_startable(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string head(256, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<size_t>(in.gcount()));
-  if (head.starts_with("\x7f" "ELF")) return "";
-  if (head.starts_with("#!")) {
-    const std::string line = head.substr(2, std::min(head.find('\n'), head.size()) - 2);
-    const size_t a = line.find_first_not_of(" \t");
-    const std::string interpreter = a == std::string::npos ? "" : line.substr(a, line.find_first_of(" \t\r", a) - a);
-    if (interpreter.empty()) return "its #! line names no interpreter: write e.g. #!/usr/bin/env python3";
-    if (const std::string why = not_runnable(interpreter); !why.empty()) {
-      return "its #! line names " + printable(interpreter, 200) + " (" + why + "): install it, or fix the #! line";
-    }
-    return "";
-  }
-  const bool text = !head.empty() && std::all_of(head.begin(), head.end(), [](char ch) {
-    const auto u = static_cast<unsigned char>(ch);
-    return u >= 0x20 || ch == '\n' || ch == '\t' || ch == '\r';
-  });
-  return text ? "it is a text file without a #! line: add one (e.g. #!/usr/bin/env python3), or run it through its "
-                "interpreter (-- python3 " + printable(path, 200) + ")"
-              : "";
-}
-
-// The message for command `name` that cannot run because of `why`, with its fix.
-std::string cannot_run(const std::string& name, const std::string& why) {
-  std::string fix;
-  if (why == "it is not executable") {
-    fix = ": chmod +x it, or run it through its interpreter (e.g. -- python3 " + printable(name, 200) + ")";
-  } else if (why == "no such file") {
-    fix = ": check the path (relative paths start at " + fs::current_path().string() + ")";
-    if (name.find(' ') != std::string::npos) {
-      fix += "; a command in a settings file is a JSON list of words, e.g. [\"python3\", \"train.py\"]";
-    }
-  }
-  return fmt::format("cannot run the command '{}': {}{}", printable(name, 200), why, fix);
 }
 
 int code_of(const ExitStatus& s) { return s.signal != 0 ? 128 + s.signal : std::max(s.exit_code, 1); }
@@ -237,52 +188,37 @@ std::string host_failure(const RankGroupOptions& o, const std::vector<ExitStatus
   return why;
 }
 
+// Whether this host writes its records (output/failure, a script's failed summary): a
+// rank refused because another live run holds the output folder (output_lock.h) leaves
+// that run's files alone, its reason in this log only.
+bool records(const RankGroupOptions& o) {
+  return !o.failure_root.empty() && !report::held_by_another_run(o.failure_root, o.context.host, getpid());
+}
+
+// This host's failure in its records: output/failure.<host> (and output/failure when
+// `first_cause`), and for a user's script on the first host its run's summary and report.
+void record_host_failure(const RankGroupOptions& o, int code, const std::string& why, bool first_cause,
+                         double started) {
+  if (!records(o)) return;
+  report::write_failure(o.failure_root, o.context.host, why, first_cause);
+  if (o.shown.empty() && o.group_rank == 0 && code != kExitInterrupted) {
+    report::record_failed_run(o.failure_root + "/output/data/summary.json", shown(program(o)),
+                              why.substr(0, why.find('\n')), code, started);
+  }
+}
+
+// How this host's ranks are watched: a stop or a failure ends them, not a clock.
+SuperviseOptions supervise_options(const RankGroupOptions& o, bool& signalled) {
+  SuperviseOptions sup;
+  sup.timeout_s = 1e9;  // training takes as long as it takes; a stop or a failure ends it
+  sup.grace_s = o.grace_s;
+  sup.tail_lines = o.tail_lines;
+  sup.out = o.out;
+  sup.signalled = &signalled;
+  return sup;
+}
+
 }  // namespace
-
-std::vector<std::string> rank_command(const LaunchOptions& opts, const std::string& python) {
-  if (!opts.command.empty() && !opts.script.empty()) {
-    throw ConfigError("both a command (" + shown(opts.command) + ") and --script " + printable(opts.script, 200) +
-                      " are given: give one of them");
-  }
-  if (opts.script.empty() && !opts.script_args.empty()) {
-    throw ConfigError("--script-args is given without --script: name the script with --script FILE, or put the "
-                      "arguments after the command (-- COMMAND ARGS...)");
-  }
-  if (!opts.command.empty()) return opts.command;
-  if (opts.script.empty()) return {};
-  std::vector<std::string> argv = {python, opts.script};
-  argv.insert(argv.end(), opts.script_args.begin(), opts.script_args.end());
-  return argv;
-}
-
-std::string find_command(const std::string& name, const std::string& path) {
-  if (name.empty()) throw ConfigError("the command is empty: give the program to run after --");
-  if (name.find('/') != std::string::npos) {
-    std::string why = not_runnable(name);
-    if (why.empty()) why = not_startable(name);
-    if (why.empty()) return name;
-    throw ConfigError(cannot_run(name, why));
-  }
-  std::string found_but;
-  std::vector<std::string> dirs{""};
-  for (char ch : path) {
-    if (ch == ':') dirs.emplace_back();
-    else dirs.back() += ch;
-  }
-  for (const std::string& dir : dirs) {
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    std::string why = not_runnable(candidate);
-    if (why.empty()) why = not_startable(candidate);
-    if (why.empty()) return candidate;
-    if (why != "no such file" && found_but.empty()) found_but = candidate + ": " + why;
-  }
-  throw ConfigError(fmt::format("cannot run the command '{}': {}: install it, or give its full path{}", printable(name, 200),
-                                found_but.empty() ? "not found on PATH (" + printable(path, 300) + ")" : found_but,
-                                name.find(' ') != std::string::npos
-                                    ? "; a command in a settings file is a JSON list of words, e.g. [\"python3\", "
-                                      "\"train.py\"]"
-                                    : ""));
-}
 
 int job_exit_code(const std::vector<ExitStatus>& ranks) {
   const ExitStatus* s = culprit(ranks);
@@ -338,6 +274,7 @@ int host_gpus() {
 
 int run_rank_group(const RankGroupOptions& given) {
   RankGroupOptions o = given;
+  const double started = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   const HostRelay relay(o);
   const RankPlace first = RankPlace::on_host(o.group_rank, o.groups, 0, o.procs);
   spdlog::info("starting {} (ranks {}..{} of {}) of {}, rendezvous at {}:{}", counted(o.procs, "process", "processes"),
@@ -345,13 +282,8 @@ int run_rank_group(const RankGroupOptions& given) {
                o.context.master_port);
   JobChannel channel(o, gate_options(o));
   unblock_stop_signals();  // supervise() forwards them to the ranks from a handler
-  SuperviseOptions sup;
-  sup.timeout_s = 1e9;  // training takes as long as it takes; a stop or a failure ends it
-  sup.grace_s = o.grace_s;
-  sup.tail_lines = o.tail_lines;
-  sup.out = o.out;
   bool signalled = false;
-  sup.signalled = &signalled;
+  SuperviseOptions sup = supervise_options(o, signalled);
   // Another host's failure stops this host's ranks; this host's own is told at once.
   sup.stop_when = [&channel] {
     const std::optional<JobEnd> e = channel.ended_elsewhere();
@@ -360,7 +292,7 @@ int run_rank_group(const RankGroupOptions& given) {
   bool cause = false;  // this host's output/failure names the job's first cause
   sup.on_failure = [&](const ExitStatus& rank) {
     const std::vector<ExitStatus> culprit{rank};
-    if (!o.failure_root.empty()) {
+    if (records(o)) {
       cause = report::write_failure(o.failure_root, o.context.host, failure_report(culprit, program(o)));
     }
     channel.failing(job_exit_code(culprit), failed_rank(culprit, o.context.host));
@@ -372,7 +304,7 @@ int run_rank_group(const RankGroupOptions& given) {
   if (code != 0) {
     const std::string why = host_failure(o, ranks, signalled, elsewhere);
     spdlog::error("{} failed (exit {}): {}", shown(program(o)), code, why.substr(0, why.find('\n')));
-    if (!o.failure_root.empty()) report::write_failure(o.failure_root, o.context.host, why, cause && !elsewhere);
+    record_host_failure(o, code, why, cause && !elsewhere, started);
   } else {
     spdlog::info("every rank exited 0");
   }

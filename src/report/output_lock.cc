@@ -71,6 +71,28 @@ std::string this_host() {
 
 }  // namespace
 
+// The parent of process `pid` (0 when it is not known).
+static int parent_of(int pid) {
+  const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 1));
+  std::string state;
+  int parent = 0;
+  rest >> state >> parent;
+  return parent;
+}
+
+bool held_by_another_run(const std::string& root, const std::string& host, int group_pid) {
+  const std::string path = root + "/.tandem-lock";
+  const double age = age_of(path);
+  if (root.empty() || age < 0) return false;
+  const LockHolder holder = parse_lock(read_text(path));
+  const bool here = holder.host == host;
+  if (!why_stale(holder, age, host, here && runs_here(holder.pid)).empty()) return false;
+  return !(here && (holder.pid == group_pid || parent_of(holder.pid) == group_pid));
+}
+
 std::string lock_text(const LockHolder& h) {
   return nlohmann::json{{"host", h.host}, {"pid", h.pid}, {"job", h.job}, {"started", h.started}}.dump() + "\n";
 }

@@ -51,4 +51,9 @@ std::string lock_text(const LockHolder& h);
 LockHolder parse_lock(const std::string& text);
 std::string why_stale(const LockHolder& h, double age_s, const std::string& this_host, bool pid_alive);
 
+// Whether <root>/.tandem-lock is held, live, by another run than the rank group of
+// process `group_pid` on `host` (its rank 0, a child of it, holds the group's lock): a
+// rank refused because of it must not write that run's output/failure.
+bool held_by_another_run(const std::string& root, const std::string& host, int group_pid);
+
 }  // namespace tandem::report
