@@ -299,6 +299,7 @@ void Supervisor::stop(const std::string& why, spdlog::level::level_enum level) {
   stopping_ = true;
   term_sent_ = Clock::now();
   signal_live(SIGTERM);
+  signal_live(SIGCONT);  // a stopped rank (SIGSTOP, a debugger let go) handles it now, not at SIGKILL
 }
 
 void Supervisor::signal_live(int sig) {

@@ -3,12 +3,15 @@
 # this machine (tests/slurm/lib.sh, one CPU node and two GPU nodes): the job ends as its
 # trainer hosts do, each one counted, and not as srun's worst task.
 #
-#   tests/slurm/trainer_failure_test.sh build/tandem [kill|stop]    # both, or one of them
+#   tests/slurm/trainer_failure_test.sh build/tandem [kill|pause|stop]...   # all, or some
 #
 # (a) SIGKILL of the trainer rank on tandem-gpu0 mid-run (its host then exits 137; the
 #     other host must not go on alone): the job ends FAILED with a code other than 0 and
 #     75, not requeued (Restarts=0), the log names each trainer host with its code, and
 #     it ends within --dist-timeout + 30 s of the kill.
+# (c) SIGSTOP of the trainer rank on tandem-gpu0 mid-run (it hangs, holding its peers in a
+#     collective): tandem-gpu1's rank gives up at --dist-timeout and the job ends as in
+#     (a), FAILED and not requeued, within --dist-timeout + 30 s of the stop.
 # (b) `scancel --signal=TERM` mid-run (the job's steps only, as --signal=TERM@120 before
 #     a time limit): every host exits within 15 s, both trainer hosts exit 75, the script
 #     requeues the job, and the second run resumes from the checkpoint and completes.
@@ -21,9 +24,10 @@
 #
 # Exits 77 (skipped) where Slurm is not installed or this is not root (slurmd must be).
 set -euo pipefail
-tandem=$(realpath "${1:?usage: $0 path/to/tandem [kill|stop]}")
-parts=${2:-kill stop}
-[[ $parts =~ ^(kill|stop)( (kill|stop))*$ ]] || { echo "usage: $0 path/to/tandem [kill|stop]"; exit 2; }
+tandem=$(realpath "${1:?usage: $0 path/to/tandem [kill|pause|stop]...}")
+shift
+parts=${*:-kill pause stop}
+[[ $parts =~ ^(kill|pause|stop)( (kill|pause|stop))*$ ]] || { echo "usage: $0 path/to/tandem [kill|pause|stop]..."; exit 2; }
 example=$(realpath "$(dirname "$0")/../../examples/slurm/tandem-het.sbatch")
 # shellcheck source=tests/slurm/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -82,17 +86,20 @@ watch_exits() {
 # Job $1's components as "JobState=... Restarts=... ExitCode=..." lines.
 job_info() { scontrol show job "$1" | grep -oE 'JobState=[A-Z_]+|Restarts=[0-9]+|ExitCode=[0-9:]+' | paste -sd' '; }
 
-# (a) A trainer rank is killed: the job fails at once with that cause, not requeued.
+# (a) A trainer rank is killed (SIGKILL), or (c) stopped (SIGSTOP, with $1 = pause): the
+# job fails with that cause, not requeued.
 kill_test() {
-  local name=kill job pid t_kill ended code codes out=$dir/kill.out
+  local name=${1:-kill} job pid t_kill ended code codes out host signal=KILL
+  [[ $name == kill ]] || signal=STOP
+  out=$dir/$name.out
   job=$(submit "$name" --steps 3000 --emulate-step-ms 40)
   echo "job $job: the example with 2 trainer hosts, --dist-timeout $dist_timeout"
   wait_output "$job" "$name" '^[0-9]+: .* step=50 ' 120
   pid=$(node_pids "$name" tandem-gpu0 RANK=)
   [[ -n $pid && $pid != *$'\n'* ]] || slurm_fail "not one trainer rank of job $job on tandem-gpu0: '${pid}'"
   t_kill=$(now)
-  kill -KILL "$pid"
-  echo "  $(( $(date +%s) - t0 )) s: kill -KILL $pid (the trainer rank on tandem-gpu0); hosts exited after:"
+  kill -$signal "$pid"
+  echo "  $(( $(date +%s) - t0 )) s: kill -$signal $pid (the trainer rank on tandem-gpu0); hosts exited after:"
   watch_exits "$name" "$t_kill" $(( dist_timeout + 30 ))
   slurm_wait_end "$job" 15 ||
     { scancel "$job"; slurm_fail "job $job did not end within --dist-timeout $dist_timeout + 30 s of the kill"; }
@@ -106,13 +113,18 @@ kill_test() {
   code=$(grep -oE 'failed first \(exit [0-9]+\)' "$out" | grep -oE '[0-9]+') ||
     slurm_fail "the script named no trainer host that failed"
   [[ $code != 0 && $code != 75 ]] && grep -qx "$code" <<<"$codes" || slurm_fail "job $job exited $codes, the script said $code"
-  grep -q '^the trainer on tandem-gpu0 exited with code 137$' "$out" || slurm_fail "tandem-gpu0's code 137 is not named"
-  grep -qE '^the trainer on tandem-gpu1 (exited with code [0-9]+|wrote no exit code)' "$out" ||
-    slurm_fail "tandem-gpu1's code is not named"
+  if [[ $signal == KILL ]]; then
+    grep -q '^the trainer on tandem-gpu0 exited with code 137$' "$out" || slurm_fail "tandem-gpu0's code 137 is not named"
+  fi
+  for host in tandem-gpu0 tandem-gpu1; do
+    grep -qE "^the trainer on $host (exited with code [0-9]+|wrote no exit code)" "$out" ||
+      slurm_fail "$host's code is not named"
+  done
   awk -v s="$ended" -v l=$(( dist_timeout + 30 )) 'BEGIN { exit !(s <= l) }' ||
     slurm_fail "job $job ended $ended s after the kill, not within --dist-timeout $dist_timeout + 30 s"
-  echo "OK: job $job lost a trainer rank and ended FAILED with exit code $code, not requeued, $ended s after the kill"
+  echo "OK: job $job lost a trainer rank (SIG$signal) and ended FAILED with exit code $code, not requeued, $ended s after it"
 }
+pause_test() { kill_test pause; }
 
 # (b) SIGTERM to the job's steps: every host stops within 15 s, the trainer hosts exit 75,
 # the job is requeued and the second run resumes and completes.
