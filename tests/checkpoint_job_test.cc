@@ -2,6 +2,7 @@
 // again on the same root, says when its checkpoint is already at the last step (and still
 // writes the model and a summary), and refuses a checkpoint another job wrote (another
 // model) unless --resume-any.
+#include <sys/resource.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -101,6 +102,39 @@ TEST(CheckpointJob, TwoRunsInOneFolderAreRefusedAndAStaleLockIsTakenOver) {
   EXPECT_EQ(third.code, 0) << third.out;
   EXPECT_NE(third.out.find("taking over the lock of output folder " + root.string()), std::string::npos) << third.out;
   EXPECT_NE(third.out.find("pid 4194303 no longer runs on this host"), std::string::npos) << third.out;
+  fs::remove_all(dir);
+}
+
+// A disk full for a while at a periodic checkpoint (the hostile run's: exit 1 although
+// space came back): the run says so and trains on, and the next checkpoint, once the disk
+// takes it again, is written; the run ends 0 with its model. The disk is made full with
+// RLIMIT_FSIZE (prlimit), lifted from outside while the run goes on.
+TEST(CheckpointJob, ACheckpointOnAFullDiskIsSaidAndTrainingGoesOn) {
+  const fs::path dir = fresh_dir("tandem-checkpoint-full");
+  const fs::path root = dir / "root";
+  fs::create_directories(root);
+  const std::string args = "trainer --sagemaker-root " + root.string() +
+                           " --data synthetic --image-size 16 --batch-size 8 --local-workers 1 --train-threads 1"
+                           " --model small_cnn --steps 60 --checkpoint-every 10 --emulate-step-ms 100";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const rlimit full{40000, RLIM_INFINITY};  // a checkpoint is larger; the log and metrics are not
+    setrlimit(RLIMIT_FSIZE, &full);
+    const std::string cmd = std::string("exec ") + TANDEM_BINARY + " " + args + " > " + (dir / "run.log").string() + " 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    _exit(127);
+  }
+  testing::Child run = pid;
+  ASSERT_TRUE(testing::wait_for_text(dir / "run.log", "could not write the checkpoint of step 10", std::chrono::seconds(120)))
+      << testing::slurp(dir / "run.log");
+  ASSERT_EQ(std::system(("prlimit --pid " + std::to_string(run.pid) + " --fsize=unlimited").c_str()), 0);
+  EXPECT_EQ(testing::wait_exit(run, std::chrono::seconds(120)), 0) << testing::slurp(dir / "run.log");
+  const std::string log = testing::slurp(dir / "run.log");
+  EXPECT_NE(log.find("training goes on"), std::string::npos) << log;
+  EXPECT_TRUE(fs::exists(root / "model/model.pt")) << log;
+  bool later = false;
+  for (const auto& e : fs::directory_iterator(root / "checkpoints")) later = later || e.path().extension() == ".pt";
+  EXPECT_TRUE(later) << "no checkpoint written once the disk took them again: " << log;
   fs::remove_all(dir);
 }
 

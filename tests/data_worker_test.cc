@@ -203,6 +203,22 @@ TEST(DataWorker, EveryRankOfTheJobGetsAStreamBeyondMaxStreams) {
   }
 }
 
+// A large claim lifts the limit only while its stream is open (the hostile run's 600
+// streams saying 65,536 ranks left every later caller unlimited).
+TEST(DataWorker, AClaimOfManyRanksLastsOnlyAsLongAsItsStream) {
+  WorkerOptions o = Fixture::options();
+  o.max_streams = 2;
+  Fixture f(o);
+  auto big = f.worker.open_stream({}, /*job_ranks=*/100);
+  std::vector<std::unique_ptr<BatchStream>> open;
+  for (int i = 0; i < 5; ++i) open.push_back(f.worker.open_stream());
+  big.reset();
+  open.clear();
+  auto a = f.worker.open_stream();
+  auto b = f.worker.open_stream();
+  EXPECT_THROW(f.worker.open_stream(), Overloaded) << "the closed stream's claim still lifted the limit";
+}
+
 // One request fills the worker's 1 MiB for batches in flight; the next waits until the
 // first batch is handed out and dropped (written, in the server).
 TEST(DataWorker, ARequestWaitsForMemoryUntilABatchIsWritten) {

@@ -4,6 +4,8 @@
 // the next scripted StreamPlan says.
 #pragma once
 
+#include <chrono>
+#include <thread>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -29,6 +31,7 @@ struct FakeWorkerState {
   std::mutex mu;
   std::condition_variable cv;
   bool healthy = true;
+  bool silent = false;  // a health check waits out its deadline, then fails (an address nobody answers at)
   transport::WorkerInfo info;
   std::deque<StreamPlan> plans;  // one per stream opened; empty = serve normally
   int streams = 0;               // streams opened
@@ -102,7 +105,17 @@ class FakeWorkerClient : public transport::WorkerClient {
                    std::shared_ptr<const data::Dataset> dataset)
       : target_(std::move(target)), state_(std::move(state)), dataset_(std::move(dataset)) {}
   const std::string& target() const override { return target_; }
-  bool healthy(double, std::string* why) override {
+  bool healthy(double deadline_s, std::string* why) override {
+    bool silent = false;
+    {
+      std::lock_guard lock(state_->mu);
+      silent = state_->silent;
+    }
+    if (silent) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(deadline_s));
+      if (why) *why = "gRPC DEADLINE_EXCEEDED";
+      return false;
+    }
     std::lock_guard lock(state_->mu);
     ++state_->health_checks;
     if (!state_->healthy && why) *why = "gRPC UNAVAILABLE: connection refused";

@@ -3,6 +3,7 @@
 // that dies is noticed at once even while such children hold its socket open.
 #include <signal.h>
 
+#include <cstdlib>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -144,6 +145,17 @@ TEST(PythonDeterminism, ADatasetDrawingFromUnseededSourcesIsFound) {
   EXPECT_NE(urandom.find("tandem.sample_rng()"), std::string::npos) << urandom;
   // The process id: the same in one process, different in two.
   EXPECT_NE(data::make_dataset(squares(R"({"per_process": true})", 2))->determinism_problem(), "");
+}
+
+// A dataset that imports torch inside __getitem__ (the hostile run's "import torch" there
+// under --require-deterministic): torch is seeded as the sample's import ends, so its
+// draws are the sample's, in the first sample as in the rest.
+TEST(PythonDeterminism, TorchImportedByASampleIsSeededToo) {
+  REQUIRE_NUMPY();
+  if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) GTEST_SKIP() << "no torch for /usr/bin/python3";
+  auto ds = data::make_dataset(testing::python_data("LazyTorch", "{}", 2));
+  EXPECT_EQ(ds->determinism_problem(), "");
+  EXPECT_EQ(testing::sample(*ds, 5, 0), testing::sample(*ds, 5, 0));
 }
 
 // Behind a worker: one loud warning at start, the trainer's summary lists it; under

@@ -143,6 +143,22 @@ TEST(RankFeed, StartsWithoutAWorkerThatDoesNotAnswerYetAndTakesItWhenItDoes) {
   feed.close();
 }
 
+// Twenty listed workers that never answer (each health check waits out its 1 s) and one
+// that does: the feed starts as soon as the live one answers, not after a second per
+// silent one (the hostile run: 20 dead addresses, 20.1 s; 300 in a watch file, none in 150 s).
+TEST(RankFeed, SilentWorkersAreCheckedAtOnceNotOneAfterAnother) {
+  Workers w;
+  w.add("live");
+  for (int i = 0; i < 20; ++i) w.add("silent-" + std::to_string(i))->silent = true;
+  const std::atomic<bool> stop{false};
+  RankFeed feed(w.options(), stop);
+  const auto t0 = std::chrono::steady_clock::now();
+  feed.start(1000, 0, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "one health check after another";
+  ASSERT_TRUE(feed.next());
+  feed.close();
+}
+
 TEST(RankFeed, InterruptEndsAWaitForABatchAtOnce) {
   Workers w;
   auto flaky = w.add("flaky");

@@ -334,6 +334,26 @@ TEST(Scheduler, TwoCopiesOfAHedgedBatchThatDifferAreReported) {
   }
 }
 
+// Two copies in different wire dtypes (a uint8 worker's and a float32 worker's, the
+// hostile run's hedged pair) differ in bytes by design: they are not compared, and
+// --require-deterministic does not end the run over them.
+TEST(Scheduler, CopiesInAnotherWireDtypeAreNotComparedByTheirBytes) {
+  Scheduler s(request_for, {8, 8, 10, 0, /*require_deterministic=*/true});
+  const int id = s.add_source("worker", 4);
+  for (int i = 0; i < 2; ++i) s.complete(id, batch_for(*s.acquire(id)));
+  s.fail(id, "restarted with another --wire-dtype", /*may_return=*/true);
+  s.revive(id);
+  const auto check = s.acquire(id);
+  ASSERT_TRUE(check);
+  data::Batch copy = batch_for(*check);
+  copy.dtype = copy.dtype == data::DType::kUInt8 ? data::DType::kFloat32 : data::DType::kUInt8;
+  std::memset(copy.data.data(), 0xff, copy.data.size());
+  s.complete(id, std::move(copy));
+  EXPECT_EQ(s.determinism_problems(), std::vector<std::string>{});
+  EXPECT_TRUE(s.next());
+  s.close();
+}
+
 // A source that rejoins first re-makes the latest batch made; a copy with other bytes
 // (a worker restarted with code that is not deterministic) is reported, and the same
 // bytes are not.

@@ -12,11 +12,13 @@
 #include <fstream>
 #include <iostream>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include "process_helpers.h"
+#include "tandem/transport/credentials.h"
 #include "tandem/transport/worker_client.h"
 #include "tandem/v1/data.grpc.pb.h"
 
@@ -104,6 +106,41 @@ TEST_F(WorkerLimits, ARequestForTooManySamplesIsRefusedAndTheWorkerServesOn) {
   EXPECT_FALSE(big.rw->Finish().ok());
   auto check = transport::make_worker_client(target(), {});
   EXPECT_EQ(check->info(5).dataset.name, "premade");
+  EXPECT_EQ(waitpid(worker_.pid, nullptr, WNOHANG), 0) << "the worker died:\n" << slurp(dir_ / "worker.log");
+}
+
+// How many of `n` streams opened at once (each on a connection of its own, saying its job
+// has `ranks` ranks when given) the worker serves: each asks for one sample.
+int streams_served(const std::string& target, int n, int ranks, std::vector<std::unique_ptr<RawStream>>& open) {
+  int served = 0;
+  for (int i = 0; i < n; ++i) {
+    auto s = std::make_unique<RawStream>();
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    s->stub = v1::DataService::NewStub(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+    if (ranks > 0) transport::add_job_ranks(s->ctx, ranks);
+    s->rw = s->stub->StreamBatches(&s->ctx);
+    v1::Batch reply;
+    if (s->rw->Write(request(static_cast<uint64_t>(i), 1)) && s->rw->Read(&reply) && reply.header().error().empty()) {
+      ++served;
+    }
+    open.push_back(std::move(s));
+  }
+  return served;
+}
+
+// Without a token, what a caller says of its job lifts --max-streams (16) by at most as
+// much again, and only while its streams are open: the hostile run's 600 streams saying
+// 65,536 ranks were all served (1,212 threads), and so were later ones saying nothing.
+TEST_F(WorkerLimits, AClaimedWorldSizeIsCappedWithoutATokenAndDoesNotStick) {
+  std::vector<std::unique_ptr<RawStream>> open;
+  EXPECT_EQ(streams_served(target(), 40, 65536, open), 32) << slurp(dir_ / "worker.log");
+  for (auto& s : open) s->ctx.TryCancel();
+  open.clear();
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the worker sees them end
+  // A stream that says nothing is of a job of one rank: 16 + 1.
+  EXPECT_EQ(streams_served(target(), 20, 0, open), 17) << slurp(dir_ / "worker.log");
+  for (auto& s : open) s->ctx.TryCancel();
   EXPECT_EQ(waitpid(worker_.pid, nullptr, WNOHANG), 0) << "the worker died:\n" << slurp(dir_ / "worker.log");
 }
 

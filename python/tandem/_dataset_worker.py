@@ -283,6 +283,35 @@ def _seed_torch(torch, seed):
         torch.default_generator.manual_seed(seed)
 
 
+class _SeedTorchOnImport:
+    """A finder that, when a sample first imports torch (inside __getitem__, not at the
+    top of the dataset's file), seeds torch's generator with that sample's seed as the
+    import ends: torch is then seeded for every sample, the first included. It leaves
+    sys.meta_path once torch is imported."""
+
+    def __init__(self):
+        self.seed = None  # the sample being made (None: none)
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch" or self.seed is None:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None:
+            return spec
+        load, seed = spec.loader.exec_module, self.seed
+
+        def exec_module(module):
+            load(module)
+            _seed_torch(module, seed)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+_torch_import = _SeedTorchOnImport()
+
+
 def _seed(np, seed, index=None):
     import tandem._sample as state
 
@@ -290,6 +319,8 @@ def _seed(np, seed, index=None):
     np.random.seed([seed & 0xFFFFFFFF, seed >> 32])
     if "torch" in sys.modules:
         _seed_torch(sys.modules["torch"], seed)
+    elif _torch_import in sys.meta_path:
+        _torch_import.seed = seed
     state.begin(seed, index)
 
 
@@ -348,6 +379,8 @@ def main():
             _send(sock, {"ok": True, "len": 0, "num_classes": None, "classes": None, "ragged_fields": ragged})
         else:
             dataset = _load(user_file, init["name"], init["args"])
+            if "torch" not in sys.modules:  # a sample may import it: seeded then (_SeedTorchOnImport)
+                sys.meta_path.insert(0, _torch_import)
             num_classes, classes = _classes(dataset)
             ragged = [str(f) for f in getattr(dataset, "ragged_fields", None) or ()]
             _send(sock, {"ok": True, "len": int(len(dataset)), "num_classes": num_classes, "classes": classes,

@@ -19,6 +19,14 @@ def global_draws(np):
     return random.getstate(), legacy[1].tobytes(), legacy[2:], torch_state
 
 
+def _moved(before, after):
+    """Whether a generator's state moved between two global_draws (torch's only when it was
+    imported before: one imported meanwhile has no state to compare with)."""
+    if before[3] is None:
+        after = after[:3] + (None,)
+    return before != after
+
+
 class Many:
     """Many samples in one request ("many"): __getitems__ where it can be used, else
     __getitem__ for each, seeded alone; arrays one after the other in the shared memory.
@@ -32,10 +40,11 @@ class Many:
         self.batched = callable(getattr(dataset, "__getitems__", None))
         self.raised = 0  # __getitems__ calls in a row that raised
         self.made = 0    # samples made, in all: the worker waits while it moves
+        self.checked = False  # __getitems__ held to __getitem__ (_differs), at its first use
 
     def __call__(self, request):
         items = [(int(i), int(s)) for i, s in request["items"]]
-        samples = self._together(items)
+        samples = self._together(items) if request.get("batched", True) else None
         out, offset = [], _PROGRESS_BYTES
         for k, (index, seed) in enumerate(items):
             self._made(1)
@@ -66,11 +75,54 @@ class Many:
         indices = [i for i, _ in items]
         if not self.batched or len(set(indices)) != len(indices):
             return None
+        if not self.checked:
+            self.checked = True
+            why = self._differs()
+            if why:
+                return self._give_up(why)
+        return self._batch(items)
+
+    def _differs(self):
+        """Why __getitems__ cannot stand in for __getitem__ ("" when it can): samples 0, the
+        middle one and the last, made by __getitems__ in that order and reversed, must equal
+        __getitem__'s, field by field (a dataset that returns them in another order, views
+        of one reused buffer, or labels that are not their samples' would train on wrong
+        samples, silently)."""
+        n = len(self.dataset)
+        probe = sorted({0, n // 2, n - 1}) if n > 0 else []
+        if len(probe) < 2:
+            return ""
+        seeds = {i: 0x9E3779B97F4A7C15 ^ i for i in probe}
+        alone = {}
+        for i in probe:
+            self._made(1)
+            self.seed(seeds[i], i)
+            try:
+                alone[i] = _plain(self.np, self.dataset[i])
+            except Exception:  # noqa: BLE001: a bad sample is named when it is asked for
+                continue
+        probe = [i for i in probe if i in alone]
+        if len(probe) < 2:
+            return ""
+        for order in (probe, probe[::-1]):
+            together = self._batch([(i, seeds[i]) for i in order])
+            if together is None:
+                return ""  # it raised or drew from a global generator: _batch said so, or will
+            for i, sample in zip(order, together):
+                why = _difference(self.np, alone[i], _plain(self.np, sample))
+                if why:
+                    return (f"gave for index {i} (asked for {order}) a sample other than __getitem__({i}): {why}: "
+                            "return the samples in the order of the indices, each its own array (not views of one "
+                            "buffer it reuses)")
+        return ""
+
+    def _batch(self, items):
+        indices = [i for i, _ in items]
         import tandem._sample as state
 
         state.begin_many({i: s for i, s in items})
         before = global_draws(self.np)
-        self._made(len(items))
+        self._made(1)  # one sample's time for the call: a hang in it is found as soon as in one sample
         try:
             samples = list(self.dataset.__getitems__(indices))
         except Exception as e:  # noqa: BLE001: each sample alone says what went wrong, if anything
@@ -80,7 +132,7 @@ class Many:
             return self._give_up(f"raised {type(e).__name__}: {e}") if self.raised >= _MOST_RAISED else None
         finally:
             state.begin(None)
-        if global_draws(self.np) != before:
+        if _moved(before, global_draws(self.np)):
             return self._give_up("draws from random, numpy.random or torch, whose draws would depend on how "
                                  "samples are grouped (draw from tandem.sample_rng(index) in it to keep it)")
         if len(samples) != len(indices):
@@ -93,3 +145,35 @@ class Many:
         self.batched = False
         print(f"tandem: {type(self.dataset).__name__}.__getitems__ {why}: making each sample with __getitem__ "
               "instead", file=sys.stderr, flush=True)
+
+
+def _plain(np, sample):
+    """A sample as {field: numpy array or number}, copied out of the dataset's buffers."""
+    fields = sample if isinstance(sample, dict) else (
+        {"image": sample[0], "label": sample[1]} if isinstance(sample, (tuple, list)) and len(sample) == 2
+        else {"sample": sample})
+    out = {}
+    for name, value in fields.items():
+        if hasattr(value, "numpy") and hasattr(value, "detach"):  # a torch tensor
+            value = value.detach().cpu().numpy()
+        out[str(name)] = np.array(value, copy=True) if isinstance(value, np.ndarray) else value
+    return out
+
+
+def _difference(np, a, b):
+    """How two samples differ ("" when they do not)."""
+    if a.keys() != b.keys():
+        return f"fields {sorted(a)} against {sorted(b)}"
+    for name in a:
+        x, y = a[name], b[name]
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            same = (isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and x.shape == y.shape and
+                    x.dtype == y.dtype and (x.dtype.hasobject or np.array_equal(x, y, equal_nan=x.dtype.kind in "fc")))
+        else:
+            try:
+                same = bool(x == y)
+            except Exception:  # noqa: BLE001: a value that cannot be compared is taken as equal
+                same = True
+        if not same:
+            return f"its field {name!r} differs"
+    return ""

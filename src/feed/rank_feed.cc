@@ -22,6 +22,7 @@ namespace {
 // Each health check while waiting for the workers: short, so that every worker is tried
 // often and a stop is seen soon.
 constexpr double kHealthCheckS = 1;
+constexpr size_t kParallelChecks = 64;
 
 void check_rank(const FeedOptions& o) {
   if (o.world < 1 || o.rank < 0 || o.rank >= o.world) {
@@ -103,13 +104,39 @@ bool RankFeed::stopped() const {
   return stop_ || interrupted_;
 }
 
+namespace {
+
+// Which of `clients` not ready yet answer a health check now: asked at once, up to
+// kParallelChecks at a time, so addresses nobody answers at cost one check's deadline
+// together, not one each.
+std::vector<bool> answering(const std::vector<std::unique_ptr<transport::WorkerClient>>& clients,
+                            const std::vector<bool>& ready) {
+  std::vector<bool> ok(clients.size(), false);
+  for (size_t from = 0; from < clients.size(); from += kParallelChecks) {
+    const size_t to = std::min(clients.size(), from + kParallelChecks);
+    std::vector<std::future<bool>> checks;
+    for (size_t i = from; i < to; ++i) {
+      checks.push_back(ready[i] ? std::future<bool>()
+                                : std::async(std::launch::async, [&c = *clients[i]] { return c.healthy(kHealthCheckS); }));
+    }
+    for (size_t i = from; i < to; ++i) {
+      if (checks[i - from].valid()) ok[i] = checks[i - from].get();
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
 void RankFeed::reach(std::vector<std::unique_ptr<transport::WorkerClient>>& clients, std::vector<bool>& ready,
                      const std::function<void(size_t)>& on_ready, Enough enough) {
   const auto deadline = after(opts_.connect_timeout_s);
   for (;;) {
+    if (stopped()) throw Interrupted("stopped while connecting to the data workers");
+    const std::vector<bool> ok = answering(clients, ready);
     for (size_t i = 0; i < clients.size(); ++i) {
       if (stopped()) throw Interrupted("stopped while connecting to the data workers");
-      if (ready[i] || !clients[i]->healthy(kHealthCheckS)) continue;
+      if (ready[i] || !ok[i]) continue;
       on_ready(i);  // its answer is final: a refusal or another dataset ends the wait
       ready[i] = true;
       if (enough == Enough::kFirst) return;

@@ -85,7 +85,7 @@ void Scheduler::complete(int source, data::Batch batch) {
     std::lock_guard lock(mu_);
     Source& s = sources_.at(source);
     if (auto l = losers_.find({batch.sequence, source}); l != losers_.end()) {  // the other holder answered first
-      compare_copies(batch, source, l->second.first, l->second.second);
+      compare_copies(batch, source, l->second);
       losers_.erase(l);
       --s.inflight;
       cv_.notify_all();
@@ -102,8 +102,8 @@ void Scheduler::complete(int source, data::Batch batch) {
     if (latencies_.size() > 64) latencies_.pop_front();
     s.latency = s.latency ? 0.75 * *s.latency + 0.25 * latency : latency;
     const int other = by_owner ? t.hedge : t.owner;
-    latest_ = Made{batch.sequence, data::digest_of(batch), source};
-    if (other >= 0) losers_[{batch.sequence, other}] = {latest_->digest, source};
+    latest_ = Made{batch.sequence, {data::digest_of(batch), batch.dtype, source}};
+    if (other >= 0) losers_[{batch.sequence, other}] = latest_->copy;
     outstanding_.erase(it);
     follow_reads(s, batch);
     --s.inflight;
@@ -168,7 +168,7 @@ void Scheduler::revive(int source, bool rejoined) {
     if (rejoined) ++s.stats.rejoins;
     if (latest_ && !losers_.count({latest_->sequence, source})) {
       s.checks.push_back(latest_->sequence);
-      losers_[{latest_->sequence, source}] = {latest_->digest, latest_->source};
+      losers_[{latest_->sequence, source}] = latest_->copy;
     }
   }
   cv_.notify_all();
@@ -228,8 +228,9 @@ std::string Scheduler::failure_summary() const {
   return out;
 }
 
-void Scheduler::compare_copies(const data::Batch& copy, int source, uint64_t winner_digest, int winner) {
-  if (data::digest_of(copy) == winner_digest) return;
+void Scheduler::compare_copies(const data::Batch& copy, int source, const Copy& first) {
+  if (copy.dtype != first.dtype || data::digest_of(copy) == first.digest) return;  // another dtype: not comparable
+  const int winner = first.source;
   std::string samples;
   for (size_t i = 0; i < copy.indices.size() && i < 8; ++i) samples += (i ? ", " : "") + std::to_string(copy.indices[i]);
   const std::string what = "batch " + std::to_string(copy.sequence) + " (samples " + samples +

@@ -17,10 +17,7 @@
 namespace tandem::report {
 
 MetricsLog::MetricsLog(std::string path, bool append, uint64_t steps_per_epoch)
-    : path_(std::move(path)), steps_per_epoch_(steps_per_epoch) {
-  out_.open(path_, append ? std::ios::app : std::ios::trunc);
-  if (!out_) throw std::runtime_error("cannot write " + path_ + ": check the directory exists and is writable");
-}
+    : path_(std::move(path)), out_(path_, append), steps_per_epoch_(steps_per_epoch) {}
 
 void MetricsLog::add_tensorboard(const std::string& dir) {
   try {
@@ -114,8 +111,7 @@ void MetricsLog::write(const LogPoint& p, const std::vector<SourceStats>& source
     add_scaling(line, p, sources, local_rate);
   }
   if (p.eval_accuracy) line["eval_accuracy"] = *p.eval_accuracy;
-  out_ << line.dump() << '\n';
-  out_.flush();
+  out_.write(line.dump() + "\n");
   {
     std::lock_guard lock(last_mu_);
     if (p.training) last_ = line;

@@ -54,8 +54,11 @@ TensorBoardLog::TensorBoardLog(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   path_ = fmt::format("{}/events.out.tfevents.{}.{}", dir, static_cast<int64_t>(now_seconds()), host_name());
-  out_.open(path_, std::ios::binary | std::ios::trunc);
-  if (!out_) throw std::runtime_error("cannot write " + path_ + ": " + unwritable_reason(dir));
+  try {
+    out_ = std::make_unique<RecordFile>(path_, false);
+  } catch (const std::runtime_error&) {
+    throw std::runtime_error("cannot write " + path_ + ": " + unwritable_reason(dir));
+  }
   tb::Event first;
   first.set_wall_time(now_seconds());
   first.set_file_version("brain.Event:2");
@@ -84,10 +87,10 @@ void TensorBoardLog::record(const std::string& bytes) {
   const uint32_t data_crc = masked_crc32c(bytes);
   char footer[4];
   for (int i = 0; i < 4; ++i) footer[i] = static_cast<char>((data_crc >> (8 * i)) & 0xff);
-  out_.write(header, sizeof header);
-  out_.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out_.write(footer, sizeof footer);
-  out_.flush();
+  std::string event(header, sizeof header);
+  event += bytes;
+  event.append(footer, sizeof footer);
+  out_->write(std::move(event));
 }
 
 std::string tensorboard_dir(const std::string& sagemaker_root, const std::string& summary_dir) {

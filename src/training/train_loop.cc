@@ -144,6 +144,19 @@ class RunLoop {
     }
     return dir;
   }
+  // A checkpoint that may fail without ending the run (a disk full for a while): the
+  // periodic ones, whose next is due soon, and the one at a stop, after which the run
+  // resumes from the newest one written. Logged, with the step it resumes from.
+  std::string checkpoint_or_warn(int64_t step, const char* when) {
+    try {
+      return checkpoint(step);
+    } catch (const std::exception& e) {
+      spdlog::error("could not write the checkpoint of step {} ({}): {}; {}", step, when, e.what(),
+                    r_.last_checkpoint.empty() ? "no earlier checkpoint of this run is kept"
+                                               : "the newest kept is in " + r_.last_checkpoint);
+      return r_.last_checkpoint;
+    }
+  }
   bool reporter() const { return m_.dist.rank == 0; }
   bool alone() const { return m_.dist.world <= 1; }
   void progress(int64_t step, const char* phase) {
@@ -186,7 +199,8 @@ class RunLoop {
     if (due.eval) evaluate_at(done, point);
     if (point && reporter() && observer_.on_log) observer_.on_log(*point);
     if (due.checkpoint) {
-      paused("checkpoint", [&] { r_.last_checkpoint = checkpoint(done); });
+      paused("checkpoint",
+             [&] { r_.last_checkpoint = checkpoint_or_warn(done, "training goes on, the next is due later"); });
       if (r_.checkpoints > 0) auto_interval(done);
     }
   }
@@ -327,7 +341,9 @@ void RunLoop::save_final_model() {
 TrainReport RunLoop::finish() {
   m_.next_step = completed_;
   // Stopped before this run's first step: the newest checkpoint (if any) already holds it.
-  if (r_.interrupted && completed_ > r_.start_step) r_.last_checkpoint = checkpoint(completed_);
+  if (r_.interrupted && completed_ > r_.start_step) {
+    r_.last_checkpoint = checkpoint_or_warn(completed_, "stopping: the next run resumes from the newest kept");
+  }
   else if (limits_.max_steps < 0 || completed_ == loop_.steps) save_final_model();
   record_totals();
   agree_on_parameters();

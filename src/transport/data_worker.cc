@@ -64,17 +64,20 @@ WorkerInfo DataWorker::describe() const {
 }
 
 std::unique_ptr<BatchStream> DataWorker::open_stream(std::function<void()> on_stall, int job_ranks) {
-  for (int seen = job_ranks_.load(); job_ranks > seen && !job_ranks_.compare_exchange_weak(seen, job_ranks);) {
-  }
-  const int ranks = job_ranks_.load(), limit = opts_.max_streams + ranks;
-  if (++open_streams_ > limit) {
-    --open_streams_;
-    const std::string beyond = ranks > 0 ? " beyond one per rank of its job's " + std::to_string(ranks) : "";
-    throw Overloaded("this data worker already serves " + std::to_string(limit) + " streams (--max-streams " +
-                     std::to_string(opts_.max_streams) + beyond + "): close some, or raise the limit");
+  {
+    std::lock_guard lock(streams_mu_);
+    const int ranks = std::max(job_ranks, claims_.empty() ? 0 : *claims_.rbegin());
+    const int limit = opts_.max_streams + ranks;
+    if (open_streams_ + 1 > limit) {
+      const std::string beyond = ranks > 0 ? " beyond one per rank of its job's " + std::to_string(ranks) : "";
+      throw Overloaded("this data worker already serves " + std::to_string(limit) + " streams (--max-streams " +
+                       std::to_string(opts_.max_streams) + beyond + "): close some, or raise the limit");
+    }
+    ++open_streams_;
+    claims_.insert(job_ranks);
   }
   touch();
-  return std::unique_ptr<BatchStream>(new BatchStream(*this, std::move(on_stall)));
+  return std::unique_ptr<BatchStream>(new BatchStream(*this, std::move(on_stall), job_ranks));
 }
 
 int DataWorker::close_stalled_streams() {
@@ -125,8 +128,8 @@ struct BatchStream::State {
   }
 };
 
-BatchStream::BatchStream(DataWorker& worker, std::function<void()> on_stall)
-    : worker_(worker), on_stall_(std::move(on_stall)), state_(std::make_shared<State>(*worker.budget_)) {
+BatchStream::BatchStream(DataWorker& worker, std::function<void()> on_stall, int claim)
+    : worker_(worker), on_stall_(std::move(on_stall)), claim_(claim), state_(std::make_shared<State>(*worker.budget_)) {
   std::lock_guard lock(worker_.streams_mu_);
   worker_.streams_.push_back(this);
 }
@@ -135,9 +138,10 @@ BatchStream::~BatchStream() {
   {
     std::lock_guard lock(worker_.streams_mu_);
     std::erase(worker_.streams_, this);
+    if (const auto it = worker_.claims_.find(claim_); it != worker_.claims_.end()) worker_.claims_.erase(it);
+    --worker_.open_streams_;
   }
   close();
-  --worker_.open_streams_;
   bool stalled = false;
   {
     std::lock_guard lock(state_->mu);

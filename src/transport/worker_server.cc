@@ -69,7 +69,11 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     contacted = true;
     std::unique_ptr<BatchStream> stream;
     try {
-      stream = worker.open_stream([this, ctx] { close_stalled(*ctx); }, job_ranks_of(*ctx));
+      // What a caller without the job's token says of its job counts only up to
+      // --max-streams more streams: anyone could say 65,536.
+      const int claimed = job_ranks_of(*ctx);
+      const int ranks = security.token.empty() ? std::min(claimed, worker.max_streams()) : claimed;
+      stream = worker.open_stream([this, ctx] { close_stalled(*ctx); }, ranks);
     } catch (const std::exception& e) {
       return refuse(*ctx, "StreamBatches", status_for(e, "opening a stream"));
     }

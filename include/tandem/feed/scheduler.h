@@ -174,19 +174,25 @@ class Scheduler {
   std::deque<uint64_t> retry_;                  // GUARDED_BY(mu_): re-issue first
   std::map<uint64_t, Ticket> outstanding_;      // GUARDED_BY(mu_): sequence -> holders
   // The latest batch made, by whom, and its digest: what a rejoining source re-makes.
+  // A copy of a batch: its digest, over its bytes on the wire, which only a copy of the
+  // same wire dtype can match (a uint8 worker's and a float32 worker's differ by design).
+  struct Copy {
+    uint64_t digest = 0;
+    data::DType dtype = data::DType::kFloat32;
+    int source = -1;
+  };
   struct Made {
     uint64_t sequence = 0;
-    uint64_t digest = 0;
-    int source = -1;
+    Copy copy;
   };
   std::optional<Made> latest_;                  // GUARDED_BY(mu_)
   // Copies still due of a batch already made (a hedge's loser, a rejoin's check):
-  // {sequence, source} -> the first copy's digest and source.
-  std::map<std::pair<uint64_t, int>, std::pair<uint64_t, int>> losers_;  // GUARDED_BY(mu_)
+  // {sequence, source} -> the first copy.
+  std::map<std::pair<uint64_t, int>, Copy> losers_;  // GUARDED_BY(mu_)
   std::vector<std::string> unrepeatable_;       // GUARDED_BY(mu_): determinism_problems()
   std::string unrepeatable_error_;              // GUARDED_BY(mu_): next() throws it (require_deterministic)
   // Compares a loser's copy with the winner's digest, recording a difference.
-  void compare_copies(const data::Batch& copy, int source, uint64_t winner_digest, int winner);
+  void compare_copies(const data::Batch& copy, int source, const Copy& first);
   std::deque<double> latencies_;                // GUARDED_BY(mu_): seconds, the last 64 answers
   uint64_t hedged_ = 0;                         // GUARDED_BY(mu_)
   std::map<uint64_t, data::Batch> ready_;       // GUARDED_BY(mu_)

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/report/record_file.h"
 #include "tandem/report/run_records.h"
 #include "tandem/report/tensorboard.h"
 
@@ -44,7 +45,7 @@ class MetricsLog {
 
  private:
   std::string path_;
-  std::ofstream out_;
+  RecordFile out_;  // a disk full for a while loses no line (record_file.h)
   uint64_t steps_per_epoch_;
   std::map<std::string, uint64_t> batches_before_;  // per source, at the previous line
   std::unique_ptr<TensorBoardLog> tensorboard_;

@@ -5,6 +5,10 @@
 // event per logged step with its scalars. MetricsLog writes one beside metrics.jsonl.
 #pragma once
 
+#include <memory>
+
+#include "tandem/report/record_file.h"
+
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -33,7 +37,7 @@ class TensorBoardLog {
   void record(const std::string& bytes);
 
   std::string path_;
-  std::ofstream out_;
+  std::unique_ptr<RecordFile> out_;  // a disk full for a while loses no event (record_file.h)
 };
 
 // Where a run's event files go: the LocalPath of SageMaker's TensorBoard output config

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -67,9 +68,11 @@ class DataWorker {
   WorkerInfo describe() const;
 
   // Opens one trainer's stream. `job_ranks`: its job's ranks, as the stream says (every
-  // caller has passed the job's checks). Throws Overloaded past opts.max_streams open
-  // streams plus the most ranks any stream of the job said: each rank of the job gets
-  // its stream, the limit guards against streams beyond those. `on_stall` is called if
+  // caller has passed the job's checks; without a token the server caps what it may say
+  // at max_streams()). Throws Overloaded past opts.max_streams open streams plus the most
+  // ranks an open stream said: each rank of the job gets its stream, the limit guards
+  // against streams beyond those. A claim lasts as long as its stream: a large one lifts
+  // the limit only while it is open. `on_stall` is called if
   // close_stalled_streams() closes it (the adapter cancels its call there, which
   // unblocks a write the peer never takes); it must not block.
   std::unique_ptr<BatchStream> open_stream(std::function<void()> on_stall = {}, int job_ranks = 0);
@@ -86,6 +89,7 @@ class DataWorker {
   bool stopping() const { return stopping_; }
 
   int open_streams() const { return open_streams_; }
+  int max_streams() const { return opts_.max_streams; }
   // The last request taken or batch handed out; a worker nobody asks for anything is idle.
   Clock::time_point last_activity() const { return Clock::time_point{Clock::duration{last_activity_.load()}}; }
   int threads() const;
@@ -103,8 +107,8 @@ class DataWorker {
   std::unique_ptr<ByteBudget> budget_;
   uint64_t bytes_per_sample_ = 0;  // one sample as sent, with its label
   std::atomic<int> open_streams_{0};
-  std::atomic<int> job_ranks_{0};  // the most ranks a stream of the job said (open_stream)
   std::mutex streams_mu_;
+  std::multiset<int> claims_;  // GUARDED_BY(streams_mu_): the ranks each open stream said
   std::vector<BatchStream*> streams_;  // GUARDED_BY(streams_mu_): the open ones
   std::atomic<bool> stopping_{false};
   std::atomic<Clock::rep> last_activity_{Clock::now().time_since_epoch().count()};
@@ -154,7 +158,8 @@ class BatchStream {
 
  private:
   friend class DataWorker;
-  BatchStream(DataWorker& worker, std::function<void()> on_stall);  // DataWorker::open_stream() makes them
+  // DataWorker::open_stream() makes them; `claim`: the ranks the stream said.
+  BatchStream(DataWorker& worker, std::function<void()> on_stall, int claim);
   // Closes the stream and runs on_stall if a batch handed out before `since` is still
   // being written. Returns whether it did. REQUIRES: worker_.streams_mu_ held.
   bool close_if_stalled(Clock::time_point since);
@@ -162,6 +167,7 @@ class BatchStream {
   struct State;
   DataWorker& worker_;
   const std::function<void()> on_stall_;
+  const int claim_;
   std::shared_ptr<State> state_;  // shared with batches still being made
 };
 

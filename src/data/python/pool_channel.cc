@@ -100,10 +100,10 @@ nlohmann::json init_request(const PythonPoolOptions& opts, size_t max_shm) {
 
 nlohmann::json get_request(uint64_t index, uint64_t seed) { return {{"op", "get"}, {"index", index}, {"seed", seed}}; }
 
-nlohmann::json many_request(const std::vector<std::pair<uint64_t, uint64_t>>& items) {
+nlohmann::json many_request(const std::vector<std::pair<uint64_t, uint64_t>>& items, bool batched) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& [index, seed] : items) list.push_back({index, seed});
-  return {{"op", "many"}, {"items", std::move(list)}};
+  return {{"op", "many"}, {"items", std::move(list)}, {"batched", batched}};
 }
 
 nlohmann::json call_request(uint64_t index, uint64_t seed, const std::vector<int64_t>& shape, size_t nbytes) {

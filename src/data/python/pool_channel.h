@@ -49,15 +49,18 @@ bool wait_message(const Channel& c, Clock::time_point deadline);
 
 // A "many" request's progress, in the first bytes of the process's shared memory, before
 // the arrays (which begin at kProgressBytes): two little-endian uint64, the steps it made
-// in all (a sample, or a __getitems__ call) and the samples of the step it is in.
+// in all (a sample, or a __getitems__ call) and the samples' time the step may take: one
+// --sample-timeout each, and one for a __getitems__ call of any number (a call that hangs
+// is found within one sample's timeout, not n).
 inline constexpr size_t kProgressBytes = 64;
 
 // --- the messages ---------------------------------------------------------------------
 
 nlohmann::json init_request(const PythonPoolOptions& opts, size_t max_shm);
 nlohmann::json get_request(uint64_t index, uint64_t seed);
-// Many samples in one request: {"op": "many", "items": [[index, seed], ...]}.
-nlohmann::json many_request(const std::vector<std::pair<uint64_t, uint64_t>>& items);
+// Many samples in one request: {"op": "many", "items": [[index, seed], ...], "batched": B}
+// (B false: __getitem__ for each, not the dataset's __getitems__).
+nlohmann::json many_request(const std::vector<std::pair<uint64_t, uint64_t>>& items, bool batched = true);
 nlohmann::json call_request(uint64_t index, uint64_t seed, const std::vector<int64_t>& shape, size_t nbytes);
 
 // init's answer: what the dataset said about itself. Throws nlohmann::json::exception.

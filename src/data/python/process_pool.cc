@@ -243,13 +243,24 @@ void PythonProcessPool::make_alone(Process& p, size_t n, const ManyUse& use, con
   for (size_t i = 0; i < n; ++i) use(i, nullptr, "");
 }
 
+namespace {
+
+void say_many_hung(double timeout_s, size_t samples) {
+  spdlog::warn("a Python process took over --sample-timeout {} s for one step of a request of {} samples: they are "
+               "made alone, and from now on each sample is asked for by itself (__getitems__, if the dataset has "
+               "one, is no longer used)",
+               timeout_s, samples);
+}
+
+}  // namespace
+
 void PythonProcessPool::run_many(const std::vector<std::pair<uint64_t, uint64_t>>& items, const ManyUse& use) const {
   Lease lease(*this);
   Process& p = *lease;
   nlohmann::json reply;
   try {
     if (p.pid <= 0) restart(p);
-    pool::send_message(p.channel, pool::many_request(items), after(opts_.sample_timeout_s));
+    pool::send_message(p.channel, pool::many_request(items, !batched_hung_), after(opts_.sample_timeout_s));
     // Each sample has its own --sample-timeout: the wait goes on while the process moves
     // on (pool_channel.h), and ends when one step (a sample, or __getitems__ of n) took longer.
     auto [made, samples] = p.progress();
@@ -269,6 +280,7 @@ void PythonProcessPool::run_many(const std::vector<std::pair<uint64_t, uint64_t>
     p.pid = -1;
     return make_alone(p, items.size(), use, how + "; " + e.why);
   } catch (const ProcessSlow&) {  // hung: each alone meets its own --sample-timeout
+    if (!batched_hung_.exchange(true)) say_many_hung(opts_.sample_timeout_s, items.size());
     return make_alone(p, items.size(), use, "no reply in time");
   } catch (const std::exception& e) {  // it did not restart
     return make_alone(p, items.size(), use, e.what());

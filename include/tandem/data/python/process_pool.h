@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -182,6 +183,9 @@ class PythonProcessPool {
   mutable std::mutex mu_;
   mutable std::condition_variable freed_;
   mutable int waiting_ = 0;  // GUARDED_BY(mu_): threads waiting for a free process
+  // A request of many samples found hung: __getitems__ is no longer asked for (its
+  // processes make each sample alone, each with its own --sample-timeout).
+  mutable std::atomic<bool> batched_hung_{false};
 };
 
 // Where _dataset_worker.py is: $TANDEM_DATASET_WORKER, else beside the running binary
