@@ -16,11 +16,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "process_helpers.h"
@@ -513,6 +516,36 @@ TEST(ReleaseGate, OnlyThisJobsTrainerHostsJoinAndReport) {
   ASSERT_EQ(seen.reports.size(), 1u);
   EXPECT_EQ(seen.reports[0].code, 7);
   EXPECT_EQ(gate.run().size(), 32u);
+}
+
+// What spdlog writes while it lives.
+struct CapturedLog {
+  std::ostringstream out;
+  std::shared_ptr<spdlog::logger> before = spdlog::default_logger();
+  CapturedLog() {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(before); }
+  size_t count(const std::string& text) const {
+    const std::string s = out.str();
+    size_t n = 0;
+    for (size_t at = s.find(text); at != std::string::npos; at = s.find(text, at + 1)) ++n;
+    return n;
+  }
+};
+
+// Without a token the job channel says it is open, as the data plane does; and a flood
+// of refused calls is a few lines in the log, not one each (the hostile run: 300 lines).
+TEST(ReleaseGate, WithoutATokenItSaysItIsOpenAndRefusalsDoNotFloodTheLog) {
+  CapturedLog log;
+  ReleaseGateOptions o;
+  o.expected = {"algo-3"};
+  ReleaseGate gate(o);
+  EXPECT_EQ(log.count("THE JOB CHANNEL IS OPEN"), 1u) << log.out.str();
+  for (int i = 0; i < 40; ++i) EXPECT_FALSE(report_done({"algo-9", 0}, {"127.0.0.1", gate.port(), 5, {}}, nullptr));
+  EXPECT_LE(log.count("refused a join"), 5u) << log.out.str();
+  EXPECT_GE(log.count("refused a join"), 1u) << log.out.str();
 }
 
 // The job channel's watch: a failure reported by one host reaches every watcher, with

@@ -4,6 +4,7 @@
 // trainer's request depth to a source follows what that source's reads want, and falls
 // back after. The measured rates are in docs/benchmarks.md; nothing here times anything
 // but made-up clocks, or counts that a slow machine only makes larger.
+#include <sys/stat.h>
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -86,7 +87,9 @@ std::vector<Fetched> read_all(ReadAhead& ahead, const std::vector<uint64_t>& key
 }
 
 // `n` files of distinct sizes and bytes; key i is file i, key n a missing one, key n+1 a
-// file listed at another size, key n+2 a range past its end, key n+3 a header range.
+// file listed at another size, key n+2 a range past its end, key n+3 a header range, key
+// n+4 a FIFO (no writer: an open that blocked would hang the read), key n+5 a sparse file
+// of 2 GiB (larger than any read may take).
 struct Files {
   TempDir dir;
   int n;
@@ -94,6 +97,9 @@ struct Files {
     for (int i = 0; i < n; ++i) {
       std::ofstream(path(i), std::ios::binary) << std::string(100 + i * 37, static_cast<char>('a' + i % 26));
     }
+    mkfifo((dir.path() / "fifo").c_str(), 0600);
+    std::ofstream(dir.path() / "huge", std::ios::binary).close();
+    std::filesystem::resize_file(dir.path() / "huge", uint64_t{2} << 30);
   }
   std::string path(int i) const { return (dir.path() / ("f" + std::to_string(i))).string(); }
   ReadPlan plan(uint64_t key) const {
@@ -115,11 +121,14 @@ struct Files {
       p.offset = 150;
       p.bytes = 100;
       p.member = true;
-    } else {
+    } else if (k == n + 3) {
       p.path = path(3);
       p.offset = 20;
       p.header = 20;
       p.bytes = 60;
+    } else {
+      p.path = (dir.path() / (k == n + 4 ? "fifo" : "huge")).string();
+      p.whole = true;
     }
     return p;
   }
@@ -128,7 +137,7 @@ struct Files {
 TEST(ReadEngines, IoUringAndThreadsReadTheSameBytesAndSayTheSameProblems) {
   Files files(40);
   std::vector<uint64_t> keys;
-  for (uint64_t k = 0; k < 44; ++k) keys.push_back(k);
+  for (uint64_t k = 0; k < 46; ++k) keys.push_back(k);
   std::vector<std::vector<Fetched>> got;
   for (const IoEngine engine : {IoEngine::kUring, IoEngine::kThreads}) {
     ReadAhead ahead({8, 1 << 20, engine}, ReadSource{[&](uint64_t k) { return files.plan(k); }, {}});
@@ -138,7 +147,9 @@ TEST(ReadEngines, IoUringAndThreadsReadTheSameBytesAndSayTheSameProblems) {
     got.push_back(read_all(ahead, keys));
   }
   for (size_t k = 0; k < keys.size(); ++k) {
-    const Fetched expected = read_blocking(files.plan(keys[k]));
+    ReadPlan bounded = files.plan(keys[k]);
+    bounded.most_bytes = 1 << 20;  // the read-ahead's bytes
+    const Fetched expected = read_blocking(bounded);
     for (const auto& engine : got) {
       EXPECT_EQ(engine[k].problem, expected.problem) << "key " << k;
       EXPECT_EQ(engine[k].bytes, expected.bytes) << "key " << k;
@@ -151,6 +162,27 @@ TEST(ReadEngines, IoUringAndThreadsReadTheSameBytesAndSayTheSameProblems) {
             std::string::npos);
   EXPECT_NE(read_blocking(files.plan(42)).problem.find("ends 76 bytes early"), std::string::npos);
   EXPECT_EQ(read_blocking(files.plan(43)).header, std::vector<uint8_t>(20, 'd'));
+  EXPECT_NE(read_blocking(files.plan(44)).problem.find("not a regular file"), std::string::npos);
+  EXPECT_NE(read_blocking(files.plan(45)).problem.find("is 2147483648 bytes, more than the 1024 MiB"),
+            std::string::npos);
+  EXPECT_NE(got[0][45].problem.find("more than the 1 MiB"), std::string::npos) << "the read-ahead's own bound";
+}
+
+// Running out of open files (or memory) is the host's problem, not the sample's: the read
+// says so, and the dataset fails the request as an overloaded worker's instead of naming
+// the file bad (the hostile run: "000.png: cannot open: Too many open files", exit 4).
+TEST(ReadEngines, OutOfOpenFilesIsTheHostsFaultNotTheSamples) {
+  ReadPlan plan;
+  plan.path = "/x/000.png";
+  plan.whole = true;
+  ReadSteps out_of_files(plan);
+  out_of_files.opened(-EMFILE);
+  const Fetched f = out_of_files.take();
+  EXPECT_TRUE(f.host_fault);
+  EXPECT_NE(f.problem.find("Too many open files"), std::string::npos) << f.problem;
+  ReadSteps missing(plan);
+  missing.opened(-ENOENT);
+  EXPECT_FALSE(missing.take().host_fault);
 }
 
 // Thousands of reads of 50 ms each, on one thread: io_uring keeps them in flight at once

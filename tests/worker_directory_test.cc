@@ -97,6 +97,36 @@ TEST(WorkerDirectory, TheWatchFileIsReadAgainWhenItChangesAndABadLineKeepsTheLas
   }
 }
 
+// What a watch file cannot hold (the hostile run's): a line that is not an address (an
+// escape sequence, an unclosed bracket, a 100 MB line), and a path that is not a file (a
+// directory, /dev/zero): each one error naming it, never an address or an empty list.
+TEST(WorkerDirectory, AWatchFileHoldsAddressesOnlyAndMustBeAFile) {
+  const fs::path dir = testing::fresh_dir("watch-file-bad");
+  const fs::path file = dir / "workers";
+  for (const std::string bad : {std::string("worker-\x1b[31mred:6000"), std::string("[::1"), std::string("host:99999"),
+                                std::string(400, 'a') + ":6000"}) {
+    write_file(file, "127.0.0.1:6001\n" + bad + "\n");
+    try {
+      read_watch_file(file.string(), 6000);
+      ADD_FAILURE() << "taken as an address: " << bad.substr(0, 40);
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("line 2"), std::string::npos) << what;
+      EXPECT_EQ(what.find('\x1b'), std::string::npos) << "an escape sequence reached the message";
+    }
+  }
+  write_file(file, "[fd00::1]:6000\n[::1]\ncpu-1.example_net:7000\n");
+  EXPECT_EQ(read_watch_file(file.string(), 6000), (Strings{"[fd00::1]:6000", "[::1]:6000", "cpu-1.example_net:7000"}));
+  for (const std::string not_a_file : {dir.string(), std::string("/dev/zero")}) {
+    try {
+      read_watch_file(not_a_file, 6000);
+      ADD_FAILURE() << not_a_file << " was read";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("is not a regular file"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // A feed whose workers are a DNS name: a worker the name gains joins and serves; one it
 // loses leaves (not failed, not retried); the batches come once each, in order.
 TEST(WorkerDirectory, AFeedTakesTheWorkersANameGainsAndLetsGoOfThoseItLoses) {

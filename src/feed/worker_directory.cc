@@ -20,16 +20,44 @@ std::string trimmed(const std::string& s) {
   return s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
 }
 
+constexpr size_t kMostLineChars = 300;           // a host name is 253 at most, with a port
+constexpr uintmax_t kMostWatchBytes = 4 << 20;   // 10,000 workers' lines, and room
+
+// Whether `target` (host:port, [v6]:port) is an address: a host of letters, digits, '.',
+// '-', '_' (or a bracketed IPv6 address) and a port 1..65535.
+bool is_address(const std::string& target) {
+  const size_t colon = target.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  const std::string host = target.substr(0, colon), port = target.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) < 1 || std::stoi(port) > 65535) {
+    return false;
+  }
+  if (host.front() == '[') {
+    return host.back() == ']' && host.size() > 2 &&
+           host.find_first_not_of("0123456789abcdefABCDEF:.", 1) == host.size() - 1;
+  }
+  return host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") ==
+         std::string::npos;
+}
+
 // A watch file's line as an address, or "" for a blank line or a comment.
 std::string address_of(std::string line, const std::string& path, int number, int default_port) {
   if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
   line = trimmed(line);
   if (line.empty()) return "";
-  if (line.find_first_of(" \t,/") != std::string::npos) {
-    throw ConfigError("--workers-watch " + path + " line " + std::to_string(number) + ": \"" + printable(line, 80) +
-                      "\" is not one address. Fix: write one host:port a line (# starts a comment)");
+  const std::string where = "--workers-watch " + printable(path, 200) + " line " + std::to_string(number) + ": ";
+  if (line.size() > kMostLineChars) {
+    throw ConfigError(where + "a line of " + std::to_string(line.size()) + " characters is not an address. Fix: "
+                      "write one host:port a line (# starts a comment)");
   }
-  return cluster::with_default_port(line, default_port);
+  const std::string target = line.find_first_of(" \t,/") == std::string::npos
+                                 ? cluster::with_default_port(line, default_port) : "";
+  if (!is_address(target)) {
+    throw ConfigError(where + "\"" + printable(line, 80) + "\" is not one address. Fix: write one host:port a "
+                      "line, e.g. cpu-1:6000 or [fd00::1]:6000 (# starts a comment)");
+  }
+  return target;
 }
 
 // What tells a file's versions apart without reading it: its inode (a file renamed into
@@ -60,6 +88,16 @@ DirectoryOptions directory_options(const std::vector<std::string>& workers, cons
 }
 
 std::vector<std::string> read_watch_file(const std::string& path, int default_port) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    throw ConfigError("--workers-watch " + printable(path, 200) + " is not a regular file (a directory, a device, a "
+                      "FIFO): point it at a file of host:port lines");
+  }
+  if (const uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > kMostWatchBytes) {
+    throw ConfigError("--workers-watch " + printable(path, 200) + " is " + std::to_string(size) + " bytes, more "
+                      "than a list of workers: point it at a file of host:port lines");
+  }
   std::ifstream in(path);
   if (!in) {
     throw ConfigError("--workers-watch " + path + " cannot be read: create it (one host:port a line) before "

@@ -2,6 +2,7 @@
 
 #include "release_channel.h"
 
+#include <atomic>
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -69,6 +70,8 @@ int release_port(const LaunchOptions& launch, int master_port) {
 
 // ---- the first trainer host ----------------------------------------------------------------
 
+constexpr uint64_t kLoggedRefusals = 5;
+
 struct ReleaseGate::Impl final : v1::JobBarrier::Service {
   explicit Impl(ReleaseGateOptions o) : opts(std::move(o)), run(random_run_id()), job(opts.security.job) {}
 
@@ -88,8 +91,20 @@ struct ReleaseGate::Impl final : v1::JobBarrier::Service {
                                                     joined(opts.expected, ", ") + (opts.workers.empty() ? "" : "; ") +
                                                     joined(opts.workers, ", ") + ")"};
     }
-    if (!s.ok()) spdlog::warn("refused a {} from {} on the release port {}: {}", what, ctx.peer(), port, s.error_message());
+    if (!s.ok()) said_refusal(fmt::format("refused a {} from {} on the release port {}: {}", what, ctx.peer(), port,
+                                          s.error_message()));
     return s;
+  }
+
+  // A refusal in the log: the first kLoggedRefusals, then one line for each hundred more
+  // (a flood of forged calls must not flood the log too).
+  void said_refusal(const std::string& line) const {
+    const uint64_t n = ++refusals;
+    if (n <= kLoggedRefusals) {
+      spdlog::warn("{}", line);
+    } else if (n % 100 == 0) {
+      spdlog::warn("{} calls refused on the release port so far; the latest: {}", n, line);
+    }
   }
 
   bool trainer(const std::string& host) const {
@@ -121,8 +136,8 @@ struct ReleaseGate::Impl final : v1::JobBarrier::Service {
     grpc::Status s{grpc::StatusCode::FAILED_PRECONDITION,
                    "a " + std::string(what) + " of another run of this job (run '" + printable(caller_run, 40) +
                        "'; this run is '" + run + "'): a launcher left over from an earlier attempt, or a replay"};
-    spdlog::warn("refused a {} from {} ({}) on the release port {}: {}", what, printable(host, 80), ctx.peer(), port,
-                 s.error_message());
+    said_refusal(fmt::format("refused a {} from {} ({}) on the release port {}: {}", what, printable(host, 80),
+                             ctx.peer(), port, s.error_message()));
     return s;
   }
 
@@ -213,6 +228,7 @@ struct ReleaseGate::Impl final : v1::JobBarrier::Service {
   std::map<std::string, Clock::time_point> last_seen;  // GUARDED_BY(mu): a joined host's last call
   std::set<std::string> told;         // GUARDED_BY(mu): hosts whose watch answered with the end
   std::optional<JobEnd> end;          // GUARDED_BY(mu)
+  mutable std::atomic<uint64_t> refusals{0};  // calls refused (said_refusal)
   bool closing = false;               // GUARDED_BY(mu): the gate goes; held watches answer
 };
 
@@ -231,6 +247,12 @@ ReleaseGate::ReleaseGate(ReleaseGateOptions opts) : impl_(std::make_unique<Impl>
                                   impl_->opts.port));
   }
   spdlog::debug("release barrier of run {} on port {}", impl_->run, impl_->port);
+  if (impl_->opts.security.token.empty()) {
+    spdlog::warn("THE JOB CHANNEL IS OPEN: no token is set, so anyone who reaches port {} of this host can end this "
+                 "job or have its data workers released. Set TANDEM_TOKEN (or --token-file) on every host of the job, "
+                 "or keep the network private (docs/security.md)",
+                 impl_->port);
+  }
 }
 
 ReleaseGate::~ReleaseGate() {

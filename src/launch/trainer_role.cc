@@ -200,6 +200,14 @@ void say_if_complete(const training::Trainer& trainer, int64_t steps) {
                trainer.resumed_from(), trainer.start_step(), steps);
 }
 
+// A rank's data workers for its first line: those listed, or where they come from (not
+// "0 data workers" for a watch file or a DNS name, whose workers come as the run goes).
+std::string workers_said(const TrainerOptions& t, size_t listed) {
+  if (!t.workers_watch.empty()) return "data workers from the watch file " + printable(t.workers_watch, 200);
+  if (!t.worker_service.empty()) return "data workers of " + printable(t.worker_service, 200);
+  return counted(listed, "data worker");
+}
+
 // Where this run starts in the data: the checkpoint's position when it says and was of
 // a dataset of this size, else this run's own. Rank 0 says when they differ (a resume at
 // another world size or batch size skips or repeats samples; --audit-samples counts them)
@@ -249,7 +257,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     const data::DataPosition from = start_position(trainer, feed.sampler(), dist.rank, steps);
     feed.start(static_cast<uint64_t>(steps), static_cast<uint64_t>(trainer.start_step()), opts.local_threads);
     spdlog::info("trainer {} rank {}/{} on {}: {}, {}, {}", host, dist.rank, dist.world, trainer.device(),
-                 counted(worker_targets.size(), "data worker"),
+                 workers_said(settings.trainer, worker_targets.size()),
                  counted(opts.local_threads, "local preprocessing thread"), counted(opts.torch_threads, "torch thread"));
     const auto audit = settings.trainer.audit_samples
                            ? std::make_unique<feed::SampleAudit>(feed.sampler(), from) : nullptr;

@@ -102,9 +102,15 @@ int64_t ReadAhead::Core::wanted_more() const {
   return static_cast<int64_t>(depth.wanted(Clock::now(), max_bytes)) - static_cast<int64_t>(known);
 }
 
+ReadPlan ReadAhead::Core::plan(uint64_t key) const {
+  ReadPlan p = source.plan(key);
+  p.most_bytes = std::min(p.most_bytes, max_bytes);
+  return p;
+}
+
 Fetched ReadAhead::Core::read_now(const ReadJob& job) const {
   if (latency_s > 0) std::this_thread::sleep_for(seconds(latency_s));
-  Fetched f = read_blocking(source.plan(job.key));
+  Fetched f = read_blocking(plan(job.key));
   if (f.problem.empty() && source.check) source.check(job.key, f);
   return f;
 }

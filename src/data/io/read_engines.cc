@@ -17,12 +17,25 @@ namespace tandem::data {
 
 // --- one read, step by step --------------------------------------------------------------
 
+namespace {
+
+// Errors that are this host's, not the file's: out of open files or memory.
+bool host_ran_out(int err) { return err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS; }
+
+std::string too_large(uint64_t size, uint64_t most) {
+  return "is " + std::to_string(size) + " bytes, more than the " + std::to_string(most >> 20) +
+         " MiB one sample's read may take (the read-ahead's share of --max-inflight-mb, at most 1 GiB)";
+}
+
+}  // namespace
+
 ReadSteps::ReadSteps(ReadPlan plan) : plan_(std::move(plan)) {
   if (!plan_.problem.empty()) fail(plan_.problem);
 }
 
-void ReadSteps::fail(std::string problem) {
+void ReadSteps::fail(std::string problem, bool host_fault) {
   out_.problem = std::move(problem);
+  out_.host_fault = host_fault;
   out_.bytes.clear();
   out_.header.clear();
   step_ = Step::kDone;
@@ -30,9 +43,11 @@ void ReadSteps::fail(std::string problem) {
 
 void ReadSteps::opened(int result) {
   if (result < 0) {
-    return fail(std::string(plan_.member ? "cannot open the shard: " : "cannot open: ") + std::strerror(-result));
+    return fail(std::string(plan_.member ? "cannot open the shard: " : "cannot open: ") + std::strerror(-result),
+                host_ran_out(-result));
   }
   fd_ = result;
+  if (!plan_.whole && plan_.bytes > plan_.most_bytes) return fail(too_large(plan_.bytes, plan_.most_bytes));
   if (plan_.whole) {
     step_ = Step::kSize;
   } else {
@@ -40,8 +55,10 @@ void ReadSteps::opened(int result) {
   }
 }
 
-void ReadSteps::sized(int result, uint64_t size) {
-  if (result < 0) return fail(std::string("cannot stat: ") + std::strerror(-result));
+void ReadSteps::sized(int result, uint64_t size, bool regular) {
+  if (result < 0) return fail(std::string("cannot stat: ") + std::strerror(-result), host_ran_out(-result));
+  if (!regular) return fail("not a regular file (a FIFO, a device or a socket): list only image files");
+  if (size > plan_.most_bytes) return fail(too_large(size, plan_.most_bytes));
   if (plan_.bytes != 0 && size != plan_.bytes) {
     return fail("changed since it was indexed (" + std::to_string(plan_.bytes) + " bytes then, " + std::to_string(size) +
                 " now)");
@@ -68,7 +85,10 @@ std::pair<const iovec*, int> ReadSteps::read_into() const {
 
 void ReadSteps::read(long result) {
   if (result == -EINTR || result == -EAGAIN) return;  // the same read again
-  if (result < 0) return fail(std::string("read failed: ") + std::strerror(static_cast<int>(-result)));
+  if (result < 0) {
+    return fail(std::string("read failed: ") + std::strerror(static_cast<int>(-result)),
+                host_ran_out(static_cast<int>(-result)));
+  }
   if (result == 0) {
     return fail(plan_.whole ? "shorter than its size"
                             : "ends " + std::to_string(left_) + " bytes early (the file is shorter than when it was listed)");
@@ -89,13 +109,13 @@ void ReadSteps::read(long result) {
 Fetched read_blocking(const ReadPlan& plan) {
   ReadSteps steps(plan);
   if (!steps.done()) {
-    const int fd = ::open(plan.path.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(plan.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO does not block it
     steps.opened(fd < 0 ? -errno : fd);
   }
   if (steps.step() == ReadSteps::Step::kSize) {
     struct stat st{};
     const int r = ::fstat(steps.fd(), &st);
-    steps.sized(r < 0 ? -errno : 0, static_cast<uint64_t>(st.st_size));
+    steps.sized(r < 0 ? -errno : 0, static_cast<uint64_t>(st.st_size), S_ISREG(st.st_mode));
   }
   while (steps.step() == ReadSteps::Step::kRead) {
     const auto [parts, n] = steps.read_into();

@@ -58,6 +58,8 @@ struct ReadAhead::Core {
   int64_t wanted_more() const;
   // The read of `job` on the calling thread: the emulated latency, the plan, the check.
   Fetched read_now(const ReadJob& job) const;
+  // The source's plan of `key`, bounded by the bytes this read-ahead may hold.
+  ReadPlan plan(uint64_t key) const;
 
   int max_in_flight = 1;  // set with the engine, before the first start()
   const uint64_t max_bytes;
@@ -95,7 +97,9 @@ class ReadSteps {
 
   // Each takes what the call returned: a count or a descriptor, or -errno.
   void opened(int result);
-  void sized(int result, uint64_t size);  // result 0: the file has `size` bytes
+  // result 0: the file has `size` bytes, and is a regular file or not (a FIFO, a device:
+  // refused, as both engines open without blocking)
+  void sized(int result, uint64_t size, bool regular);
   // For Step::kRead: where to read into and from where in the file.
   std::pair<const iovec*, int> read_into() const;
   uint64_t read_at() const { return at_; }
@@ -105,7 +109,7 @@ class ReadSteps {
   Fetched take() { return std::move(out_); }
 
  private:
-  void fail(std::string problem);
+  void fail(std::string problem, bool host_fault = false);
   void begin_reading(uint64_t size);
 
   ReadPlan plan_;

@@ -132,7 +132,7 @@ class UringEngine final : public ReadEngine {
     }
     for (ReadJob& job : jobs) {
       const uint64_t key = job.key;
-      Op* op = new Op(std::move(job), core_.source.plan(key));
+      Op* op = new Op(std::move(job), core_.plan(key));
       ops_.insert(op);
       op->delayed = core_.latency_s <= 0;
       if (!op->delayed) {
@@ -151,9 +151,9 @@ class UringEngine final : public ReadEngine {
     if (!op->delayed) {
       io_uring_prep_timeout(s, &op->delay, 0, 0);
     } else if (op->steps.step() == ReadSteps::Step::kOpen) {
-      io_uring_prep_openat(s, AT_FDCWD, plan.path.c_str(), O_RDONLY | O_CLOEXEC, 0);
+      io_uring_prep_openat(s, AT_FDCWD, plan.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
     } else if (op->steps.step() == ReadSteps::Step::kSize) {
-      io_uring_prep_statx(s, op->steps.fd(), "", AT_EMPTY_PATH, STATX_SIZE, &op->size);
+      io_uring_prep_statx(s, op->steps.fd(), "", AT_EMPTY_PATH, STATX_SIZE | STATX_TYPE, &op->size);
     } else {
       const auto [parts, n] = op->steps.read_into();
       io_uring_prep_readv(s, op->steps.fd(), parts, static_cast<unsigned>(n), op->steps.read_at());
@@ -167,7 +167,7 @@ class UringEngine final : public ReadEngine {
     } else if (op->steps.step() == ReadSteps::Step::kOpen) {
       op->steps.opened(res);
     } else if (op->steps.step() == ReadSteps::Step::kSize) {
-      op->steps.sized(res, op->size.stx_size);
+      op->steps.sized(res, op->size.stx_size, S_ISREG(op->size.stx_mode));
     } else {
       op->steps.read(res);
     }

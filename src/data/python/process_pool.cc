@@ -233,8 +233,9 @@ void PythonProcessPool::run(uint64_t index, uint64_t seed, const std::function<v
 }
 
 void PythonProcessPool::make_alone(Process& p, size_t n, const ManyUse& use, const std::string& why) const {
-  spdlog::warn("the Python process {} making {} samples of {} at once failed ({}): restarting it, and making "
-               "them one by one", p.pid, n, opts_.file, why);
+  spdlog::warn("{} making {} samples of {} at once failed ({}): restarting it, and making them one by one",
+               p.pid > 0 ? fmt::format("the Python process {}", p.pid) : std::string("a Python process"), n, opts_.file,
+               why);
   try {
     restart(p);  // before anyone else leases it
   } catch (...) {  // the next lease restarts it again, or says why it cannot

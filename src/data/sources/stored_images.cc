@@ -199,6 +199,10 @@ class StoredImageDataset final : public Dataset {
   // Makes the sample from `bytes` of item `item`; returns "" or what was wrong with them.
   std::string try_produce(uint64_t item, const Fetched& bytes, uint64_t index, uint32_t epoch,
                           std::span<std::byte> out, const FieldsOut* extra) const {
+    if (bytes.host_fault) {  // not the file's fault: this request fails, and is made again
+      throw Overloaded("this data worker ran out reading " + item_name(index_, index_.items[item]) + " (" + bytes.problem +
+                       "): raise its open-files limit (ulimit -n), or lower --max-streams or --io-threads");
+    }
     if (!bytes.problem.empty()) return bytes.problem;
     Rng rng(kAugmentStream, seed_, epoch, index);
     try {

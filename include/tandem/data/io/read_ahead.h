@@ -31,6 +31,9 @@ namespace tandem::data {
 struct Fetched {
   std::vector<uint8_t> bytes;
   std::string problem;
+  // The problem is this host's, not the sample's: it ran out of open files or memory.
+  // Not a bad sample: the request fails as an overloaded worker's, and is made again.
+  bool host_fault = false;
   double cpu_seconds = 0;       // the I/O side's CPU time reading them
   std::vector<uint8_t> header;  // ReadPlan::header bytes read just before them
 };
@@ -47,6 +50,11 @@ struct ReadPlan {
   bool whole = false;
   bool member = false;  // words of its problems: "cannot open the shard" for a member
   std::string problem;  // not "": the read fails with it, doing nothing (an index that cannot be right)
+  // The most bytes one sample's read may take: a file larger is a bad sample named with
+  // its size, never an allocation of its size (a 1 TiB sparse file). A read-ahead lowers it
+  // to its --max-inflight-mb share (plan()).
+  uint64_t most_bytes = kMostReadBytes;
+  static constexpr uint64_t kMostReadBytes = uint64_t{1} << 30;
 };
 
 // How the reads of a dataset are done: the plan of each key, and what to check once its
