@@ -31,7 +31,7 @@ HEIGHT = {
     "launch": 5,
     "bench": 6,
     "cli": 7,
-    "main.cc": 8,
+    "main.cc": 8, "thread_stack.cc": 8,
 }
 # data/'s floors: the read-ahead's engines; the Dataset interface, its records and the
 # Batch, and the image codecs; Python's processes; augmentation; the sources; batching.
