@@ -16,10 +16,12 @@ GPU host, /opt/ml/checkpoints restored from and synced to the checkpoint store):
     /usr/bin/python3 tests/python/sagemaker_example_test.py --module-dir build/python --tandem build/tandem
 
 Exits 77 (skipped) when torch, torchvision or PIL is missing."""
+import atexit
 import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,9 +44,16 @@ SMALL = {"epochs": 3, "batch-size": 16, "lr": 0.01, "model": "resnet18", "tandem
          "tandem-threads": 1, "tandem-python-procs": 1}
 
 
+
+def scratch(prefix):
+    """A temporary directory removed when the tests end (a run's is about 300 MB)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
 def class_folders(n_classes=4, per_class=32, size=40):
     """JPEGs in one folder per class, each class its own colour (learnable in a few steps)."""
-    root = tempfile.mkdtemp(prefix="tandem-sm-train-")
+    root = scratch("tandem-sm-train-")
     rng = np.random.default_rng(0)
     for c in range(n_classes):
         os.makedirs(os.path.join(root, f"class{c}"))
@@ -56,7 +65,7 @@ def class_folders(n_classes=4, per_class=32, size=40):
 
 
 def token_channel():
-    d = tempfile.mkdtemp(prefix="tandem-sm-token-")
+    d = scratch("tandem-sm-token-")
     with open(os.path.join(d, "token"), "w") as f:
         f.write("b2c7a1e0f5d94e3c8a6b1d2e3f4a5b6c")
     return d
@@ -69,10 +78,10 @@ TOKEN = token_channel()
 def simulate(checkpoints, python_dataset=False, **overrides):
     spec = launch_job.job_spec(TRAIN, checkpoints, TOKEN, python_dataset)
     job = launch_job.simulation_job(spec, gpus=2, **{**SMALL, **overrides})
-    path = os.path.join(tempfile.mkdtemp(prefix="tandem-sm-job-"), "job.json")
+    path = os.path.join(scratch("tandem-sm-job-"), "job.json")
     with open(path, "w") as f:
         json.dump(job, f)
-    run_dir = tempfile.mkdtemp(prefix="tandem-sm-run-")
+    run_dir = scratch("tandem-sm-run-")
     env = dict(os.environ, PYTHONPATH=ARGS.module_dir, TANDEM_BINARY=ARGS.tandem)
     run = subprocess.run([ARGS.tandem, "simulate", "--job", path, "--run-dir", run_dir, "--timeout", "400"],
                          env=env, capture_output=True, text=True, timeout=480)
@@ -100,7 +109,7 @@ class SageMakerExampleTest(unittest.TestCase):
         self.assertNotIn("THE DATA PLANE IS OPEN", out, "the token channel authenticates the job")
 
     def test_the_example_trains_on_the_cpp_pipeline_and_a_second_run_says_it_is_complete(self):
-        checkpoints = tempfile.mkdtemp(prefix="tandem-sm-ckpt-")
+        checkpoints = scratch("tandem-sm-ckpt-")
         code, out, run_dir = simulate(checkpoints)
         self.check_trained(code, out, run_dir, 3)
         with open(os.path.join(run_dir, "algo-2", "output", "data", "summary.json")) as f:
@@ -129,7 +138,7 @@ class SageMakerExampleTest(unittest.TestCase):
         self.assertRegex(out, r"launcher\.pt is a checkpoint of another job \(resnet18 on ")
 
     def test_the_example_trains_on_its_python_dataset(self):
-        code, out, run_dir = simulate(tempfile.mkdtemp(prefix="tandem-sm-ckpt-"), python_dataset=True,
+        code, out, run_dir = simulate(scratch("tandem-sm-ckpt-"), python_dataset=True,
                                       **{"tandem-data-args": {"size": 32}})
         self.check_trained(code, out, run_dir, 3)
         # The report names the Python dataset, its fields and arguments, not "generated samples".
