@@ -213,6 +213,29 @@ TEST(RankFeed, ReleaseTellsEveryWorkerOnce) {
   EXPECT_EQ(b->shutdowns, 1);
 }
 
+// One worker listed under two spellings (a name and its address) is one link: one stream,
+// one source, one Shutdown at the end (issue 51).
+TEST(RankFeed, OneWorkerUnderTwoSpellingsIsOneLink) {
+  Workers w;
+  auto one = w.add("127.0.0.1:6001");
+  w.states["localhost:6001"] = one;
+  FeedOptions o = w.options();
+  o.workers = {"127.0.0.1:6001", "localhost:6001", "[::ffff:127.0.0.1]:6001"};
+  w.states[o.workers[2]] = one;
+  o.resolve = [](const std::string& host, double) { return std::vector<std::string>{host == "localhost" ? "127.0.0.1" : host}; };
+  const std::atomic<bool> stop{false};
+  RankFeed feed(o, stop);
+  feed.start(20, 0, 0);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(feed.next());
+  EXPECT_EQ(feed.workers().size(), 1u);
+  EXPECT_EQ(feed.scheduler().stats().size(), 1u);
+  EXPECT_EQ(feed.release_workers("training finished"), 1);
+  feed.close();
+  std::lock_guard lock(one->mu);
+  EXPECT_EQ(one->streams, 1);
+  EXPECT_EQ(one->shutdowns, 1);
+}
+
 TEST(RankFeed, SettingsThatCannotWorkAreConfigErrors) {
   Workers w;
   w.add("a");

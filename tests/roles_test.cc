@@ -308,6 +308,34 @@ TEST(WorkerEndpoint, AWorkerTargetWithoutAPortTakesTheWorkerPort) {
   EXPECT_EQ(with_default_port("[::1]:7001", 6000), "[::1]:7001");
 }
 
+// One worker under several spellings is one identity (issue 51: three spellings were three
+// links, three streams and its skipped samples counted three times).
+TEST(WorkerEndpoint, SpellingsOfOneWorkerHaveOneIdentity) {
+  int lookups = 0;
+  const Resolver dns = [&](const std::string& host, double) -> std::vector<std::string> {
+    ++lookups;
+    if (host == "localhost" || host == "algo-1") return {"127.0.0.1"};
+    if (host == "v6-host") return {"fd00::0:1"};
+    throw NetworkError("no such host " + host);
+  };
+  const std::string id = worker_identity("127.0.0.1:6001", dns, 1);
+  EXPECT_EQ(id, "127.0.0.1:6001");
+  EXPECT_EQ(worker_identity("localhost:6001", dns, 1), id);
+  EXPECT_EQ(worker_identity("algo-1:6001", dns, 1), id);
+  EXPECT_EQ(worker_identity("[::ffff:127.0.0.1]:6001", dns, 1), id);
+  EXPECT_EQ(worker_identity("127.0.0.1:06001", dns, 1), id);
+  EXPECT_NE(worker_identity("127.0.0.1:6002", dns, 1), id);
+  EXPECT_EQ(worker_identity("[fd00:0::1]:7000", dns, 1), "[fd00::1]:7000");
+  EXPECT_EQ(worker_identity("v6-host:7000", dns, 1), "[fd00::1]:7000");
+  EXPECT_EQ(lookups, 3);  // numeric addresses are never looked up
+  // Known by its spelling: no port, a name that does not resolve, no resolver, not a target.
+  EXPECT_EQ(worker_identity("a", dns, 1), "a");
+  EXPECT_EQ(worker_identity("gone:6001", dns, 1), "gone:6001");
+  EXPECT_EQ(worker_identity("localhost:6001", nullptr, 1), "localhost:6001");
+  EXPECT_EQ(worker_identity("[::1:6001", dns, 1), "[::1:6001");
+  EXPECT_EQ(worker_identity("host:99999", dns, 1), "host:99999");
+}
+
 TEST(WorkerEndpoint, HostMap) {
   ClusterOptions opts;
   opts.host_map = {"algo-1=127.0.0.1:7001", " algo-2 = 10.0.0.2 ", "algo-3=[::1]:7003,algo-4=::1",

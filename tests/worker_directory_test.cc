@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -181,6 +183,79 @@ TEST(WorkerDirectory, AFeedTakesTheWorkersANameGainsAndLetsGoOfThoseItLoses) {
   // (less what the one that left still held: its window and the batches ready ahead)
   EXPECT_GE(stats_of("10.0.0.2:6000").batches, before + 50 - 4 - 16);
   feed.close();
+}
+
+// A worker flapping in and out of the watch file, under two spellings (issue 51: 40 flips
+// listed it 8 times in the summary, each relist a new link, source and connection; three
+// spellings were three links) stays one link, one connection and one source, which
+// rejoins each time it is listed again; every batch comes once, in order.
+TEST(WorkerDirectory, AWorkerFlappingInTheWatchFileKeepsOneLinkAndOneSource) {
+  const auto dataset = data::make_dataset(testing::small_data());
+  const std::string a = "127.0.0.1:6001", b = "127.0.0.1:6002";
+  std::map<std::string, std::shared_ptr<testing::FakeWorkerState>> states;
+  for (const std::string& t : {a, b}) {
+    states[t] = std::make_shared<testing::FakeWorkerState>();
+    states[t]->info = testing::describe(*dataset, t);
+  }
+  const fs::path file = testing::fresh_dir("flapping") / "workers";
+  write_file(file, a + "\n");
+  DirectoryOptions d;
+  d.watch_file = file.string();
+  FeedOptions o;
+  o.data = testing::small_data();
+  o.batch_size = 8;
+  o.batch_timeout_s = 20;
+  o.directory = std::make_shared<WorkerDirectory>(d, 6000);
+  o.directory_every_s = 0.02;
+  o.workers = o.directory->current();
+  o.resolve = [](const std::string& host, double) { return Strings{host == "localhost" ? "127.0.0.1" : host}; };
+  std::mutex mu;
+  std::map<std::string, int> connects;  // by identity
+  o.connect = [&](const std::string& target) {
+    const std::string id = target == "localhost:6002" ? b : target;
+    std::lock_guard lock(mu);
+    ++connects[id];
+    return std::make_unique<testing::FakeWorkerClient>(target, states.at(id), dataset);
+  };
+  const std::atomic<bool> stop{false};
+  RankFeed feed(o, stop);
+  feed.start(1000000, 0, 0);
+  uint64_t expected = 0;
+  auto take_until = [&](const std::function<bool()>& done, const std::string& what) {
+    for (auto deadline = Clock::now() + 20s; !done();) {
+      ASSERT_LT(Clock::now(), deadline) << what;
+      const auto batch = feed.next();
+      ASSERT_TRUE(batch);
+      ASSERT_EQ(batch->sequence, expected++);
+    }
+  };
+  auto stats_of_b = [&] {
+    SourceStats found;
+    for (const SourceStats& s : feed.scheduler().stats()) {
+      if (s.name == b || s.name == "localhost:6002") found = s;
+    }
+    return found;
+  };
+  constexpr int kFlips = 6;
+  for (int flip = 0; flip < kFlips; ++flip) {
+    const uint64_t served = stats_of_b().batches;
+    write_file(file, a + "\n" + (flip % 2 ? "localhost:6002" : b) + "\n");
+    take_until(
+        [&] {
+          const SourceStats s = stats_of_b();  // taken back (not failed: retried) and serving
+          return s.left.empty() && !s.failed && s.batches > served;
+        },
+        "B never served");
+    write_file(file, a + "\n");
+    take_until([&] { return !stats_of_b().left.empty(); }, "B never left");
+  }
+  feed.close();
+  EXPECT_EQ(feed.workers().size(), 2u);
+  EXPECT_EQ(feed.scheduler().stats().size(), 2u) << "one source per worker";
+  EXPECT_EQ(connects[b], 1) << "one client (one connection) for B, whatever it was called";
+  EXPECT_EQ(connects[a], 1);
+  EXPECT_GE(stats_of_b().rejoins, kFlips - 1);
+  EXPECT_FALSE(stats_of_b().failed) << stats_of_b().error;
 }
 
 }  // namespace

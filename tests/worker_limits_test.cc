@@ -8,7 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -18,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "process_helpers.h"
+#include "tandem/common/clock.h"
 #include "tandem/transport/credentials.h"
 #include "tandem/transport/worker_client.h"
 #include "tandem/v1/data.grpc.pb.h"
@@ -312,6 +315,66 @@ TEST(WorkerLiveness, ATakenPortIsAConfigurationErrorNamedAtOnce) {
   EXPECT_NE(r.out.find("--port"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("chttp2_server"), std::string::npos) << "gRPC's own lines: " << r.out;
   close(fd);
+}
+
+// Connections that the peer closed (or reset): a read says end of file at once.
+int closed_by_peer(const std::vector<int>& socks) {
+  int closed = 0;
+  for (const int fd : socks) {
+    char byte;
+    const ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) ++closed;
+  }
+  return closed;
+}
+
+std::vector<int> raw_connections(int port, int n) {
+  std::vector<int> socks;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+    socks.push_back(fd);
+  }
+  return socks;
+}
+
+int open_files(pid_t pid) {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) ++n;
+  return n;
+}
+
+// Idle TCP connections from anyone (connecting needs no token) cannot use up the worker's
+// descriptors (issue 51: 80 of them at an open-files limit of 64 made its reads fail with
+// "Too many open files", and its trainer exit 4, "fix the data"): past --max-connections
+// each is closed at once and said in the log; ones that never speak gRPC are dropped by
+// the worker's keepalive; and the worker serves a trainer that comes after them.
+TEST(WorkerConnections, ConnectionsPastTheCapAreClosedAndSilentOnesDoNotHoldTheirPlace) {
+  const fs::path dir = fresh_dir("connections");
+  Worker w = start_worker("--threads 1 --max-connections 8 --idle-timeout 120", dir / "worker.log");
+  ASSERT_NE(w.port, 0) << slurp(dir / "worker.log");
+  const int files_before = open_files(w.child.pid);
+  std::vector<int> socks = raw_connections(w.port, 30);
+  int closed = 0;
+  for (auto deadline = Clock::now() + 10s; (closed = closed_by_peer(socks)) < 22 && Clock::now() < deadline;) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(closed, 22) << "8 kept, the rest closed at once";
+  EXPECT_LE(open_files(w.child.pid), files_before + 8);
+  EXPECT_TRUE(wait_for_text(dir / "worker.log", "(--max-connections)", 5s)) << slurp(dir / "worker.log");
+  // The 8 kept never speak: each is closed after 5 s without a byte.
+  for (auto deadline = Clock::now() + 30s; (closed = closed_by_peer(socks)) < 30 && Clock::now() < deadline;) {
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_EQ(closed, 30) << "silent connections hold their places";
+  auto client = transport::make_worker_client(w.target(), {});
+  EXPECT_NO_THROW(client->info(10));
+  for (const int fd : socks) close(fd);
+  EXPECT_EQ(waitpid(w.child.pid, nullptr, WNOHANG), 0) << "the worker died:\n" << slurp(dir / "worker.log");
 }
 
 }  // namespace

@@ -179,6 +179,9 @@ void add_worker_options(CLI::App& app, WorkerOptions& o) {
       ->capture_default_str()->check(in_range(1, 1 << 24))->group(kWorkerGroup);
   app.add_option("--max-streams", o.max_streams, "Most batch streams open at once")
       ->capture_default_str()->check(in_range(1, 100000))->group(kWorkerGroup);
+  app.add_option("--max-connections", o.max_connections,
+                 "Most TCP connections open at once (more are closed at once); 0 = a quarter of the open-files limit")
+      ->capture_default_str()->check(in_range(0, 1000000))->group(kWorkerGroup);
   app.add_option("--max-inflight-mb", o.max_inflight_mb,
                  "MiB of batches accepted but not yet sent, across streams; 0 = a quarter of available memory")
       ->capture_default_str()->check(in_range(int64_t{0}, int64_t{1} << 30))->group(kWorkerGroup);

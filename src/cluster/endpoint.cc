@@ -7,6 +7,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <future>
 #include <map>
 #include <memory>
@@ -269,6 +270,50 @@ std::vector<std::string> explicit_worker_targets(const std::vector<std::string>&
     for (const std::string& address : resolve(s.name, opts.resolve_timeout_s)) add(Endpoint{s.name, address, s.port}.target());
   }
   return out;
+}
+
+namespace {
+
+// "a.b.c.d" or "[v6]" for a numeric address (a v4-mapped one as IPv4); "" otherwise.
+std::string canonical_address(const std::string& address) {
+  unsigned char buf[sizeof(in6_addr)];
+  char text[INET6_ADDRSTRLEN];
+  if (inet_pton(AF_INET, address.c_str(), buf) == 1) return inet_ntop(AF_INET, buf, text, sizeof text);
+  if (inet_pton(AF_INET6, address.c_str(), buf) != 1) return "";
+  in6_addr v6;
+  std::memcpy(&v6, buf, sizeof v6);
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) return inet_ntop(AF_INET, buf + 12, text, sizeof text);
+  return "[" + std::string(inet_ntop(AF_INET6, buf, text, sizeof text)) + "]";
+}
+
+}  // namespace
+
+std::string worker_identity(const std::string& target, const Resolver& resolve, double timeout_s) {
+  const size_t colon = target.rfind(':');
+  if (colon == std::string::npos || colon == 0) return target;
+  const std::string port = target.substr(colon + 1);
+  int number = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
+  if (ec != std::errc() || end != port.data() + port.size() || number < 1 || number > 65535) return target;
+  std::string host = target.substr(0, colon);
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return target;
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    return target;  // an IPv6 address without brackets: not a target
+  }
+  if (!is_numeric(host)) {
+    if (!resolve) return target;
+    try {
+      const std::vector<std::string> found = resolve(host, timeout_s);
+      if (found.empty()) return target;
+      host = found.front();
+    } catch (const NetworkError&) {
+      return target;  // not resolvable (yet): known by its name
+    }
+  }
+  const std::string address = canonical_address(host);
+  return address.empty() ? target : address + ":" + std::to_string(number);
 }
 
 std::vector<std::string> group_worker_targets(const std::vector<std::string>& worker_hosts,

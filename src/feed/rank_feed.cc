@@ -23,6 +23,9 @@ namespace {
 // often and a stop is seen soon.
 constexpr double kHealthCheckS = 1;
 constexpr size_t kParallelChecks = 64;
+// Each lookup of a worker's name to tell whether two names are one worker: one that does
+// not answer this soon is known by its name.
+constexpr double kIdentityLookupS = 2;
 
 void check_rank(const FeedOptions& o) {
   if (o.world < 1 || o.rank < 0 || o.rank >= o.world) {
@@ -65,6 +68,8 @@ int release_all(std::vector<std::unique_ptr<transport::WorkerClient>> clients, c
 
 RankFeed::RankFeed(FeedOptions opts, const std::atomic<bool>& stop) : opts_(std::move(opts)), stop_(stop) {
   check_rank(opts_);
+  learn_identities(opts_.workers);
+  opts_.workers = distinct(opts_.workers);
   const bool python = data::source_kind(opts_.data.data).needs == data::SourceNeeds::kPythonFile;
   const bool skip_python = opts_.learn_python && python;  // tandem.Feed without local threads
   if (!opts_.workers.empty() &&
@@ -97,6 +102,49 @@ std::unique_ptr<transport::WorkerClient> RankFeed::client_for(const std::string&
                                                               opts_.resolve ? opts_.resolve : cluster::resolve_all);
   client->set_job_ranks(opts_.world);  // the worker gives each of the job's ranks a stream
   return client;
+}
+
+void RankFeed::learn_identities(const std::vector<std::string>& targets) {
+  std::vector<std::string> unknown;
+  {
+    std::lock_guard lock(ids_mu_);
+    for (const std::string& t : targets) {
+      if (!identity_of_.count(t) && std::find(unknown.begin(), unknown.end(), t) == unknown.end()) unknown.push_back(t);
+    }
+  }
+  // A fake worker's name (tests inject `connect`) is not looked up unless they inject `resolve` too.
+  const cluster::Resolver resolve = opts_.resolve ? cluster::Resolver(opts_.resolve)
+                                    : opts_.connect ? cluster::Resolver() : cluster::Resolver(cluster::resolve_all);
+  for (size_t from = 0; from < unknown.size(); from += kParallelChecks) {
+    std::vector<std::future<std::string>> found;
+    for (size_t i = from; i < std::min(unknown.size(), from + kParallelChecks); ++i) {
+      found.push_back(std::async(std::launch::async, [&, t = unknown[i]] {
+        return cluster::worker_identity(t, resolve, kIdentityLookupS);
+      }));
+    }
+    std::lock_guard lock(ids_mu_);
+    for (size_t i = 0; i < found.size(); ++i) identity_of_.emplace(unknown[from + i], found[i].get());
+  }
+}
+
+std::string RankFeed::identity(const std::string& target) const {
+  std::lock_guard lock(ids_mu_);
+  const auto it = identity_of_.find(target);
+  return it == identity_of_.end() ? target : it->second;
+}
+
+std::vector<std::string> RankFeed::distinct(const std::vector<std::string>& targets) const {
+  std::vector<std::string> out;
+  std::map<std::string, std::string> seen;  // identity -> the first spelling
+  for (const std::string& t : targets) {
+    const std::string id = identity(t);
+    if (const auto [it, first] = seen.emplace(id, t); !first) {
+      if (t != it->second) spdlog::info("data worker {} is {} ({}): one worker, one link", t, it->second, id);
+      continue;
+    }
+    out.push_back(t);
+  }
+  return out;
 }
 
 bool RankFeed::stopped() const {
@@ -207,7 +255,10 @@ void RankFeed::connect_workers() {
   std::vector<std::string> kept = opts_.workers;
   if (opts_.directory) {
     const std::vector<std::string> listed = opts_.directory->current();
-    std::erase_if(kept, [&](const std::string& w) { return std::find(listed.begin(), listed.end(), w) != listed.end(); });
+    learn_identities(listed);
+    std::set<std::string> ids;
+    for (const std::string& w : listed) ids.insert(identity(w));
+    std::erase_if(kept, [&](const std::string& w) { return ids.count(identity(w)) > 0; });
   }
   link_workers();
   if (opts_.directory && opts_.directory->changes()) {
@@ -246,7 +297,9 @@ void RankFeed::link_workers() {
 void RankFeed::add_link(std::unique_ptr<transport::WorkerClient> client, bool absent) {
   LinkOptions link;
   link.inflight = opts_.inflight;
+  const std::string id = identity(client->target());
   links_.push_back(std::make_unique<WorkerLink>(std::move(client), *scheduler_, info_, link));
+  by_identity_[id] = links_.back().get();
   links_.back()->start(absent);
 }
 
@@ -264,36 +317,39 @@ void RankFeed::watch_directory(std::vector<std::string> kept) {
 }
 
 void RankFeed::reconcile(const std::vector<std::string>& listed, const std::vector<std::string>& kept) {
-  auto wanted = [&](const std::string& t) {
-    return std::find(listed.begin(), listed.end(), t) != listed.end() ||
-           std::find(kept.begin(), kept.end(), t) != kept.end();
-  };
+  learn_identities(listed);  // before the lock: names are looked up
+  std::set<std::string> wanted;
+  for (const std::string& t : listed) wanted.insert(identity(t));
+  for (const std::string& t : kept) wanted.insert(identity(t));
   std::lock_guard lock(links_mu_);
   if (stopped()) return;
-  // Targets that have a link: live ones, and ones that left (drained) but are still
-  // listed: the same worker, not a new one, until the list drops it.
-  std::vector<std::string> linked;
-  std::vector<WorkerLink*> delisted;
-  for (auto& link : links_) {
-    const std::string& t = link->target();
-    if (!wanted(t)) {
-      if (link->leaving()) delisted_.insert(t);  // listed again later: a new worker there
-      else delisted.push_back(link.get());
-      continue;
-    }
-    if (!link->leaving() || !delisted_.count(t)) linked.push_back(t);
+  std::vector<WorkerLink*> dropped;
+  for (const auto& [id, link] : by_identity_) {
+    if (wanted.count(id)) continue;
+    if (link->leaving()) delisted_.insert(id);  // listed again later: it rejoins
+    else dropped.push_back(link);
   }
   // New ones first, so that the pool is never empty in between.
   for (const std::string& t : listed) {
-    if (std::find(linked.begin(), linked.end(), t) != linked.end()) continue;
-    spdlog::info("data worker {} listed: it joins once it answers serving this dataset", t);
-    delisted_.erase(t);
-    add_link(client_for(t), /*absent=*/true);
-    linked.push_back(t);
+    const std::string id = identity(t);
+    const auto it = by_identity_.find(id);
+    if (it == by_identity_.end()) {
+      spdlog::info("data worker {} listed: it joins once it answers serving this dataset", t);
+      add_link(client_for(t), /*absent=*/true);
+      continue;
+    }
+    // One that left because the list dropped it is listed again: the same link takes it
+    // back once it has answered what it held (until then, a later poll does).
+    WorkerLink& link = *it->second;
+    if (delisted_.count(id) && link.leaving() && link.finished()) {
+      spdlog::info("data worker {} listed again: it rejoins once it answers serving this dataset", link.target());
+      delisted_.erase(id);
+      link.rejoin();
+    }
   }
-  for (WorkerLink* link : delisted) {
+  for (WorkerLink* link : dropped) {
     link->leave("no longer listed (--workers-watch, --worker-service)");
-    delisted_.insert(link->target());
+    delisted_.insert(identity(link->target()));
   }
 }
 
@@ -327,10 +383,10 @@ int RankFeed::release_workers(const std::string& reason) const {
   {
     std::lock_guard lock(links_mu_);
     for (const auto& link : links_) {
-      const std::string& t = link->target();
-      if (!link->leaving() && std::find(targets.begin(), targets.end(), t) == targets.end()) targets.push_back(t);
+      if (!link->leaving()) targets.push_back(link->target());
     }
   }
+  targets = distinct(targets);
   std::vector<std::unique_ptr<transport::WorkerClient>> clients;
   for (const std::string& t : targets) clients.push_back(client_for(t));
   return release_all(std::move(clients), reason);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <future>
+#include <set>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -28,10 +29,12 @@ std::vector<WorkerFacts> ask_workers(nlohmann::json& summary, const RankFeed& fe
     answers.push_back(std::async(std::launch::async, [&link = *w] { return link.client().info(kReleaseDeadlineS); }));
   }
   std::vector<WorkerFacts> facts;
+  std::set<std::string> instances;  // one worker reached at two addresses is counted once
   for (size_t i = 0; i < answers.size(); ++i) {
     WorkerFacts f{feed.workers()[i]->target(), "", "", 0};
     try {
       const transport::WorkerInfo wi = answers[i].get();
+      if (!wi.instance.empty() && !instances.insert(wi.instance).second) continue;
       for (const auto& s : wi.skipped) files.push_back(wi.host + ": " + s);
       count += wi.skipped_count;
       if (!wi.determinism_problem.empty()) unrepeatable.push_back(wi.host + ": " + wi.determinism_problem);

@@ -205,6 +205,15 @@ void Scheduler::leave(int source, const std::string& why, bool answers) {
   cv_.notify_all();
 }
 
+void Scheduler::rejoin(int source) {
+  std::lock_guard lock(mu_);
+  Source& s = sources_.at(source);
+  s.leaving = s.answers = false;
+  s.stats.left.clear();
+  // Not failed (it answered all it held): the link's fail() makes it one being retried.
+  if (s.stats.failed) s.may_return = true;
+}
+
 // Every source failed for good or left with nothing outstanding: nobody will answer
 // (unless sources may still join).
 bool Scheduler::all_failed() const {

@@ -46,7 +46,19 @@ WorkerLink::WorkerLink(std::unique_ptr<transport::WorkerClient> client, Schedule
 WorkerLink::~WorkerLink() { stop(); }
 
 void WorkerLink::start(bool absent) {
-  thread_ = std::thread([this, absent] { run(absent); });
+  finished_ = false;
+  thread_ = std::thread([this, absent] {
+    run(absent);
+    finished_ = true;
+  });
+}
+
+void WorkerLink::rejoin() {
+  if (thread_.joinable()) thread_.join();
+  leaving_ = false;
+  bad_data_ = false;
+  scheduler_.rejoin(id_);
+  start(/*absent=*/true);
 }
 
 void WorkerLink::stop() {
@@ -78,8 +90,8 @@ bool WorkerLink::pause(double s) {
 // go to the other sources.
 void WorkerLink::run(bool absent) {
   Backoff backoff(opts_.backoff);
-  std::string why = "data worker " + target() + " not answering at start";
-  bool streamed = !absent;  // once: "joined"; after that "rejoined"
+  std::string why = "data worker " + target() + (streamed_ ? " listed again, not answering yet" : " not answering at start");
+  streamed_ = streamed_ || !absent;  // once: "joined"; after that "rejoined"
   if (absent) scheduler_.fail(id_, why, /*may_return=*/true);
   for (;;) {
     if (!absent) {
@@ -105,9 +117,9 @@ void WorkerLink::run(bool absent) {
       }
     }
     if (leaving_) return;  // it left while being taken back
-    spdlog::info("data worker {} {}", target(), streamed ? "rejoined" : "joined");
-    scheduler_.revive(id_, /*rejoined=*/streamed);
-    streamed = true;
+    spdlog::info("data worker {} {}", target(), streamed_ ? "rejoined" : "joined");
+    scheduler_.revive(id_, /*rejoined=*/streamed_);
+    streamed_ = true;
     backoff.reset();
   }
 }

@@ -3,6 +3,8 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <cstdio>
+#include <random>
 #include <string>
 
 #include "tandem/common/error.h"
@@ -12,6 +14,14 @@
 
 namespace tandem::transport {
 namespace {
+
+// 64 random bits in hex: this process among every worker (WorkerInfo::instance).
+std::string random_instance() {
+  std::random_device device;
+  char text[17];
+  std::snprintf(text, sizeof text, "%08x%08x", device(), device());
+  return text;
+}
 
 // Bytes of one sample's dense extra fields (a ragged field's rows are not known ahead).
 uint64_t extra_field_bytes(const data::DatasetInfo& info) {
@@ -37,7 +47,7 @@ ServedBatch::~ServedBatch() {
 
 DataWorker::DataWorker(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts, std::string host,
                        data::DType wire)
-    : dataset_(std::move(dataset)), opts_(opts), host_(std::move(host)),
+    : dataset_(std::move(dataset)), opts_(opts), host_(std::move(host)), instance_(random_instance()),
       pool_(std::make_unique<ThreadPool>(opts.threads > 0 ? opts.threads : available_cores())),
       maker_(std::make_unique<data::BatchMaker>(dataset_, pool_.get(), wire)),
       budget_(std::make_unique<ByteBudget>(batch_budget(opts, *dataset_))),
@@ -60,6 +70,7 @@ WorkerInfo DataWorker::describe() const {
   info.skipped = dataset_->skipped();
   info.skipped_count = dataset_->skipped_count();
   info.determinism_problem = dataset_->determinism_problem();  // checked at the worker's start, kept
+  info.instance = instance_;
   return info;
 }
 

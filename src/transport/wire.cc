@@ -48,6 +48,7 @@ v1::InfoReply to_proto(const WorkerInfo& info) {
   for (const std::string& s : info.skipped) reply.add_skipped(s);
   reply.set_skipped_count(info.skipped_count);
   reply.set_determinism_problem(info.determinism_problem);
+  reply.set_instance(info.instance);
   return reply;
 }
 
@@ -73,6 +74,7 @@ WorkerInfo from_proto(const v1::InfoReply& reply) {
   for (const auto& s : reply.skipped()) info.skipped.push_back(printable(s));
   info.skipped_count = reply.skipped_count();
   info.determinism_problem = reply.determinism_problem();
+  info.instance = printable(reply.instance(), 40);
   return info;
 }
 

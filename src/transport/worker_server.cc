@@ -4,6 +4,7 @@
 #include "tandem/transport/grpc_runtime.h"
 
 #include "batch_method.h"
+#include "listener.h"
 #include "status.h"
 
 #include <atomic>
@@ -13,6 +14,8 @@
 #include <optional>
 #include <thread>
 
+#include <grpc/grpc_posix.h>
+#include <grpc/grpc_security.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
@@ -25,7 +28,11 @@
 #include "tandem/v1/data.grpc.pb.h"
 
 namespace tandem::transport {
+namespace {
 
+constexpr const char* kPortFlags = "--port (or --worker-port, the same on every host)";
+
+}  // namespace
 
 // The gRPC face of a DataWorker: each RPC checks its caller, converts between messages
 // and the worker's values, and turns the worker's errors into statuses (status.h).
@@ -41,6 +48,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
 
   ~Impl() override {
     worker.stop();
+    if (listener) listener->stop();
     if (server) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
 
@@ -176,6 +184,10 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   SecurityOptions security;
   WorkerJob job;  // security.job, or the first streaming trainer's
   std::unique_ptr<grpc::Server> server;
+  // Plain connections the worker accepted itself (listener.h), and what gRPC takes them with.
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<grpc_server_credentials, void (*)(grpc_server_credentials*)> plain{
+      grpc_insecure_server_credentials_create(), grpc_server_credentials_release};
   std::atomic<Clock::rep> last_refusal_log{0};
   std::atomic<Clock::rep> stop_deadline{0};  // set by stop_when_idle; 0 = none
   std::atomic<bool> contacted{false};  // a trainer of its job has called (Info or a stream)
@@ -205,7 +217,17 @@ int WorkerServer::start(const std::string& address) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(address, server_credentials(impl_->security), &port);
+  // Without TLS the worker accepts its connections itself (listener.h); gRPC takes
+  // descriptors only for plain connections, so with TLS it listens as before.
+  const bool own_listener = impl_->security.tls_cert.empty() && impl_->security.tls_key.empty();
+  if (own_listener) {
+    const int most = impl_->worker.options().max_connections;
+    impl_->listener = Listener::open(address, {most > 0 ? most : default_max_connections()});
+    if (!impl_->listener) throw ConfigError(bind_failure(address, kPortFlags));
+    port = impl_->listener->port();
+  } else {
+    builder.AddListeningPort(address, server_credentials(impl_->security), &port);
+  }
   builder.RegisterService(impl_.get());
   // Batches of any size up to 1 GiB and beyond: no 4 MiB surprises.
   // Requests are small: a cap keeps a giant one from being parsed at all.
@@ -225,7 +247,12 @@ int WorkerServer::start(const std::string& address) {
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || port == 0) {
     // A configuration mistake (exit 3), not a peer's failure: rerunning cannot help.
-    throw ConfigError(bind_failure(address, "--port (or --worker-port, the same on every host)"));
+    throw ConfigError(bind_failure(address, kPortFlags));
+  }
+  if (own_listener) {
+    impl_->listener->start([server = impl_->server->c_server(), creds = impl_->plain.get()](int fd) {
+      grpc_server_add_channel_from_fd(server, fd, creds);
+    });
   }
   const std::string bound = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
   if (impl_->security.token.empty() && !is_loopback(address)) {

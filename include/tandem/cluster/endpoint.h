@@ -54,6 +54,14 @@ std::vector<std::string> explicit_worker_targets(const std::vector<std::string>&
                                                  const std::string& service, const ClusterOptions& opts,
                                                  const Resolver& resolve = resolve_all);
 
+// What tells one data worker from another, whatever it is called: "a.b.c.d:port" or
+// "[v6]:port" for a target whose host is an address or a name `resolve` answers for
+// within `timeout_s` (its first address, the one a client dials); a v4-mapped IPv6
+// address as its IPv4 one, the port without leading zeros. "localhost:6001",
+// "127.0.0.1:6001" and "[::ffff:127.0.0.1]:06001" are one worker. A target with no port,
+// or whose name does not resolve (or with no `resolve`), is its own identity.
+std::string worker_identity(const std::string& target, const Resolver& resolve, double timeout_s);
+
 // The worker groups' hosts as a trainer dials them: each through --host-map and
 // --worker-port (worker_endpoint), a name left a name (the feed looks it up whenever it
 // dials the worker anew). What `tandem launch` gives its trainer, and tandem.Feed()

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -126,7 +127,8 @@ class RankFeed {
   const data::Sampler& sampler() const { return *sampler_; }
   // REQUIRES: start() was called.
   const Scheduler& scheduler() const { return *scheduler_; }
-  // Every worker link so far, those that left included. REQUIRES: close() was called, or
+  // Every worker link so far, one per worker however many names it was listed under,
+  // those that left included. REQUIRES: close() was called, or
   // the feed has no directory (links are added while it runs).
   const std::vector<std::unique_ptr<WorkerLink>>& workers() const { return links_; }
   int local_threads() const { return local_threads_; }
@@ -148,8 +150,16 @@ class RankFeed {
              const std::function<void(size_t)>& on_ready, Enough enough);
   void connect_workers();
   void link_workers();  // opts_.workers, once each answered or the first pass ended
-  // A link to `target`, started; `absent`: it joins once it answers. REQUIRES: links_mu_.
+  // A link to the client's worker, started; `absent`: it joins once it answers.
+  // REQUIRES: links_mu_.
   void add_link(std::unique_ptr<transport::WorkerClient> client, bool absent);
+  // Learns the identity (cluster::worker_identity) of each target not seen before, names
+  // looked up at once, each for a moment at most. A spelling keeps the identity it was
+  // first given, so a worker followed by its name is not taken for a new one.
+  void learn_identities(const std::vector<std::string>& targets);
+  std::string identity(const std::string& target) const;  // learnt, or the target itself
+  // `targets` less any that names a worker named before it (one link per worker).
+  std::vector<std::string> distinct(const std::vector<std::string>& targets) const;
   // The directory's thread: every directory_every_s, workers listed anew join and
   // workers no longer listed leave, until close().
   void watch_directory(std::vector<std::string> kept);
@@ -162,9 +172,12 @@ class RankFeed {
   data::DatasetInfo info_;
   std::unique_ptr<data::Sampler> sampler_;
   std::unique_ptr<Scheduler> scheduler_;
-  mutable std::mutex links_mu_;  // guards links_ and delisted_ while the directory's thread adds to them
-  std::set<std::string> delisted_;  // targets whose link left and that the list dropped since
-  std::vector<std::unique_ptr<WorkerLink>> links_;
+  mutable std::mutex ids_mu_;
+  std::map<std::string, std::string> identity_of_;  // GUARDED_BY(ids_mu_): target -> identity
+  mutable std::mutex links_mu_;  // guards links_, by_identity_ and delisted_ while the directory's thread adds to them
+  std::set<std::string> delisted_;  // identities whose link left because the list dropped them
+  std::vector<std::unique_ptr<WorkerLink>> links_;  // one per worker (identity), in the order they came
+  std::map<std::string, WorkerLink*> by_identity_;
   std::thread watcher_;                 // watch_directory()
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;

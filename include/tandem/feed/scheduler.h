@@ -91,6 +91,10 @@ class Scheduler {
   // stream breaks first. `answers`: the worker itself said it answers them (its leaving
   // notice), so they are not hedged; else (delisted, perhaps dead) they may be.
   void leave(int source, const std::string& why, bool answers);
+  // A source that left (its address no longer listed) is listed again: it is a source
+  // being retried (as after fail() with may_return), taken back by revive() once it
+  // answers. REQUIRES: it left and its link stopped streaming.
+  void rejoin(int source);
 
   // Consumer side. The next batch in sequence order, or nullopt after the last one.
   // Throws NetworkError when every source has failed or batch_timeout_s passes.

@@ -74,6 +74,13 @@ class WorkerLink {
   void leave(const std::string& why, bool answers = false);
   // Whether it left or is leaving (leave(), or the worker said it is leaving).
   bool leaving() const { return leaving_; }
+  // Whether its thread ended: it streamed all there was, left, or gave up.
+  bool finished() const { return finished_; }
+  // A worker that left because its address was no longer listed is listed again: the
+  // same source and connection serve again once it answers serving the expected dataset
+  // (Scheduler::rejoin, then revive, which checks it re-makes a batch made before).
+  // REQUIRES: leaving() and finished(); not stopped.
+  void rejoin();
 
  private:
   enum class Outcome { kDone, kTransient, kFinal };
@@ -92,6 +99,8 @@ class WorkerLink {
   std::condition_variable wake_;             // ends a pause on stop()
   bool stopping_ = false;                    // GUARDED_BY(mu_)
   std::atomic<bool> leaving_{false};         // leave(), or the worker's notice
+  std::atomic<bool> finished_{false};        // run() returned
+  bool streamed_ = false;                    // the run thread's: it served once ("rejoined" after)
   bool bad_data_ = false;                    // the run thread's: the last stream failed on the data
   std::shared_ptr<transport::BatchCall> call_;  // GUARDED_BY(mu_): the stream, to cancel
 };

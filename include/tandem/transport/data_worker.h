@@ -102,6 +102,7 @@ class DataWorker {
   std::shared_ptr<const data::Dataset> dataset_;
   const WorkerOptions opts_;
   const std::string host_;
+  const std::string instance_;  // WorkerInfo::instance
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<data::BatchMaker> maker_;
   std::unique_ptr<ByteBudget> budget_;

@@ -41,6 +41,9 @@ struct WorkerOptions {
   // not yet sent, across every stream (0 = a quarter of the memory available at start).
   int max_request_samples = 65536;  // --max-request-samples
   int max_streams = 64;             // --max-streams
+  // --max-connections: TCP connections open at once (one more is closed at once); 0 = a
+  // quarter of the open-files limit, 16 to 16384 (transport::default_max_connections).
+  int max_connections = 0;
   int64_t max_inflight_mb = 0;      // --max-inflight-mb
   // --term-grace: after SIGTERM, keep serving connected trainers this long at most (they
   // are stopping too, and need their batches to reach a checkpoint).

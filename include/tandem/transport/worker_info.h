@@ -19,6 +19,7 @@ struct WorkerInfo {
   std::vector<std::string> skipped;  // files it could not use (--on-bad-sample skip)
   uint64_t skipped_count = 0;
   std::string determinism_problem;  // data::Dataset::determinism_problem(); "" when deterministic
+  std::string instance;  // random per worker process: one worker under two addresses has one
 };
 
 }  // namespace tandem::transport
