@@ -546,6 +546,20 @@ TEST(ReleaseGate, WithoutATokenItSaysItIsOpenAndRefusalsDoNotFloodTheLog) {
   for (int i = 0; i < 40; ++i) EXPECT_FALSE(report_done({"algo-9", 0}, {"127.0.0.1", gate.port(), 5, {}}, nullptr));
   EXPECT_LE(log.count("refused a join"), 5u) << log.out.str();
   EXPECT_GE(log.count("refused a join"), 1u) << log.out.str();
+  // It listens where the data workers do (--bind): on loopback, only there, and quietly.
+  CapturedLog local_log;
+  o.bind = "127.0.0.1";
+  ReleaseGate local(o);
+  EXPECT_EQ(local_log.count("THE JOB CHANNEL IS OPEN"), 0u) << local_log.out.str();
+  // gRPC listens on IPv4 addresses through IPv6 sockets: 127.0.0.1 as ::ffff:127.0.0.1.
+  const std::string v4_mapped_loopback = "0000000000000000FFFF00000100007F", any6(32, '0');
+  const std::string tables = testing::slurp("/proc/net/tcp") + testing::slurp("/proc/net/tcp6");
+  EXPECT_TRUE(testing::listens_on("0100007F", local.port()) ||
+              testing::listens_on(v4_mapped_loopback, local.port(), "/proc/net/tcp6"))
+      << tables;
+  EXPECT_FALSE(testing::listens_on("00000000", local.port()) ||
+               testing::listens_on(any6, local.port(), "/proc/net/tcp6"))
+      << tables;
 }
 
 // The job channel's watch: a failure reported by one host reaches every watcher, with

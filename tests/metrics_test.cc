@@ -72,20 +72,6 @@ TEST(Scaling, WorkersWantedIsTheNeedOverTheMeanCapacity) {
   EXPECT_DOUBLE_EQ(report::worker_capacity(s), 2000);
 }
 
-// Whether a TCP socket listens on address `ip_hex` (as /proc/net/tcp writes it: 127.0.0.1
-// is 0100007F) and `port`.
-bool listens_on(const std::string& ip_hex, int port) {
-  const std::string local = fmt::format("{}:{:04X}", ip_hex, port);
-  std::istringstream table(slurp("/proc/net/tcp"));
-  for (std::string line; std::getline(table, line);) {
-    std::istringstream fields(line);
-    std::string slot, address, remote, state;
-    fields >> slot >> address >> remote >> state;
-    if (address == local && state == "0A") return true;  // 0A: LISTEN
-  }
-  return false;
-}
-
 // A connection to 127.0.0.1:port that says nothing (-1 when refused).
 int idle_connection(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);

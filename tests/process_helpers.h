@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,28 @@ inline std::string slurp(const fs::path& p) {
   ss << in.rdbuf();
   return ss.str();
 }
+
+// A port as /proc/net/tcp writes it: four upper-case hex digits.
+inline std::string hex_port(int port) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04X", port);
+  return text;
+}
+
+// Whether a TCP socket listens on address `ip_hex` (as /proc/net/tcp writes it: 127.0.0.1
+// is 0100007F; or /proc/net/tcp6, given as `table`) and `port`.
+inline bool listens_on(const std::string& ip_hex, int port, const std::string& table = "/proc/net/tcp") {
+  const std::string local = ip_hex + ":" + hex_port(port);
+  std::istringstream rows(slurp(table));
+  for (std::string line; std::getline(rows, line);) {
+    std::istringstream fields(line);
+    std::string slot, address, remote, state;
+    fields >> slot >> address >> remote >> state;
+    if (address == local && state == "0A") return true;  // 0A: LISTEN
+  }
+  return false;
+}
+
 
 // A port the kernel just handed out; the race until a worker binds it is acceptable here.
 inline int free_port() {

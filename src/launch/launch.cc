@@ -135,6 +135,7 @@ RankGroupOptions group_options(const Settings& settings, const cluster::Cluster&
   }
   if (plan.trainer_hosts.size() > 1 || !plan.worker_hosts.empty()) {
     o.release_port = release_port(settings.launch, settings.trainer.master_port);
+    o.release_bind = settings.worker.bind;
     o.release_wait_s = settings.launch.release_wait_s;
   }
   return o;

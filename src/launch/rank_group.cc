@@ -85,6 +85,7 @@ const ExitStatus* culprit(const std::vector<ExitStatus>& ranks) {
 ReleaseGateOptions gate_options(const RankGroupOptions& o) {
   ReleaseGateOptions g;
   g.port = o.release_port;
+  g.bind = o.release_bind;
   g.expected = o.peers;
   g.workers = o.worker_hosts;
   g.security = o.security;

@@ -22,6 +22,7 @@
 #include "tandem/common/exit_codes.h"
 #include "tandem/common/text.h"
 #include "tandem/transport/credentials.h"
+#include "tandem/transport/grpc_runtime.h"
 #include "tandem/v1/barrier.grpc.pb.h"
 
 namespace tandem::launch {
@@ -234,20 +235,23 @@ struct ReleaseGate::Impl final : v1::JobBarrier::Service {
 
 ReleaseGate::ReleaseGate(ReleaseGateOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("0.0.0.0:" + std::to_string(impl_->opts.port),
-                           transport::server_credentials(impl_->opts.security), &impl_->port);
+  const std::string& host = impl_->opts.bind;
+  const std::string address =
+      (host.find(':') != std::string::npos && host.front() != '[' ? "[" + host + "]" : host) + ":" +
+      std::to_string(impl_->opts.port);
+  builder.AddListeningPort(address, transport::server_credentials(impl_->opts.security), &impl_->port);
   builder.RegisterService(impl_.get());
   builder.SetMaxReceiveMessageSize(64 << 10);  // a report is a few dozen bytes
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || impl_->port == 0) {
     throw ConfigError(fmt::format("cannot listen on the release port {} (where the other trainer hosts report that "
-                                  "their ranks ended): is another process using it? Set --release-port to a free one, "
-                                  "the same on every host",
-                                  impl_->opts.port));
+                                  "their ranks ended): {}",
+                                  impl_->opts.port,
+                                  transport::bind_failure(address, "--release-port (the same on every host) or --bind")));
   }
   spdlog::debug("release barrier of run {} on port {}", impl_->run, impl_->port);
-  if (impl_->opts.security.token.empty()) {
+  if (impl_->opts.security.token.empty() && !transport::is_loopback(address)) {
     spdlog::warn("THE JOB CHANNEL IS OPEN: no token is set, so anyone who reaches port {} of this host can end this "
                  "job or have its data workers released. Set TANDEM_TOKEN (or --token-file) on every host of the job, "
                  "or keep the network private (docs/security.md)",

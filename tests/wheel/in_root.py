@@ -7,6 +7,8 @@ each root, with the repository at /tandem):
 1. pip installs the wheel into a virtual environment (seeing the root's numpy, torch);
 2. every ELF file in the installed package loads only what the wheel bundles and glibc,
    libstdc++ and libgcc_s (ldd, as the root's loader resolves it); nothing is "not found";
+   the gRPC and c-ares it bundles are the versions docs/security.md assesses (asked of
+   the libraries themselves: grpc::Version(), ares_version());
 3. a worker started by the wheel's `tandem` command feeds a tandem.Feed, which releases it;
 4. the one-script job (tests/python/one_script.py) under `tandem simulate --every-host`:
    the data hosts serve, the trainer's loss falls, every host exits 0;
@@ -14,6 +16,8 @@ each root, with the repository at /tandem):
    (tandem simulate --procs-per-host 2), fed by a worker host; its loss falls.
 Prints what it measured (import time, wheel size) and exits non-zero on the first failure.
 """
+import ctypes
+import glob
 import json
 import os
 import re
@@ -85,6 +89,45 @@ def check_loads(package):
             if os.path.dirname(where) != libs:
                 fail(f"{os.path.relpath(path, package)} loads {name} from {where}, not from the wheel")
     say(f"ldd: {len(files)} ELF files load only the wheel's libraries and glibc/libstdc++/libgcc_s")
+
+
+def bundled_version(package, pattern, ask):
+    """What the bundled library matching `pattern` says its version is."""
+    found = glob.glob(os.path.join(package, "_libs", pattern))
+    if len(found) != 1:
+        fail(f"the wheel bundles {len(found)} libraries named {pattern}: {found}")
+    return ask(ctypes.CDLL(found[0]))
+
+
+def grpc_version(lib):
+    # std::string grpc::Version(): returned through a hidden pointer to 32 bytes
+    # (libstdc++'s string: data pointer, size, and its short-string buffer).
+    f = getattr(lib, "_ZN4grpc7VersionB5cxx11Ev")
+    f.restype, f.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    out = ctypes.create_string_buffer(32)
+    f(out)
+    data, size = ctypes.c_void_p.from_buffer(out).value, ctypes.c_size_t.from_buffer(out, 8).value
+    return ctypes.string_at(data, size).decode()
+
+
+def ares_version(lib):
+    lib.ares_version.restype, lib.ares_version.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
+    return lib.ares_version(None).decode()
+
+
+def check_bundled_versions(package):
+    """The gRPC and c-ares in the wheel are the ones docs/security.md names and assesses."""
+    grpc = bundled_version(package, "libgrpc++-*.so.*", grpc_version)
+    ares = bundled_version(package, "libcares-*.so.*", ares_version)
+    with open(os.path.join(REPO, "docs", "security.md")) as f:
+        doc = f.read()
+    m = re.search(r"bundles Debian bookworm's gRPC (\S+) .*?and c-ares (\S+)", doc, re.S)
+    if not m:
+        fail("docs/security.md no longer says which gRPC and c-ares the wheel bundles")
+    if (grpc, ares) != (m.group(1), m.group(2)):
+        fail(f"the wheel bundles gRPC {grpc} and c-ares {ares}; docs/security.md assesses gRPC {m.group(1)} and "
+             f"c-ares {m.group(2)}: assess these versions' CVEs there")
+    say(f"bundled: gRPC {grpc}, c-ares {ares}, as docs/security.md assesses")
 
 
 def free_port():
@@ -162,6 +205,7 @@ def main():
         code, out = run([py, "-c", "import tandem"], 60)
         say(f"installed in {package}; import tandem took {time.monotonic() - start:.2f} s (with the interpreter)")
         check_loads(package)
+        check_bundled_versions(package)
         code, out = run([tandem, "--version"], 60)
         if code or "no LibTorch" not in out:
             fail(f"tandem --version: {out}")

@@ -43,6 +43,7 @@ struct RankGroupOptions {
   std::vector<std::string> worker_hosts;
   std::string report_to;          // "" = report to nobody (the first host, or no workers)
   int release_port = 0;
+  std::string release_bind = "0.0.0.0";  // where the first host listens: --bind, as its workers do
   double release_wait_s = 300;
   // The ranks share one batch stream to each data worker through a relay this process
   // runs (--share-streams; transport/stream_relay.h), in a directory of its own.

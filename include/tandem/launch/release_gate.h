@@ -56,6 +56,7 @@ inline constexpr double kSilentS = 30;
 
 struct ReleaseGateOptions {
   int port = 0;                        // the port the first host listens on (release_port())
+  std::string bind = "0.0.0.0";        // the address it listens on (--bind, as the data workers')
   std::vector<std::string> expected;   // the other trainer hosts' names
   // The data worker hosts' names: one may report that it could not start (its port
   // taken, its data missing), which ends the job with its code and reason. They are not
