@@ -108,6 +108,36 @@ TEST(NamedWorkers, AServiceNameBecomesOneWorkerPerAddress) {
   EXPECT_TRUE(Mentions(error("workers:http"), {"--worker-service", "not a port"}));
   EXPECT_TRUE(Mentions(error("workers:70000"), {"not a port"}));
   EXPECT_TRUE(Mentions(error(":6000"), {"not a DNS name", "headless Service"}));
+  // Escapes, spaces and giant names are not DNS names, and are shown escaped and cut short
+  // (issue 51: ESC sequences reached the log raw; a 100 MB entry became an address).
+  const std::string esc = error("work\x1b[31mers");
+  EXPECT_TRUE(Mentions(esc, {"not a DNS name"}));
+  EXPECT_EQ(esc.find('\x1b'), std::string::npos) << esc;
+  const std::string giant = error(std::string(100'000, 'a'));
+  EXPECT_TRUE(Mentions(giant, {"not a DNS name"}));
+  EXPECT_LT(giant.size(), 600u);
+}
+
+// --workers entries (and the Python feed's workers=) are addresses or nothing: checked,
+// escaped and cut short when named, never dialled as they are.
+TEST(NamedWorkers, AWorkersEntryThatIsNotAnAddressIsRefusedByName) {
+  ClusterOptions o;
+  auto error = [&](const std::string& entry) {
+    try {
+      explicit_worker_targets({"10.0.0.1:6000", entry}, "", o);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  for (const std::string bad : {"[::1", "cpu 1:6000", "a/b:6000", "cpu-1:0", "cpu-1:65536", "\x1b]0;x\x07:6000"}) {
+    const std::string e = error(bad);
+    EXPECT_TRUE(Mentions(e, {"--workers", "is not one address"})) << bad << ": " << e;
+    EXPECT_EQ(e.find('\x1b'), std::string::npos) << e;
+  }
+  EXPECT_LT(error(std::string(100'000, 'a')).size(), 600u);
+  EXPECT_EQ(error("cpu-1"), "");
+  EXPECT_EQ(error("[fd00::1]:7000"), "");
 }
 
 TEST(NamedWorkers, LocalhostResolvesForReal) {

@@ -19,6 +19,7 @@
 #include "tandem/cluster/endpoint.h"
 #include "tandem/common/error.h"
 #include "tandem/common/signals.h"
+#include "tandem/common/text.h"
 
 namespace tandem::cluster {
 namespace {
@@ -160,6 +161,32 @@ Endpoint worker_endpoint(const std::string& host, const ClusterOptions& opts) {
   return endpoint;
 }
 
+bool is_worker_address(const std::string& target) {
+  const size_t colon = target.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  const std::string host = target.substr(0, colon), port = target.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) < 1 || std::stoi(port) > 65535) {
+    return false;
+  }
+  if (host.front() == '[') {
+    return host.back() == ']' && host.size() > 2 &&
+           host.find_first_not_of("0123456789abcdefABCDEF:.", 1) == host.size() - 1;
+  }
+  return host.size() <= 253 &&
+         host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") ==
+             std::string::npos;
+}
+
+std::string worker_target(const std::string& entry, int port, const std::string& setting) {
+  const std::string target = with_default_port(entry, port);
+  if (!is_worker_address(target)) {
+    throw ConfigError(setting + " \"" + printable(entry, 80) + "\" is not one address. Fix: write host[:port] "
+                      "entries, e.g. cpu-1:6000 or [fd00::1]:6000, or dns:NAME[:PORT] for a DNS name");
+  }
+  return target;
+}
+
 std::string with_default_port(const std::string& target, int port) {
   const std::string p = std::to_string(port);
   if (target.starts_with("[")) return target.find("]:") == std::string::npos ? target + ":" + p : target;
@@ -232,11 +259,13 @@ WorkerService parse_service(const std::string& text, const std::string& shown, i
     const std::string digits = text.substr(colon + 1);
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), s.port);
     if (ec != std::errc() || end != digits.data() + digits.size() || s.port < 1 || s.port > 65535) {
-      throw ConfigError(shown + ": \"" + digits + "\" is not a port. Fix: write NAME or NAME:PORT with a port from 1 "
+      throw ConfigError(shown + ": \"" + printable(digits, 20) + "\" is not a port. Fix: write NAME or NAME:PORT with a port from 1 "
                         "to 65535, e.g. tandem-workers.default.svc:6000");
     }
   }
-  if (s.name.empty() || s.name.find_first_of("[]/ ") != std::string::npos) {
+  if (s.name.empty() || s.name.size() > 253 ||
+      s.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
+          std::string::npos) {
     throw ConfigError(shown + ": not a DNS name. Fix: name a DNS record with one address per worker, e.g. a "
                       "Kubernetes headless Service: tandem-workers.default.svc");
   }
@@ -249,9 +278,13 @@ std::vector<WorkerService> worker_services(const std::vector<std::string>& worke
                                            const ClusterOptions& opts) {
   std::vector<WorkerService> out;
   for (const std::string& w : workers) {
-    if (w.starts_with(kDnsPrefix)) out.push_back(parse_service(w.substr(kDnsPrefix.size()), "--workers " + w, opts.worker_port));
+    if (w.starts_with(kDnsPrefix)) {
+      out.push_back(parse_service(w.substr(kDnsPrefix.size()), "--workers " + printable(w, 80), opts.worker_port));
+    }
   }
-  if (!service.empty()) out.push_back(parse_service(service, "--worker-service " + service, opts.worker_port));
+  if (!service.empty()) {
+    out.push_back(parse_service(service, "--worker-service " + printable(service, 80), opts.worker_port));
+  }
   return out;
 }
 
@@ -264,7 +297,7 @@ std::vector<std::string> explicit_worker_targets(const std::vector<std::string>&
   };
   for (const std::string& w : workers) {
     if (w.empty()) throw ConfigError("--workers lists an empty address. Fix: write host[:port],host[:port],...");
-    if (!w.starts_with(kDnsPrefix)) add(with_default_port(w, opts.worker_port));
+    if (!w.starts_with(kDnsPrefix)) add(worker_target(w, opts.worker_port, "--workers"));
   }
   for (const WorkerService& s : worker_services(workers, service, opts)) {
     for (const std::string& address : resolve(s.name, opts.resolve_timeout_s)) add(Endpoint{s.name, address, s.port}.target());

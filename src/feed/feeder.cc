@@ -21,7 +21,7 @@ constexpr size_t kAhead = 2;
 FeedOptions feeder_feed_options(FeedOptions o, const FeederOptions& f) {
   // The feeder's own workers first, then those of the settings' directory not among them.
   std::vector<std::string> workers;
-  for (const std::string& w : f.workers) workers.push_back(cluster::with_default_port(w, o.worker_port));
+  for (const std::string& w : f.workers) workers.push_back(cluster::worker_target(w, o.worker_port, "workers="));
   for (std::string& w : o.workers) {
     if (std::find(workers.begin(), workers.end(), w) == workers.end()) workers.push_back(std::move(w));
   }
@@ -46,7 +46,7 @@ Feeder::Feeder(FeederOptions opts, FeedOptions feed, uint64_t steps)
   if (opts_.local_threads < 0) {
     throw ConfigError("local_threads must be 0 or more, got " + std::to_string(opts_.local_threads));
   }
-  for (auto& w : opts_.workers) w = cluster::with_default_port(w, feed.worker_port);
+  for (auto& w : opts_.workers) w = cluster::worker_target(w, feed.worker_port, "workers=");
   if (opts_.workers.empty() && opts_.local_threads == 0) {
     throw ConfigError("no data source: no workers were given and local_threads is 0; "
                       "pass workers=[\"host:port\", ...] or local_threads=N");

@@ -116,6 +116,13 @@ void Scheduler::complete(int source, data::Batch batch) {
 void Scheduler::fail(int source, const std::string& why, bool may_return, bool bad_data) {
   {
     std::lock_guard lock(mu_);
+    fail_locked(source, why, may_return, bad_data);
+  }
+  cv_.notify_all();
+}
+
+void Scheduler::fail_locked(int source, const std::string& why, bool may_return, bool bad_data) {
+  {
     Source& s = sources_.at(source);
     s.bad_data = s.bad_data || bad_data;  // a later failure does not undo the first's kind
     if (s.stats.failed) {  // a later, better explanation of the same failure
@@ -152,7 +159,6 @@ void Scheduler::fail(int source, const std::string& why, bool may_return, bool b
     retry_.insert(retry_.begin(), lost.begin(), lost.end());
     std::sort(retry_.begin(), retry_.end());
   }
-  cv_.notify_all();
 }
 
 void Scheduler::revive(int source, bool rejoined) {
@@ -205,13 +211,16 @@ void Scheduler::leave(int source, const std::string& why, bool answers) {
   cv_.notify_all();
 }
 
-void Scheduler::rejoin(int source) {
-  std::lock_guard lock(mu_);
-  Source& s = sources_.at(source);
-  s.leaving = s.answers = false;
-  s.stats.left.clear();
-  // Not failed (it answered all it held): the link's fail() makes it one being retried.
-  if (s.stats.failed) s.may_return = true;
+void Scheduler::rejoin(int source, const std::string& why) {
+  {
+    std::lock_guard lock(mu_);
+    Source& s = sources_.at(source);
+    s.leaving = s.answers = false;
+    s.stats.left.clear();
+    if (s.stats.failed) s.may_return = true;
+    fail_locked(source, why, /*may_return=*/true, /*bad_data=*/false);  // one being retried, at once
+  }
+  cv_.notify_all();
 }
 
 // Every source failed for good or left with nothing outstanding: nobody will answer

@@ -23,24 +23,6 @@ std::string trimmed(const std::string& s) {
 constexpr size_t kMostLineChars = 300;           // a host name is 253 at most, with a port
 constexpr uintmax_t kMostWatchBytes = 4 << 20;   // 10,000 workers' lines, and room
 
-// Whether `target` (host:port, [v6]:port) is an address: a host of letters, digits, '.',
-// '-', '_' (or a bracketed IPv6 address) and a port 1..65535.
-bool is_address(const std::string& target) {
-  const size_t colon = target.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  const std::string host = target.substr(0, colon), port = target.substr(colon + 1);
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoi(port) < 1 || std::stoi(port) > 65535) {
-    return false;
-  }
-  if (host.front() == '[') {
-    return host.back() == ']' && host.size() > 2 &&
-           host.find_first_not_of("0123456789abcdefABCDEF:.", 1) == host.size() - 1;
-  }
-  return host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") ==
-         std::string::npos;
-}
-
 // A watch file's line as an address, or "" for a blank line or a comment.
 std::string address_of(std::string line, const std::string& path, int number, int default_port) {
   if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
@@ -53,7 +35,7 @@ std::string address_of(std::string line, const std::string& path, int number, in
   }
   const std::string target = line.find_first_of(" \t,/") == std::string::npos
                                  ? cluster::with_default_port(line, default_port) : "";
-  if (!is_address(target)) {
+  if (!cluster::is_worker_address(target)) {
     throw ConfigError(where + "\"" + printable(line, 80) + "\" is not one address. Fix: write one host:port a "
                       "line, e.g. cpu-1:6000 or [fd00::1]:6000 (# starts a comment)");
   }
@@ -80,7 +62,7 @@ DirectoryOptions directory_options(const std::vector<std::string>& workers, cons
                                    const std::string& watch_file, const ClusterOptions& cluster) {
   DirectoryOptions o;
   for (const std::string& w : workers) {
-    if (!w.starts_with("dns:")) o.fixed.push_back(cluster::with_default_port(w, cluster.worker_port));
+    if (!w.starts_with("dns:")) o.fixed.push_back(cluster::worker_target(w, cluster.worker_port, "--workers"));
   }
   o.names = cluster::worker_services(workers, service, cluster);
   o.watch_file = watch_file;

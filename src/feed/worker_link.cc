@@ -57,7 +57,7 @@ void WorkerLink::rejoin() {
   if (thread_.joinable()) thread_.join();
   leaving_ = false;
   bad_data_ = false;
-  scheduler_.rejoin(id_);
+  scheduler_.rejoin(id_, "data worker " + target() + " listed again, not answering yet");
   start(/*absent=*/true);
 }
 

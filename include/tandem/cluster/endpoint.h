@@ -27,6 +27,14 @@ Endpoint worker_endpoint(const std::string& host, const ClusterOptions& opts);
 // workers, where a missing port means the worker port, not gRPC's default 443.
 std::string with_default_port(const std::string& target, int port);
 
+// Whether `target` is one worker's address: host:port with a host of letters, digits,
+// '.', '-' and '_' (253 at most) or a bracketed IPv6 address, and a port 1..65535.
+bool is_worker_address(const std::string& target);
+
+// with_default_port(entry, port), checked: throws ConfigError naming `setting` ("--workers",
+// "workers=") and the fix when it is not one worker's address (is_worker_address).
+std::string worker_target(const std::string& entry, int port, const std::string& setting);
+
 // Resolves a host name, retrying until `timeout_s` passes (DNS lags at job start).
 // Returns the numeric address. Throws NetworkError naming the host after the deadline.
 std::string resolve_host(const std::string& host, double timeout_s);

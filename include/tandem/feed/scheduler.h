@@ -94,7 +94,7 @@ class Scheduler {
   // A source that left (its address no longer listed) is listed again: it is a source
   // being retried (as after fail() with may_return), taken back by revive() once it
   // answers. REQUIRES: it left and its link stopped streaming.
-  void rejoin(int source);
+  void rejoin(int source, const std::string& why);
 
   // Consumer side. The next batch in sequence order, or nullopt after the last one.
   // Throws NetworkError when every source has failed or batch_timeout_s passes.
@@ -142,6 +142,7 @@ class Scheduler {
     int hedge = -1;
     Clock::time_point hedge_since;
   };
+  void fail_locked(int source, const std::string& why, bool may_return, bool bad_data);  // REQUIRES: mu_
   bool has_work_for(int id) const;
   // The prefetch window now: --prefetch, and what sources whose reads want more were
   // allowed beyond their base depth (beyond_), up to max_prefetch.
