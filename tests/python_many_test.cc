@@ -103,6 +103,41 @@ TEST(PythonMany, AGetitemsThatGivesOtherSamplesIsHeldToGetitem) {
   }
 }
 
+// A __getitems__ whose samples cannot be sent (arrays of Python objects) where
+// __getitem__'s can: each is made alone, right, and the switch is said once (it was
+// silent, each sample re-made alone at every request).
+TEST(PythonMany, AGetitemsGivingObjectArraysIsLeftOnceAndSaidOnce) {
+  REQUIRE_NUMPY();
+  const fs::path dir = testing::fresh_dir("python-many-objects");
+  ::testing::internal::CaptureStderr();
+  auto ds = data::make_dataset(python_data("Batched", logged(dir / "log", R"(, "wrong": "objects")"), 1));
+  const data::Batch b = batch_of(ds, {3, 9, 1, 40, 22, 5, 17, 62}, 1);
+  const data::Batch again = batch_of(ds, {4, 10, 2, 41, 23, 6, 18, 63}, 1);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  expect_rows_made_alone(*ds, b, dir / "log", std::nullopt);
+  expect_rows_made_alone(*ds, again, dir / "log", std::nullopt);
+  size_t said = 0;
+  for (size_t at = err.find("__getitems__ gave for index"); at != std::string::npos;
+       at = err.find("__getitems__ gave for index", at + 1)) {
+    ++said;
+  }
+  EXPECT_EQ(said, 1u) << err;
+  EXPECT_NE(err.find("array of Python objects"), std::string::npos) << err;
+}
+
+// A field of Python objects is named, with the fix, not numpy's "Cannot change data-type".
+TEST(PythonMany, AFieldOfPythonObjectsIsNamedWithTheFix) {
+  REQUIRE_NUMPY();
+  try {
+    auto ds = data::make_dataset(python_data("Objects", "{}", 1));
+    ADD_FAILURE() << "a field of Python objects was taken";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("field 'names' is an array of Python objects"), std::string::npos) << what;
+    EXPECT_NE(what.find("np.stack"), std::string::npos) << what;
+  }
+}
+
 // Without __getitems__: __getitem__ for each, seeded per sample (random, numpy.random and
 // tandem.sample_rng all drawn from), in one request.
 TEST(PythonMany, ManySamplesOfADatasetWithoutGetitemsAreTheBytesOfEachAlone) {

@@ -245,6 +245,9 @@ def _write_fields(np, fields, shared, offset=0):
     arrays, out = [], {}
     for name, value in fields.items():
         desc, array = _field(np, value)
+        if array is not None and array.dtype.hasobject:
+            raise TypeError(f"field {name!r} is an array of Python objects (dtype object), which has no bytes to send: "
+                            "make it an array of numbers (np.stack its items; text as uint8 codes) or leave it out")
         if array is not None:
             desc["offset"], desc["nbytes"] = offset, array.nbytes
             arrays.append((offset, array))
@@ -254,12 +257,9 @@ def _write_fields(np, fields, shared, offset=0):
     for at, array in arrays:
         if array.nbytes:
             view = np.frombuffer(shared.map, dtype=np.uint8, count=array.nbytes, offset=at)
-            if array.dtype.hasobject:
-                view[:] = array.reshape(-1).view(np.uint8)  # raises: an array of Python objects has no bytes
-            else:
-                # One copy, straight from the array's strides (a transposed HWC image, a
-                # slice) into C order in the shared memory.
-                np.copyto(view.view(array.dtype).reshape(array.shape), array, casting="no")
+            # One copy, straight from the array's strides (a transposed HWC image, a slice)
+            # into C order in the shared memory.
+            np.copyto(view.view(array.dtype).reshape(array.shape), array, casting="no")
             del view
     return {"ok": True, "shm_size": shared.size, "fields": out}, offset
 

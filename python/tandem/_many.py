@@ -61,7 +61,14 @@ class Many:
                 out.extend([None] * (len(items) - k))  # the worker asks for these alone
                 break
             except Exception as e:  # noqa: BLE001: the user's code may raise anything
-                out.append(self.failure(e))
+                if samples is None:
+                    out.append(self.failure(e))
+                    continue
+                # From __getitems__: a sample tandem cannot send (an array of Python
+                # objects) that __getitem__ may give as it can. The rest are made alone.
+                samples = None
+                self._give_up(f"gave for index {index} a sample tandem cannot send ({type(e).__name__}: {e})")
+                out.append(None)  # the worker asks for it alone: __getitem__ says if it is bad
         return {"ok": True, "shm_size": self.shared.size, "samples": out}
 
     def _made(self, next_call):
