@@ -29,6 +29,7 @@
 #include "tandem/training/trainer_options.h"
 #include "tandem/transport/grpc_runtime.h"
 #include "tandem/transport/live_metrics.h"
+#include "tandem/common/exit_deadline.h"
 #include "trainer_records.h"
 
 namespace tandem::launch {
@@ -251,6 +252,9 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     if (opts.trainer.checkpoints.every < 0) opts.trainer.checkpoints.interruptions_per_hour = job_interruptions(settings, cluster);
     training::set_torch_threads(opts.torch_threads);
     training::Trainer trainer(opts.trainer, feed.info(), dist, files.paths, eval_dataset(settings, feed.info()));
+    // From here on, ending (however it ends) is bounded: a reading thread stuck on a hung
+    // file system would otherwise hold the process in the feed's destructor for good.
+    ExitIfStuck stuck(kEndingS, kExitPeer, "trainer " + host + " rank " + std::to_string(dist.rank));
     signals.training_starts();
     const auto interrupts = signals.interrupts(feed);
     const int64_t steps = opts.trainer.loop.steps;
@@ -277,7 +281,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
       // Every rank has finished its last step (run() ends with a barrier): now the workers may go.
       if (!settings.launcher.rank_group) feed.release_workers(result.interrupted ? "trainer interrupted" : "training finished");
     }
-    return result.interrupted ? kExitInterrupted : kExitOk;
+    return stuck.ending(result.interrupted ? kExitInterrupted : kExitOk);
   } catch (const Interrupted& e) {
     spdlog::warn("trainer {} rank {} stopped before training: {}", host, rank, e.what());
     if (rank == 0) release(settings, worker_targets, "trainer interrupted");

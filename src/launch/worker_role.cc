@@ -6,6 +6,7 @@
 
 #include "tandem/common/error.h"
 #include "tandem/common/exit_codes.h"
+#include "tandem/common/exit_deadline.h"
 #include "tandem/common/signals.h"
 #include "tandem/common/text.h"
 #include "tandem/data/batching/convert.h"
@@ -123,8 +124,11 @@ int run_worker(const Settings& settings, const std::string& host) {
                counted(dataset->info().size, "sample"), dataset->info().fingerprint, bound,
                counted(server.threads(), "thread"));
   const transport::StopReason why = server.wait();
+  // Ending is bounded: a reading thread stuck on a hung file system would otherwise hold
+  // the process in the dataset's destructor for good, deaf to SIGTERM.
+  ExitIfStuck stuck(kEndingS, kExitPeer, "data worker " + host);
   live = nullptr;
-  return exit_code_for(why, settings, host);
+  return stuck.ending(exit_code_for(why, settings, host));
 }
 
 int run_worker_host(const Settings& settings, const std::string& host, const std::string& trainer_address) {

@@ -100,7 +100,8 @@ std::string peer_of(const sockaddr_storage& a) {
                   NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
     return "an unknown address";
   }
-  return std::string(host) + ":" + serv;
+  // As gRPC names its own peers.
+  return a.ss_family == AF_INET6 ? "ipv6:[" + std::string(host) + "]:" + serv : "ipv4:" + std::string(host) + ":" + serv;
 }
 
 bool lacks_resource(int error) { return error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM; }
@@ -259,13 +260,15 @@ void Listener::accept_one(int listen_fd) {
   }
   struct stat st {};
   fstat(fd, &st);
+  const std::string who = peer_of(peer);
   {
     std::lock_guard lock(mu_);
     given_.insert(st.st_ino);
+    peers_[fd] = who;
   }
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  pending_.push_back({fd, Clock::now(), peer_of(peer)});
+  pending_.push_back({fd, Clock::now(), who});
 }
 
 bool Listener::room() {
@@ -274,6 +277,13 @@ bool Listener::room() {
   const std::set<ino_t> open = open_sockets();
   std::erase_if(given_, [&](ino_t inode) { return !open.count(inode); });
   return static_cast<int>(given_.size()) < opts_.max_connections;
+}
+
+std::string Listener::address_of(const std::string& peer) const {
+  if (!peer.starts_with("fd:")) return peer;
+  std::lock_guard lock(mu_);
+  const auto it = peers_.find(std::atoi(peer.c_str() + 3));
+  return it == peers_.end() ? peer : it->second;
 }
 
 int Listener::open_connections() {

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -60,6 +61,9 @@ class Listener {
 
   // Connections given away that are still open.
   int open_connections();
+  // "ipv4:a.b.c.d:port" (or "ipv6:[..]:port") for gRPC's name of a connection it was
+  // given ("fd:N", what ServerContext::peer() says of it); `peer` itself otherwise.
+  std::string address_of(const std::string& peer) const;
   uint64_t refused() const { return refused_; }
 
  private:
@@ -81,8 +85,11 @@ class Listener {
   ListenerOptions opts_;
   int wake_[2] = {-1, -1};  // a pipe: stop() ends the wait in poll()
   std::thread thread_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::set<ino_t> given_;  // GUARDED_BY(mu_): the sockets handed over, by inode
+  // GUARDED_BY(mu_): each descriptor's peer when accepted (a descriptor open with gRPC
+  // cannot be another connection's)
+  std::map<int, std::string> peers_;
   std::atomic<uint64_t> refused_{0};
   bool starved_ = false;  // the accept thread's: the last accept() lacked a resource
   std::vector<Pending> pending_;  // the accept thread's

@@ -65,7 +65,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
 
   grpc::Status Shutdown(grpc::ServerContext* ctx, const v1::ShutdownRequest* req, v1::ShutdownReply*) override {
     if (grpc::Status s = check_caller(*ctx, security, job, false); !s.ok()) return refuse(*ctx, "Shutdown", s);
-    spdlog::info("shutdown requested by the trainer at {}: {}", printable(ctx->peer(), 80),
+    spdlog::info("shutdown requested by the trainer at {}: {}", printable(peer(*ctx), 80),
                  req->reason().empty() ? "no reason given" : printable(req->reason()));
     finish(StopReason::kShutdownRpc);
     return grpc::Status::OK;
@@ -109,9 +109,14 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     return status;
   }
 
+  // Who called: its address, also for a connection the worker accepted itself.
+  std::string peer(const grpc::ServerContext& ctx) const {
+    return listener ? listener->address_of(ctx.peer()) : ctx.peer();
+  }
+
   // A client that asks and never reads: its stream is closed (DataWorker::close_stalled_streams).
   void close_stalled(grpc::ServerContext& ctx) {
-    spdlog::warn("closing the stream of {}: it took no batch for {} s (--idle-timeout)", printable(ctx.peer(), 80),
+    spdlog::warn("closing the stream of {}: it took no batch for {} s (--idle-timeout)", printable(peer(ctx), 80),
                  static_cast<int>(worker.options().idle_timeout_s));
     ctx.TryCancel();  // a Write the peer never takes returns
   }
@@ -167,7 +172,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     const auto now = Clock::now().time_since_epoch().count();
     if (now - last_refusal_log.load() > std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(10)).count()) {
       last_refusal_log = now;
-      spdlog::warn("refused {} from {}: {}", rpc, printable(ctx.peer(), 80), why.error_message());
+      spdlog::warn("refused {} from {}: {}", rpc, printable(peer(ctx), 80), why.error_message());
     }
     return why;
   }
