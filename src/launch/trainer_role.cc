@@ -244,17 +244,14 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     written = run_files(settings, dist.rank);  // known first: a failure from here on is recorded there
     const auto lock = hold_output(settings, written, host, dist.rank);  // before anything else (output_lock.h)
     holds_output = lock != nullptr;
-    const RunFiles& files = written;
     if (dist.local_rank == 0) spdlog::info("trainer {}: {}", host, training::describe(training::torch_runtime()));
     feed::RankFeed feed(rank_feed_options(settings, worker_targets, dist), signals.stop());
     training::RankOptions opts = training::derive_rank_options(settings.trainer, feed.info(), dist, rank_host(feed));
     opts.trainer.mix.seed = settings.data.seed;  // the data's seed also fixes the batches' mixing
     if (opts.trainer.checkpoints.every < 0) opts.trainer.checkpoints.interruptions_per_hour = job_interruptions(settings, cluster);
     training::set_torch_threads(opts.torch_threads);
-    training::Trainer trainer(opts.trainer, feed.info(), dist, files.paths, eval_dataset(settings, feed.info()));
-    // From here on, ending (however it ends) is bounded: a reading thread stuck on a hung
-    // file system would otherwise hold the process in the feed's destructor for good.
-    ExitIfStuck stuck(kEndingS, kExitPeer, "trainer " + host + " rank " + std::to_string(dist.rank));
+    training::Trainer trainer(opts.trainer, feed.info(), dist, written.paths, eval_dataset(settings, feed.info()));
+    ExitIfStuck stuck(kEndingS, kExitPeer, "trainer " + host + " rank " + std::to_string(dist.rank));  // hung reads
     signals.training_starts();
     const auto interrupts = signals.interrupts(feed);
     const int64_t steps = opts.trainer.loop.steps;
@@ -265,7 +262,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
                  counted(opts.local_threads, "local preprocessing thread"), counted(opts.torch_threads, "torch thread"));
     const auto audit = settings.trainer.audit_samples
                            ? std::make_unique<feed::SampleAudit>(feed.sampler(), from) : nullptr;
-    LiveRecords live(files, dist.rank, trainer.start_step() > 0, opts.steps_per_epoch, settings.quiet);
+    LiveRecords live(written, dist.rank, trainer.start_step() > 0, opts.steps_per_epoch, settings.quiet);
     const auto metrics = serve_live_metrics(settings, live, feed);
     const training::TrainReport result = train(trainer, feed, audit.get(), signals.stop(), live);
     feed.close();
@@ -274,7 +271,7 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     if (dist.rank == 0) {
       RunFacts facts{settings, feed, dist, cluster, opts.local_threads, opts.steps_per_epoch,
                      settings.trainer.batch_size};
-      write_run_records(files, live, result, facts, audits);
+      write_run_records(written, live, result, facts, audits);
       recorded = true;
       // The weights are in a checkpoint, but the model the run was for is not: a failure.
       if (!result.model_error.empty()) throw Error(result.model_error);  // exit 1: the next start resumes and writes it
