@@ -26,6 +26,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "captured_log.h"
 #include "process_helpers.h"
 #include "tandem/common/error.h"
 #include "tandem/common/launch_env.h"
@@ -39,6 +40,7 @@ namespace tandem::launch {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::CapturedLog;
 using testing::slurp;
 
 TEST(RankEnv, TorchrunVariablesPlaceEveryRank) {
@@ -518,22 +520,6 @@ TEST(ReleaseGate, OnlyThisJobsTrainerHostsJoinAndReport) {
   EXPECT_EQ(gate.run().size(), 32u);
 }
 
-// What spdlog writes while it lives.
-struct CapturedLog {
-  std::ostringstream out;
-  std::shared_ptr<spdlog::logger> before = spdlog::default_logger();
-  CapturedLog() {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink));
-  }
-  ~CapturedLog() { spdlog::set_default_logger(before); }
-  size_t count(const std::string& text) const {
-    const std::string s = out.str();
-    size_t n = 0;
-    for (size_t at = s.find(text); at != std::string::npos; at = s.find(text, at + 1)) ++n;
-    return n;
-  }
-};
 
 // Without a token the job channel says it is open, as the data plane does; and a flood
 // of refused calls is a few lines in the log, not one each (the hostile run: 300 lines).

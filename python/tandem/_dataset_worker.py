@@ -383,8 +383,12 @@ def main():
                 sys.meta_path.insert(0, _torch_import)
             num_classes, classes = _classes(dataset)
             ragged = [str(f) for f in getattr(dataset, "ragged_fields", None) or ()]
-            _send(sock, {"ok": True, "len": int(len(dataset)), "num_classes": num_classes, "classes": classes,
-                         "ragged_fields": ragged})
+            reply = {"ok": True, "len": int(len(dataset)), "num_classes": num_classes, "classes": classes,
+                     "ragged_fields": ragged}
+            if init.get("native"):  # a torchvision image folder is made natively (issue 52)
+                from tandem._torchvision_native import describe
+                reply["native"], reply["native_reason"] = describe(dataset)
+            _send(sock, reply)
     except BaseException as e:  # noqa: BLE001: SystemExit from the user's module is an error too
         _send(sock, _failure(e, user_file))
         return

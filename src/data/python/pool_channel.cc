@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "tandem/common/text.h"
+
 namespace tandem::data::pool {
 namespace {
 
@@ -92,10 +94,10 @@ nlohmann::json receive_message(const Channel& c, Clock::time_point deadline) {
   return j;
 }
 
-nlohmann::json init_request(const PythonPoolOptions& opts, size_t max_shm) {
+nlohmann::json init_request(const PythonPoolOptions& opts, size_t max_shm, bool first) {
   return {{"op", "init"}, {"file", opts.file}, {"name", opts.name}, {"args", nlohmann::json::parse(opts.args_json)},
           {"kind", opts.kind == PythonPoolOptions::Kind::kFunction ? "function" : "dataset"},
-          {"max_shm", max_shm}};
+          {"max_shm", max_shm}, {"native", first && opts.describe_native}};
 }
 
 nlohmann::json get_request(uint64_t index, uint64_t seed) { return {{"op", "get"}, {"index", index}, {"seed", seed}}; }
@@ -121,6 +123,10 @@ PythonDatasetAbout about_of(const nlohmann::json& reply) {
   }
   if (reply.contains("ragged_fields") && reply["ragged_fields"].is_array()) {
     about.ragged_fields = reply["ragged_fields"].get<std::vector<std::string>>();
+  }
+  if (reply.contains("native") && reply["native"].is_object()) about.native_json = reply["native"].dump();
+  if (reply.contains("native_reason") && reply["native_reason"].is_string()) {
+    about.native_reason = printable(reply["native_reason"].get<std::string>(), 400);
   }
   return about;
 }

@@ -56,7 +56,8 @@ inline constexpr size_t kProgressBytes = 64;
 
 // --- the messages ---------------------------------------------------------------------
 
-nlohmann::json init_request(const PythonPoolOptions& opts, size_t max_shm);
+// `first`: the pool's first process, asked describe_native's question when set.
+nlohmann::json init_request(const PythonPoolOptions& opts, size_t max_shm, bool first = false);
 nlohmann::json get_request(uint64_t index, uint64_t seed);
 // Many samples in one request: {"op": "many", "items": [[index, seed], ...], "batched": B}
 // (B false: __getitem__ for each, not the dataset's __getitems__).

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -50,9 +51,10 @@ PythonProcessPool::PythonProcessPool(PythonPoolOptions opts) : opts_(std::move(o
   const auto deadline = after(opts_.start_timeout_s);
   for (auto& p : procs_) {
     if (p->pid <= 0) continue;
+    const bool first = &p == &procs_.front();
     nlohmann::json reply;
     try {
-      pool::send_message(p->channel, pool::init_request(opts_, shm_limit(opts_)), deadline);
+      pool::send_message(p->channel, pool::init_request(opts_, shm_limit(opts_), first), deadline);
       reply = pool::receive_message(p->channel, deadline);
     } catch (const ProcessGone& e) {
       throw ConfigError("the Python process for " + what + " ended while starting (" + reap(p->pid, after(1)) +
@@ -65,7 +67,9 @@ PythonProcessPool::PythonProcessPool(PythonPoolOptions opts) : opts_(std::move(o
       throw ConfigError("cannot build the dataset " + what + ": " + pool::python_error(reply));
     }
     try {
-      about_ = pool::about_of(reply);
+      PythonDatasetAbout about = pool::about_of(reply);
+      if (!first) std::tie(about.native_json, about.native_reason) = std::tie(about_.native_json, about_.native_reason);
+      about_ = std::move(about);
     } catch (const nlohmann::json::exception& e) {
       throw ConfigError("the Python process for " + what + " answered its start oddly (" + std::string(e.what()) +
                         "): is " + opts_.script + " from this tandem?");

@@ -20,6 +20,7 @@
 #include "tandem/data/core/rng.h"
 #include "tandem/data/sources/bad_samples.h"
 #include "tandem/data/sources/file_dataset.h"
+#include "tandem/data/sources/torchvision_folder.h"
 
 namespace tandem::data {
 namespace fs = std::filesystem;
@@ -72,13 +73,13 @@ namespace {
 
 class PythonDataset final : public Dataset {
  public:
-  explicit PythonDataset(const PythonDatasetOptions& opts)
+  PythonDataset(const PythonDatasetOptions& opts, std::unique_ptr<PythonProcessPool> pool)
       : seed_(opts.seed), shm_bytes_(opts.python.shm_bytes), policy_(parse_bad_sample_policy(opts.on_bad_sample)),
-        pool_(python_pool_options(opts)) {
-    const PythonPoolOptions& p = pool_.options();
+        pool_(std::move(pool)) {
+    const PythonPoolOptions& p = pool_->options();
     source_ = "python:" + p.file + ":" + p.name;
     info_.name = "python";
-    info_.size = samples_per_epoch(opts.dataset_size, pool_.about().len, source_);
+    info_.size = samples_per_epoch(opts.dataset_size, pool_->about().len, source_);
     info_.dtype = DType::kUInt8;
     learn_schema(opts);
     info_.description = "python/v1 code=" + hex64(fnv1a(read_source(p.file))) + " file=" +
@@ -104,13 +105,13 @@ class PythonDataset final : public Dataset {
   // Samples 0, the middle one and the last, each made twice in one process and once in
   // another: any difference is a random source tandem does not seed.
   std::string check_determinism() const {
-    const uint64_t len = pool_.about().len;
+    const uint64_t len = pool_->about().len;
     if (len == 0) return "";
     std::vector<PythonProcessPool::Probe> samples;
     for (const uint64_t item : {uint64_t{0}, len / 2, len - 1}) {
       if (samples.empty() || samples.back().index != item) samples.push_back({item, python_sample_seed(seed_, 0, item)});
     }
-    const std::vector<uint64_t> differ = pool_.unrepeatable(samples);
+    const std::vector<uint64_t> differ = pool_->unrepeatable(samples);
     if (differ.empty()) return "";
     std::string which;
     for (const uint64_t i : differ) which += (which.empty() ? "" : ", ") + std::to_string(i);
@@ -125,7 +126,7 @@ class PythonDataset final : public Dataset {
   int64_t make_sample(uint64_t index, uint32_t epoch, std::span<std::byte> out, const FieldsOut* extra) const override {
     check_sample_index(index, info_);
     const uint64_t seed = python_sample_seed(seed_, epoch, index);
-    const uint64_t len = pool_.about().len;
+    const uint64_t len = pool_->about().len;
     uint64_t item = item_of(index, info_.size, len);
     for (uint64_t tries = 0;; ++tries) {
       std::string problem;
@@ -156,11 +157,11 @@ class PythonDataset final : public Dataset {
     std::vector<std::pair<uint64_t, uint64_t>> items;
     for (const uint64_t index : indices) {
       check_sample_index(index, info_);
-      items.emplace_back(item_of(index, info_.size, pool_.about().len), python_sample_seed(seed_, epoch, index));
+      items.emplace_back(item_of(index, info_.size, pool_->about().len), python_sample_seed(seed_, epoch, index));
     }
     std::vector<int64_t> labels(indices.size());
     std::vector<bool> made(indices.size(), false);
-    pool_.run_many(items, [&](size_t i, const SampleFields* fields, const std::string&) {
+    pool_->run_many(items, [&](size_t i, const SampleFields* fields, const std::string&) {
       if (!fields) return;
       const SampleOut to = out(i);
       made[i] = write_checked(*fields, to.image, to.fields, labels[i]).empty();
@@ -191,7 +192,7 @@ class PythonDataset final : public Dataset {
   int64_t make(uint64_t item, uint64_t seed, std::span<std::byte> out, const FieldsOut* extra) const {
     int64_t label = 0;
     std::string problem;
-    pool_.run(item, seed, [&](const SampleFields& fields) { problem = write_checked(fields, out, extra, label); });
+    pool_->run(item, seed, [&](const SampleFields& fields) { problem = write_checked(fields, out, extra, label); });
     if (!problem.empty()) throw PythonSampleError(describe(item) + ": " + problem);
     return label;
   }
@@ -226,8 +227,8 @@ class PythonDataset final : public Dataset {
   void learn_schema(const PythonDatasetOptions& opts) {
     int64_t label = 0;
     try {
-      pool_.run(0, python_sample_seed(seed_, 0, 0), [&](const SampleFields& fields) {
-        info_.fields = python_schema(fields, pool_.about().ragged_fields);
+      pool_->run(0, python_sample_seed(seed_, 0, 0), [&](const SampleFields& fields) {
+        info_.fields = python_schema(fields, pool_->about().ragged_fields);
         for (const auto& [name, f] : fields) {
           if (name == kLabelField) label = f.integer;
         }
@@ -244,7 +245,7 @@ class PythonDataset final : public Dataset {
   }
 
   void learn_classes(const PythonDatasetOptions& opts, int64_t label) {
-    const PythonDatasetAbout& about = pool_.about();
+    const PythonDatasetAbout& about = pool_->about();
     info_.num_classes = static_cast<int>(about.num_classes.value_or(about.classes ? about.classes->size() : opts.num_classes));
     if (about.classes && about.classes->size() == static_cast<size_t>(info_.num_classes)) info_.class_names = *about.classes;
     if (info_.num_classes < 1) {
@@ -259,7 +260,7 @@ class PythonDataset final : public Dataset {
   uint64_t seed_;
   uint64_t shm_bytes_;
   BadSamplePolicy policy_;
-  PythonProcessPool pool_;
+  std::unique_ptr<PythonProcessPool> pool_;
   mutable std::once_flag determinism_once_;
   mutable std::string determinism_;  // check_determinism(), once
   std::string source_;
@@ -269,8 +270,27 @@ class PythonDataset final : public Dataset {
 
 }  // namespace
 
-std::shared_ptr<const Dataset> make_python_dataset(const PythonDatasetOptions& opts) {
-  return std::make_shared<PythonDataset>(opts);
+std::shared_ptr<const Dataset> make_python_dataset(const PythonDatasetOptions& opts, const ImageOptions& images) {
+  PythonPoolOptions p = python_pool_options(opts);
+  p.describe_native = true;
+  auto pool = std::make_unique<PythonProcessPool>(p);
+  const std::string source = "python:" + p.file + ":" + p.name;
+  if (!pool->about().native_json.empty()) {
+    return make_torchvision_folder(images, pool->about().native_json, source,
+                                   "python/v1 code=" + hex64(fnv1a(read_source(p.file))) + " file=" +
+                                       fs::path(p.file).filename().string() + " name=" + p.name + " args=" +
+                                       p.args_json);
+  }
+  // A torchvision folder tandem would have to approximate: its own Python code makes it, said.
+  const std::string& why = pool->about().native_reason;
+  const bool folder = !why.empty() && why.find("is not a torchvision") == std::string::npos;
+  if (folder) spdlog::info("{} is a torchvision image folder made by its own Python code: not made natively: {}", source, why);
+  try {
+    return std::make_shared<PythonDataset>(opts, std::move(pool));
+  } catch (const ConfigError& e) {
+    if (!folder) throw;
+    throw ConfigError(std::string(e.what()) + " (a torchvision image folder, not made natively: " + why + ")");
+  }
 }
 
 }  // namespace tandem::data

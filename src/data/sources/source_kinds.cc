@@ -74,7 +74,7 @@ std::shared_ptr<const Dataset> read(const DataOptions& opts, const DataRole& rol
 }
 
 std::shared_ptr<const Dataset> python_made(const DataOptions& opts, const DataRole& role, const std::string&) {
-  return make_python_dataset(python_dataset_options(opts, role));
+  return make_python_dataset(python_dataset_options(opts, role), image_options(opts, role));
 }
 
 const std::vector<SourceKind> kKinds = {

@@ -46,6 +46,9 @@ struct PythonPoolOptions {
   // Processes started at once (0: all); the others start when a call first finds every
   // started one busy (a trainer's local threads use as many as they run at once).
   int start_procs = 0;
+  // Ask the first process whether tandem can make the dataset natively (a torchvision
+  // image folder: python/tandem/_torchvision_native.py): PythonDatasetAbout::native.
+  bool describe_native = false;
 };
 
 // How users' Python runs (a python:FILE:NAME dataset, a python() step), from the settings
@@ -77,6 +80,10 @@ struct PythonDatasetAbout {
   std::optional<int64_t> num_classes;  // its num_classes attribute, if any
   std::optional<std::vector<std::string>> classes;  // its classes attribute (as str), if any
   std::vector<std::string> ragged_fields;  // its ragged_fields attribute: fields whose first dimension varies
+  // With describe_native: what tandem needs to make it natively (a JSON object: root,
+  // classes, count, list_file, steps, transform), or "" and why not.
+  std::string native_json;
+  std::string native_reason;
 };
 
 // One field of a sample as the process returned it: an array (bytes in the process's

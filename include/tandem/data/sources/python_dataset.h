@@ -15,6 +15,7 @@
 #include "tandem/data/core/dataset.h"
 #include "tandem/data/python/process_pool.h"
 #include "tandem/data/python/python_fields.h"
+#include "tandem/data/sources/image_options.h"
 
 namespace tandem::data {
 
@@ -42,6 +43,9 @@ PythonPoolOptions python_pool_options(const PythonDatasetOptions& opts);
 // the size. Throws ConfigError with the Python error when the dataset cannot be built or
 // sample 0 is unusable. produce() throws PythonSampleError (a DataError) for a bad
 // sample under --on-bad-sample fail; under skip it uses the next index (same random key).
-std::shared_ptr<const Dataset> make_python_dataset(const PythonDatasetOptions& opts);
+// The dataset python:FILE:NAME makes: served by its Python processes, or, for a torchvision
+// image folder tandem can make itself (python/tandem/_torchvision_native.py), made natively
+// with `images`' settings and the steps its transform translates to (torchvision_folder.h).
+std::shared_ptr<const Dataset> make_python_dataset(const PythonDatasetOptions& opts, const ImageOptions& images);
 
 }  // namespace tandem::data

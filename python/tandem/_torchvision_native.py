@@ -1,0 +1,304 @@
+"""A torchvision image folder that tandem makes natively (issue 52).
+
+A `python:FILE:NAME` dataset that is a torchvision `ImageFolder` (or `DatasetFolder`) with
+torchvision's default loader is not run as Python: its sample list (paths, labels,
+classes) and its `transform` (a v1 `torchvision.transforms.Compose` or a v2
+`torchvision.transforms.v2.Compose`) are translated here into tandem's own steps, and the
+worker makes its samples in C++ (decode through libjpeg-turbo or libpng, augment with
+tandem's steps). describe() says what tandem needs for that, or why it cannot: a transform
+tandem has no step for, an argument it would have to approximate (another interpolation, an
+uneven jitter range), a loader or a `__getitem__` of the user's own. Nothing is approximated
+silently: such a dataset is made by its own Python code, as before.
+
+Runs inside the dataset's Python process (_dataset_worker.py); imports only what the
+dataset already imported (torchvision), and never raises: a failure is a reason.
+"""
+import os
+import sys
+import tempfile
+
+_DECODED = (".jpg", ".jpeg", ".png")  # what tandem's codecs read
+# Where each step of tandem's works on the image, by the transform's domain: the PIL image
+# the loader gives, a uint8 tensor (PILToTensor, ToImage) or a float one in [0, 1]
+# (ToTensor, ConvertImageDtype, ToDtype(scale=True)), before Normalize.
+_PIL, _UINT8, _FLOAT, _NORMALIZED = "PIL image", "uint8 tensor", "float tensor", "normalized tensor"
+
+
+class _Refused(Exception):
+    """Why a transform cannot be made natively."""
+
+
+def describe(dataset):
+    """(description, "") for an image folder tandem can make natively, else (None, why).
+
+    The description: {"root", "classes", "count", "list_file" (a file of "label<TAB>path"
+    lines, paths relative to root where they are under it), "steps" (tandem's pipeline as a
+    JSON array), "transform" (the transform's repr, for the log)}."""
+    try:
+        return _describe(dataset)
+    except _Refused as e:
+        return None, str(e)
+    except Exception as e:  # noqa: BLE001: a bug here must leave the dataset to its own code
+        return None, f"tandem could not read it ({type(e).__name__}: {e})"
+
+
+def _describe(dataset):
+    folder = sys.modules.get("torchvision.datasets.folder")
+    if folder is None or not isinstance(dataset, folder.DatasetFolder):
+        raise _Refused("it is not a torchvision ImageFolder or DatasetFolder")
+    kind = type(dataset)
+    for method in ("__getitem__", "__len__"):
+        if getattr(kind, method) is not getattr(folder.DatasetFolder, method):
+            raise _Refused(f"{kind.__name__} has its own {method}")
+    if dataset.loader not in (folder.default_loader, folder.pil_loader):
+        raise _Refused(f"its loader is {getattr(dataset.loader, '__name__', dataset.loader)!r}, not torchvision's")
+    tv = sys.modules.get("torchvision")
+    if dataset.loader is folder.default_loader and tv is not None and tv.get_image_backend() != "PIL":
+        raise _Refused(f"torchvision's image backend is {tv.get_image_backend()!r}, not PIL")
+    if dataset.target_transform is not None:
+        raise _Refused("it has a target_transform")
+    steps = translate(dataset.transform)
+    root = os.path.abspath(os.fspath(dataset.root))
+    classes = [str(c) for c in dataset.classes]
+    return {"root": root, "classes": classes, "count": len(dataset.samples),
+            "list_file": _write_list(dataset.samples, root, len(classes)), "steps": steps,
+            "transform": " ".join(repr(dataset.transform).split())[:300]}, ""
+
+
+def _write_list(samples, root, num_classes):
+    lines = []
+    for path, label in samples:
+        path = os.path.abspath(os.fspath(path))
+        if not path.lower().endswith(_DECODED):
+            raise _Refused(f"{path} is not a JPEG or PNG file (tandem decodes those)")
+        if "\n" in path or "\t" in path:
+            raise _Refused(f"the path {path!r} holds a tab or a line break")
+        if not (isinstance(label, int) and 0 <= label < num_classes):
+            raise _Refused(f"the label {label!r} of {path} is not a class index below {num_classes}")
+        lines.append(f"{label}\t{os.path.relpath(path, root) if path.startswith(root + os.sep) else path}\n")
+    with tempfile.NamedTemporaryFile("w", prefix="tandem-folder-", suffix=".tsv", delete=False,
+                                     encoding="utf-8", errors="surrogateescape") as f:
+        f.writelines(lines)
+        return f.name
+
+
+def translate(transform):
+    """tandem's steps for a torchvision transform (v1 or v2), as a list of JSON objects.
+    Raises _Refused naming the first transform it cannot make exactly."""
+    state = {"domain": _PIL, "normalized": False}
+    steps = [{"op": "decode", "channels": 3, "scaled": 0}]  # PIL's full decode, in RGB
+    for index, t in enumerate(_flatten(transform)):
+        try:
+            steps.extend(_step(t, state))
+        except _Refused as e:
+            raise _Refused(f"transform {index} ({_name(t)}): {e}") from None
+    if state["domain"] in (_PIL, _UINT8):
+        raise _Refused(f"it ends in a {state['domain']}, not a float tensor (ToTensor)")
+    if not any(s["op"] in ("random_resized_crop", "center_crop") or (s["op"] == "resize" and s.get("width"))
+               for s in steps):
+        raise _Refused("no transform gives every image one size (RandomResizedCrop, CenterCrop, Resize((h, w)))")
+    if not state["normalized"]:  # ToTensor alone: values in [0, 1]
+        steps.append({"op": "normalize", "args": [0, 0, 0, 1, 1, 1]})
+    return steps
+
+
+def _flatten(transform):
+    if transform is None:
+        return []
+    if _name(transform) == "Compose" or type(transform).__name__ == "Sequential":
+        out = []
+        for t in getattr(transform, "transforms", None) or list(transform):
+            out.extend(_flatten(t))
+        return out
+    return [transform]
+
+
+def _name(t):
+    return type(t).__name__
+
+
+def _value(x):
+    return getattr(x, "value", x)  # an InterpolationMode (or AutoAugmentPolicy) as its string
+
+
+def _hw(size):
+    if isinstance(size, int):
+        return size, size
+    size = [int(s) for s in size]
+    return (size[0], size[0]) if len(size) == 1 else (size[0], size[1])
+
+
+def _bilinear(t):
+    mode = _value(getattr(t, "interpolation", "bilinear"))
+    if mode not in ("bilinear", 2):
+        raise _Refused(f"interpolation {mode!r}: tandem resamples bilinearly (antialiased) only")
+
+
+def _antialiased(t, state):
+    # A PIL image is always resampled with antialiasing; a tensor only when asked.
+    if state["domain"] != _PIL and getattr(t, "antialias", True) is not True:
+        raise _Refused("a tensor resized without antialias=True: tandem always antialiases")
+
+
+def _geometry(t, state):
+    if state["normalized"]:
+        raise _Refused("after Normalize: tandem augments before normalising")
+
+
+def _step(t, state):  # noqa: C901: one branch per transform, as the table in docs/datasets.md
+    name = _name(t)
+    if name in ("ToTensor", "ConvertImageDtype", "ToDtype"):
+        return _to_float(t, state)
+    if name in ("PILToTensor", "ToImage", "ToImageTensor"):
+        state["domain"] = _UINT8 if state["domain"] == _PIL else state["domain"]
+        return []
+    if name in ("ToPureTensor", "Identity"):
+        return []
+    if name == "Normalize":
+        return _normalize(t, state)
+    _geometry(t, state)
+    if name == "Resize":
+        _bilinear(t)
+        _antialiased(t, state)
+        if getattr(t, "max_size", None) is not None:
+            raise _Refused("max_size: tandem has no such limit")
+        size = t.size if isinstance(t.size, int) else list(t.size)
+        if isinstance(size, int) or len(size) == 1:
+            return [{"op": "resize", "size": int(size if isinstance(size, int) else size[0])}]
+        return [{"op": "resize", "size": size[0], "width": size[1]}]
+    if name == "CenterCrop":
+        h, w = _hw(t.size)
+        return [{"op": "center_crop", "size": h, "width": w}]
+    if name == "RandomResizedCrop":
+        _bilinear(t)
+        _antialiased(t, state)
+        h, w = _hw(t.size)
+        return [{"op": "random_resized_crop", "size": h, "width": w, "scale_min": float(t.scale[0]),
+                 "scale_max": float(t.scale[1]), "ratio_min": float(t.ratio[0]), "ratio_max": float(t.ratio[1])}]
+    if name == "RandomHorizontalFlip":
+        return [{"op": "hflip", "p": float(t.p)}]
+    if name == "RandomApply":
+        return _random_apply(t, state)
+    if name == "ColorJitter":
+        return [_color_jitter(t, 1.0)]
+    if name == "GaussianBlur":
+        return [_gaussian_blur(t, 1.0)]
+    if name == "RandomRotation":
+        return [_rotation(t)]
+    return _auto_augment(t, name) or _erasing(t, state, name)
+
+
+def _to_float(t, state):
+    name = _name(t)
+    dtype = str(getattr(t, "dtype", "torch.float32"))
+    if name == "ToDtype":
+        if isinstance(t.dtype, dict):
+            dtype = str(next((v for k, v in t.dtype.items() if "Image" in str(k)), t.dtype.get("others")))
+        if "uint8" in dtype:
+            return []
+        if not getattr(t, "scale", False):
+            raise _Refused(f"{dtype} without scale=True: values stay 0-255, which tandem does not give")
+    if "float" not in dtype:
+        raise _Refused(f"to {dtype}: tandem gives float32 images")
+    state["domain"] = _FLOAT
+    return []
+
+
+def _normalize(t, state):
+    if state["domain"] != _FLOAT or state["normalized"]:
+        raise _Refused(f"Normalize of a {state['domain']}")
+    mean, std = [float(m) for m in t.mean], [float(s) for s in t.std]
+    if len(mean) == 1:
+        mean, std = mean * 3, std * 3
+    if len(mean) != 3 or len(std) != 3:
+        raise _Refused(f"{len(mean)} channels' mean: tandem's images have 3")
+    state["domain"], state["normalized"] = _NORMALIZED, True
+    return [{"op": "normalize", "args": mean + std}]
+
+
+def _random_apply(t, state):
+    inner = list(t.transforms)
+    if len(inner) != 1:
+        raise _Refused(f"RandomApply of {len(inner)} transforms: tandem applies one step at a time")
+    name, p = _name(inner[0]), float(t.p)
+    if name == "ColorJitter":
+        return [_color_jitter(inner[0], p)]
+    if name == "GaussianBlur":
+        return [_gaussian_blur(inner[0], p)]
+    if name == "RandomHorizontalFlip":
+        return [{"op": "hflip", "p": p * float(inner[0].p)}]
+    raise _Refused(f"RandomApply of {name}: tandem has no such step")
+
+
+def _color_jitter(t, p):
+    step = {"op": "color_jitter", "p": p}
+    for field in ("brightness", "contrast", "saturation", "hue"):
+        given = getattr(t, field)
+        if given is None:
+            continue
+        lo, hi = float(given[0]), float(given[1])
+        centre = 0.0 if field == "hue" else 1.0
+        amount = round(hi - centre, 9)
+        if abs(lo - (max(0.0, centre - amount) if field != "hue" else -amount)) > 1e-9:
+            raise _Refused(f"{field} range ({lo}, {hi}) is not {centre} +- one amount: tandem's are")
+        step[field] = amount
+    return step
+
+
+def _gaussian_blur(t, p):
+    kx, ky = (int(k) for k in t.kernel_size)
+    if kx != ky:
+        raise _Refused(f"kernel {kx}x{ky}: tandem's is square")
+    sigma = [float(s) for s in t.sigma]
+    return {"op": "gaussian_blur", "kernel_size": kx, "sigma_min": sigma[0], "sigma_max": sigma[-1], "p": p}
+
+
+def _rotation(t):
+    lo, hi = (float(d) for d in t.degrees)
+    if lo != -hi or _value(t.interpolation) not in ("nearest", 0) or t.expand or t.center is not None \
+            or t.fill not in (0, None, [0], [0.0], 0.0):
+        raise _Refused("only RandomRotation(d) about the centre, nearest, fill 0, not expanded, is tandem's")
+    return {"op": "rotation", "degrees": hi}
+
+
+def _plain_fill(t, mode):
+    if _value(t.interpolation) != mode or getattr(t, "fill", None) not in (None, 0, [0], 0.0):
+        raise _Refused(f"interpolation or fill other than {mode} and 0")
+
+
+def _auto_augment(t, name):
+    if name == "TrivialAugmentWide":
+        _plain_fill(t, "nearest")
+        return [{"op": "trivial_augment_wide", "num_magnitude_bins": int(t.num_magnitude_bins)}]
+    if name == "RandAugment":
+        _plain_fill(t, "nearest")
+        return [{"op": "rand_augment", "num_ops": int(t.num_ops), "magnitude": int(t.magnitude),
+                 "num_magnitude_bins": int(t.num_magnitude_bins)}]
+    if name == "AutoAugment":
+        _plain_fill(t, "nearest")
+        return [{"op": "auto_augment", "policy": str(_value(t.policy))}]
+    if name == "AugMix":
+        _plain_fill(t, "bilinear")
+        if not t.all_ops:
+            raise _Refused("all_ops=False: tandem's AugMix uses every operation")
+        return [{"op": "aug_mix", "severity": int(t.severity), "mixture_width": int(t.mixture_width),
+                 "chain_depth": int(t.chain_depth), "alpha": float(t.alpha)}]
+    return None
+
+
+def _erasing(t, state, name):
+    if name != "RandomErasing":
+        raise _Refused("tandem has no such step")
+    value = t.value
+    if isinstance(value, (list, tuple)):
+        if len(set(float(v) for v in value)) != 1:
+            raise _Refused("a value per channel: tandem erases with one")
+        value = value[0]
+    if isinstance(value, str) or value is None:
+        raise _Refused("random values: tandem erases with one value")
+    if state["domain"] == _FLOAT:
+        value = round(float(value) * 255)
+    elif state["domain"] != _UINT8:
+        raise _Refused(f"erasing a {state['domain']}")
+    return [{"op": "random_erasing", "p": float(t.p), "scale_min": float(t.scale[0]), "scale_max": float(t.scale[1]),
+             "ratio_min": float(t.ratio[0]), "ratio_max": float(t.ratio[1]), "value": int(value)}]

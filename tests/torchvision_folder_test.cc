@@ -1,0 +1,128 @@
+// A torchvision ImageFolder given as python:FILE:NAME is made natively (issue 52): its
+// sample list, classes and transform (a Compose of steps tandem has) become tandem's own
+// stored images, byte for byte what --data imagefolder with the equivalent --pipeline
+// makes; a transform tandem has no step for, or an argument it would approximate, leaves
+// the dataset to its own Python code and says why. Needs /usr/bin/python3 with
+// torchvision (Debian's python3-torchvision).
+#include <cstdlib>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "captured_log.h"
+#include "image_fixtures.h"
+#include "process_helpers.h"
+#include "python_fixture.h"
+#include "tandem/common/error.h"
+#include "tandem/data/sources/source_kinds.h"
+
+namespace tandem::data {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CapturedLog;
+using testing::encode_jpeg;
+using testing::encode_png;
+using testing::gradient_image;
+using testing::write_bytes;
+
+bool have_torchvision() {
+  static const bool yes = std::system("/usr/bin/python3 -c 'import torchvision' > /dev/null 2>&1") == 0;
+  return yes;
+}
+
+#define REQUIRE_TORCHVISION() \\
+  if (!have_torchvision()) GTEST_SKIP() << "/usr/bin/python3 has no torchvision (python3-torchvision)"
+
+const std::string kFolders = testing::kPythonFixtures + "/torchvision_folders.py";
+const std::string kImagenet = "0.485,0.456,0.406,0.229,0.224,0.225";
+
+fs::path make_folder(const std::string& name) {
+  const fs::path root = testing::fresh_dir(name) / "train";
+  write_bytes(root / "cats" / "a.jpg", encode_jpeg(gradient_image(40, 50, 3, 1)));
+  write_bytes(root / "cats" / "b.jpeg", encode_jpeg(gradient_image(30, 60, 3, 2)));
+  write_bytes(root / "dogs" / "c.png", encode_png(gradient_image(40, 40, 3, 4), PNG_FORMAT_RGB));
+  write_bytes(root / "dogs" / "d.jpg", encode_jpeg(gradient_image(64, 48, 1, 5)));
+  return root;
+}
+
+DataOptions folder_data(const fs::path& root, const std::string& recipe, const std::string& name = "Folder") {
+  DataOptions d = testing::python_data(name, "{\"root\": \"" + root.string() + "\", \"recipe\": \"" + recipe + "\"}",
+                                       1, kFolders);
+  if (name != "Folder") d.data_args = "{\"root\": \"" + root.string() + "\"}";
+  d.seed = 3;
+  return d;
+}
+
+DataOptions image_folder(const fs::path& root, const std::string& pipeline) {
+  DataOptions d;
+  d.data = "imagefolder:" + root.string();
+  d.pipeline = pipeline;
+  d.seed = 3;
+  return d;
+}
+
+void expect_same_samples(const Dataset& a, const Dataset& b) {
+  ASSERT_EQ(a.info().size, b.info().size);
+  EXPECT_EQ(a.info().num_classes, b.info().num_classes);
+  EXPECT_EQ(a.info().class_names, b.info().class_names);
+  EXPECT_EQ(a.info().sample_shape, b.info().sample_shape);
+  EXPECT_EQ(a.info().mean, b.info().mean);
+  EXPECT_EQ(a.info().std, b.info().std);
+  for (uint32_t epoch = 0; epoch < 2; ++epoch) {
+    for (uint64_t i = 0; i < a.info().size; ++i) {
+      int64_t la = -1, lb = -2;
+      EXPECT_EQ(testing::sample(a, i, epoch, &la), testing::sample(b, i, epoch, &lb)) << "sample " << i;
+      EXPECT_EQ(la, lb) << "sample " << i;
+    }
+  }
+}
+
+// Each recipe against imagefolder with the pipeline it stands for: the same samples,
+// labels, classes (ImageFolder's: sorted folder names) and normalisation.
+TEST(TorchvisionFolder, AnImageFolderAndItsComposeAreMadeNativelyAsTandemsOwnSteps) {
+  REQUIRE_TORCHVISION();
+  const fs::path root = make_folder("tv-native");
+  const std::vector<std::pair<std::string, std::string>> recipes = {
+      {"train", "decode(channels=3,scaled=0),random_resized_crop(24),hflip,"
+                "color_jitter(brightness=0.4,contrast=0.4,saturation=0.4),normalize(" + kImagenet + ")"},
+      {"eval", "decode(channels=3,scaled=0),resize(28),center_crop(24),normalize(" + kImagenet + ")"},
+      {"apply", "decode(channels=3,scaled=0),random_resized_crop(24,scale=(0.2,1.0)),"
+                "color_jitter(brightness=0.4,contrast=0.4,saturation=0.4,hue=0.1,p=0.8),"
+                "gaussian_blur(3,sigma=(0.1,2.0),p=0.5),normalize(0,0,0,1,1,1)"},
+  };
+  for (const auto& [recipe, pipeline] : recipes) {
+    SCOPED_TRACE(recipe);
+    CapturedLog log;
+    const auto native = make_dataset(folder_data(root, recipe));
+    const auto folder = make_dataset(image_folder(root, pipeline));
+    EXPECT_EQ(native->info().class_names, (std::vector<std::string>{"cats", "dogs"}));
+    EXPECT_EQ(native->info().size, 4u);
+    EXPECT_NE(log.out.str().find("is a torchvision image folder of 4 images in 2 classes, made natively"),
+              std::string::npos)
+        << log.out.str();
+    expect_same_samples(*native, *folder);
+    EXPECT_NE(native->info().fingerprint, folder->info().fingerprint);
+  }
+}
+
+// Not made natively, and said why, never approximated: a transform of the user's own, an
+// interpolation tandem lacks, a subclass's own __getitem__. Their float images then meet
+// the Python path's rule (uint8 images), which names the reason too.
+TEST(TorchvisionFolder, WhatTandemWouldApproximateIsLeftToPythonAndSaid) {
+  REQUIRE_TORCHVISION();
+  const fs::path root = make_folder("tv-refused");
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"Folder", "lambda", "transform 3 (Lambda): tandem has no such step"},
+      {"Folder", "bicubic", "transform 0 (Resize): interpolation 'bicubic'"},
+      {"Subclassed", "", "MyFolder has its own __getitem__"},
+  };
+  for (const auto& [name, recipe, why] : cases) {
+    SCOPED_TRACE(name + " " + recipe);
+    const std::string error = testing::start_error(folder_data(root, recipe, name));
+    EXPECT_NE(error.find("not made natively: " + why), std::string::npos) << error;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::data
