@@ -6,12 +6,15 @@
       through tandem.Feed;
   (c) the AWS heterogeneous-cluster example's gRPC loader (python_feeder.py --dataset
       python:FILE:NAME): a DataLoader with P workers behind a grpcio stream.
-Two datasets, both defined in this file:
+Three datasets, all defined in this file:
   - jpeg: PIL decode of the ImageNet-like JPEGs of make_jpegs.py, torchvision
     RandomResizedCrop(224), RandomHorizontalFlip, ColorJitter(0.4, 0.4, 0.4), to a uint8
     [3, 224, 224] numpy array and the class folder's index as label;
   - constant: one constant uint8 [3, 224, 224] array and a label: what is left is the
-    per-sample overhead of each loader (no peer (c) for it).
+    per-sample overhead of each loader (no peer (c) for it);
+  - torchvision: the same JPEGs as a torchvision ImageFolder with that Compose ending in
+    ToTensor and Normalize (float32): the DataLoader runs it as Python, tandem makes it
+    natively (issue 52).
 
     bench/python_dataset.py --jpegs /tmp/tandem-jpegs [--procs 2] [--seconds 15] [--rounds 3]
 
@@ -77,6 +80,18 @@ class ImageNetJpegs:
         return {"image": np.asarray(image).transpose(2, 0, 1), "label": label}
 
 
+def TorchvisionFolder(root, size=224):
+    """The same JPEGs as a torchvision ImageFolder with the usual training Compose, to
+    float32 normalised [3, size, size], as users write it: tandem makes it natively (issue
+    52, docs/datasets.md), a DataLoader runs it as Python."""
+    import torchvision.transforms as T
+    from torchvision.datasets import ImageFolder
+
+    return ImageFolder(root, transform=T.Compose([
+        T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ColorJitter(0.4, 0.4, 0.4), T.ToTensor(),
+        T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]))
+
+
 class Constant:
     """The same uint8 array for every sample: only the loader's per-sample cost is left."""
 
@@ -97,6 +112,8 @@ class Constant:
 def data_args(dataset, args):
     if dataset == "jpeg":
         return "ImageNetJpegs", {"root": os.path.abspath(args.jpegs), "length": 1 << 20}
+    if dataset == "torchvision":
+        return "TorchvisionFolder", {"root": os.path.abspath(args.jpegs)}
     return "Constant", {}
 
 
@@ -154,10 +171,13 @@ def phase_dataloader(dataset, args):
     import torch
 
     name, kwargs = data_args(dataset, args)
+    import itertools
+
     loader = torch.utils.data.DataLoader(globals()[name](**kwargs), batch_size=args.batch_size, shuffle=True,
-                                         num_workers=args.procs, pin_memory=False)
+                                         num_workers=args.procs, pin_memory=False, persistent_workers=True)
     parts = {"python": lambda: children(os.getpid()), "consumer": lambda: [os.getpid()]}
-    return timed((len(batch["label"]) for batch in loader), args, parts)
+    epochs = itertools.chain.from_iterable(loader for _ in itertools.count())  # an ImageFolder ends each epoch
+    return timed((len(batch["label"] if isinstance(batch, dict) else batch[1]) for batch in epochs), args, parts)
 
 
 def phase_tandem(dataset, args):
@@ -387,7 +407,7 @@ def main():
     phases = [p for p in args.phases.split(",") if p]
     if args.baseline_worker and "tandem_baseline" not in phases:
         phases.insert(phases.index("tandem") if "tandem" in phases else len(phases), "tandem_baseline")
-    if "jpeg" in datasets:
+    if "jpeg" in datasets or "torchvision" in datasets:
         ensure_jpegs(args)
     result = {"bench": "python_dataset", "machine": machine(), "procs": args.procs, "cores": cores,
               "batch_size": args.batch_size, "seconds": args.seconds, "rounds": args.rounds,

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "captured_log.h"
 #include "image_fixtures.h"
@@ -20,7 +21,7 @@ namespace tandem::data {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::CapturedLog;
+using ::tandem::testing::CapturedLog;
 using testing::encode_jpeg;
 using testing::encode_png;
 using testing::gradient_image;
@@ -31,14 +32,14 @@ bool have_torchvision() {
   return yes;
 }
 
-#define REQUIRE_TORCHVISION() \\
+#define REQUIRE_TORCHVISION() \
   if (!have_torchvision()) GTEST_SKIP() << "/usr/bin/python3 has no torchvision (python3-torchvision)"
 
-const std::string kFolders = testing::kPythonFixtures + "/torchvision_folders.py";
+const std::string kFolders = ::tandem::testing::kPythonFixtures + "/torchvision_folders.py";
 const std::string kImagenet = "0.485,0.456,0.406,0.229,0.224,0.225";
 
 fs::path make_folder(const std::string& name) {
-  const fs::path root = testing::fresh_dir(name) / "train";
+  const fs::path root = ::tandem::testing::fresh_dir(name) / "train";
   write_bytes(root / "cats" / "a.jpg", encode_jpeg(gradient_image(40, 50, 3, 1)));
   write_bytes(root / "cats" / "b.jpeg", encode_jpeg(gradient_image(30, 60, 3, 2)));
   write_bytes(root / "dogs" / "c.png", encode_png(gradient_image(40, 40, 3, 4), PNG_FORMAT_RGB));
@@ -47,7 +48,7 @@ fs::path make_folder(const std::string& name) {
 }
 
 DataOptions folder_data(const fs::path& root, const std::string& recipe, const std::string& name = "Folder") {
-  DataOptions d = testing::python_data(name, "{\"root\": \"" + root.string() + "\", \"recipe\": \"" + recipe + "\"}",
+  DataOptions d = ::tandem::testing::python_data(name, "{\"root\": \"" + root.string() + "\", \"recipe\": \"" + recipe + "\"}",
                                        1, kFolders);
   if (name != "Folder") d.data_args = "{\"root\": \"" + root.string() + "\"}";
   d.seed = 3;
@@ -72,7 +73,7 @@ void expect_same_samples(const Dataset& a, const Dataset& b) {
   for (uint32_t epoch = 0; epoch < 2; ++epoch) {
     for (uint64_t i = 0; i < a.info().size; ++i) {
       int64_t la = -1, lb = -2;
-      EXPECT_EQ(testing::sample(a, i, epoch, &la), testing::sample(b, i, epoch, &lb)) << "sample " << i;
+      EXPECT_EQ(::tandem::testing::sample(a, i, epoch, &la), ::tandem::testing::sample(b, i, epoch, &lb)) << "sample " << i;
       EXPECT_EQ(la, lb) << "sample " << i;
     }
   }
@@ -119,9 +120,36 @@ TEST(TorchvisionFolder, WhatTandemWouldApproximateIsLeftToPythonAndSaid) {
   };
   for (const auto& [name, recipe, why] : cases) {
     SCOPED_TRACE(name + " " + recipe);
-    const std::string error = testing::start_error(folder_data(root, recipe, name));
-    EXPECT_NE(error.find("not made natively: " + why), std::string::npos) << error;
+    const std::string error = ::tandem::testing::start_error(folder_data(root, recipe, name));
+    EXPECT_NE(error.find("not made natively: " + why), std::string::npos) << "error: " << error;
   }
+}
+
+// Served by a data worker host to two ranks (tandem simulate): the worker makes it
+// natively, training runs, and every image comes once per epoch (--audit-samples).
+TEST(TorchvisionFolder, AWorkerServesItNativelyAndEverySampleComesOncePerEpoch) {
+  REQUIRE_TORCHVISION();
+  const fs::path root = make_folder("tv-served");
+  for (int i = 0; i < 12; ++i) {
+    write_bytes(root / (i % 2 ? "cats" : "dogs") / ("more-" + std::to_string(i) + ".jpg"),
+                encode_jpeg(gradient_image(36 + i, 44, 3, 10 + i)));
+  }
+  const fs::path dir = root.parent_path();
+  const std::string args = "{\"root\": \"" + root.string() + "\", \"recipe\": \"train\"}";
+  const auto r = ::tandem::testing::run_capture(
+      "simulate --procs-per-host 2 --worker-hosts 1 --python /usr/bin/python3 --data python:" + kFolders +
+          ":Folder --data-args '" + args + "' --epochs 2 --batch-size 4 --audit-samples --run-dir " +
+          (dir / "run").string() + " --summary-json " + (dir / "s.json").string(),
+      dir / "run.log", 240);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("is a torchvision image folder of 16 images in 2 classes, made natively"), std::string::npos)
+      << r.out;
+  const auto s = nlohmann::json::parse(::tandem::testing::slurp(dir / "s.json"));
+  const auto& a = s["sample_audit"];
+  ASSERT_EQ(a["epochs"].size(), 2u) << a.dump(2);
+  EXPECT_EQ(a["epochs"][0]["planned"], 16) << a.dump(2);
+  EXPECT_EQ(a["missing"], 0) << a.dump(2);
+  EXPECT_EQ(a["duplicated"], 0) << a.dump(2);
 }
 
 }  // namespace

@@ -282,7 +282,7 @@ std::shared_ptr<const Dataset> make_python_dataset(const PythonDatasetOptions& o
                                        p.args_json);
   }
   // A torchvision folder tandem would have to approximate: its own Python code makes it, said.
-  const std::string& why = pool->about().native_reason;
+  const std::string why = pool->about().native_reason;  // a copy: the pool moves into the dataset
   const bool folder = !why.empty() && why.find("is not a torchvision") == std::string::npos;
   if (folder) spdlog::info("{} is a torchvision image folder made by its own Python code: not made natively: {}", source, why);
   try {
