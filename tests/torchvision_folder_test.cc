@@ -107,6 +107,19 @@ TEST(TorchvisionFolder, AnImageFolderAndItsComposeAreMadeNativelyAsTandemsOwnSte
   }
 }
 
+// The same recipe written with transforms.v2 is made as its v1 twin (where this Python's
+// torchvision has v2: Debian bookworm's 0.14 has not, trixie's 0.21 has).
+TEST(TorchvisionFolder, AV2ComposeIsMadeAsItsV1Twin) {
+  REQUIRE_TORCHVISION();
+  if (std::system("/usr/bin/python3 -c 'import torchvision.transforms.v2' > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "this torchvision has no transforms.v2";
+  }
+  const fs::path root = make_folder("tv-v2");
+  const auto v2 = make_dataset(folder_data(root, "", "V2Folder"));
+  const auto v1 = make_dataset(folder_data(root, "train"));
+  expect_same_samples(*v2, *v1);
+}
+
 // Not made natively, and said why, never approximated: a transform of the user's own, an
 // interpolation tandem lacks, a subclass's own __getitem__. Their float images then meet
 // the Python path's rule (uint8 images), which names the reason too.
