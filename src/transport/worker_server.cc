@@ -303,6 +303,7 @@ StopReason WorkerServer::wait() {
     why = *impl_->reason;
   }
   impl_->worker.stop();
+  if (impl_->listener) impl_->listener->stop();  // no connection is handed to a server shutting down
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return why;
 }
