@@ -14,22 +14,48 @@ namespace {
 
 inline uint8_t truncate_u8(float v) { return static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f)); }
 
-// rgb_to_grayscale on uint8: (0.2989 r + 0.587 g + 0.114 b) in float32, truncated.
-inline uint8_t gray(const uint8_t* p) {
-  const float l = 0.2989f * static_cast<float>(p[0]) + 0.587f * static_cast<float>(p[1]);
-  return static_cast<uint8_t>(l + 0.114f * static_cast<float>(p[2]));
+// The float32 products of rgb_to_grayscale's weights with every byte value.
+struct GrayWeights {
+  float r[256], g[256], b[256];
+  GrayWeights() {
+    for (int x = 0; x < 256; ++x) {
+      r[x] = 0.2989f * static_cast<float>(x);
+      g[x] = 0.587f * static_cast<float>(x);
+      b[x] = 0.114f * static_cast<float>(x);
+    }
+  }
+};
+const GrayWeights kGray;
+
+// rgb_to_grayscale on uint8: (0.2989 r + 0.587 g + 0.114 b) in float32, truncated (the
+// products from kGray: the same float32 values, summed in the same order).
+inline uint8_t gray(const uint8_t* p) { return static_cast<uint8_t>(kGray.r[p[0]] + kGray.g[p[1]] + kGray.b[p[2]]); }
+
+// _blend(img, constant, ratio): each output byte depends on its input byte alone, so one
+// table of the 256 results, each computed as blend() computes it, gives the same bytes.
+void blend_constant(Image& image, double ratio, float constant) {
+  const float keep = static_cast<float>(ratio), mix = static_cast<float>(1.0 - ratio);
+  const float o = mix * constant;
+  uint8_t table[256];
+  for (int x = 0; x < 256; ++x) table[x] = truncate_u8(keep * static_cast<float>(x) + o);
+  const size_t n = static_cast<size_t>(image.height) * image.width * image.channels;
+  for (size_t i = 0; i < n; ++i) image.pixels[i] = table[image.pixels[i]];
 }
 
-// _blend(img, other, ratio) where `other` is one float per pixel (or a constant).
-template <typename Other>
-void blend(Image& image, double ratio, Other other) {
+// _blend(img, gray, ratio): keep * x + mix * gray(pixel), both products taken from tables
+// of their 256 values (each the same float32 product), then added and truncated as before.
+void blend_gray(Image& image, double ratio) {
   const float keep = static_cast<float>(ratio), mix = static_cast<float>(1.0 - ratio);
+  float kept[256], mixed[256];
+  for (int x = 0; x < 256; ++x) {
+    kept[x] = keep * static_cast<float>(x);
+    mixed[x] = mix * static_cast<float>(x);
+  }
   const size_t n = static_cast<size_t>(image.height) * image.width;
-  const int c = image.channels;
   for (size_t i = 0; i < n; ++i) {
-    uint8_t* p = &image.pixels[i * c];
-    const float o = mix * other(p);
-    for (int ch = 0; ch < c; ++ch) p[ch] = truncate_u8(keep * static_cast<float>(p[ch]) + o);
+    uint8_t* p = &image.pixels[i * 3];
+    const float o = mixed[gray(p)];
+    for (int ch = 0; ch < 3; ++ch) p[ch] = truncate_u8(kept[p[ch]] + o);
   }
 }
 
@@ -65,21 +91,19 @@ void hsv_to_rgb(Hsv x, float* rgb) {
 
 }  // namespace
 
-void adjust_brightness(Image& image, double factor) {
-  blend(image, factor, [](const uint8_t*) { return 0.0f; });
-}
+void adjust_brightness(Image& image, double factor) { blend_constant(image, factor, 0.0f); }
 
 void adjust_contrast(Image& image, double factor) {
   const size_t n = static_cast<size_t>(image.height) * image.width;
   uint64_t sum = 0;
   for (size_t i = 0; i < n; ++i) sum += image.channels == 3 ? gray(&image.pixels[i * 3]) : image.pixels[i];
   const float mean = static_cast<float>(sum) / static_cast<float>(n);
-  blend(image, factor, [mean](const uint8_t*) { return mean; });
+  blend_constant(image, factor, mean);
 }
 
 void adjust_saturation(Image& image, double factor) {
   if (image.channels != 3) return;  // torchvision (like PIL) leaves gray images alone
-  blend(image, factor, [](const uint8_t* p) { return static_cast<float>(gray(p)); });
+  blend_gray(image, factor);
 }
 
 void adjust_hue(Image& image, double hue_factor) {
