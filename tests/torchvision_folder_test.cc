@@ -120,22 +120,69 @@ TEST(TorchvisionFolder, AV2ComposeIsMadeAsItsV1Twin) {
   expect_same_samples(*v2, *v1);
 }
 
-// Not made natively, and said why, never approximated: a transform of the user's own, an
-// interpolation tandem lacks, a subclass's own __getitem__. Their float images then meet
-// the Python path's rule (uint8 images), which names the reason too.
+// A transform of the user's own before ToTensor splits the pipeline: tandem's steps up to
+// it in C++, it and what follows it up to ToTensor in the dataset's own Python, on the image
+// as torchvision gives it (a PIL image, a uint8 tensor), seeded per sample: byte for byte
+// what imagefolder with the same steps and a python() step doing the same makes. The log
+// says which transforms run in Python and why.
+TEST(TorchvisionFolder, ATransformOfTheUsersOwnRunsInPythonAfterTandemsSteps) {
+  REQUIRE_TORCHVISION();
+  const fs::path root = make_folder("tv-split");
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"split", "decode(channels=3,scaled=0),random_resized_crop(24),hflip,python(" + kFolders + ":posterize),normalize(" +
+                    kImagenet + ")",
+       "transforms 2-2 (Lambda) run in Python after tandem's steps, because transform 2 (Lambda): tandem has no such "
+       "step"},
+      {"own", "decode(channels=3,scaled=0),resize(28),center_crop(24),python(" + kFolders +
+                  ":invert_then_flip),normalize(0,0,0,1,1,1)",
+       "transforms 2-3 (MaybeInvert, RandomHorizontalFlip) run in Python"},
+  };
+  for (const auto& [recipe, pipeline, said] : cases) {
+    SCOPED_TRACE(recipe);
+    CapturedLog log;
+    const auto native = make_dataset(folder_data(root, recipe));
+    const auto folder = make_dataset(image_folder(root, pipeline));
+    EXPECT_NE(log.out.str().find("made natively"), std::string::npos) << log.out.str();
+    EXPECT_NE(log.out.str().find(said), std::string::npos) << log.out.str();
+    expect_same_samples(*native, *folder);
+  }
+}
+
+// Not made natively, and said why, never approximated: a transform of the user's own after
+// ToTensor, an interpolation tandem lacks, a subclass's own __getitem__. Their own Python
+// code makes them, and their float32 images (ToTensor's) are served as they are.
 TEST(TorchvisionFolder, WhatTandemWouldApproximateIsLeftToPythonAndSaid) {
   REQUIRE_TORCHVISION();
   const fs::path root = make_folder("tv-refused");
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
-      {"Folder", "lambda", "transform 3 (Lambda): tandem has no such step"},
+      {"Folder", "lambda", "transform 3 (Lambda): tandem has no such step, and it works on a float tensor"},
       {"Folder", "bicubic", "transform 0 (Resize): interpolation 'bicubic'"},
       {"Subclassed", "", "MyFolder has its own __getitem__"},
   };
   for (const auto& [name, recipe, why] : cases) {
     SCOPED_TRACE(name + " " + recipe);
-    const std::string error = ::tandem::testing::start_error(folder_data(root, recipe, name));
-    EXPECT_NE(error.find("not made natively: " + why), std::string::npos) << "error: " << error;
+    CapturedLog log;
+    const auto python = make_dataset(folder_data(root, recipe, name));
+    EXPECT_NE(log.out.str().find("made by its own Python code: not made natively: " + why), std::string::npos)
+        << log.out.str();
+    EXPECT_EQ(python->info().dtype, DType::kFloat32);
+    EXPECT_EQ(python->info().sample_shape, (std::vector<int64_t>{3, 24, 24}));
+    EXPECT_EQ(python->info().class_names, (std::vector<std::string>{"cats", "dogs"}));
+    EXPECT_TRUE(python->info().mean.empty());
   }
+}
+
+// --python-native off: the same folder run by its own Python code, as any dataset is.
+TEST(TorchvisionFolder, PythonNativeOffRunsItAsPython) {
+  REQUIRE_TORCHVISION();
+  const fs::path root = make_folder("tv-off");
+  DataOptions d = folder_data(root, "eval");
+  d.python_native = "off";
+  CapturedLog log;
+  const auto python = make_dataset(d);
+  EXPECT_EQ(log.out.str().find("made natively"), std::string::npos) << log.out.str();
+  EXPECT_EQ(python->info().dtype, DType::kFloat32);
+  EXPECT_EQ(python->info().description.find("native="), std::string::npos) << python->info().description;
 }
 
 // Served by a data worker host to two ranks (tandem simulate): the worker makes it

@@ -20,8 +20,7 @@ and a failure is {"ok": false, "error": "...", "where": "file:line", "traceback"
 Many samples at once (one message each way for them all):
 
     {"op": "many", "items": [[I, S], ...]}                 -> {"ok": true, "shm_size": B, "samples": [
-                                                              {"ok": true, "fields": {...}}   (as "get")
-                                                              | a failure | null, ...]}
+                                                              {"ok": true, "fields": {...}} | a failure | null]}
 their arrays one after the other in the shared memory; null: not made here (they did not
 fit in it), for the worker to ask for alone. The dataset's __getitems__(indices) makes them
 when it has one and the indices differ, with tandem.sample_rng(index) keyed per sample;
@@ -35,9 +34,10 @@ and the worker sends
     {"op": "call", "index": I, "seed": S, "shape": [C, H, W], "nbytes": B}
                                                            -> as "get", with the field "output"
                                                               (or the fields of a returned dict)
-with the uint8 input at offset 0 of the shared memory (the worker grows the memfd for it).
-init's "max_shm" caps the shared memory: a sample needing more is {"ok": false,
-"shm_needed": BYTES, ...}.
+with the uint8 input at offset 0 of the shared memory (the worker grows the memfd for it);
+its "transforms" make the function a part of NAME(**args)'s torchvision transform, and a
+dataset's "native": true asks whether tandem makes it itself (_torchvision_native.py).
+init's "max_shm" caps the shared memory: a sample needing more is {"ok": false, "shm_needed": B}.
 Arrays lie in the shared memory at their offsets; a sample larger than the mapping grows
 the memfd (ftruncate) and the worker maps it again at "shm_size". The C++ side of these
 messages is src/data/python/pool_channel.h. The process ends on EOF from the worker, or
@@ -100,12 +100,8 @@ def _user_frames(tb, user_file):
     """The last frames of a traceback, and the innermost one in the user's file as file:line."""
     here = os.path.abspath(__file__)
     frames = [f for f in traceback.extract_tb(tb) if os.path.abspath(f.filename) != here]
-    where = ""
-    for f in frames:
-        if os.path.abspath(f.filename) == user_file:
-            where = f"{f.filename}:{f.lineno}"
-    if not where and frames:
-        where = f"{frames[-1].filename}:{frames[-1].lineno}"
+    mine = [f for f in frames if os.path.abspath(f.filename) == user_file] or frames[-1:]
+    where = f"{mine[-1].filename}:{mine[-1].lineno}" if mine else ""
     return where, "".join(traceback.format_list(frames[-_TRACE_FRAMES:])).rstrip()
 
 
@@ -129,8 +125,12 @@ def _answer(np, shared, user_file, make):
         return _failure(e, user_file)
 
 
-def _load_function(file, name):
-    """FUNCTION of a python(FILE:FUNCTION) step: a callable in FILE."""
+def _load_function(file, name, transforms=None):
+    """FUNCTION of a python(FILE:FUNCTION) step: a callable in FILE; given transforms, a part
+    of NAME(**args)'s torchvision transform (_torchvision_native.python_part)."""
+    if transforms is not None:
+        from tandem._torchvision_native import python_part
+        return python_part(_load(file, name, transforms["args"]), transforms)
     function = _attribute(_import(file), file, name)
     if not callable(function):
         raise TypeError(f"{file}'s '{name}' is a {type(function).__name__}, not a function: "
@@ -374,7 +374,7 @@ def main():
     try:
         shared = _Shared(shm_fd, init.get("max_shm", 0))
         if init.get("kind") == "function":
-            dataset = _load_function(user_file, init["name"])
+            dataset = _load_function(user_file, init["name"], init.get("transforms"))
             ragged = [str(f) for f in getattr(dataset, "ragged_fields", None) or ()]
             _send(sock, {"ok": True, "len": 0, "num_classes": None, "classes": None, "ragged_fields": ragged})
         else:
@@ -387,7 +387,7 @@ def main():
                      "ragged_fields": ragged}
             if init.get("native"):  # a torchvision image folder is made natively (issue 52)
                 from tandem._torchvision_native import describe
-                reply["native"], reply["native_reason"] = describe(dataset)
+                reply["native"], reply["native_reason"] = describe(dataset, init)
             _send(sock, reply)
     except BaseException as e:  # noqa: BLE001: SystemExit from the user's module is an error too
         _send(sock, _failure(e, user_file))

@@ -28,21 +28,25 @@ class _Refused(Exception):
     """Why a transform cannot be made natively."""
 
 
-def describe(dataset):
+def describe(dataset, made_by=None):
     """(description, "") for an image folder tandem can make natively, else (None, why).
 
+    made_by: {"file", "name", "args"}, how the dataset was made: transforms tandem has no
+    step for then run in Python after tandem's steps (a python() step that makes the
+    dataset again and applies them); None: such a transform leaves the dataset to Python.
     The description: {"root", "classes", "count", "list_file" (a file of "label<TAB>path"
     lines, paths relative to root where they are under it), "steps" (tandem's pipeline as a
-    JSON array), "transform" (the transform's repr, for the log)}."""
+    JSON array), "transform" (the transform's repr, for the log), "in_python" (why some
+    transforms run in Python, "" when none do)}."""
     try:
-        return _describe(dataset)
+        return _describe(dataset, made_by)
     except _Refused as e:
         return None, str(e)
     except Exception as e:  # noqa: BLE001: a bug here must leave the dataset to its own code
         return None, f"tandem could not read it ({type(e).__name__}: {e})"
 
 
-def _describe(dataset):
+def _describe(dataset, made_by):
     folder = sys.modules.get("torchvision.datasets.folder")
     if folder is None or not isinstance(dataset, folder.DatasetFolder):
         raise _Refused("it is not a torchvision ImageFolder or DatasetFolder")
@@ -57,12 +61,12 @@ def _describe(dataset):
         raise _Refused(f"torchvision's image backend is {tv.get_image_backend()!r}, not PIL")
     if dataset.target_transform is not None:
         raise _Refused("it has a target_transform")
-    steps = translate(dataset.transform)
+    steps, in_python = translate(dataset.transform, made_by)
     root = os.path.abspath(os.fspath(dataset.root))
     classes = [str(c) for c in dataset.classes]
     return {"root": root, "classes": classes, "count": len(dataset.samples),
             "list_file": _write_list(dataset.samples, root, len(classes)), "steps": steps,
-            "transform": " ".join(repr(dataset.transform).split())[:300]}, ""
+            "transform": " ".join(repr(dataset.transform).split())[:300], "in_python": in_python}, ""
 
 
 def _write_list(samples, root, num_classes):
@@ -82,24 +86,106 @@ def _write_list(samples, root, num_classes):
         return f.name
 
 
-def translate(transform):
-    """tandem's steps for a torchvision transform (v1 or v2), as a list of JSON objects.
-    Raises _Refused naming the first transform it cannot make exactly."""
+def translate(transform, made_by=None):
+    """(steps, in_python): tandem's steps for a torchvision transform (v1 or v2), as a list
+    of JSON objects, and why some of them run in Python ("" when none do). The first
+    transform tandem has no step for, and what follows it up to the closing conversions
+    (ToTensor, Normalize, ...), become one python() step when made_by says how to make the
+    dataset again, the steps before it fix the image's size and it works on the image
+    before ToTensor; else raises _Refused naming it."""
     state = {"domain": _PIL, "normalized": False}
     steps = [{"op": "decode", "channels": 3, "scaled": 0}]  # PIL's full decode, in RGB
-    for index, t in enumerate(_flatten(transform)):
+    flat, index, in_python = _flatten(transform), 0, ""
+    while index < len(flat):
         try:
-            steps.extend(_step(t, state))
+            steps.extend(_step(flat[index], state))
+            index += 1
         except _Refused as e:
-            raise _Refused(f"transform {index} ({_name(t)}): {e}") from None
+            why = f"transform {index} ({_name(flat[index])}): {e}"
+            stop = _closing(flat, index)
+            steps.append(_python_step(made_by if _name(flat[index]) not in _CLOSING else None, index, stop, state,
+                                      steps, why))
+            in_python = f"transforms {index}-{stop - 1} ({', '.join(_name(t) for t in flat[index:stop])}) run in " \
+                        f"Python after tandem's steps, because {why}"
+            index = stop
     if state["domain"] in (_PIL, _UINT8):
         raise _Refused(f"it ends in a {state['domain']}, not a float tensor (ToTensor)")
-    if not any(s["op"] in ("random_resized_crop", "center_crop") or (s["op"] == "resize" and s.get("width"))
-               for s in steps):
+    if not _fixes_size(steps):
         raise _Refused("no transform gives every image one size (RandomResizedCrop, CenterCrop, Resize((h, w)))")
     if not state["normalized"]:  # ToTensor alone: values in [0, 1]
         steps.append({"op": "normalize", "args": [0, 0, 0, 1, 1, 1]})
-    return steps
+    return steps, in_python
+
+
+_CLOSING = ("ToTensor", "ConvertImageDtype", "ToDtype", "PILToTensor", "ToImage", "ToImageTensor", "ToPureTensor",
+            "Identity", "Normalize")
+
+
+def _closing(flat, index):
+    """Where the closing conversions start after flat[index]: the end of a Python part."""
+    stop = len(flat)
+    while stop > index + 1 and _name(flat[stop - 1]) in _CLOSING:
+        stop -= 1
+    return stop
+
+
+def _fixes_size(steps):
+    return any(s["op"] in ("random_resized_crop", "center_crop") or (s["op"] == "resize" and s.get("width"))
+               for s in steps)
+
+
+def _python_step(made_by, start, stop, state, steps, why):
+    """The python() step that runs transforms [start, stop) of the dataset's own transform."""
+    if made_by is None:
+        raise _Refused(why)
+    if any(s["op"] == "python" for s in steps):
+        raise _Refused(f"{why}, and transforms before it already run in Python")
+    if state["domain"] not in (_PIL, _UINT8):
+        raise _Refused(f"{why}, and it works on a {state['domain']}: only transforms before ToTensor run in Python "
+                       "after tandem's steps")
+    if not _fixes_size(steps):
+        raise _Refused(f"{why}, and the steps before it do not give every image one size, which tandem needs "
+                       "before a Python step")
+    domain = "pil" if state["domain"] == _PIL else "uint8"
+    return {"op": "python", "file": made_by["file"], "function": made_by["name"],
+            "transforms": {"args": made_by.get("args") or {}, "from": start, "to": stop, "domain": domain}}
+
+
+def python_part(dataset, part):
+    """The function a python() step of translate() runs: transforms [from, to) of the
+    dataset's transform on tandem's uint8 [C, H, W] image, given as torchvision gives it
+    (a PIL image, or a uint8 tensor), and their result as a uint8 [C, H, W] array."""
+    import numpy as np
+
+    transforms, domain = _flatten(dataset.transform)[part["from"]:part["to"]], part["domain"]
+    names = ", ".join(_name(t) for t in transforms)
+    if domain == "pil":
+        from PIL import Image
+
+        def given(a):
+            return Image.fromarray(np.ascontiguousarray(a.transpose(1, 2, 0)) if a.shape[0] == 3 else a[0])
+    else:
+        import torch
+
+        given = torch.from_numpy
+
+    def run(array):
+        x = given(array)
+        for t in transforms:
+            x = t(x)
+        return _chw(np, x, names)
+    return run
+
+
+def _chw(np, x, names):
+    if hasattr(x, "convert") and hasattr(x, "mode"):  # a PIL image
+        a = np.asarray(x if x.mode in ("RGB", "L") else x.convert("RGB"))
+        return np.ascontiguousarray(a.transpose(2, 0, 1) if a.ndim == 3 else a[None])
+    if hasattr(x, "numpy") and str(getattr(x, "dtype", "")) == "torch.uint8":
+        a = x.detach().cpu().numpy()
+        return np.ascontiguousarray(a if a.ndim == 3 else a[None])
+    raise TypeError(f"transforms {names} gave a {type(x).__name__} {getattr(x, 'dtype', '')}, where a PIL image or a "
+                    "uint8 tensor goes on to the transforms after them")
 
 
 def _flatten(transform):

@@ -1,5 +1,6 @@
 #include "tandem/cli/options.h"
 #include "flag_checks.h"
+#include "python_options.h"
 
 #include "tandem/transport/credentials.h"
 
@@ -156,15 +157,7 @@ void add_data_options(CLI::App& app, DataOptions& o) {
                  "How reads ahead fly: auto = io_uring where the kernel allows it, else I/O threads; uring; threads")
       ->capture_default_str()->check(CLI::IsMember({"auto", "uring", "threads"}))->group(kDataGroup);
   add_emulation_options(app, o);
-  app.add_option("--data-args", o.data_args, "--data python:FILE:NAME: NAME's keyword arguments, a JSON object")
-      ->capture_default_str()->group(kDataGroup);
-  app.add_option("--python", o.python, "--data python:... and --script: the interpreter; default $TANDEM_PYTHON (set by the wheel's tandem: its Python), else /usr/bin/python3, else python3")
-      ->group(kDataGroup);
-  app.add_option("--python-procs", o.python_procs, "--data python:...: Python processes; 0 = the worker's --threads")
-      ->capture_default_str()->check(in_range(0, 4096))->group(kDataGroup);
-  app.add_option("--sample-timeout", o.sample_timeout_s,
-                 "--data python:...: a sample taking longer kills its process and is a bad sample (seconds)")
-      ->capture_default_str()->check(in_range(0.001, 86400.0))->group(kDataGroup);
+  add_python_options(app, o);
   limit_text(app, before);
 }
 

@@ -91,6 +91,7 @@ void Pipeline::start_python(const StepSpec& s, const PipelineSource& source) {
   opts.kind = PythonPoolOptions::Kind::kFunction;
   opts.file = s.file;
   opts.name = s.function;
+  opts.transforms_json = s.transforms;
   python_ = std::make_unique<PythonStep>(std::move(opts));
 }
 

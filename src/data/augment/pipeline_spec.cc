@@ -84,7 +84,15 @@ StepSpec parse_step_json(const nlohmann::json& j) {
   const std::string text = j.dump();
   if (!j.is_object() || !j.contains("op") || !j["op"].is_string()) fail(text, "a JSON step needs \"op\": \"name\"");
   if (j["op"] == "python") {
-    return python_step(text, j.value("file", std::string()), j.value("function", std::string()));
+    StepSpec step = python_step(text, j.value("file", std::string()), j.value("function", std::string()));
+    if (j.contains("transforms")) {
+      const nlohmann::json& t = j["transforms"];
+      if (!t.is_object() || !t.contains("from") || !t.contains("to") || !t.contains("domain")) {
+        fail(text, "\"transforms\" must be {\"args\", \"from\", \"to\", \"domain\"}");
+      }
+      step.transforms = t.dump();
+    }
+    return step;
   }
   // Numbers as their exact text, names (a choice parameter's) as they are: bind_params reads both.
   auto token = [&](const std::string& key, const nlohmann::json& v) {
@@ -149,7 +157,7 @@ std::string PipelineSpec::canonical() const {
     out += (out.empty() ? "" : ",") + step.op + "(";
     if (step.op == "python") {  // the file's name and bytes, not where it lies: hosts may differ
       out += "file=" + std::filesystem::path(step.file).filename().string() + ",function=" + step.function +
-             ",code=" + step.code + ")";
+             ",code=" + step.code + (step.transforms.empty() ? "" : ",transforms=" + step.transforms) + ")";
       continue;
     }
     for (size_t i = 0; i < step.params.size(); ++i) {

@@ -95,9 +95,12 @@ nlohmann::json receive_message(const Channel& c, Clock::time_point deadline) {
 }
 
 nlohmann::json init_request(const PythonPoolOptions& opts, size_t max_shm, bool first) {
-  return {{"op", "init"}, {"file", opts.file}, {"name", opts.name}, {"args", nlohmann::json::parse(opts.args_json)},
-          {"kind", opts.kind == PythonPoolOptions::Kind::kFunction ? "function" : "dataset"},
-          {"max_shm", max_shm}, {"native", first && opts.describe_native}};
+  nlohmann::json init = {{"op", "init"}, {"file", opts.file}, {"name", opts.name},
+                         {"args", nlohmann::json::parse(opts.args_json)},
+                         {"kind", opts.kind == PythonPoolOptions::Kind::kFunction ? "function" : "dataset"},
+                         {"max_shm", max_shm}, {"native", first && opts.describe_native}};
+  if (!opts.transforms_json.empty()) init["transforms"] = nlohmann::json::parse(opts.transforms_json);
+  return init;
 }
 
 nlohmann::json get_request(uint64_t index, uint64_t seed) { return {{"op", "get"}, {"index", index}, {"seed", seed}}; }

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -66,10 +67,10 @@ FieldSpec spec_of(const std::string& name, const SampleField& f, bool ragged) {
     if (ragged) spec.shape[0] = -1;
   }
   if (name == kImageField &&
-      (ragged || spec.dtype != DType::kUInt8 || spec.shape.size() != 3 ||
+      (ragged || (spec.dtype != DType::kUInt8 && spec.dtype != DType::kFloat32) || spec.shape.size() != 3 ||
        std::any_of(spec.shape.begin(), spec.shape.end(), [](int64_t d) { return d < 1; }))) {
-    throw fail("'image' is what tandem's trainer classifies: return a non-empty uint8 numpy array of [C,H,W] "
-               "(e.g. np.asarray(pil).transpose(2, 0, 1)), or give the field another name");
+    throw fail("'image' is what tandem's trainer classifies: return a non-empty uint8 or float32 array of [C,H,W] "
+               "(e.g. np.asarray(pil).transpose(2, 0, 1), or ToTensor()'s tensor), or give the field another name");
   }
   if (name == kLabelField && (spec.dtype != DType::kInt64 || !spec.shape.empty())) {
     throw fail("'label' is the class tandem's trainer learns: return a Python int, or give the field another name");
@@ -131,10 +132,10 @@ std::vector<FieldSpec> python_schema(const SampleFields& fields, const std::vect
   }
   DatasetInfo check;  // names, duplicates (NAME_lengths), ranks and sizes, as a trainer checks them
   check.fields = schema;
-  for (const FieldSpec& s : schema) {
-    if (s.name == kImageField) check.sample_shape = s.shape;
-  }
   check.dtype = DType::kUInt8;
+  for (const FieldSpec& s : schema) {
+    if (s.name == kImageField) std::tie(check.sample_shape, check.dtype) = std::tie(s.shape, s.dtype);
+  }
   if (std::string problem = schema_problem(check); !problem.empty()) {
     throw ConfigError("sample 0's fields (" + names_text(schema) + ") have " + problem + ": rename or reshape it");
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 #include <filesystem>
 #include <mutex>
 #include <fstream>
@@ -238,8 +239,8 @@ class PythonDataset final : public Dataset {
     } catch (const ConfigError& e) {
       throw ConfigError("cannot use sample 0 of " + source_ + ": " + e.what());
     }
-    for (const FieldSpec& f : info_.fields) {
-      if (f.name == kImageField) info_.sample_shape = f.shape;
+    for (const FieldSpec& f : info_.fields) {  // uint8, or float32 (ToTensor's, normalised by the dataset)
+      if (f.name == kImageField) std::tie(info_.sample_shape, info_.dtype) = std::tie(f.shape, f.dtype);
     }
     if (info_.has_label()) learn_classes(opts, label);
   }
@@ -272,7 +273,9 @@ class PythonDataset final : public Dataset {
 
 std::shared_ptr<const Dataset> make_python_dataset(const PythonDatasetOptions& opts, const ImageOptions& images) {
   PythonPoolOptions p = python_pool_options(opts);
-  p.describe_native = true;
+  p.describe_native = opts.native;
+  // One process answers whether tandem makes it natively; the others start when needed.
+  if (p.describe_native && p.start_procs == 0) p.start_procs = 1;
   auto pool = std::make_unique<PythonProcessPool>(p);
   const std::string source = "python:" + p.file + ":" + p.name;
   if (!pool->about().native_json.empty()) {
@@ -284,7 +287,7 @@ std::shared_ptr<const Dataset> make_python_dataset(const PythonDatasetOptions& o
   // A torchvision folder tandem would have to approximate: its own Python code makes it, said.
   const std::string why = pool->about().native_reason;  // a copy: the pool moves into the dataset
   const bool folder = !why.empty() && why.find("is not a torchvision") == std::string::npos;
-  if (folder) spdlog::info("{} is a torchvision image folder made by its own Python code: not made natively: {}", source, why);
+  if (folder) spdlog::warn("{} is a torchvision image folder made by its own Python code: not made natively: {}", source, why);
   try {
     return std::make_shared<PythonDataset>(opts, std::move(pool));
   } catch (const ConfigError& e) {

@@ -146,7 +146,7 @@ ImageOptions image_options(const DataOptions& opts, const DataRole& role) {
 
 PythonDatasetOptions python_dataset_options(const DataOptions& opts, const DataRole& role) {
   return {opts.data, opts.data_args, opts.seed, opts.dataset_size, opts.num_classes, opts.on_bad_sample,
-          python_runtime(opts, role)};
+          python_runtime(opts, role), opts.python_native != "off"};
 }
 
 std::string source_kinds_usage() {

@@ -64,6 +64,8 @@ std::shared_ptr<const Dataset> make_torchvision_folder(ImageOptions images, cons
   spdlog::info("{} is a torchvision image folder of {} images in {} classes, made natively (decoded and augmented in "
                "C++): {}",
                source, n, classes, printable(d.value("transform", std::string()), 300));
+  const std::string in_python = d.value("in_python", std::string());
+  if (!in_python.empty()) spdlog::info("{}: {}", source, printable(in_python, 400));
   return dataset;
 }
 

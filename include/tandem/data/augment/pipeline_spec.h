@@ -22,6 +22,10 @@ struct StepSpec {
   // python(FILE:FUNCTION) only: FILE made absolute, FUNCTION, and a hash of FILE's bytes
   // (read when the spec is parsed, so that the fingerprint covers the code).
   std::string file, function, code;
+  // A python() step a torchvision dataset's transform translates to (JSON only): the part of
+  // its transform tandem has no steps for, {"args", "from", "to", "domain"} as JSON text,
+  // run on NAME(**args)'s transform (python/tandem/_torchvision_native.py); "" otherwise.
+  std::string transforms;
 
   // The value of parameter `name` of this step's op. REQUIRES: `name` is one of op's parameters.
   double param(const std::string& name) const;

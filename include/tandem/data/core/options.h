@@ -47,6 +47,10 @@ struct DataOptions {
   std::string python;
   int python_procs = 0;
   double sample_timeout_s = 60;
+  // --python-native: "auto" makes a torchvision ImageFolder/DatasetFolder given as
+  // python:FILE:NAME in C++ where its transform translates (docs/datasets.md); "off" runs it
+  // as Python like any other dataset.
+  std::string python_native = "auto";
   // Reading from slow storage (imagefolder, webdataset, manifest): threads that fetch the
   // bytes of requested samples ahead of preprocessing, many reads at once (--io-threads;
   // -1 = auto, io_threads_for(); 0 = none, each preprocessing thread reads its own), and,

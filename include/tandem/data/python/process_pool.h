@@ -49,6 +49,9 @@ struct PythonPoolOptions {
   // Ask the first process whether tandem can make the dataset natively (a torchvision
   // image folder: python/tandem/_torchvision_native.py): PythonDatasetAbout::native.
   bool describe_native = false;
+  // A Kind::kFunction pool of a torchvision dataset's python() step: {"args", "from", "to",
+  // "domain"} (StepSpec::transforms): the function is that part of NAME(**args)'s transform.
+  std::string transforms_json;
 };
 
 // How users' Python runs (a python:FILE:NAME dataset, a python() step), from the settings

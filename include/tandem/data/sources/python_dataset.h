@@ -28,6 +28,7 @@ struct PythonDatasetOptions {
   int num_classes = 10;          // --num-classes, when the dataset does not say
   std::string on_bad_sample = "fail";  // --on-bad-sample
   PythonRuntime python;          // its processes
+  bool native = true;            // --python-native auto: a torchvision image folder made in C++
 };
 
 // The pool options `opts` asks for: FILE and NAME from opts.data, the arguments checked
