@@ -202,6 +202,24 @@ TEST(Pipeline, FinalFlipIsFoldedIntoTheCopyWithTheSameDraw) {
     for (int y = 0; y < 32; ++y) EXPECT_EQ(f[(c * 32 + y) * 48], n[(c * 32 + y) * 48 + 47]);
 }
 
+TEST(Pipeline, AFlipBeforeColourStepsIsFoldedIntoTheCopyWithTheSameBytes) {
+  // hflip before color_jitter (folded: jitter works per pixel, contrast's mean is the same
+  // flipped) against the same with an identity-size center crop after the flip (applied),
+  // over keys that flip and keys that do not; two flips cancel.
+  const std::vector<uint8_t> jpeg = encode_jpeg(gradient_image(40, 60, 3, 4));
+  const std::string jitter = "color_jitter(brightness=0.4,contrast=0.4,saturation=0.4,hue=0.1)";
+  const Pipeline folded(parse_pipeline("decode,resize(32,48),hflip," + jitter), kFiles);
+  const Pipeline applied(parse_pipeline("decode,resize(32,48),hflip,center_crop(32,48)," + jitter), kFiles);
+  const Pipeline twice(parse_pipeline("decode,resize(32,48),hflip(1)," + jitter + ",hflip(1)"), kFiles);
+  const Pipeline twice_applied(parse_pipeline("decode,resize(32,48),hflip(1),center_crop(32,48)," + jitter +
+                                              ",hflip(1),center_crop(32,48)"),
+                               kFiles);
+  for (uint64_t key = 0; key < 8; ++key) {
+    EXPECT_EQ(run(folded, jpeg, key), run(applied, jpeg, key)) << "key " << key;
+    EXPECT_EQ(run(twice, jpeg, key), run(twice_applied, jpeg, key)) << "key " << key;
+  }
+}
+
 TEST(Pipeline, GrayRawImagesExpandToThreeChannels) {
   const Pipeline p(parse_pipeline("decode(channels=3)"), {false, 1, 5, 4});
   const Image gray = gradient_image(5, 4, 1, 5);

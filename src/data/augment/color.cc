@@ -42,20 +42,34 @@ void blend_constant(Image& image, double ratio, float constant) {
   for (size_t i = 0; i < n; ++i) image.pixels[i] = table[image.pixels[i]];
 }
 
-// _blend(img, gray, ratio): keep * x + mix * gray(pixel), both products taken from tables
-// of their 256 values (each the same float32 product), then added and truncated as before.
+// _blend(img, gray, ratio): keep * x + mix * gray(pixel), each product and sum in float32
+// as torch takes them. Pixels go through in runs of kRun, their channels apart, so that
+// the arithmetic runs on whole vectors: the same operations, the same bytes.
 void blend_gray(Image& image, double ratio) {
+  constexpr size_t kRun = 64;
   const float keep = static_cast<float>(ratio), mix = static_cast<float>(1.0 - ratio);
-  float kept[256], mixed[256];
-  for (int x = 0; x < 256; ++x) {
-    kept[x] = keep * static_cast<float>(x);
-    mixed[x] = mix * static_cast<float>(x);
-  }
   const size_t n = static_cast<size_t>(image.height) * image.width;
-  for (size_t i = 0; i < n; ++i) {
-    uint8_t* p = &image.pixels[i * 3];
-    const float o = mixed[gray(p)];
-    for (int ch = 0; ch < 3; ++ch) p[ch] = truncate_u8(kept[p[ch]] + o);
+  float r[kRun], g[kRun], b[kRun], o[kRun];
+  for (size_t start = 0; start < n; start += kRun) {
+    const size_t m = std::min(kRun, n - start);
+    uint8_t* p = &image.pixels[start * 3];
+    for (size_t k = 0; k < m; ++k) {
+      r[k] = static_cast<float>(p[3 * k]);
+      g[k] = static_cast<float>(p[3 * k + 1]);
+      b[k] = static_cast<float>(p[3 * k + 2]);
+    }
+    for (size_t k = 0; k < m; ++k) {
+      const float level = static_cast<float>(static_cast<int>(0.2989f * r[k] + 0.587f * g[k] + 0.114f * b[k]));
+      o[k] = mix * level;
+      r[k] = std::clamp(keep * r[k] + o[k], 0.0f, 255.0f);
+      g[k] = std::clamp(keep * g[k] + o[k], 0.0f, 255.0f);
+      b[k] = std::clamp(keep * b[k] + o[k], 0.0f, 255.0f);
+    }
+    for (size_t k = 0; k < m; ++k) {
+      p[3 * k] = static_cast<uint8_t>(static_cast<int>(r[k]));
+      p[3 * k + 1] = static_cast<uint8_t>(static_cast<int>(g[k]));
+      p[3 * k + 2] = static_cast<uint8_t>(static_cast<int>(b[k]));
+    }
   }
 }
 

@@ -289,12 +289,25 @@ void Pipeline::apply(const Step& step, Image*& image, Image*& spare, Rng& rng) c
   }
 }
 
+// An hflip followed by colour steps only is folded into the CHW copy: the same draw, the
+// same bytes (ColorJitter works on each pixel alone, and contrast's mean is the same for
+// the flipped image), one pass fewer.
+bool Pipeline::flip_at_copy(size_t i) const {
+  for (size_t j = i + 1; j < steps_.size(); ++j) {
+    if (steps_[j].kind != Kind::kColorJitter && steps_[j].kind != Kind::kHflip) return false;
+  }
+  return steps_[i].kind == Kind::kHflip;
+}
+
 void Pipeline::run_steps(size_t first, Image*& image, Image*& spare, Rng& rng, uint8_t* out) const {
-  // A last hflip is folded into the CHW copy: the same draw, one pass fewer.
-  const bool flip_last = !steps_.empty() && steps_.back().kind == Kind::kHflip && first < steps_.size();
-  const size_t end = steps_.size() - (flip_last ? 1 : 0);
-  for (size_t i = first; i < end; ++i) apply(steps_[i], image, spare, rng);
-  const bool flip = flip_last && rng.uniform() < steps_.back().p;
+  bool flip = false;
+  for (size_t i = first; i < steps_.size(); ++i) {
+    if (!flip_at_copy(i)) {
+      apply(steps_[i], image, spare, rng);
+    } else if (rng.uniform() < steps_[i].p) {
+      flip = !flip;
+    }
+  }
   if (image->height != height_ || image->width != width_ || image->channels != channels_) {
     throw std::logic_error("pipeline made a " + std::to_string(image->height) + "x" + std::to_string(image->width) +
                            " image, not the planned " + std::to_string(height_) + "x" + std::to_string(width_));

@@ -120,6 +120,7 @@ class Pipeline {
   void add_step(const StepSpec& spec, int& height, int& width);
   void apply(const Step& step, Image*& image, Image*& spare, Rng& rng) const;
   void run_steps(size_t first, Image*& image, Image*& spare, Rng& rng, uint8_t* out) const;
+  bool flip_at_copy(size_t i) const;
   // The first step's crop box on an image of `size` (drawn from rng for
   // random_resized_crop) and its output size.
   struct FirstCrop {
