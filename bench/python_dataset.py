@@ -14,7 +14,8 @@ Three datasets, all defined in this file:
     per-sample overhead of each loader (no peer (c) for it);
   - torchvision: the same JPEGs as a torchvision ImageFolder with that Compose ending in
     ToTensor and Normalize (float32): the DataLoader runs it as Python, tandem makes it
-    natively (issue 52).
+    natively (issue 52); torchvision_split: with a lambda of the user's own before
+    ToTensor, which tandem runs in Python after its own steps.
 
     bench/python_dataset.py --jpegs /tmp/tandem-jpegs [--procs 2] [--seconds 15] [--rounds 3]
 
@@ -80,15 +81,21 @@ class ImageNetJpegs:
         return {"image": np.asarray(image).transpose(2, 0, 1), "label": label}
 
 
-def TorchvisionFolder(root, size=224):
+def TorchvisionFolder(root, size=224, split=False):
     """The same JPEGs as a torchvision ImageFolder with the usual training Compose, to
     float32 normalised [3, size, size], as users write it: tandem makes it natively (issue
-    52, docs/datasets.md), a DataLoader runs it as Python."""
+    52, docs/datasets.md), a DataLoader runs it as Python. split: a lambda of the user's
+    own (a vertical flip drawn from random) after ColorJitter, which tandem runs in the
+    dataset's Python after its own steps."""
+    import random
+
     import torchvision.transforms as T
+    from PIL import Image
     from torchvision.datasets import ImageFolder
 
+    own = [T.Lambda(lambda im: im.transpose(Image.FLIP_TOP_BOTTOM) if random.random() < 0.5 else im)] if split else []
     return ImageFolder(root, transform=T.Compose([
-        T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ColorJitter(0.4, 0.4, 0.4), T.ToTensor(),
+        T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ColorJitter(0.4, 0.4, 0.4)] + own + [T.ToTensor(),
         T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]))
 
 
@@ -112,8 +119,8 @@ class Constant:
 def data_args(dataset, args):
     if dataset == "jpeg":
         return "ImageNetJpegs", {"root": os.path.abspath(args.jpegs), "length": 1 << 20}
-    if dataset == "torchvision":
-        return "TorchvisionFolder", {"root": os.path.abspath(args.jpegs)}
+    if dataset in ("torchvision", "torchvision_split"):
+        return "TorchvisionFolder", {"root": os.path.abspath(args.jpegs), "split": dataset == "torchvision_split"}
     return "Constant", {}
 
 
@@ -407,7 +414,7 @@ def main():
     phases = [p for p in args.phases.split(",") if p]
     if args.baseline_worker and "tandem_baseline" not in phases:
         phases.insert(phases.index("tandem") if "tandem" in phases else len(phases), "tandem_baseline")
-    if "jpeg" in datasets or "torchvision" in datasets:
+    if {"jpeg", "torchvision", "torchvision_split"} & set(datasets):
         ensure_jpegs(args)
     result = {"bench": "python_dataset", "machine": machine(), "procs": args.procs, "cores": cores,
               "batch_size": args.batch_size, "seconds": args.seconds, "rounds": args.rounds,

@@ -185,6 +185,33 @@ TEST(TorchvisionFolder, PythonNativeOffRunsItAsPython) {
   EXPECT_EQ(python->info().description.find("native="), std::string::npos) << python->info().description;
 }
 
+// A dataset of the user's own opts in with one line, `return tandem.Image(path), label`,
+// and its transform as an attribute: the same samples as the ImageFolder made natively,
+// a transform of its own run in Python after tandem's steps as for a folder; without a
+// transform it is not made natively, and the error says what to add.
+TEST(TorchvisionFolder, ADatasetReturningTandemImagesIsMadeNatively) {
+  REQUIRE_TORCHVISION();
+  const fs::path root = make_folder("tv-listed");
+  for (const std::string recipe : {"train", "split"}) {
+    SCOPED_TRACE(recipe);
+    CapturedLog log;
+    DataOptions listed = folder_data(root, recipe, "Listed");
+    listed.data_args = "{\"root\": \"" + root.string() + "\", \"recipe\": \"" + recipe + "\"}";
+    const auto native = make_dataset(listed);
+    EXPECT_NE(log.out.str().find("is a dataset of tandem.Image files of 4 images in 2 classes, made natively"),
+              std::string::npos)
+        << log.out.str();
+    EXPECT_NE(native->info().description.find("native=tandem-images/v1"), std::string::npos);
+    expect_same_samples(*native, *make_dataset(folder_data(root, recipe)));
+  }
+  DataOptions bare = folder_data(root, "train", "Listed");
+  bare.data_args = "{\"root\": \"" + root.string() + "\", \"transform\": false}";
+  const std::string error = ::tandem::testing::start_error(bare);
+  EXPECT_NE(error.find("not made natively: its samples are tandem.Image files but it has no `transform` attribute"),
+            std::string::npos)
+      << error;
+}
+
 // Served by a data worker host to two ranks (tandem simulate): the worker makes it
 // natively, training runs, and every image comes once per epoch (--audit-samples).
 TEST(TorchvisionFolder, AWorkerServesItNativelyAndEverySampleComesOncePerEpoch) {

@@ -26,6 +26,9 @@ tandem.role() says which, running nothing.
 
 tandem.plan(workers, **settings) is what a Feed with those arguments would deliver.
 
+tandem.Image(path), a sample's image as a file for tandem to decode and augment in C++ with
+the dataset's `transform` (docs/datasets.md).
+
 tandem.sample_rng(), inside a Python dataset's __getitem__ run by a worker
 (--data python:FILE:NAME, docs/datasets.md), is a numpy Generator keyed by the sample.
 
@@ -34,7 +37,7 @@ torch only when used.
 """
 import sys as _sys
 
-from ._sample import sample_rng
+from ._sample import Image, sample_rng
 
 # A worker's Python dataset process (_dataset_worker.py) needs only sample_rng: it never
 # loads the compiled module, which may not exist for its interpreter.
@@ -42,7 +45,7 @@ if not getattr(_sys.modules.get("__main__"), "_TANDEM_DATASET_CHILD", False):
     from ._serve import role, serve
     from ._tandem import Batch, Feed, Interrupted, __version__, plan, set_log_level, setting_names, shutdown_workers
 
-__all__ = ["Batch", "Feed", "Interrupted", "TandemDataset", "plan", "role", "sample_rng", "serve", "set_log_level", "setting_names",
+__all__ = ["Batch", "Feed", "Image", "Interrupted", "TandemDataset", "plan", "role", "sample_rng", "serve", "set_log_level", "setting_names",
            "shutdown_workers"]
 
 

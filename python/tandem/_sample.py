@@ -56,3 +56,27 @@ def sample_rng(index=None):
     if _rng is None:
         _rng = _generator(_seed)
     return _rng
+
+
+class Image:
+    """An encoded image file for tandem to decode and augment (docs/datasets.md): return
+    tandem.Image(path) as a sample's image, e.g. `return tandem.Image(path), label`, and
+    give the dataset a `transform` attribute (a torchvision Compose). A worker then reads
+    every sample's path and label once, at start, and makes the samples in C++ as it makes
+    a torchvision ImageFolder: the path and label must depend on the index alone.
+    Elsewhere (your own DataLoader), open() gives the PIL image in RGB."""
+    __slots__ = ("path",)
+
+    def __init__(self, path):
+        import os
+
+        self.path = os.fspath(path)
+
+    def open(self):
+        from PIL import Image as _PIL
+
+        with _PIL.open(self.path) as im:
+            return im.convert("RGB")
+
+    def __repr__(self):
+        return f"tandem.Image({self.path!r})"

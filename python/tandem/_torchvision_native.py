@@ -49,7 +49,8 @@ def describe(dataset, made_by=None):
 def _describe(dataset, made_by):
     folder = sys.modules.get("torchvision.datasets.folder")
     if folder is None or not isinstance(dataset, folder.DatasetFolder):
-        raise _Refused("it is not a torchvision ImageFolder or DatasetFolder")
+        from tandem._listed_images import describe_listed
+        return describe_listed(dataset, made_by)
     kind = type(dataset)
     for method in ("__getitem__", "__len__"):
         if getattr(kind, method) is not getattr(folder.DatasetFolder, method):

@@ -284,15 +284,16 @@ std::shared_ptr<const Dataset> make_python_dataset(const PythonDatasetOptions& o
                                        fs::path(p.file).filename().string() + " name=" + p.name + " args=" +
                                        p.args_json);
   }
-  // A torchvision folder tandem would have to approximate: its own Python code makes it, said.
+  // A torchvision folder (or tandem.Image files) tandem would have to approximate: its own
+  // Python code makes it, said.
   const std::string why = pool->about().native_reason;  // a copy: the pool moves into the dataset
   const bool folder = !why.empty() && why.find("is not a torchvision") == std::string::npos;
-  if (folder) spdlog::warn("{} is a torchvision image folder made by its own Python code: not made natively: {}", source, why);
+  if (folder) spdlog::warn("{} is made by its own Python code: not made natively: {}", source, why);
   try {
     return std::make_shared<PythonDataset>(opts, std::move(pool));
   } catch (const ConfigError& e) {
     if (!folder) throw;
-    throw ConfigError(std::string(e.what()) + " (a torchvision image folder, not made natively: " + why + ")");
+    throw ConfigError(std::string(e.what()) + " (not made natively: " + why + ")");
   }
 }
 

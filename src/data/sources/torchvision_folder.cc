@@ -55,15 +55,16 @@ std::shared_ptr<const Dataset> make_torchvision_folder(ImageOptions images, cons
     throw ConfigError(source + ": its sample list holds " + std::to_string(index.items.size()) + " samples where " +
                       "the dataset has " + d.at("count").dump() + ": an image folder needs at least one image");
   }
-  index.description = description + " native=torchvision-folder/v1 list=" + hex64(fnv1a(*text)) +
+  const std::string kind = d.value("kind", std::string("torchvision-folder/v1"));
+  index.description = description + " native=" + printable(kind, 40) + " list=" + hex64(fnv1a(*text)) +
                       " n=" + std::to_string(index.items.size());
   images.pipeline = d.at("steps").dump();
   const size_t n = index.items.size();
   const int classes = index.num_classes;
   auto dataset = make_stored_images(images, std::move(index));
-  spdlog::info("{} is a torchvision image folder of {} images in {} classes, made natively (decoded and augmented in "
-               "C++): {}",
-               source, n, classes, printable(d.value("transform", std::string()), 300));
+  spdlog::info("{} is {} of {} images in {} classes, made natively (decoded and augmented in C++): {}", source,
+               printable(d.value("what", std::string("a torchvision image folder")), 60), n, classes,
+               printable(d.value("transform", std::string()), 300));
   const std::string in_python = d.value("in_python", std::string());
   if (!in_python.empty()) spdlog::info("{}: {}", source, printable(in_python, 400));
   return dataset;

@@ -1,0 +1,60 @@
+"""A dataset of the user's own whose samples are (tandem.Image(path), label), made natively
+(issue 52, docs/datasets.md "Your own dataset, decoded in C++").
+
+Its first Python process reads every sample's path and label once, at start (the dataset's
+__getitem__ returns tandem.Image(path) and opens nothing, so this is quick), and translates
+the dataset's `transform` attribute as a torchvision ImageFolder's (_torchvision_native).
+The worker then makes the samples in C++ exactly as it makes such a folder's.
+"""
+import os
+import sys
+
+from tandem._torchvision_native import _Refused, _write_list, translate
+
+
+def _image_and_label(sample):
+    """(path, label) of a sample that is (tandem.Image, int) or {"image": ..., "label": ...}
+    with only those fields; else None."""
+    image_type = getattr(sys.modules.get("tandem._sample"), "Image", None)
+    if isinstance(sample, dict) and set(sample) == {"image", "label"}:
+        sample = (sample["image"], sample["label"])
+    if not isinstance(sample, tuple) or len(sample) != 2 or image_type is None or not isinstance(sample[0], image_type):
+        return None
+    label = sample[1]
+    try:
+        label = int(label.item() if hasattr(label, "item") else label)
+    except (TypeError, ValueError):
+        raise _Refused(f"the label beside {sample[0]!r} is a {type(sample[1]).__name__}, not an int") from None
+    return os.path.abspath(sample[0].path), label
+
+
+def _classes(dataset, labels):
+    classes = getattr(dataset, "classes", None)
+    if classes is not None and not isinstance(classes, str):
+        return [str(c) for c in classes]
+    k = getattr(dataset, "num_classes", None)
+    return [str(i) for i in range(int(k) if k is not None else max(labels) + 1)]
+
+
+def describe_listed(dataset, made_by):
+    """As _torchvision_native.describe, for a dataset whose samples are tandem.Image files.
+    Raises _Refused when they are not, or when tandem cannot make them natively."""
+    if "tandem._sample" not in sys.modules or _image_and_label(dataset[0]) is None:
+        raise _Refused("it is not a torchvision ImageFolder or DatasetFolder, and its samples are not "
+                       "(tandem.Image, label)")
+    transform = getattr(dataset, "transform", None)
+    if transform is None:
+        raise _Refused("its samples are tandem.Image files but it has no `transform` attribute: give it the "
+                       "torchvision transform tandem applies (self.transform = T.Compose([...]))")
+    samples = []
+    for index in range(len(dataset)):
+        pair = _image_and_label(dataset[index])
+        if pair is None:
+            raise _Refused(f"sample {index} is not (tandem.Image, label) as sample 0 is")
+        samples.append(pair)
+    steps, in_python = translate(transform, made_by)
+    classes = _classes(dataset, [label for _, label in samples])
+    root = os.path.commonpath([os.path.dirname(path) for path, _ in samples])
+    return {"root": root, "classes": classes, "count": len(samples), "kind": "tandem-images/v1",
+            "what": "a dataset of tandem.Image files", "list_file": _write_list(samples, root, len(classes)),
+            "steps": steps, "transform": " ".join(repr(transform).split())[:300], "in_python": in_python}, ""
