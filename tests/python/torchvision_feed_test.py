@@ -1,0 +1,85 @@
+#!/usr/bin/python3
+"""A torchvision ImageFolder, as users write it, served natively by real `tandem worker`
+processes to a tandem.Feed (issue 52): its labels and classes are ImageFolder's own, every
+image comes once per epoch, for a v1 Compose and (where torchvision has it) a v2 one.
+
+    /usr/bin/python3 tests/python/torchvision_feed_test.py --module-dir build/python --tandem build/tandem
+
+Exits 77 (skipped) when numpy, torch, torchvision or PIL is missing."""
+import collections
+import os
+import unittest
+
+from workers import Workers, parse_args, require
+
+ARGS = parse_args()
+require("numpy", "torch", "torchvision", "PIL")
+import numpy as np  # noqa: E402
+from PIL import Image  # noqa: E402
+from torchvision.datasets import ImageFolder  # noqa: E402
+
+import tandem  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "python_datasets", "torchvision_folders.py")
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+def make_folder(root):
+    """22 images in 3 classes: sizes vary, one class has a nested folder, extensions in
+    either case, JPEG and PNG."""
+    rng = np.random.default_rng(5)
+    for i in range(22):
+        cls = ["ant", "bee", "cicada"][i % 3]
+        folder = os.path.join(root, cls, "deep" if cls == "cicada" and i % 2 else "")
+        os.makedirs(folder, exist_ok=True)
+        pixels = rng.integers(0, 256, (30 + i, 40 + 2 * i, 3), dtype=np.uint8)
+        name = f"{i:02d}." + ("PNG" if i % 5 == 0 else "jpg" if i % 2 else "JPEG")
+        Image.fromarray(pixels).save(os.path.join(folder, name), "PNG" if i % 5 == 0 else "JPEG")
+    return root
+
+
+def has_v2():
+    try:
+        import torchvision.transforms.v2  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+class TorchvisionFeedTest(unittest.TestCase):
+    def serve(self, name, args):
+        root = make_folder(os.path.abspath(f"folder-{name}"))
+        truth = ImageFolder(root)
+        data = dict(data=f"python:{FIXTURE}:{name}", data_args='{"root": "%s"%s}' % (root, args))
+        with Workers(ARGS.tandem, 2, threads=1, **data) as w:
+            epochs = collections.defaultdict(list)
+            with tandem.Feed(w.targets, batch_size=2, steps=22, connect_timeout=60) as feed:
+                info = feed.dataset
+                for b in feed:
+                    images, labels = b
+                    self.assertEqual(images.shape, (2, 3, 24, 24))
+                    self.assertEqual(images.dtype, np.uint8)
+                    for i, label in zip(b.indices, labels):
+                        self.assertEqual(label, truth.targets[int(i)], f"sample {i}")
+                        epochs[b.epoch].append(int(i))
+            log = w.log(w.ports[0])
+        self.assertIn("is a torchvision image folder of 22 images in 3 classes, made natively", log)
+        self.assertEqual(info["class_names"], truth.classes)
+        self.assertEqual(info["num_classes"], 3)
+        np.testing.assert_allclose(info["mean"], MEAN, rtol=1e-6)
+        np.testing.assert_allclose(info["std"], STD, rtol=1e-6)
+        self.assertEqual(sorted(epochs), [0, 1])
+        for epoch, indices in epochs.items():  # every image once per epoch
+            self.assertEqual(sorted(indices), list(range(22)), f"epoch {epoch}")
+
+    def test_a_v1_compose(self):
+        self.serve("Folder", ', "recipe": "train"')
+
+    @unittest.skipUnless(has_v2(), "this torchvision has no transforms.v2")
+    def test_a_v2_compose(self):
+        self.serve("V2Folder", "")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[__file__], verbosity=2)
