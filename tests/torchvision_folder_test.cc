@@ -237,6 +237,12 @@ TEST(TorchvisionFolder, AWorkerServesItNativelyAndEverySampleComesOncePerEpoch) 
   EXPECT_EQ(a["epochs"][0]["planned"], 16) << a.dump(2);
   EXPECT_EQ(a["missing"], 0) << a.dump(2);
   EXPECT_EQ(a["duplicated"], 0) << a.dump(2);
+  // The summary says how the samples were made, and the plan from it says what that means.
+  EXPECT_EQ(s["settings"]["made"], "natively in C++ (torchvision-folder/v1)") << s["settings"].dump(2);
+  const auto plan = ::tandem::testing::run_capture("plan " + (dir / "s.json").string(), dir / "plan.log", 60);
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  EXPECT_NE(plan.out.find("The Python dataset was made natively in C++ (torchvision-folder/v1)"), std::string::npos)
+      << plan.out;
 }
 
 }  // namespace

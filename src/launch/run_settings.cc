@@ -26,6 +26,17 @@ std::string pipeline_run(const DataOptions& d, const data::DatasetInfo& info) {
   return d.pipeline.empty() ? "none (generated samples)" : d.pipeline;
 }
 
+// How the samples were made: tandem's C++ pipeline, a Python dataset made natively (a
+// torchvision folder, tandem.Image files: "native=" in its description), with or without a
+// Python part, or its own Python code (docs/datasets.md).
+std::string made_by(const data::DatasetInfo& info) {
+  const std::string native = data::description_setting(info.description, "native");
+  const bool python_part = data::description_setting(info.description, "pipeline").find("python(") != std::string::npos;
+  if (!is_python(info)) return python_part ? "in C++, then a python() step" : "in C++";
+  if (native.empty()) return "by its own Python code";
+  return "natively in C++ (" + native + ")" + (python_part ? ", transforms tandem has no step for in Python" : "");
+}
+
 nlohmann::json trainer_settings(const TrainerOptions& t) {
   return {{"optimizer", t.optimizer},
           {"lr", t.lr},
@@ -47,6 +58,7 @@ nlohmann::json run_settings(const Settings& settings, const data::DatasetInfo& i
   const DataOptions& d = settings.data;
   nlohmann::json out = {{"data", d.data},
           {"dataset", is_python(info) ? python_dataset_name(info) : info.name},
+          {"made", made_by(info)},
           {"dataset_size", info.size},
           {"image_size", info.sample_shape.size() == 3 ? info.sample_shape[2] : d.image_size},
           {"num_classes", info.num_classes},

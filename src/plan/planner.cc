@@ -126,6 +126,24 @@ std::string wall_clock_check(const RunMeasurements& m) {
                            "the dataset's own that tandem does not measure): the table is pessimistic.";
 }
 
+// A Python dataset's rate depends on how its samples were made (the summary's
+// settings.made, run_settings.cc): natively in C++, or by its own Python code.
+std::string made_caveat(const nlohmann::json& summary) {
+  const nlohmann::json* settings = summary.contains("settings") ? &summary["settings"] : nullptr;
+  if (!settings || !settings->contains("made") || !(*settings)["made"].is_string()) return "";
+  const std::string made = (*settings)["made"].get<std::string>();
+  if (made.rfind("natively", 0) == 0) {
+    return "The Python dataset was made " + made + ": the per-thread rate is that, and the plan holds only while "
+           "it is (the same transform, --python-native auto); run as Python it needs about 3x the worker cores "
+           "(docs/benchmarks.md).";
+  }
+  if (made == "by its own Python code") {
+    return "The Python dataset ran as its own Python code: the per-thread rate is Python's. A torchvision ImageFolder "
+           "or tandem.Image dataset tandem makes natively needs about a third of the worker cores (docs/datasets.md).";
+  }
+  return "";
+}
+
 std::string prices_caveat(const PriceTable& prices) {
   return "Prices are indicative on-demand figures from " + prices.origin + " (" + prices.region + ", " + prices.as_of +
          "); check the current ones and override with --price TYPE=DOLLARS or --prices FILE.";
@@ -363,6 +381,7 @@ nlohmann::json make_plan(const nlohmann::json& summary, const PriceTable& prices
   if (m.rate_from_workers && m.run_worker_type == types.worker.name && m.run_samples_per_sec > 0) p["run"] = run_json(m, mp);
   p["explanation"] = explanation(p, m, types);
   p["caveats"] = caveats(m, prices, types, to_ceiling, options);
+  if (const std::string made = made_caveat(summary); !made.empty()) p["caveats"].push_back(made);
   if (types.priced) {  // spot is a discount on a price
     const SpotInputs spot = spot_inputs(m, prices, types.trainer, types.worker);
     p["spot"] = spot_section(spot, mp, rows, cheapest_row(rows));

@@ -130,7 +130,7 @@ std::string runs_table(const std::vector<nlohmann::json>& runs) {
 std::string settings_table(const SummaryView& s) {
   if (s.settings.empty()) return "<p class=\"nodata\">no settings in the summary (a run before tandem recorded them)</p>";
   static const std::pair<const char*, const char*> kRows[] = {
-      {"data", "data"}, {"dataset", "dataset"}, {"dataset_size", "samples per epoch"}, {"image_size", "image size"},
+      {"data", "data"}, {"dataset", "dataset"}, {"made", "samples made"}, {"dataset_size", "samples per epoch"}, {"image_size", "image size"},
       {"num_classes", "classes"}, {"seed", "seed"}, {"pipeline", "pipeline"}, {"wire_dtype", "wire dtype"},
       {"optimizer", "optimizer"}, {"lr", "learning rate"}, {"lr_schedule", "schedule"}, {"warmup_steps", "warmup steps"},
       {"momentum", "momentum"}, {"weight_decay", "weight decay"}, {"clip_grad_norm", "gradient clipping"},
