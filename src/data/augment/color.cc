@@ -7,29 +7,13 @@
 #include <cmath>
 #include <cstdint>
 
+#include "tandem/common/simd.h"
 #include "tandem/data/augment/color.h"
 
 namespace tandem::data {
 namespace {
 
 inline uint8_t truncate_u8(float v) { return static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f)); }
-
-// The float32 products of rgb_to_grayscale's weights with every byte value.
-struct GrayWeights {
-  float r[256], g[256], b[256];
-  GrayWeights() {
-    for (int x = 0; x < 256; ++x) {
-      r[x] = 0.2989f * static_cast<float>(x);
-      g[x] = 0.587f * static_cast<float>(x);
-      b[x] = 0.114f * static_cast<float>(x);
-    }
-  }
-};
-const GrayWeights kGray;
-
-// rgb_to_grayscale on uint8: (0.2989 r + 0.587 g + 0.114 b) in float32, truncated (the
-// products from kGray: the same float32 values, summed in the same order).
-inline uint8_t gray(const uint8_t* p) { return static_cast<uint8_t>(kGray.r[p[0]] + kGray.g[p[1]] + kGray.b[p[2]]); }
 
 // _blend(img, constant, ratio): each output byte depends on its input byte alone, so one
 // table of the 256 results, each computed as blend() computes it, gives the same bytes.
@@ -45,7 +29,7 @@ void blend_constant(Image& image, double ratio, float constant) {
 // _blend(img, gray, ratio): keep * x + mix * gray(pixel), each product and sum in float32
 // as torch takes them. Pixels go through in runs of kRun, their channels apart, so that
 // the arithmetic runs on whole vectors: the same operations, the same bytes.
-void blend_gray(Image& image, double ratio) {
+TANDEM_VECTOR_CLONES void blend_gray(Image& image, double ratio) {
   constexpr size_t kRun = 64;
   const float keep = static_cast<float>(ratio), mix = static_cast<float>(1.0 - ratio);
   const size_t n = static_cast<size_t>(image.height) * image.width;
@@ -107,10 +91,26 @@ void hsv_to_rgb(Hsv x, float* rgb) {
 
 void adjust_brightness(Image& image, double factor) { blend_constant(image, factor, 0.0f); }
 
+// The sum of every pixel's grey level: rgb_to_grayscale on uint8, (0.2989 r + 0.587 g +
+// 0.114 b) in float32, truncated.
+TANDEM_VECTOR_CLONES uint64_t gray_sum(const uint8_t* pixels, size_t n) {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* p = &pixels[i * 3];
+    sum += static_cast<uint32_t>(static_cast<int>(0.2989f * static_cast<float>(p[0]) +
+                                                  0.587f * static_cast<float>(p[1]) + 0.114f * static_cast<float>(p[2])));
+  }
+  return sum;
+}
+
 void adjust_contrast(Image& image, double factor) {
   const size_t n = static_cast<size_t>(image.height) * image.width;
   uint64_t sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += image.channels == 3 ? gray(&image.pixels[i * 3]) : image.pixels[i];
+  if (image.channels == 3) {
+    sum = gray_sum(image.pixels.data(), n);
+  } else {
+    for (size_t i = 0; i < n; ++i) sum += image.pixels[i];
+  }
   const float mean = static_cast<float>(sum) / static_cast<float>(n);
   blend_constant(image, factor, mean);
 }
