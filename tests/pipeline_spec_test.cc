@@ -57,7 +57,7 @@ TEST(PipelineSpec, EmptyTextIsAnEmptyPipeline) {
 }
 
 TEST(PipelineSpec, ErrorsNameTheStepAndTheProblem) {
-  EXPECT_NE(error_of("decode,random_crop(3)").find("unknown step 'random_crop'"), std::string::npos);
+  EXPECT_NE(error_of("decode,random_perspective(3)").find("unknown step 'random_perspective'"), std::string::npos);
   EXPECT_NE(error_of("random_resized_crop").find("'size' is required"), std::string::npos);
   EXPECT_NE(error_of("hflip(p=2)").find("p must be in [0, 1]"), std::string::npos);
   EXPECT_NE(error_of("hflip(q=0.5)").find("no parameter 'q'"), std::string::npos);
@@ -87,6 +87,19 @@ TEST(PipelineSpec, TorchvisionArgumentNamesAndTuples) {
   EXPECT_DOUBLE_EQ(a.steps[0].param("scale_min"), 0.2);
   EXPECT_DOUBLE_EQ(a.steps[0].param("ratio_max"), 2.0);
   EXPECT_DOUBLE_EQ(a.steps[3].param("width"), 64);
+  // RandomCrop's padding: one value, (left/right, top/bottom) or (left, top, right, bottom).
+  for (const auto& [text, sides] : std::vector<std::pair<std::string, std::vector<double>>>{
+           {"random_crop(32, padding=4)", {4, 4, 4, 4}},
+           {"random_crop(32, padding=(1, 2))", {1, 2, 1, 2}},
+           {"random_crop(32, padding=(1, 2, 3, 4), padding_mode=reflect)", {1, 2, 3, 4}}}) {
+    const StepSpec s = parse_pipeline(text).steps[0];
+    EXPECT_EQ((std::vector<double>{s.param("padding_left"), s.param("padding_top"), s.param("padding_right"),
+                                   s.param("padding_bottom")}),
+              sides)
+        << text;
+  }
+  EXPECT_NE(error_of("random_crop(32, padding=(1, 2, 3))").find("padding takes 1, 2 or 4 values"), std::string::npos);
+  EXPECT_NE(error_of("random_crop(32, fill=300)").find("fill must be a whole number in [0, 255]"), std::string::npos);
 }
 
 }  // namespace

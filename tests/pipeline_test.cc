@@ -220,6 +220,62 @@ TEST(Pipeline, AFlipBeforeColourStepsIsFoldedIntoTheCopyWithTheSameBytes) {
   }
 }
 
+// RandomCrop's padding as F.pad makes it, on one row 10 20 30 padded by 2 on each side:
+// constant (fill), edge, reflect (about the edge pixel) and symmetric (about the edge).
+TEST(Pipeline, RandomCropPadsAsTorchvisionDoes) {
+  Image row;
+  row.reshape(1, 3, 1);
+  row.pixels[0] = 10, row.pixels[1] = 20, row.pixels[2] = 30;
+  const std::vector<std::pair<PadMode, std::vector<uint8_t>>> cases = {
+      {PadMode::kConstant, {7, 7, 10, 20, 30, 7, 7}},
+      {PadMode::kEdge, {10, 10, 10, 20, 30, 30, 30}},
+      {PadMode::kReflect, {30, 20, 10, 20, 30, 20, 10}},
+      {PadMode::kSymmetric, {20, 10, 10, 20, 30, 30, 20}},
+  };
+  for (const auto& [mode, want] : cases) {
+    RandomCropOptions o{.height = 1, .width = 7, .pad = {2, 0, 2, 0}, .fill = 7, .mode = mode};
+    Image out;
+    Rng rng(1, 2);
+    random_crop(row, o, rng, out);  // the padded image is the crop's size: no draw
+    EXPECT_EQ(std::vector<uint8_t>(out.pixels.begin(), out.pixels.begin() + 7), want);
+  }
+  // Crops land at every offset the padded image allows, and only there; pad_if_needed
+  // pads a short side by its shortfall on both sides; too small without it is a DataError.
+  Image image;
+  image.reshape(4, 4, 1);
+  for (int i = 0; i < 16; ++i) image.pixels[static_cast<size_t>(i)] = static_cast<uint8_t>(100 + i);
+  std::set<int> corners;
+  for (uint64_t k = 0; k < 400; ++k) {
+    Rng rng(3, k);
+    Image out;
+    random_crop(image, {.height = 3, .width = 3, .pad = {1, 1, 1, 1}}, rng, out);
+    corners.insert(out.pixels[0]);
+  }
+  EXPECT_EQ(corners, (std::set<int>{0, 100, 101, 102, 104, 105, 106, 108, 109, 110}));
+  Image out;
+  Rng rng(4, 5);
+  random_crop(image, {.height = 6, .width = 4, .pad_if_needed = true}, rng, out);
+  EXPECT_EQ(out.height, 6);
+  EXPECT_THROW(random_crop(image, {.height = 6, .width = 4}, rng, out), DataError);
+}
+
+// vflip and random_grayscale with p=1: rows reversed; every channel the grey level.
+TEST(Pipeline, VerticalFlipAndGrayscale) {
+  const std::vector<uint8_t> jpeg = encode_jpeg(gradient_image(40, 60, 3, 4));
+  const std::vector<uint8_t> none = run(Pipeline(parse_pipeline("decode,resize(32,48)"), kFiles), jpeg, 0);
+  const std::vector<uint8_t> flipped = run(Pipeline(parse_pipeline("decode,resize(32,48),vflip(1)"), kFiles), jpeg, 0);
+  for (int c = 0; c < 3; ++c)
+    for (int y = 0; y < 32; ++y) EXPECT_EQ(flipped[(c * 32 + y) * 48 + 5], none[(c * 32 + 31 - y) * 48 + 5]);
+  const std::vector<uint8_t> gray =
+      run(Pipeline(parse_pipeline("decode,resize(32,48),random_grayscale(1)"), kFiles), jpeg, 0);
+  for (size_t i = 0; i < 32 * 48; ++i) {
+    const float level = 0.2989f * none[i] + 0.587f * none[32 * 48 + i] + 0.114f * none[2 * 32 * 48 + i];
+    ASSERT_EQ(gray[i], static_cast<uint8_t>(level)) << i;
+    ASSERT_EQ(gray[32 * 48 + i], gray[i]);
+    ASSERT_EQ(gray[2 * 32 * 48 + i], gray[i]);
+  }
+}
+
 TEST(Pipeline, GrayRawImagesExpandToThreeChannels) {
   const Pipeline p(parse_pipeline("decode(channels=3)"), {false, 1, 5, 4});
   const Image gray = gradient_image(5, 4, 1, 5);

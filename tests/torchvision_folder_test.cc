@@ -91,6 +91,9 @@ TEST(TorchvisionFolder, AnImageFolderAndItsComposeAreMadeNativelyAsTandemsOwnSte
       {"apply", "decode(channels=3,scaled=0),random_resized_crop(24,scale=(0.2,1.0)),"
                 "color_jitter(brightness=0.4,contrast=0.4,saturation=0.4,hue=0.1,p=0.8),"
                 "gaussian_blur(3,sigma=(0.1,2.0),p=0.5),normalize(0,0,0,1,1,1)"},
+      {"cifar", "decode(channels=3,scaled=0),random_crop(24,padding=4),hflip,normalize(" + kImagenet + ")"},
+      {"gray", "decode(channels=3,scaled=0),resize(28,width=30),random_grayscale(0.5),vflip,"
+               "random_crop(24,padding=(1,2),padding_mode=reflect),normalize(0,0,0,1,1,1)"},
   };
   for (const auto& [recipe, pipeline] : recipes) {
     SCOPED_TRACE(recipe);

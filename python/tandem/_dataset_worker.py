@@ -127,9 +127,9 @@ def _answer(np, shared, user_file, make):
 
 def _load_function(file, name, transforms=None):
     """FUNCTION of a python(FILE:FUNCTION) step: a callable in FILE; given transforms, a part
-    of NAME(**args)'s torchvision transform (_torchvision_native.python_part)."""
+    of NAME(**args)'s torchvision transform (_native_parts.python_part)."""
     if transforms is not None:
-        from tandem._torchvision_native import python_part
+        from tandem._native_parts import python_part
         return python_part(_load(file, name, transforms["args"]), transforms)
     function = _attribute(_import(file), file, name)
     if not callable(function):

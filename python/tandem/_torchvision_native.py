@@ -49,7 +49,7 @@ def describe(dataset, made_by=None):
 def _describe(dataset, made_by):
     folder = sys.modules.get("torchvision.datasets.folder")
     if folder is None or not isinstance(dataset, folder.DatasetFolder):
-        from tandem._listed_images import describe_listed
+        from tandem._native_parts import describe_listed
         return describe_listed(dataset, made_by)
     kind = type(dataset)
     for method in ("__getitem__", "__len__"):
@@ -112,7 +112,8 @@ def translate(transform, made_by=None):
     if state["domain"] in (_PIL, _UINT8):
         raise _Refused(f"it ends in a {state['domain']}, not a float tensor (ToTensor)")
     if not _fixes_size(steps):
-        raise _Refused("no transform gives every image one size (RandomResizedCrop, CenterCrop, Resize((h, w)))")
+        raise _Refused("no transform gives every image one size (RandomResizedCrop, CenterCrop, RandomCrop, "
+                       "Resize((h, w)))")
     if not state["normalized"]:  # ToTensor alone: values in [0, 1]
         steps.append({"op": "normalize", "args": [0, 0, 0, 1, 1, 1]})
     return steps, in_python
@@ -131,8 +132,8 @@ def _closing(flat, index):
 
 
 def _fixes_size(steps):
-    return any(s["op"] in ("random_resized_crop", "center_crop") or (s["op"] == "resize" and s.get("width"))
-               for s in steps)
+    fixed = ("random_resized_crop", "center_crop", "random_crop")
+    return any(s["op"] in fixed or (s["op"] == "resize" and s.get("width")) for s in steps)
 
 
 def _python_step(made_by, start, stop, state, steps, why):
@@ -150,43 +151,6 @@ def _python_step(made_by, start, stop, state, steps, why):
     domain = "pil" if state["domain"] == _PIL else "uint8"
     return {"op": "python", "file": made_by["file"], "function": made_by["name"],
             "transforms": {"args": made_by.get("args") or {}, "from": start, "to": stop, "domain": domain}}
-
-
-def python_part(dataset, part):
-    """The function a python() step of translate() runs: transforms [from, to) of the
-    dataset's transform on tandem's uint8 [C, H, W] image, given as torchvision gives it
-    (a PIL image, or a uint8 tensor), and their result as a uint8 [C, H, W] array."""
-    import numpy as np
-
-    transforms, domain = _flatten(dataset.transform)[part["from"]:part["to"]], part["domain"]
-    names = ", ".join(_name(t) for t in transforms)
-    if domain == "pil":
-        from PIL import Image
-
-        def given(a):
-            return Image.fromarray(np.ascontiguousarray(a.transpose(1, 2, 0)) if a.shape[0] == 3 else a[0])
-    else:
-        import torch
-
-        given = torch.from_numpy
-
-    def run(array):
-        x = given(array)
-        for t in transforms:
-            x = t(x)
-        return _chw(np, x, names)
-    return run
-
-
-def _chw(np, x, names):
-    if hasattr(x, "convert") and hasattr(x, "mode"):  # a PIL image
-        a = np.asarray(x if x.mode in ("RGB", "L") else x.convert("RGB"))
-        return np.ascontiguousarray(a.transpose(2, 0, 1) if a.ndim == 3 else a[None])
-    if hasattr(x, "numpy") and str(getattr(x, "dtype", "")) == "torch.uint8":
-        a = x.detach().cpu().numpy()
-        return np.ascontiguousarray(a if a.ndim == 3 else a[None])
-    raise TypeError(f"transforms {names} gave a {type(x).__name__} {getattr(x, 'dtype', '')}, where a PIL image or a "
-                    "uint8 tensor goes on to the transforms after them")
 
 
 def _flatten(transform):
@@ -262,8 +226,12 @@ def _step(t, state):  # noqa: C901: one branch per transform, as the table in do
         h, w = _hw(t.size)
         return [{"op": "random_resized_crop", "size": h, "width": w, "scale_min": float(t.scale[0]),
                  "scale_max": float(t.scale[1]), "ratio_min": float(t.ratio[0]), "ratio_max": float(t.ratio[1])}]
-    if name == "RandomHorizontalFlip":
-        return [{"op": "hflip", "p": float(t.p)}]
+    if name in ("RandomHorizontalFlip", "RandomVerticalFlip"):
+        return [{"op": "hflip" if name == "RandomHorizontalFlip" else "vflip", "p": float(t.p)}]
+    if name in ("RandomGrayscale", "Grayscale"):
+        return [_grayscale(t, 1.0)]
+    if name == "RandomCrop":
+        return [_random_crop(t, state)]
     if name == "RandomApply":
         return _random_apply(t, state)
     if name == "ColorJitter":
@@ -312,9 +280,48 @@ def _random_apply(t, state):
         return [_color_jitter(inner[0], p)]
     if name == "GaussianBlur":
         return [_gaussian_blur(inner[0], p)]
-    if name == "RandomHorizontalFlip":
-        return [{"op": "hflip", "p": p * float(inner[0].p)}]
+    if name in ("RandomHorizontalFlip", "RandomVerticalFlip"):
+        return [{"op": "hflip" if name == "RandomHorizontalFlip" else "vflip", "p": p * float(inner[0].p)}]
+    if name in ("RandomGrayscale", "Grayscale"):
+        return [_grayscale(inner[0], p)]
     raise _Refused(f"RandomApply of {name}: tandem has no such step")
+
+
+def _grayscale(t, p):
+    if _name(t) == "Grayscale" and int(getattr(t, "num_output_channels", 1)) != 3:
+        raise _Refused("Grayscale to 1 channel: tandem's images keep 3 (use num_output_channels=3)")
+    return {"op": "random_grayscale", "p": p * float(getattr(t, "p", 1.0))}
+
+
+_PAD_MODES = ("constant", "edge", "reflect", "symmetric")
+
+
+def _random_crop(t, state):
+    """RandomCrop: v1 keeps padding as given (n, [lr, tb] or [l, t, r, b]); v2 parses it to
+    [left, right, top, bottom]."""
+    h, w = _hw(t.size)
+    pad = t.padding
+    if pad is None:
+        pad = [0, 0, 0, 0]
+    elif isinstance(pad, int):
+        pad = [pad] * 4
+    elif type(t).__module__.startswith("torchvision.transforms.v2"):
+        pad = [pad[0], pad[2], pad[1], pad[3]]
+    else:
+        pad = list(pad) * 2 if len(pad) == 2 else list(pad)
+    fill = t.fill if not isinstance(t.fill, dict) else next(iter(t.fill.values()), 0)
+    fill = fill if isinstance(fill, (int, float)) or fill is None else list(fill)
+    if isinstance(fill, list):
+        if len(set(fill)) != 1:
+            raise _Refused("a fill per channel: tandem pads with one value")
+        fill = fill[0]
+    fill = float(fill or 0) * (255 if state["domain"] == _FLOAT else 1)
+    mode = str(_value(t.padding_mode))
+    if fill != int(fill) or not 0 <= fill <= 255 or mode not in _PAD_MODES:
+        raise _Refused(f"fill {fill} or padding_mode {mode!r}: tandem pads with a byte, edge, reflect or symmetric")
+    return {"op": "random_crop", "size": h, "width": w, "padding_left": int(pad[0]), "padding_top": int(pad[1]),
+            "padding_right": int(pad[2]), "padding_bottom": int(pad[3]), "pad_if_needed": int(bool(t.pad_if_needed)),
+            "fill": int(fill), "padding_mode": mode}
 
 
 def _color_jitter(t, p):

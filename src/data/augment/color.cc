@@ -115,6 +115,16 @@ void adjust_contrast(Image& image, double factor) {
   blend_constant(image, factor, mean);
 }
 
+void grayscale_rgb(Image& image) {
+  if (image.channels != 3) return;
+  const size_t n = static_cast<size_t>(image.height) * image.width;
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t* p = &image.pixels[i * 3];
+    p[0] = p[1] = p[2] = static_cast<uint8_t>(static_cast<int>(
+        0.2989f * static_cast<float>(p[0]) + 0.587f * static_cast<float>(p[1]) + 0.114f * static_cast<float>(p[2])));
+  }
+}
+
 void adjust_saturation(Image& image, double factor) {
   if (image.channels != 3) return;  // torchvision (like PIL) leaves gray images alone
   blend_gray(image, factor);

@@ -9,6 +9,7 @@
 
 #include "tandem/data/augment/geometry.h"
 
+#include "tandem/common/error.h"
 #include "tandem/common/simd.h"
 
 namespace tandem::data {
@@ -93,6 +94,65 @@ void hflip(Image& image) {
   if (image.channels == 3) hflip_rows<3>(image);
   else if (image.channels == 1) hflip_rows<1>(image);
   else throw std::invalid_argument("hflip: channels must be 1 or 3");
+}
+
+void vflip(Image& image) {
+  const size_t row = static_cast<size_t>(image.width) * image.channels;
+  for (int a = 0, b = image.height - 1; a < b; ++a, --b) std::swap_ranges(image.row(a), image.row(a) + row, image.row(b));
+}
+
+namespace {
+
+// The source index of padded position `i` (the image's pixel i - before), as F.pad takes
+// it: -1 for the constant fill; edge clamps; reflect mirrors about the edge pixel,
+// symmetric about the edge (numpy's names, torchvision's modes).
+int padded_source(int i, int before, int size, PadMode mode) {
+  int x = i - before;
+  for (int guard = 0; (x < 0 || x >= size) && guard < 64; ++guard) {
+    if (mode == PadMode::kConstant) return -1;
+    if (mode == PadMode::kEdge) return std::clamp(x, 0, size - 1);
+    const int shift = mode == PadMode::kReflect ? 0 : 1;
+    x = x < 0 ? -x - shift : 2 * size - 2 + shift - x;
+    if (size == 1) x = 0;
+  }
+  return std::clamp(x, 0, size - 1);
+}
+
+}  // namespace
+
+void random_crop(const Image& src, const RandomCropOptions& o, Rng& rng, Image& dst) {
+  int left = o.pad[0], top = o.pad[1];
+  int padded_w = src.width + o.pad[0] + o.pad[2], padded_h = src.height + o.pad[1] + o.pad[3];
+  if (o.pad_if_needed && padded_w < o.width) {  // torchvision pads the shortfall on both sides
+    left += o.width - padded_w;
+    padded_w += 2 * (o.width - padded_w);
+  }
+  if (o.pad_if_needed && padded_h < o.height) {
+    top += o.height - padded_h;
+    padded_h += 2 * (o.height - padded_h);
+  }
+  if (padded_h < o.height || padded_w < o.width) {
+    throw DataError("random_crop(" + std::to_string(o.height) + ", " + std::to_string(o.width) + ") of a " +
+                    std::to_string(padded_h) + "x" + std::to_string(padded_w) + " image (padded): give it padding or "
+                    "pad_if_needed=1, or crop smaller");
+  }
+  int y0 = 0, x0 = 0;
+  if (padded_h != o.height || padded_w != o.width) {
+    y0 = static_cast<int>(rng.below(static_cast<uint64_t>(padded_h - o.height) + 1));
+    x0 = static_cast<int>(rng.below(static_cast<uint64_t>(padded_w - o.width) + 1));
+  }
+  const int c = src.channels;
+  dst.reshape(o.height, o.width, c);
+  std::vector<int> xs(static_cast<size_t>(o.width));
+  for (int x = 0; x < o.width; ++x) xs[static_cast<size_t>(x)] = padded_source(x0 + x, left, src.width, o.mode);
+  for (int y = 0; y < o.height; ++y) {
+    const int sy = padded_source(y0 + y, top, src.height, o.mode);
+    uint8_t* out = dst.row(y);
+    for (int x = 0; x < o.width; ++x) {
+      const int sx = xs[static_cast<size_t>(x)];
+      for (int ch = 0; ch < c; ++ch) out[x * c + ch] = sy < 0 || sx < 0 ? o.fill : src.row(sy)[sx * c + ch];
+    }
+  }
 }
 
 void rotate_nearest(const Image& src, double angle_degrees, Image& dst) {

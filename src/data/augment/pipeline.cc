@@ -72,8 +72,8 @@ Pipeline::Pipeline(const PipelineSpec& spec, const PipelineSource& source)
     add_step(s, height, width);
   }
   if (height == 0 || width == 0) {
-    misplaced("the output size would vary with the image: end with random_resized_crop(N), center_crop(N) or "
-              "resize(H, W)");
+    misplaced("the output size would vary with the image: end with random_resized_crop(N), center_crop(N), "
+              "random_crop(N) or resize(H, W)");
   }
   height_ = height;
   width_ = width;
@@ -138,11 +138,27 @@ void Pipeline::run_python(const Rng& key, uint64_t index, const std::function<vo
   python_->run(index, first.next_u64(), input, {channels_, height_, width_}, out, extra);
 }
 
+namespace {
+
+RandomCropOptions random_crop_options(const StepSpec& s, int height, int width) {
+  RandomCropOptions o;
+  o.height = height;
+  o.width = width;
+  const char* sides[4] = {"padding_left", "padding_top", "padding_right", "padding_bottom"};
+  for (int i = 0; i < 4; ++i) o.pad[i] = static_cast<int>(s.param(sides[i]));
+  o.pad_if_needed = s.param("pad_if_needed") != 0;
+  o.fill = static_cast<uint8_t>(s.param("fill"));
+  o.mode = static_cast<PadMode>(static_cast<int>(s.param("padding_mode")));
+  return o;
+}
+
+}  // namespace
+
 // A spec's step with its parameters read out. REQUIRES: an augmentation op (not decode,
 // normalize or to_uint8).
 Pipeline::Step Pipeline::parse_step(const StepSpec& s) {
   Step step{};
-  const bool sized = s.op == "random_resized_crop" || s.op == "resize" || s.op == "center_crop";
+  const bool sized = s.op == "random_resized_crop" || s.op == "resize" || s.op == "center_crop" || s.op == "random_crop";
   if (sized) {
     step.height = static_cast<int>(s.param("size"));
     step.width = static_cast<int>(s.param("width"));
@@ -155,8 +171,11 @@ Pipeline::Step Pipeline::parse_step(const StepSpec& s) {
     step.kind = Kind::kResize;
   } else if (s.op == "center_crop") {
     step.kind = Kind::kCenterCrop;
-  } else if (s.op == "hflip") {
-    step.kind = Kind::kHflip;
+  } else if (s.op == "random_crop") {
+    step.kind = Kind::kRandomCrop;
+    step.random_crop = random_crop_options(s, step.height, step.width);
+  } else if (s.op == "hflip" || s.op == "vflip" || s.op == "random_grayscale") {
+    step.kind = s.op == "hflip" ? Kind::kHflip : s.op == "vflip" ? Kind::kVflip : Kind::kGrayscale;
   } else if (s.op == "color_jitter") {
     step.kind = Kind::kColorJitter;
     for (int k = 0; k < 4; ++k) step.jitter[k] = s.params[k];
@@ -171,7 +190,10 @@ Pipeline::Step Pipeline::parse_step(const StepSpec& s) {
   } else if (!parse_augment_step(s, step)) {
     throw std::logic_error("pipeline step '" + s.op + "' has no implementation");
   }
-  if (s.op == "hflip" || s.op == "color_jitter" || s.op == "gaussian_blur") step.p = s.param("p");
+  if (s.op == "hflip" || s.op == "vflip" || s.op == "random_grayscale" || s.op == "color_jitter" ||
+      s.op == "gaussian_blur") {
+    step.p = s.param("p");
+  }
   return step;
 }
 
@@ -217,7 +239,8 @@ void Pipeline::add_step(const StepSpec& s, int& height, int& width) {
   if (step.kind == Kind::kResize && step.width == 0) {
     if (height && width) std::tie(height, width) = resize_smaller_edge(height, width, step.height);
     else height = width = 0;
-  } else if (step.kind == Kind::kRandomResizedCrop || step.kind == Kind::kResize || step.kind == Kind::kCenterCrop) {
+  } else if (step.kind == Kind::kRandomResizedCrop || step.kind == Kind::kResize || step.kind == Kind::kCenterCrop ||
+             step.kind == Kind::kRandomCrop) {
     height = step.height;
     width = step.width;
   }
@@ -264,8 +287,17 @@ void Pipeline::apply(const Step& step, Image*& image, Image*& spare, Rng& rng) c
     case Kind::kCenterCrop:
       center_crop(img, step.height, step.width, *spare);
       return std::swap(image, spare);
+    case Kind::kRandomCrop:
+      random_crop(img, step.random_crop, rng, *spare);
+      return std::swap(image, spare);
     case Kind::kHflip:
       if (rng.uniform() < step.p) hflip(img);
+      return;
+    case Kind::kVflip:
+      if (rng.uniform() < step.p) vflip(img);
+      return;
+    case Kind::kGrayscale:
+      if (rng.uniform() < step.p) grayscale_rgb(img);
       return;
     case Kind::kColorJitter:
       if (step.p >= 1 || rng.uniform() < step.p) color_jitter(step, img, rng);

@@ -28,7 +28,13 @@ const std::vector<OpDef>& ops() {
         {"ratio_max", 4.0 / 3.0}, {"width", 0}}},
       {"resize", {{"size", kRequired}, {"width", 0}}},
       {"center_crop", {{"size", kRequired}, {"width", 0}}},
+      {"random_crop",
+       {{"size", kRequired}, {"width", 0}, {"padding_left", 0}, {"padding_top", 0}, {"padding_right", 0},
+        {"padding_bottom", 0}, {"pad_if_needed", 0}, {"fill", 0},
+        {"padding_mode", 0, {"constant", "edge", "reflect", "symmetric"}}}},
       {"hflip", {{"p", 0.5}}},
+      {"vflip", {{"p", 0.5}}},
+      {"random_grayscale", {{"p", 0.1}}},
       {"color_jitter", {{"brightness", 0}, {"contrast", 0}, {"saturation", 0}, {"hue", 0}, {"p", 1}}},
       {"gaussian_blur", {{"kernel_size", kRequired}, {"sigma_min", 0.1}, {"sigma_max", 2.0}, {"p", 1}}},
       {"rotation", {{"degrees", kRequired}}},
@@ -135,6 +141,13 @@ std::vector<std::pair<std::string, std::string>> torchvision_names(
         fail(text, key + " takes two values, (min, max), as torchvision writes it; or give " + key + "_min and " +
                        key + "_max");
       }
+    } else if (key == "padding" && has_param(op, "padding_left")) {  // RandomCrop's: n, (lr, tb) or (l, t, r, b)
+      const std::vector<std::string> v = tuple.empty() ? std::vector<std::string>{value} : tuple;
+      if (v.size() != 1 && v.size() != 2 && v.size() != 4) fail(text, "padding takes 1, 2 or 4 values, as torchvision's");
+      const size_t t = v.size() == 1 ? 0 : 1, r = v.size() == 4 ? 2 : 0, b = v.size() == 4 ? 3 : t;
+      for (const auto& [side, i] : {std::pair{"left", size_t{0}}, {"top", t}, {"right", r}, {"bottom", b}}) {
+        out.emplace_back(std::string("padding_") + side, v[i]);
+      }
     } else if (key == "size" && has_param(op, "width") && !tuple.empty()) {
       if (tuple.size() > 2) fail(text, "size takes one value or two, (height, width)");
       out.emplace_back("size", tuple[0]);
@@ -183,6 +196,14 @@ void validate(const std::string& text, const StepSpec& s) {
   if (op == "decode") {
     require(p("channels") == 0 || p("channels") == 1 || p("channels") == 3, text, "channels must be 0 (the source's), 1 or 3");
     require(p("scaled") == 0 || p("scaled") == 1, text, "scaled must be 0 or 1");
+  } else if (op == "random_crop") {
+    require(is_count(p("size"), 1), text, "size must be a whole number >= 1");
+    require(is_count(p("width"), 0), text, "width must be a whole number >= 0 (0 = size)");
+    for (const char* side : {"padding_left", "padding_top", "padding_right", "padding_bottom"}) {
+      require(is_count(p(side), 0) && p(side) <= 4096, text, "padding must be whole numbers in [0, 4096]");
+    }
+    require(p("pad_if_needed") == 0 || p("pad_if_needed") == 1, text, "pad_if_needed must be 0 or 1");
+    require(is_count(p("fill"), 0) && p("fill") <= 255, text, "fill must be a whole number in [0, 255]");
   } else if (op == "random_resized_crop" || op == "resize" || op == "center_crop") {
     require(is_count(p("size"), 1), text, "size must be a whole number >= 1");
     require(is_count(p("width"), 0), text, "width must be a whole number >= 0 (0 = size)");
@@ -190,7 +211,7 @@ void validate(const std::string& text, const StepSpec& s) {
       require(p("scale_min") > 0 && p("scale_min") <= p("scale_max"), text, "need 0 < scale_min <= scale_max");
       require(p("ratio_min") > 0 && p("ratio_min") <= p("ratio_max"), text, "need 0 < ratio_min <= ratio_max");
     }
-  } else if (op == "hflip") {
+  } else if (op == "hflip" || op == "vflip" || op == "random_grayscale") {
     probability();
   } else if (op == "color_jitter") {
     require(p("brightness") >= 0 && p("contrast") >= 0 && p("saturation") >= 0, text,

@@ -14,4 +14,8 @@ void adjust_contrast(Image& image, double factor);
 void adjust_saturation(Image& image, double factor);
 void adjust_hue(Image& image, double hue_factor);  // REQUIRES: -0.5 <= hue_factor <= 0.5
 
+// rgb_to_grayscale(num_output_channels=3) on uint8: every channel the grey level
+// (0.2989 r + 0.587 g + 0.114 b in float32, truncated). A 1-channel image is left alone.
+void grayscale_rgb(Image& image);
+
 }  // namespace tandem::data

@@ -27,6 +27,21 @@ void crop(const Image& src, const CropBox& box, Image& dst);
 void center_crop(const Image& src, int height, int width, Image& dst);
 
 void hflip(Image& image);
+void vflip(Image& image);
+
+// RandomCrop: pad by `pad` (left, top, right, bottom), then, with pad_if_needed, by the
+// shortfall on both sides of a dimension smaller than the crop, then a crop at a random
+// position (none drawn when the padded image is the crop's size).
+enum class PadMode { kConstant, kEdge, kReflect, kSymmetric };
+struct RandomCropOptions {
+  int height = 0, width = 0;
+  int pad[4] = {0, 0, 0, 0};  // left, top, right, bottom
+  bool pad_if_needed = false;
+  uint8_t fill = 0;
+  PadMode mode = PadMode::kConstant;
+};
+// Throws DataError when the padded image is smaller than the crop.
+void random_crop(const Image& src, const RandomCropOptions& o, Rng& rng, Image& dst);
 
 // rotate(angle) about the centre, counter-clockwise, nearest neighbour, same size, fill 0.
 void rotate_nearest(const Image& src, double angle_degrees, Image& dst);

@@ -96,13 +96,15 @@ class Pipeline {
 
  private:
   enum class Kind {
-    kRandomResizedCrop, kResize, kCenterCrop, kHflip, kColorJitter, kBlur, kRotation, kAutoAugment, kRandomErasing
+    kRandomResizedCrop, kResize, kCenterCrop, kRandomCrop, kHflip, kVflip, kGrayscale, kColorJitter, kBlur,
+    kRotation, kAutoAugment, kRandomErasing
   };
   struct Step {
     Kind kind;
     int height = 0, width = 0;  // output size; resize with width 0: the smaller edge
     RandomResizedCropParams crop;
-    double p = 1;                   // hflip, color_jitter, gaussian_blur
+    double p = 1;                   // hflip, vflip, random_grayscale, color_jitter, gaussian_blur
+    RandomCropOptions random_crop;  // random_crop
     double jitter[4] = {0, 0, 0, 0};  // brightness, contrast, saturation, hue
     int kernel = 0;
     double sigma_min = 0, sigma_max = 0, degrees = 0;

@@ -1,15 +1,18 @@
-"""A dataset of the user's own whose samples are (tandem.Image(path), label), made natively
-(issue 52, docs/datasets.md "Your own dataset, decoded in C++").
+"""The Python side of datasets tandem makes natively (issue 52, docs/datasets.md):
 
-Its first Python process reads every sample's path and label once, at start (the dataset's
-__getitem__ returns tandem.Image(path) and opens nothing, so this is quick), and translates
-the dataset's `transform` attribute as a torchvision ImageFolder's (_torchvision_native).
-The worker then makes the samples in C++ exactly as it makes such a folder's.
+- describe_listed: a dataset of the user's own whose samples are (tandem.Image(path),
+  label). Its first Python process reads every sample's path and label once, at start
+  (the dataset's __getitem__ returns tandem.Image(path) and opens nothing, so this is
+  quick), and translates the dataset's `transform` attribute as a torchvision
+  ImageFolder's (_torchvision_native). The worker then makes the samples in C++ exactly
+  as it makes such a folder's.
+- python_part: the transforms tandem has no step for, run by a python() step's processes
+  on the image tandem's steps made.
 """
 import os
 import sys
 
-from tandem._torchvision_native import _Refused, _write_list, translate
+from tandem._torchvision_native import _Refused, _flatten, _name, _write_list, translate
 
 
 def _image_and_label(sample):
@@ -58,3 +61,40 @@ def describe_listed(dataset, made_by):
     return {"root": root, "classes": classes, "count": len(samples), "kind": "tandem-images/v1",
             "what": "a dataset of tandem.Image files", "list_file": _write_list(samples, root, len(classes)),
             "steps": steps, "transform": " ".join(repr(transform).split())[:300], "in_python": in_python}, ""
+
+
+def python_part(dataset, part):
+    """The function a python() step of translate() runs: transforms [from, to) of the
+    dataset's transform on tandem's uint8 [C, H, W] image, given as torchvision gives it
+    (a PIL image, or a uint8 tensor), and their result as a uint8 [C, H, W] array."""
+    import numpy as np
+
+    transforms, domain = _flatten(dataset.transform)[part["from"]:part["to"]], part["domain"]
+    names = ", ".join(_name(t) for t in transforms)
+    if domain == "pil":
+        from PIL import Image
+
+        def given(a):
+            return Image.fromarray(np.ascontiguousarray(a.transpose(1, 2, 0)) if a.shape[0] == 3 else a[0])
+    else:
+        import torch
+
+        given = torch.from_numpy
+
+    def run(array):
+        x = given(array)
+        for t in transforms:
+            x = t(x)
+        return _chw(np, x, names)
+    return run
+
+
+def _chw(np, x, names):
+    if hasattr(x, "convert") and hasattr(x, "mode"):  # a PIL image
+        a = np.asarray(x if x.mode in ("RGB", "L") else x.convert("RGB"))
+        return np.ascontiguousarray(a.transpose(2, 0, 1) if a.ndim == 3 else a[None])
+    if hasattr(x, "numpy") and str(getattr(x, "dtype", "")) == "torch.uint8":
+        a = x.detach().cpu().numpy()
+        return np.ascontiguousarray(a if a.ndim == 3 else a[None])
+    raise TypeError(f"transforms {names} gave a {type(x).__name__} {getattr(x, 'dtype', '')}, where a PIL image or a "
+                    "uint8 tensor goes on to the transforms after them")
