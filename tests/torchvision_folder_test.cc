@@ -5,6 +5,7 @@
 // the dataset to its own Python code and says why. Needs /usr/bin/python3 with
 // torchvision (Debian's python3-torchvision).
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include "process_helpers.h"
 #include "python_fixture.h"
 #include "tandem/common/error.h"
+#include "tandem/data/batching/batch_maker.h"
 #include "tandem/data/sources/source_kinds.h"
 
 namespace tandem::data {
@@ -213,6 +215,35 @@ TEST(TorchvisionFolder, ADatasetReturningTandemImagesIsMadeNatively) {
   EXPECT_NE(error.find("not made natively: its samples are tandem.Image files but it has no `transform` attribute"),
             std::string::npos)
       << error;
+}
+
+// Samples with a tandem.Image beside fields of their own (the image as bytes, or as a
+// path) cannot be listed: each sample's image bytes come with its fields and tandem decodes
+// and augments them, keyed as a listed image is: the same images as the folder made natively.
+TEST(TorchvisionFolder, TandemImagesSentWithEachSampleAreDecodedInCpp) {
+  REQUIRE_TORCHVISION();
+  const fs::path root = make_folder("tv-encoded");
+  const auto folder = make_dataset(folder_data(root, "train"));
+  for (const std::string bytes : {"true", "false"}) {
+    SCOPED_TRACE("bytes " + bytes);
+    CapturedLog log;
+    DataOptions encoded = folder_data(root, "train", "Encoded");
+    encoded.data_args = "{\"root\": \"" + root.string() + "\", \"bytes\": " + bytes + "}";
+    const auto native = make_dataset(encoded);
+    EXPECT_NE(log.out.str().find("returns tandem.Image: each image decoded and augmented in C++"), std::string::npos)
+        << log.out.str();
+    EXPECT_NE(native->info().description.find("native=tandem-images/v1 pipeline="), std::string::npos);
+    ASSERT_EQ(native->info().fields.size(), 3u);
+    EXPECT_EQ(native->info().fields[2].name, "weight");
+    expect_same_samples(*native, *folder);
+    // A batch asks the processes for its samples at once: the same images.
+    const Batch b = BatchMaker(native, nullptr).make(BatchRequest{0, 1, {3, 0, 2}});
+    const size_t each = native->info().sample_bytes();
+    for (size_t i = 0; i < 3; ++i) {
+      const std::vector<std::byte> one = ::tandem::testing::sample(*folder, b.indices[i], 1);
+      EXPECT_EQ(std::memcmp(b.data.data() + i * each, one.data(), each), 0) << "sample " << b.indices[i];
+    }
+  }
 }
 
 // Served by a data worker host to two ranks (tandem simulate): the worker makes it

@@ -35,8 +35,8 @@ and the worker sends
                                                            -> as "get", with the field "output"
                                                               (or the fields of a returned dict)
 with the uint8 input at offset 0 of the shared memory (the worker grows the memfd for it);
-its "transforms" make the function a part of NAME(**args)'s torchvision transform, and a
-dataset's "native": true asks whether tandem makes it itself (_torchvision_native.py).
+its "transforms" make it a part of NAME(**args)'s torchvision transform; "native": true asks
+if tandem makes the dataset itself (_torchvision_native.py). A tandem.Image is "encoded".
 init's "max_shm" caps the shared memory: a sample needing more is {"ok": false, "shm_needed": B}.
 Arrays lie in the shared memory at their offsets; a sample larger than the mapping grows
 the memfd (ftruncate) and the worker maps it again at "shm_size". The C++ side of these
@@ -76,9 +76,7 @@ def _die_with_parent():
 def _read_exact(fd, n):
     chunks = []
     while n > 0:
-        chunk = os.read(fd, n)
-        if not chunk:
-            os._exit(0)  # the worker closed its end: it is stopping
+        chunk = os.read(fd, n) or os._exit(0)  # nothing: the worker closed its end, it is stopping
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)
@@ -231,6 +229,9 @@ def _field(np, value):
     if isinstance(value, (float, np.floating)):
         return {"dtype": "float64", "shape": [], "value": float(value)}, None
     if not isinstance(value, np.ndarray):
+        if type(value).__module__ == "tandem._sample" and type(value).__name__ == "Image":  # decoded by tandem
+            data = np.frombuffer(value.read(), np.uint8)
+            return {"dtype": "encoded", "shape": [len(data)]}, data
         if hasattr(value, "numpy") and hasattr(value, "detach"):  # a torch tensor
             value = value.detach().cpu().numpy()
         else:

@@ -15,20 +15,39 @@ import sys
 from tandem._torchvision_native import _Refused, _flatten, _name, _write_list, translate
 
 
-def _image_and_label(sample):
-    """(path, label) of a sample that is (tandem.Image, int) or {"image": ..., "label": ...}
-    with only those fields; else None."""
+def _image_of(sample):
+    """The tandem.Image a sample gives as its image (a tuple's first item, a dict's "image")."""
     image_type = getattr(sys.modules.get("tandem._sample"), "Image", None)
-    if isinstance(sample, dict) and set(sample) == {"image", "label"}:
-        sample = (sample["image"], sample["label"])
-    if not isinstance(sample, tuple) or len(sample) != 2 or image_type is None or not isinstance(sample[0], image_type):
+    image = sample.get("image") if isinstance(sample, dict) else \
+        sample[0] if isinstance(sample, tuple) and sample else None
+    return image if image_type is not None and isinstance(image, image_type) else None
+
+
+def _image_and_label(sample):
+    """(path, label) of a sample that is (tandem.Image(path), int) or {"image", "label"} and
+    nothing more; else None."""
+    image = _image_of(sample)
+    if image is None or image.path is None:
         return None
-    label = sample[1]
+    if isinstance(sample, dict):
+        label = sample["label"] if set(sample) == {"image", "label"} else None
+    else:
+        label = sample[1] if len(sample) == 2 else None
     try:
-        label = int(label.item() if hasattr(label, "item") else label)
+        return os.path.abspath(image.path), int(label.item() if hasattr(label, "item") else label)
     except (TypeError, ValueError):
-        raise _Refused(f"the label beside {sample[0]!r} is a {type(sample[1]).__name__}, not an int") from None
-    return os.path.abspath(sample[0].path), label
+        return None
+
+
+def _listed(dataset):
+    """Every sample's (path, label), or None when one is not (tandem.Image(path), label)."""
+    samples = []
+    for index in range(len(dataset)):
+        pair = _image_and_label(dataset[index])
+        if pair is None:
+            return None
+        samples.append(pair)
+    return samples
 
 
 def _classes(dataset, labels):
@@ -40,27 +59,26 @@ def _classes(dataset, labels):
 
 
 def describe_listed(dataset, made_by):
-    """As _torchvision_native.describe, for a dataset whose samples are tandem.Image files.
-    Raises _Refused when they are not, or when tandem cannot make them natively."""
-    if "tandem._sample" not in sys.modules or _image_and_label(dataset[0]) is None:
-        raise _Refused("it is not a torchvision ImageFolder or DatasetFolder, and its samples are not "
-                       "(tandem.Image, label)")
+    """As _torchvision_native.describe, for a dataset whose images are tandem.Image: listed
+    once when every sample is (tandem.Image(path), label), else {"per_sample": true, ...}:
+    each sample's image bytes come with its other fields and tandem decodes them. Raises
+    _Refused when its images are not tandem.Image, or it has no transform."""
+    if "tandem._sample" not in sys.modules or _image_of(dataset[0]) is None:
+        raise _Refused("it is not a torchvision ImageFolder or DatasetFolder, and its images are not tandem.Image")
     transform = getattr(dataset, "transform", None)
     if transform is None:
         raise _Refused("its samples are tandem.Image files but it has no `transform` attribute: give it the "
                        "torchvision transform tandem applies (self.transform = T.Compose([...]))")
-    samples = []
-    for index in range(len(dataset)):
-        pair = _image_and_label(dataset[index])
-        if pair is None:
-            raise _Refused(f"sample {index} is not (tandem.Image, label) as sample 0 is")
-        samples.append(pair)
     steps, in_python = translate(transform, made_by)
+    described = {"steps": steps, "in_python": in_python, "kind": "tandem-images/v1",
+                 "transform": " ".join(repr(transform).split())[:300]}
+    samples = _listed(dataset)
+    if samples is None:
+        return dict(described, per_sample=True), ""
     classes = _classes(dataset, [label for _, label in samples])
     root = os.path.commonpath([os.path.dirname(path) for path, _ in samples])
-    return {"root": root, "classes": classes, "count": len(samples), "kind": "tandem-images/v1",
-            "what": "a dataset of tandem.Image files", "list_file": _write_list(samples, root, len(classes)),
-            "steps": steps, "transform": " ".join(repr(transform).split())[:300], "in_python": in_python}, ""
+    return dict(described, root=root, classes=classes, count=len(samples), what="a dataset of tandem.Image files",
+                list_file=_write_list(samples, root, len(classes))), ""
 
 
 def python_part(dataset, part):

@@ -59,24 +59,37 @@ def sample_rng(index=None):
 
 
 class Image:
-    """An encoded image file for tandem to decode and augment (docs/datasets.md): return
-    tandem.Image(path) as a sample's image, e.g. `return tandem.Image(path), label`, and
-    give the dataset a `transform` attribute (a torchvision Compose). A worker then reads
-    every sample's path and label once, at start, and makes the samples in C++ as it makes
-    a torchvision ImageFolder: the path and label must depend on the index alone.
-    Elsewhere (your own DataLoader), open() gives the PIL image in RGB."""
-    __slots__ = ("path",)
+    """An encoded JPEG or PNG for tandem to decode and augment in C++ (docs/datasets.md):
+    return tandem.Image(path) (or tandem.Image(bytes), the file's contents) as a sample's
+    image, e.g. `return tandem.Image(path), label`, and give the dataset a `transform`
+    attribute (a torchvision Compose). Samples that are (tandem.Image(path), label) are
+    listed once at start and made as a torchvision ImageFolder is (the path and label must
+    depend on the index alone); others (bytes, more fields) send their image's bytes with
+    each sample. Elsewhere (your own DataLoader), open() gives the PIL image in RGB."""
+    __slots__ = ("path", "data")
 
-    def __init__(self, path):
+    def __init__(self, source):
         import os
 
-        self.path = os.fspath(path)
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            self.path, self.data = None, bytes(source)
+        else:
+            self.path, self.data = os.fspath(source), None
+
+    def read(self):
+        """The encoded bytes."""
+        if self.data is not None:
+            return self.data
+        with open(self.path, "rb") as f:
+            return f.read()
 
     def open(self):
+        import io
+
         from PIL import Image as _PIL
 
-        with _PIL.open(self.path) as im:
+        with _PIL.open(io.BytesIO(self.data) if self.data is not None else self.path) as im:
             return im.convert("RGB")
 
     def __repr__(self):
-        return f"tandem.Image({self.path!r})"
+        return f"tandem.Image({self.path!r})" if self.path is not None else f"tandem.Image(<{len(self.data)} bytes>)"

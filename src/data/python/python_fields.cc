@@ -59,6 +59,10 @@ FieldSpec spec_of(const std::string& name, const SampleField& f, bool ragged) {
     if (ragged) throw fail("a ragged field is an array whose first dimension varies: return one");
     spec.dtype = f.dtype == "int64" ? DType::kInt64 : DType::kFloat32;
   } else {
+    if (f.dtype == "encoded") {
+      throw fail("a tandem.Image is decoded by tandem only as the 'image' of a dataset with a `transform` attribute "
+                 "(docs/datasets.md, \"tandem.Image\")");
+    }
     const std::optional<DType> dtype = field_dtype(f.dtype);
     if (!dtype) throw fail("convert it to uint8, int32, int64, float16 or float32 (e.g. .astype(np.float32))");
     spec.dtype = *dtype;

@@ -21,6 +21,7 @@
 #include "tandem/data/core/rng.h"
 #include "tandem/data/sources/bad_samples.h"
 #include "tandem/data/sources/file_dataset.h"
+#include "tandem/data/sources/python_images.h"
 #include "tandem/data/sources/torchvision_folder.h"
 
 namespace tandem::data {
@@ -74,19 +75,23 @@ namespace {
 
 class PythonDataset final : public Dataset {
  public:
-  PythonDataset(const PythonDatasetOptions& opts, std::unique_ptr<PythonProcessPool> pool)
+  // `images`: a dataset whose 'image' is a tandem.Image, decoded and augmented here.
+  PythonDataset(const PythonDatasetOptions& opts, std::unique_ptr<PythonProcessPool> pool,
+                std::unique_ptr<EncodedImages> images = nullptr)
       : seed_(opts.seed), shm_bytes_(opts.python.shm_bytes), policy_(parse_bad_sample_policy(opts.on_bad_sample)),
-        pool_(std::move(pool)) {
+        pool_(std::move(pool)), images_(std::move(images)) {
     const PythonPoolOptions& p = pool_->options();
     source_ = "python:" + p.file + ":" + p.name;
     info_.name = "python";
     info_.size = samples_per_epoch(opts.dataset_size, pool_->about().len, source_);
     info_.dtype = DType::kUInt8;
     learn_schema(opts);
+    if (images_) std::tie(info_.mean, info_.std) = std::pair{images_->pipeline().mean(), images_->pipeline().stddev()};
     info_.description = "python/v1 code=" + hex64(fnv1a(read_source(p.file))) + " file=" +
                         fs::path(p.file).filename().string() + " name=" + p.name + " size=" + std::to_string(info_.size) +
                         " classes=" + std::to_string(info_.num_classes) + " seed=" + std::to_string(seed_) +
-                        " fields=" + fields_text() + " args=" + p.args_json;
+                        " fields=" + fields_text() + " args=" + p.args_json +
+                        (images_ ? " native=tandem-images/v1 pipeline=" + images_->canonical() : "");
     info_.fingerprint = fingerprint_of(info_.description);
     spdlog::info("{}: {} samples of {} in {} classes, {} Python processes ({})", source_, info_.size, fields_text(),
                  info_.num_classes, p.procs, p.python);
@@ -132,7 +137,7 @@ class PythonDataset final : public Dataset {
     for (uint64_t tries = 0;; ++tries) {
       std::string problem;
       try {
-        return make(item, seed, out, extra);
+        return make(item, seed, out, extra, {epoch, index});
       } catch (const PythonSampleError& e) {
         problem = e.what();
       }
@@ -165,7 +170,7 @@ class PythonDataset final : public Dataset {
     pool_->run_many(items, [&](size_t i, const SampleFields* fields, const std::string&) {
       if (!fields) return;
       const SampleOut to = out(i);
-      made[i] = write_checked(*fields, to.image, to.fields, labels[i]).empty();
+      made[i] = write_checked(*fields, to.image, to.fields, labels[i], {epoch, indices[i]}).empty();
     });
     for (size_t i = 0; i < indices.size(); ++i) {
       if (made[i]) continue;
@@ -190,18 +195,31 @@ class PythonDataset final : public Dataset {
   // Writes dataset[item]: its image into `out`, its other fields into `extra` (when not
   // null); returns its label (0 without one). Throws PythonSampleError, having written
   // nothing, for a sample that breaks the schema.
-  int64_t make(uint64_t item, uint64_t seed, std::span<std::byte> out, const FieldsOut* extra) const {
+  // Which sample of which epoch: a tandem.Image's augmentation is keyed by it.
+  struct Key {
+    uint32_t epoch = 0;
+    uint64_t index = 0;
+  };
+
+  int64_t make(uint64_t item, uint64_t seed, std::span<std::byte> out, const FieldsOut* extra, Key key) const {
     int64_t label = 0;
     std::string problem;
-    pool_->run(item, seed, [&](const SampleFields& fields) { problem = write_checked(fields, out, extra, label); });
+    pool_->run(item, seed, [&](const SampleFields& fields) { problem = write_checked(fields, out, extra, label, key); });
     if (!problem.empty()) throw PythonSampleError(describe(item) + ": " + problem);
     return label;
   }
 
   // Writes a sample's fields (as make() says) and sets `label`; or, having written
   // nothing, returns how they break the schema.
-  std::string write_checked(const SampleFields& fields, std::span<std::byte> out, const FieldsOut* extra,
-                            int64_t& label) const {
+  std::string write_checked(const SampleFields& given, std::span<std::byte> out, const FieldsOut* extra,
+                            int64_t& label, Key key) const {
+    const SampleFields* decoded = &given;
+    try {
+      if (images_) decoded = &images_->decoded(given, seed_, key.epoch, key.index);
+    } catch (const DataError& e) {
+      return e.what();
+    }
+    const SampleFields& fields = *decoded;
     std::string problem = python_sample_problem(fields, info_.fields);
     if (!problem.empty()) return problem;
     label = 0;
@@ -228,7 +246,9 @@ class PythonDataset final : public Dataset {
   void learn_schema(const PythonDatasetOptions& opts) {
     int64_t label = 0;
     try {
-      pool_->run(0, python_sample_seed(seed_, 0, 0), [&](const SampleFields& fields) {
+      pool_->run(0, python_sample_seed(seed_, 0, 0), [&](const SampleFields& given) {
+        if (images_) images_->learn(given, seed_);
+        const SampleFields& fields = images_ ? images_->decoded(given, seed_, 0, 0) : given;
         info_.fields = python_schema(fields, pool_->about().ragged_fields);
         for (const auto& [name, f] : fields) {
           if (name == kLabelField) label = f.integer;
@@ -262,6 +282,7 @@ class PythonDataset final : public Dataset {
   uint64_t shm_bytes_;
   BadSamplePolicy policy_;
   std::unique_ptr<PythonProcessPool> pool_;
+  std::unique_ptr<EncodedImages> images_;  // null unless 'image' is a tandem.Image
   mutable std::once_flag determinism_once_;
   mutable std::string determinism_;  // check_determinism(), once
   std::string source_;
@@ -278,7 +299,12 @@ std::shared_ptr<const Dataset> make_python_dataset(const PythonDatasetOptions& o
   if (p.describe_native && p.start_procs == 0) p.start_procs = 1;
   auto pool = std::make_unique<PythonProcessPool>(p);
   const std::string source = "python:" + p.file + ":" + p.name;
-  if (!pool->about().native_json.empty()) {
+  const std::string native = pool->about().native_json;
+  if (native.find("\"per_sample\":true") != std::string::npos) {
+    auto encoded = std::make_unique<EncodedImages>(native, images, "python:" + p.file + ":" + p.name);
+    return std::make_shared<PythonDataset>(opts, std::move(pool), std::move(encoded));
+  }
+  if (!native.empty()) {
     return make_torchvision_folder(images, pool->about().native_json, source,
                                    "python/v1 code=" + hex64(fnv1a(read_source(p.file))) + " file=" +
                                        fs::path(p.file).filename().string() + " name=" + p.name + " args=" +
