@@ -18,6 +18,7 @@
 #include <fmt/ranges.h>
 
 #include "feed_env.h"
+#include "feed_images.h"
 #include "feed_handle.h"
 #include "feed_words.h"
 #include "feed_settings.h"
@@ -88,7 +89,8 @@ std::string plan(const json& request, const std::atomic<bool>& stop) {
   return dump({{"steps", steps - start_step},
                {"batch_size", settings.trainer.batch_size},
                {"batches_per_epoch", feed->sampler().batches_per_epoch()},
-               {"dataset", dataset_json(feed->info(), learnt ? numpy_dtype(feed->info().dtype) : dtype)},
+               {"dataset", dataset_json(feed->info(), learnt ? numpy_dtype(feed->info().dtype) : dtype,
+                                        float_images(request, feed->info()))},
                {"rank", place.rank},
                {"world", place.world},
                {"workers", place.workers}});

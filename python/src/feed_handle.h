@@ -18,6 +18,7 @@
 #include "tandem/launch/feed_settings.h"
 #include "tandem/launch/run_settings.h"
 #include "capi.h"
+#include "feed_images.h"
 
 namespace tandem::python {
 
@@ -28,6 +29,7 @@ class Feed {
  public:
   explicit Feed(const json& request)
       : release_(request.value("release_workers", false)),
+        request_(request),
         settings_(feed_settings(with_launcher_settings(settings_of(request)))) {
     dtype_ = numpy_dtype(data::wire_dtype(settings_.data));
     const int local_threads = request.value("local_threads", 0);
@@ -51,12 +53,14 @@ class Feed {
     std::lock_guard lock(mu_);
     if (info_.empty()) {
       batches_per_epoch_ = feeder_->sampler().batches_per_epoch();
+      floats_ = float_images(request_, feeder_->info());
       info_ = dump({{"length", feeder_->steps() - feeder_->start_step()},
                     {"batch_size", settings_.trainer.batch_size},
                     {"batches_per_epoch", batches_per_epoch_},
                     {"rank", place_.rank},
                     {"world", place_.world},
-                    {"dataset", dataset_json(feeder_->info(), learns_dtype_ ? numpy_dtype(feeder_->info().dtype) : dtype_)}});
+                    {"dataset", dataset_json(feeder_->info(), learns_dtype_ ? numpy_dtype(feeder_->info().dtype) : dtype_,
+                                             floats_)}});
       if (place_.rank == 0) run_ = script_run(settings_, place_, batches_per_epoch_, feeder_->start_step());
       if (place_.rank != 0 && place_.world > 1) mark_at_ = script_summary_path(settings_);
     }
@@ -99,6 +103,7 @@ class Feed {
       feed::mark_rank_training(mark_at_, place_.rank, place_.launch);
       mark_at_.clear();
     }
+    if (floats_) land_as_float(*batch, in.feeder->info());
     auto* c = new CBatch{std::move(*batch), {}};
     c->description = describe(c->batch, source_name(*in.feeder, c->batch.source));
     *out = c;
@@ -226,6 +231,8 @@ class Feed {
   std::mutex mu_;  // guards feeder_, busy_, closing_, stats_, info_
   std::unique_ptr<feed::Feeder> feeder_;
   bool release_ = false;
+  json request_;         // as Python sent it (images=)
+  bool floats_ = false;  // images land as float32, normalised (feed_images.h)
   std::atomic<bool> released_{false};
   Settings settings_;
   FeedPlace place_;

@@ -58,7 +58,8 @@ std::string hex(const std::string& bytes) {
 
 // The dataset as Python sees it. Class names travel as hex (folder names need not be
 // UTF-8: Python decodes them with surrogateescape, as os.listdir does).
-json dataset_json(const data::DatasetInfo& i, const std::string& dtype) {
+json dataset_json(const data::DatasetInfo& i, const std::string& given, bool normalized) {
+  const std::string dtype = normalized ? "float32" : given;
   json fields = json::array();
   for (const data::FieldSpec& f : i.schema()) {
     fields.push_back({{"name", f.name},
@@ -71,7 +72,7 @@ json dataset_json(const data::DatasetInfo& i, const std::string& dtype) {
   return {{"name", i.name},     {"size", i.size},         {"sample_shape", i.sample_shape},
           {"num_classes", i.num_classes}, {"class_names_hex", names}, {"dtype", dtype},
           {"mean", i.mean},     {"std", i.std},           {"fingerprint", i.fingerprint},
-          {"fields", fields}};
+          {"fields", fields},   {"normalized", normalized}};
 }
 
 namespace {

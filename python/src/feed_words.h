@@ -40,7 +40,8 @@ std::optional<T> optional_of(const json& request, const char* key) {
 }
 
 // The dataset as Python sees it (class names as hex).
-json dataset_json(const data::DatasetInfo& i, const std::string& dtype);
+// `normalized`: the images land as float32 already normalised (tandem.Feed(images=...)).
+json dataset_json(const data::DatasetInfo& i, const std::string& dtype, bool normalized = false);
 
 // A delivered batch and the description Python reads it by (made once, on the feed's side).
 struct CBatch {

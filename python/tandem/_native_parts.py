@@ -69,8 +69,8 @@ def describe_listed(dataset, made_by):
     if transform is None:
         raise _Refused("its samples are tandem.Image files but it has no `transform` attribute: give it the "
                        "torchvision transform tandem applies (self.transform = T.Compose([...]))")
-    steps, in_python = translate(transform, made_by)
-    described = {"steps": steps, "in_python": in_python, "kind": "tandem-images/v1",
+    steps, in_python, output = translate(transform, made_by)
+    described = {"steps": steps, "in_python": in_python, "kind": "tandem-images/v1", "output": output,
                  "transform": " ".join(repr(transform).split())[:300]}
     samples = _listed(dataset)
     if samples is None:

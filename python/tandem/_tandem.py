@@ -51,10 +51,10 @@ def _targets(workers):
     return [str(w) for w in workers]
 
 
-def _request(workers, rank, world, local_threads, start_step, epoch, release, settings):
+def _request(workers, rank, world, local_threads, start_step, epoch, release, settings, images="auto"):
     return json.dumps({"workers": _targets(workers), "rank": rank, "world": world, "local_threads": int(local_threads),
                        "start_step": int(start_step), "epoch": epoch, "release_workers": bool(release),
-                       "settings": _settings(settings)}).encode()
+                       "images": str(images), "settings": _settings(settings)}).encode()
 
 
 class Interrupted(SystemExit):
@@ -168,6 +168,10 @@ start_step: the first step delivered, to resume (batches are a pure function of 
 epoch: deliver exactly this epoch (its batches_per_epoch steps, a new shuffle and
     augmentation per epoch) instead of steps [start_step, steps).
 release_workers: when the feed ends or is closed, tell every worker to exit.
+images: "auto" (float32, normalised as the batch lands, where the dataset's own transform
+    ends in ToTensor: a torchvision ImageFolder tandem makes natively; else as they travel),
+    "uint8" (as they travel; normalise on the device with dataset["mean"], ["std"]) or
+    "float32" (always normalised here); dataset["normalized"] says which.
 **settings: tandem's own settings with '_' for '-' (tandem.setting_names() lists them):
     data, seed, image_size, dataset_size, num_classes, wire_dtype, pipeline, split, channel,
     on_bad_sample, sagemaker_root, batch_size, steps, inflight, prefetch, connect_timeout,
@@ -181,7 +185,7 @@ release_workers: when the feed ends or is closed, tell every worker to exit.
 A dataset this host has no copy of (no data on a GPU host) is learnt from the workers; the
 settings it fixes without the files (seed, pipeline, image size, ...) must match theirs.
 Iterating gives a Batch per step: numpy arrays over tandem's own buffers (no copy) by field
-name, batch["image"] (N, C, H, W) in the wire dtype, batch["label"] (N,) int64, and the
+name, batch["image"] (N, C, H, W) as images= says, batch["label"] (N,) int64, and the
 dataset's other fields (a ragged field NAME as NAME, NAME_lengths, NAME_offsets; see
 batch.rows(NAME)). A batch with image and label unpacks: for images, labels in feed. A bad
 setting, or a worker serving other data, raises ValueError with tandem's message; a feed
@@ -191,7 +195,7 @@ Rank 0 measures the run (the time spent waiting in next() is its data wait) and 
 metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/python.md."""
 
     def __init__(self, workers=None, *, rank=None, world=None, local_threads=0, start_step=0, epoch=None,
-                 release_workers=False, **settings):
+                 release_workers=False, images="auto", **settings):
         """Connects to the workers (waiting up to connect_timeout for one to answer), checks that they serve
         this dataset, and starts streaming: workers, rank, world, local_threads, start_step, epoch,
         release_workers and **settings as in help(tandem.Feed)"""
@@ -200,7 +204,7 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
         self._closed = False
         self._sigterm = _SigtermWatch()
         self._handle = handle = _lib.tandem_feed_open(_request(workers, rank, world, local_threads, start_step,
-                                                               epoch, release_workers, settings))
+                                                               epoch, release_workers, settings, images))
         if not handle:
             self._sigterm.restore()
             _raise()
@@ -345,11 +349,12 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
         return dict(self._dataset)
 
 
-def plan(workers=None, *, rank=None, world=None, local_threads=0, start_step=0, **settings):
+def plan(workers=None, *, rank=None, world=None, local_threads=0, start_step=0, images="auto", **settings):
     """What a Feed with these arguments would deliver (steps, batch_size, batches_per_epoch, dataset, and the
     rank, world and workers it found), its dataset found as the Feed finds it: this host's copy of the
     data, else learnt from the workers (waiting up to connect_timeout for one)"""
-    task = _lib.tandem_plan_begin(_request(workers, rank, world, local_threads, start_step, None, False, settings))
+    task = _lib.tandem_plan_begin(_request(workers, rank, world, local_threads, start_step, None, False, settings,
+                                           images))
     if not task:
         _raise()
     try:

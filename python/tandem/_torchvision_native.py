@@ -62,12 +62,12 @@ def _describe(dataset, made_by):
         raise _Refused(f"torchvision's image backend is {tv.get_image_backend()!r}, not PIL")
     if dataset.target_transform is not None:
         raise _Refused("it has a target_transform")
-    steps, in_python = translate(dataset.transform, made_by)
+    steps, in_python, output = translate(dataset.transform, made_by)
     root = os.path.abspath(os.fspath(dataset.root))
     classes = [str(c) for c in dataset.classes]
     return {"root": root, "classes": classes, "count": len(dataset.samples),
             "list_file": _write_list(dataset.samples, root, len(classes)), "steps": steps,
-            "transform": " ".join(repr(dataset.transform).split())[:300], "in_python": in_python}, ""
+            "transform": " ".join(repr(dataset.transform).split())[:300], "in_python": in_python, "output": output}, ""
 
 
 def _write_list(samples, root, num_classes):
@@ -88,8 +88,9 @@ def _write_list(samples, root, num_classes):
 
 
 def translate(transform, made_by=None):
-    """(steps, in_python): tandem's steps for a torchvision transform (v1 or v2), as a list
-    of JSON objects, and why some of them run in Python ("" when none do). The first
+    """(steps, in_python, output): tandem's steps for a torchvision transform (v1 or v2), as
+    a list of JSON objects; why some of them run in Python ("" when none do); what it ends
+    in, "float32" (ToTensor, with or without Normalize) or "uint8" (PILToTensor). The first
     transform tandem has no step for, and what follows it up to the closing conversions
     (ToTensor, Normalize, ...), become one python() step when made_by says how to make the
     dataset again, the steps before it fix the image's size and it works on the image
@@ -109,14 +110,14 @@ def translate(transform, made_by=None):
             in_python = f"transforms {index}-{stop - 1} ({', '.join(_name(t) for t in flat[index:stop])}) run in " \
                         f"Python after tandem's steps, because {why}"
             index = stop
-    if state["domain"] in (_PIL, _UINT8):
-        raise _Refused(f"it ends in a {state['domain']}, not a float tensor (ToTensor)")
+    if state["domain"] == _PIL:
+        raise _Refused("it ends in a PIL image, not a tensor (ToTensor, PILToTensor)")
     if not _fixes_size(steps):
         raise _Refused("no transform gives every image one size (RandomResizedCrop, CenterCrop, RandomCrop, "
                        "Resize((h, w)))")
-    if not state["normalized"]:  # ToTensor alone: values in [0, 1]
+    if state["domain"] == _FLOAT:  # ToTensor alone: values in [0, 1]
         steps.append({"op": "normalize", "args": [0, 0, 0, 1, 1, 1]})
-    return steps, in_python
+    return steps, in_python, "uint8" if state["domain"] == _UINT8 else "float32"
 
 
 _CLOSING = ("ToTensor", "ConvertImageDtype", "ToDtype", "PILToTensor", "ToImage", "ToImageTensor", "ToPureTensor",

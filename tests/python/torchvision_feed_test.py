@@ -59,7 +59,7 @@ class TorchvisionFeedTest(unittest.TestCase):
                 for b in feed:
                     images, labels = b
                     self.assertEqual(images.shape, (2, 3, 24, 24))
-                    self.assertEqual(images.dtype, np.uint8)
+                    self.assertEqual(images.dtype, np.float32)  # as ToTensor + Normalize end them
                     for i, label in zip(b.indices, labels):
                         self.assertEqual(label, truth.targets[int(i)], f"sample {i}")
                         epochs[b.epoch].append(int(i))
@@ -72,6 +72,31 @@ class TorchvisionFeedTest(unittest.TestCase):
         self.assertEqual(sorted(epochs), [0, 1])
         for epoch, indices in epochs.items():  # every image once per epoch
             self.assertEqual(sorted(indices), list(range(22)), f"epoch {epoch}")
+
+    def test_images_land_as_the_compose_ends_them(self):
+        # ToTensor + Normalize: float32, normalised as the batch lands, equal to torchvision's own
+        # arithmetic on the uint8 images the same feed gives with images="uint8".
+        import torch
+
+        root = make_folder(os.path.abspath("folder-floats"))
+        data = dict(data=f"python:{FIXTURE}:Folder", data_args='{"root": "%s", "recipe": "train"}' % root)
+        with Workers(ARGS.tandem, 1, threads=1, **data) as w:
+            got = {}
+            for images in ("auto", "uint8", "float32"):
+                with tandem.Feed(w.targets, batch_size=4, steps=3, connect_timeout=60, images=images) as feed:
+                    got[images] = ([b["image"].copy() for b in feed], feed.dataset)
+            with self.assertRaisesRegex(ValueError, "images=png: give"):
+                tandem.Feed(w.targets, batch_size=4, steps=3, connect_timeout=60, images="png")
+        floats, info = got["auto"]
+        self.assertTrue(info["normalized"])
+        self.assertEqual(info["dtype"], np.float32)
+        self.assertFalse(got["uint8"][1]["normalized"])
+        mean, std = torch.tensor(MEAN)[:, None, None], torch.tensor(STD)[:, None, None]
+        for f, u, f32 in zip(floats, got["uint8"][0], got["float32"][0]):
+            self.assertEqual((f.dtype, u.dtype), (np.float32, np.uint8))
+            want = torch.from_numpy(u).float().div(255).sub(mean).div(std).numpy()
+            np.testing.assert_array_equal(f, want)
+            np.testing.assert_array_equal(f32, want)
 
     def test_a_v1_compose(self):
         self.serve("Folder", ', "recipe": "train"')

@@ -91,7 +91,9 @@ class PythonDataset final : public Dataset {
                         fs::path(p.file).filename().string() + " name=" + p.name + " size=" + std::to_string(info_.size) +
                         " classes=" + std::to_string(info_.num_classes) + " seed=" + std::to_string(seed_) +
                         " fields=" + fields_text() + " args=" + p.args_json +
-                        (images_ ? " native=tandem-images/v1 pipeline=" + images_->canonical() : "");
+                        (images_ ? " native=tandem-images/v1 output=" + images_->output() + " pipeline=" +
+                                       images_->canonical()
+                                 : "");
     info_.fingerprint = fingerprint_of(info_.description);
     spdlog::info("{}: {} samples of {} in {} classes, {} Python processes ({})", source_, info_.size, fields_text(),
                  info_.num_classes, p.procs, p.python);

@@ -35,6 +35,7 @@ EncodedImages::EncodedImages(const std::string& native_json, const ImageOptions&
   const nlohmann::json d = nlohmann::json::parse(native_json);
   const PipelineSpec spec = parse_pipeline(d.at("steps").dump());
   canonical_ = spec.canonical();
+  output_ = d.value("output", std::string("float32")) == "uint8" ? "uint8" : "float32";
   pipeline_ = std::make_unique<Pipeline>(spec, PipelineSource{true, 3, 0, 0, images.max_image_pixels, &images.python});
   spdlog::info("{} returns tandem.Image: each image decoded and augmented in C++ ({}): {}", source, canonical_,
                printable(d.value("transform", std::string()), 300));

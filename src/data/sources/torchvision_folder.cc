@@ -56,7 +56,9 @@ std::shared_ptr<const Dataset> make_torchvision_folder(ImageOptions images, cons
                       "the dataset has " + d.at("count").dump() + ": an image folder needs at least one image");
   }
   const std::string kind = d.value("kind", std::string("torchvision-folder/v1"));
-  index.description = description + " native=" + printable(kind, 40) + " list=" + hex64(fnv1a(*text)) +
+  const std::string output = d.value("output", std::string("float32")) == "uint8" ? "uint8" : "float32";
+  index.description = description + " native=" + printable(kind, 40) + " output=" + output +
+                      " list=" + hex64(fnv1a(*text)) +
                       " n=" + std::to_string(index.items.size());
   images.pipeline = d.at("steps").dump();
   const size_t n = index.items.size();

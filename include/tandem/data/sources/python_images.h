@@ -31,9 +31,11 @@ class EncodedImages {
 
   const Pipeline& pipeline() const { return *pipeline_; }
   std::string canonical() const { return canonical_; }
+  // What the dataset's transform ends in: "float32" (ToTensor) or "uint8" (PILToTensor).
+  const std::string& output() const { return output_; }
 
  private:
-  std::string source_, canonical_;
+  std::string source_, canonical_, output_;
   std::unique_ptr<Pipeline> pipeline_;
 };
 
