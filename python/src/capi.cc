@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "buffer_pool.h"
 #include "feed_env.h"
 #include "feed_images.h"
 #include "feed_handle.h"
@@ -130,6 +131,9 @@ void tandem_init(void) {
   // Log lines go to stderr, as the command line's do; stdout stays the script's.
   if (!spdlog::get("tandem")) spdlog::set_default_logger(spdlog::stderr_color_mt("tandem"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ tandem: %v");
+  // Batches land in reused blocks: no page faults on fresh memory per batch, and blocks
+  // pin_memory page-locks once.
+  use_buffer_pool(true);
 }
 
 const char* tandem_setting_names(void) {
@@ -254,5 +258,9 @@ void tandem_feed_free(void* feed) {
 const char* tandem_batch_json(void* batch) { return static_cast<CBatch*>(batch)->description.c_str(); }
 
 void tandem_batch_free(void* batch) { delete static_cast<CBatch*>(batch); }
+
+void tandem_use_buffer_pool(int on) { use_buffer_pool(on != 0); }
+
+const char* tandem_buffer_pool_stats(void) { return give(buffer_pool_stats()); }
 
 }  // extern "C"

@@ -61,6 +61,11 @@ const char* tandem_feed_stats(void* feed);
 void tandem_feed_free(void* feed);
 
 const char* tandem_batch_json(void* batch); /* one line, tab-separated: capi.cc describe() */
+/* Batch memory comes from a pool of reused blocks (buffer_pool.h; on from tandem_init),
+ * which Python page-locks once each (pin_memory); 0: the heap, for measuring. The pool's
+ * counts as JSON. */
+void tandem_use_buffer_pool(int on);
+const char* tandem_buffer_pool_stats(void);
 void tandem_batch_free(void* batch);
 
 #ifdef __cplusplus

@@ -40,6 +40,8 @@ def _load():
         "tandem_feed_free": ([ctypes.c_void_p], None),
         "tandem_batch_json": ([ctypes.c_void_p], ctypes.c_char_p),
         "tandem_batch_free": ([ctypes.c_void_p], None),
+        "tandem_use_buffer_pool": ([ctypes.c_int], None),
+        "tandem_buffer_pool_stats": ([], ctypes.c_char_p),
     }
     for name, (args, result) in sig.items():
         f = getattr(lib, name)

@@ -343,9 +343,9 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
 
     @property
     def dataset(self):
-        """The dataset (name, size, sample_shape, num_classes, dtype, mean, std, fingerprint, class_names,
-        fields: each field's name, dtype, shape and ragged), as tandem.plan() and TandemDataset.dataset_info
-        give it"""
+        """The dataset (name, size, sample_shape, num_classes, dtype, mean, std, normalized (images already
+        normalised with them: images=), fingerprint, class_names, fields: each field's name, dtype, shape and
+        ragged), as tandem.plan() and TandemDataset.dataset_info give it"""
         return dict(self._dataset)
 
 

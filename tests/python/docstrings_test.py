@@ -19,8 +19,8 @@ FEED_ARGUMENTS = ["workers", "rank", "world", "local_threads", "start_step", "re
 FEED_SETTINGS = ["data", "image_size", "batch_size", "steps", "connect_timeout", "batch_timeout", "token"]
 FEED_MEMBERS = ["next_batch", "close", "shutdown", "stats", "__len__", "__iter__", "__next__", "__enter__",
                 "__exit__", "closed", "batch_size", "batches_per_epoch", "dataset"]
-DATASET_KEYS = ["name", "size", "sample_shape", "num_classes", "dtype", "mean", "std", "fingerprint", "class_names",
-                "fields"]
+DATASET_KEYS = ["name", "size", "sample_shape", "num_classes", "dtype", "mean", "std", "normalized", "fingerprint",
+                "class_names", "fields"]
 
 
 class DocstringTest(unittest.TestCase):

@@ -7,6 +7,7 @@ image comes once per epoch, for a v1 Compose and (where torchvision has it) a v2
 
 Exits 77 (skipped) when numpy, torch, torchvision or PIL is missing."""
 import collections
+import json
 import os
 import unittest
 
@@ -97,6 +98,48 @@ class TorchvisionFeedTest(unittest.TestCase):
             want = torch.from_numpy(u).float().div(255).sub(mean).div(std).numpy()
             np.testing.assert_array_equal(f, want)
             np.testing.assert_array_equal(f32, want)
+
+    def test_batches_for_the_gpu_take_the_same_path_on_the_cpu(self):
+        # device="cpu": the one-batch-ahead path, uint8 images normalised "on the device", equal
+        # to the Feed's own float32; without CUDA, pin_memory is off, and asking for it (or for
+        # device="cuda") is one clear error.
+        import torch
+        from tandem.torch import TandemDataset
+
+        root = make_folder(os.path.abspath("folder-device"))
+        data = dict(data=f"python:{FIXTURE}:Folder", data_args='{"root": "%s", "recipe": "train"}' % root)
+        with Workers(ARGS.tandem, 1, threads=1, **data) as w:
+            ds = TandemDataset(w.targets, batch_size=4, steps=5, connect_timeout=60, device="cpu")
+            self.assertFalse(ds.pin_memory)
+            self.assertEqual(ds.settings["images"], "uint8")  # normalised after the copy
+            got = list(torch.utils.data.DataLoader(ds, batch_size=None))
+            with tandem.Feed(w.targets, batch_size=4, steps=5, connect_timeout=60) as feed:
+                want = [(b.sequence, b["image"].copy()) for b in feed]
+            with self.assertRaisesRegex(RuntimeError, r"pin_memory=True: this torch has no CUDA device"):
+                TandemDataset(w.targets, batch_size=4, steps=5, connect_timeout=60, pin_memory=True)
+            with self.assertRaisesRegex(RuntimeError, r"device=cuda: this torch has no CUDA device"):
+                TandemDataset(w.targets, batch_size=4, steps=5, connect_timeout=60, device="cuda")
+        self.assertEqual([b.sequence for b in got], [s for s, _ in want])
+        for b, (_, image) in zip(got, want):
+            self.assertEqual(b["image"].dtype, torch.float32)
+            np.testing.assert_array_equal(b["image"].numpy(), image)
+
+    def test_the_buffer_pool_gives_the_same_blocks_again(self):
+        # What pin_memory page-locks: batch memory reused block by block (the same addresses
+        # recur), so each block is registered with CUDA once, not once per batch.
+        from tandem._library import _lib
+
+        root = make_folder(os.path.abspath("folder-pool"))
+        data = dict(data=f"python:{FIXTURE}:Folder", data_args='{"root": "%s", "recipe": "train"}' % root)
+        _lib.tandem_use_buffer_pool(1)  # the module's default
+        with Workers(ARGS.tandem, 1, threads=1, **data) as w:
+            with tandem.Feed(w.targets, batch_size=2, steps=40, connect_timeout=60) as feed:
+                addresses = [b["image"].__array_interface__["data"][0] for b in feed]
+        pool = json.loads(_lib.tandem_buffer_pool_stats())
+        self.assertEqual(len(addresses), 40)
+        self.assertLess(len(set(addresses)), 12, "batch buffers are not reused")
+        self.assertLess(pool["blocks"], 60)
+        self.assertTrue(all(a % 4096 == 0 for a in addresses))
 
     def test_a_v1_compose(self):
         self.serve("Folder", ', "recipe": "train"')
