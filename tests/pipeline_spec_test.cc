@@ -102,5 +102,25 @@ TEST(PipelineSpec, TorchvisionArgumentNamesAndTuples) {
   EXPECT_NE(error_of("random_crop(32, fill=300)").find("fill must be a whole number in [0, 255]"), std::string::npos);
 }
 
+// RandomChoice and RandomOrder as JSON steps holding steps that keep the size; weights
+// normalised to sum 1 (equal when none are given).
+TEST(PipelineSpec, RandomChoiceAndRandomOrderHoldSteps) {
+  const std::string both = "[{\"op\": \"random_choice\", \"steps\": [\"hflip(1)\", {\"op\": \"vflip\"}], "
+                           "\"p\": [3, 1]}, {\"op\": \"random_order\", \"steps\": [\"hflip\", \"vflip\"]}]";
+  const PipelineSpec a = parse_pipeline(both);
+  ASSERT_EQ(a.steps.size(), 2u);
+  EXPECT_EQ(a.steps[0].params, (std::vector<double>{0.75, 0.25}));
+  EXPECT_EQ(a.steps[0].steps[1].op, "vflip");
+  EXPECT_EQ(a.canonical(), "random_choice(p=0.75;0.25,steps=[hflip(p=1)|vflip(p=0.5)]),"
+                           "random_order(steps=[hflip(p=0.5)|vflip(p=0.5)])");
+  const std::string equal = "[{\"op\": \"random_choice\", \"steps\": [\"hflip\", \"vflip\"]}]";
+  EXPECT_EQ(parse_pipeline(equal).steps[0].params, (std::vector<double>{0.5, 0.5}));
+  const std::string resizing = "[{\"op\": \"random_choice\", \"steps\": [\"center_crop(8)\"]}]";
+  EXPECT_NE(error_of(resizing).find("changes the image's size"), std::string::npos);
+  const std::string weights = "[{\"op\": \"random_choice\", \"steps\": [\"hflip\"], \"p\": [1, 2]}]";
+  EXPECT_NE(error_of(weights).find("one weight per step"), std::string::npos);
+  EXPECT_NE(error_of("random_order(hflip)").find("in the JSON form"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tandem::data

@@ -1,6 +1,7 @@
 // The compiled pipeline: shapes, where steps may go, the fused JPEG decode (cropped and
 // scaled) and the row-wise PNG decode against decode-then-transform, the pixel limit on
 // headers, the folded final flip, and uint8 conversion.
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -274,6 +275,31 @@ TEST(Pipeline, VerticalFlipAndGrayscale) {
     ASSERT_EQ(gray[32 * 48 + i], gray[i]);
     ASSERT_EQ(gray[2 * 32 * 48 + i], gray[i]);
   }
+}
+
+// random_choice applies one of its steps by weight; random_order all of them, each once.
+TEST(Pipeline, RandomChoicePicksByWeightAndRandomOrderRunsEveryStep) {
+  const std::vector<uint8_t> jpeg = encode_jpeg(gradient_image(40, 60, 3, 4));
+  const std::vector<uint8_t> none = run(Pipeline(parse_pipeline("decode,resize(32,48)"), kFiles), jpeg, 0);
+  const std::vector<uint8_t> h = run(Pipeline(parse_pipeline("decode,resize(32,48),hflip(1)"), kFiles), jpeg, 0);
+  const std::vector<uint8_t> v = run(Pipeline(parse_pipeline("decode,resize(32,48),vflip(1)"), kFiles), jpeg, 0);
+  const std::vector<uint8_t> hv =
+      run(Pipeline(parse_pipeline("decode,resize(32,48),hflip(1),vflip(1)"), kFiles), jpeg, 0);
+  const Pipeline choice(parse_pipeline("[\"decode\", \"resize(32,48)\", {\"op\": \"random_choice\", "
+                                       "\"steps\": [\"hflip(1)\", \"vflip(1)\"], \"p\": [3, 1]}]"),
+                        kFiles);
+  const Pipeline order(parse_pipeline("[\"decode\", \"resize(32,48)\", {\"op\": \"random_order\", "
+                                      "\"steps\": [\"hflip(1)\", \"vflip(1)\"]}]"),
+                       kFiles);
+  int flipped = 0;
+  for (uint64_t key = 0; key < 400; ++key) {
+    const std::vector<uint8_t> c = run(choice, jpeg, key);
+    ASSERT_TRUE(c == h || c == v) << "key " << key;
+    flipped += c == h;
+    ASSERT_EQ(run(order, jpeg, key), hv) << "key " << key;  // the two flips commute
+  }
+  EXPECT_NEAR(flipped / 400.0, 0.75, 4 * std::sqrt(0.75 * 0.25 / 400));
+  EXPECT_NE(h, none);
 }
 
 TEST(Pipeline, GrayRawImagesExpandToThreeChannels) {

@@ -96,6 +96,11 @@ TEST(TorchvisionFolder, AnImageFolderAndItsComposeAreMadeNativelyAsTandemsOwnSte
       {"cifar", "decode(channels=3,scaled=0),random_crop(24,padding=4),hflip,normalize(" + kImagenet + ")"},
       {"gray", "decode(channels=3,scaled=0),resize(28,width=30),random_grayscale(0.5),vflip,"
                "random_crop(24,padding=(1,2),padding_mode=reflect),normalize(0,0,0,1,1,1)"},
+      {"choice", R"j(["decode(channels=3,scaled=0)", "random_resized_crop(24)",
+                     {"op": "random_choice", "steps": ["hflip(1)", "random_grayscale(1)"], "p": [0.75, 0.25]},
+                     {"op": "random_order", "steps": ["color_jitter(brightness=0.2)", "vflip",
+                                                      "gaussian_blur(3)"]},
+                     "normalize(0,0,0,1,1,1)"])j"},
   };
   for (const auto& [recipe, pipeline] : recipes) {
     SCOPED_TRACE(recipe);
@@ -232,7 +237,7 @@ TEST(TorchvisionFolder, TandemImagesSentWithEachSampleAreDecodedInCpp) {
     const auto native = make_dataset(encoded);
     EXPECT_NE(log.out.str().find("returns tandem.Image: each image decoded and augmented in C++"), std::string::npos)
         << log.out.str();
-    EXPECT_NE(native->info().description.find("native=tandem-images/v1 pipeline="), std::string::npos);
+    EXPECT_NE(native->info().description.find("native=tandem-images/v1 output=float32 pipeline="), std::string::npos);
     ASSERT_EQ(native->info().fields.size(), 3u);
     EXPECT_EQ(native->info().fields[2].name, "weight");
     expect_same_samples(*native, *folder);

@@ -140,6 +140,16 @@ void Pipeline::run_python(const Rng& key, uint64_t index, const std::function<vo
 
 namespace {
 
+// The index `u` (uniform in [0, 1)) falls on, by cumulative weight.
+size_t choose(const std::vector<double>& weights, double u) {
+  double at = 0;
+  for (size_t i = 0; i + 1 < weights.size(); ++i) {
+    at += weights[i];
+    if (u < at) return i;
+  }
+  return weights.size() - 1;
+}
+
 RandomCropOptions random_crop_options(const StepSpec& s, int height, int width) {
   RandomCropOptions o;
   o.height = height;
@@ -187,6 +197,10 @@ Pipeline::Step Pipeline::parse_step(const StepSpec& s) {
   } else if (s.op == "rotation") {
     step.kind = Kind::kRotation;
     step.degrees = s.param("degrees");
+  } else if (s.op == "random_choice" || s.op == "random_order") {
+    step.kind = s.op == "random_choice" ? Kind::kRandomChoice : Kind::kRandomOrder;
+    for (const StepSpec& sub : s.steps) step.choices.push_back(parse_step(sub));
+    step.weights = s.params;
   } else if (!parse_augment_step(s, step)) {
     throw std::logic_error("pipeline step '" + s.op + "' has no implementation");
   }
@@ -267,6 +281,15 @@ void Pipeline::color_jitter(const Step& step, Image& image, Rng& rng) const {
   }
 }
 
+// random_choice: one of its steps, by weight; random_order: all, in a shuffled order.
+void Pipeline::apply_group(const Step& step, Image*& image, Image*& spare, Rng& rng) const {
+  if (step.kind == Kind::kRandomChoice) return apply(step.choices[choose(step.weights, rng.uniform())], image, spare, rng);
+  std::vector<size_t> order(step.choices.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+  for (const size_t k : order) apply(step.choices[k], image, spare, rng);
+}
+
 void Pipeline::apply(const Step& step, Image*& image, Image*& spare, Rng& rng) const {
   Image& img = *image;
   switch (step.kind) {
@@ -318,6 +341,9 @@ void Pipeline::apply(const Step& step, Image*& image, Image*& spare, Rng& rng) c
       return auto_augment(step.augment, image, spare, rng);
     case Kind::kRandomErasing:
       return random_erasing(img, step.erasing, rng);
+    case Kind::kRandomChoice:
+    case Kind::kRandomOrder:
+      return apply_group(step, image, spare, rng);
   }
 }
 

@@ -44,6 +44,8 @@ const std::vector<OpDef>& ops() {
       {"aug_mix", {{"severity", 3}, {"mixture_width", 3}, {"chain_depth", -1}, {"alpha", 1.0}}},
       {"random_erasing",
        {{"p", 0.5}, {"scale_min", 0.02}, {"scale_max", 0.33}, {"ratio_min", 0.3}, {"ratio_max", 3.3}, {"value", 0}}},
+      {"random_choice", {}, true},  // weights; the steps themselves: StepSpec::steps
+      {"random_order", {}},
       {"normalize", {}, true},
       {"to_uint8", {}},
       {"python", {}},  // python(FILE:FUNCTION): parse_python_step

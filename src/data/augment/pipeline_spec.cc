@@ -41,6 +41,48 @@ StepSpec python_step(const std::string& text, const std::string& file, const std
   return step;
 }
 
+StepSpec parse_step_json(const nlohmann::json& j);
+StepSpec parse_item(const std::string& item);
+
+// The steps random_choice and random_order may hold: those that keep the image's size.
+bool keeps_size(const std::string& op) {
+  for (const char* k : {"hflip", "vflip", "random_grayscale", "color_jitter", "gaussian_blur", "rotation",
+                        "trivial_augment_wide", "rand_augment", "auto_augment", "aug_mix", "random_erasing"}) {
+    if (op == k) return true;
+  }
+  return false;
+}
+
+// {"op": "random_choice", "steps": [...], "p": [...]} or {"op": "random_order", "steps": [...]}.
+StepSpec parse_group_json(const std::string& text, const nlohmann::json& j) {
+  StepSpec step{j["op"].get<std::string>(), {}};
+  if (!j.contains("steps") || !j["steps"].is_array() || j["steps"].empty() || j["steps"].size() > 64) {
+    fail(text, "give \"steps\": a list of 1 to 64 steps");
+  }
+  for (const nlohmann::json& s : j["steps"]) {
+    if (!s.is_string() && !s.is_object()) fail(text, "each of \"steps\" is a step: \"hflip\" or {\"op\": ...}");
+    StepSpec sub = s.is_string() ? parse_item(trim(s.get<std::string>())) : parse_step_json(s);
+    if (!keeps_size(sub.op)) fail(text, "'" + sub.op + "' changes the image's size or is not an augmentation: " +
+                                            step.op + " holds steps that keep it (flips, colour, blur, ...)");
+    step.steps.push_back(std::move(sub));
+  }
+  if (step.op == "random_choice") {
+    const size_t n = step.steps.size();
+    const nlohmann::json p = j.value("p", nlohmann::json());
+    if (!p.is_null() && (!p.is_array() || p.size() != n)) fail(text, "p needs one weight per step");
+    double total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double w = p.is_null() ? 1.0 : p[i].is_number() ? p[i].get<double>() : -1.0;
+      if (!(w >= 0) || !std::isfinite(w)) fail(text, "weights in p must be numbers >= 0");
+      step.params.push_back(w);
+      total += w;
+    }
+    if (!(total > 0)) fail(text, "the weights in p must not all be 0");
+    for (double& w : step.params) w /= total;
+  }
+  return step;
+}
+
 StepSpec parse_python_text(const std::string& text, size_t open) {
   if (open == std::string::npos || text.back() != ')') fail(text, "write it as python(FILE:FUNCTION)");
   const std::string inner = trim(text.substr(open + 1, text.size() - open - 2));
@@ -54,6 +96,10 @@ StepSpec parse_step_text(const std::string& text) {
   const size_t open = text.find('(');
   const std::string name = trim(text.substr(0, open));
   if (name == "python") return parse_python_text(text, open);
+  if (name == "random_choice" || name == "random_order") {
+    fail(text, "write " + name + " in the JSON form: {\"op\": \"" + name + "\", \"steps\": [\"hflip\", ...]" +
+                   (name == "random_choice" ? ", \"p\": [...]}" : "}"));
+  }
   std::vector<std::string> positional;
   std::vector<std::pair<std::string, std::string>> named;
   if (open != std::string::npos) {
@@ -83,6 +129,7 @@ StepSpec parse_step_text(const std::string& text) {
 StepSpec parse_step_json(const nlohmann::json& j) {
   const std::string text = j.dump();
   if (!j.is_object() || !j.contains("op") || !j["op"].is_string()) fail(text, "a JSON step needs \"op\": \"name\"");
+  if (j["op"] == "random_choice" || j["op"] == "random_order") return parse_group_json(text, j);
   if (j["op"] == "python") {
     StepSpec step = python_step(text, j.value("file", std::string()), j.value("function", std::string()));
     if (j.contains("transforms")) {
@@ -158,6 +205,13 @@ std::string PipelineSpec::canonical() const {
     if (step.op == "python") {  // the file's name and bytes, not where it lies: hosts may differ
       out += "file=" + std::filesystem::path(step.file).filename().string() + ",function=" + step.function +
              ",code=" + step.code + (step.transforms.empty() ? "" : ",transforms=" + step.transforms) + ")";
+      continue;
+    }
+    if (!step.steps.empty()) {  // random_choice(p=0.5;0.5,steps=[hflip(p=1)|vflip(p=1)])
+      std::string weights, steps;
+      for (double w : step.params) weights += (weights.empty() ? "" : ";") + format_number(w);
+      for (const StepSpec& s : step.steps) steps += (steps.empty() ? "" : "|") + PipelineSpec{{s}}.canonical();
+      out += (weights.empty() ? "" : "p=" + weights + ",") + "steps=[" + steps + "])";
       continue;
     }
     for (size_t i = 0; i < step.params.size(); ++i) {

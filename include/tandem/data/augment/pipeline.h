@@ -97,7 +97,7 @@ class Pipeline {
  private:
   enum class Kind {
     kRandomResizedCrop, kResize, kCenterCrop, kRandomCrop, kHflip, kVflip, kGrayscale, kColorJitter, kBlur,
-    kRotation, kAutoAugment, kRandomErasing
+    kRotation, kAutoAugment, kRandomErasing, kRandomChoice, kRandomOrder
   };
   struct Step {
     Kind kind;
@@ -110,6 +110,8 @@ class Pipeline {
     double sigma_min = 0, sigma_max = 0, degrees = 0;
     AutoAugmentOptions augment;    // trivial_augment_wide, rand_augment, auto_augment, aug_mix
     RandomErasingOptions erasing;  // random_erasing
+    std::vector<Step> choices;     // random_choice (one, by weight), random_order (all, shuffled)
+    std::vector<double> weights;   // random_choice's, summing to 1
   };
 
   static Step parse_step(const StepSpec& spec);
@@ -121,6 +123,7 @@ class Pipeline {
                   const FieldsOut* extra) const;
   void add_step(const StepSpec& spec, int& height, int& width);
   void apply(const Step& step, Image*& image, Image*& spare, Rng& rng) const;
+  void apply_group(const Step& step, Image*& image, Image*& spare, Rng& rng) const;
   void run_steps(size_t first, Image*& image, Image*& spare, Rng& rng, uint8_t* out) const;
   bool flip_at_copy(size_t i) const;
   // The first step's crop box on an image of `size` (drawn from rng for

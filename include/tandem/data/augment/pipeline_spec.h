@@ -26,6 +26,9 @@ struct StepSpec {
   // its transform tandem has no steps for, {"args", "from", "to", "domain"} as JSON text,
   // run on NAME(**args)'s transform (python/tandem/_torchvision_native.py); "" otherwise.
   std::string transforms;
+  // random_choice and random_order (JSON only): the steps it picks one of, or runs in a
+  // random order; random_choice's params are their weights, summing to 1.
+  std::vector<StepSpec> steps;
 
   // The value of parameter `name` of this step's op. REQUIRES: `name` is one of op's parameters.
   double param(const std::string& name) const;
