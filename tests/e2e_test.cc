@@ -152,31 +152,56 @@ TEST(EndToEnd, EpochsBecomeStepsAndEachEpochUsesEverySampleOnce) {
   EXPECT_NE(both.output.find("both steps and epochs are set"), std::string::npos) << both.output;
 }
 
-// A checkpoint of 2 ranks resumed on 3 (480 samples, 8 a rank: 30 and 20 steps an
-// epoch): step 37 is epoch 1, sample 112 on 2 ranks but sample 408 on 3, so positions
-// 112..407 of epoch 1's order are never trained. The resume says so, naming both sizes,
-// and the audit counts them missing instead of "missing 0".
-TEST(EndToEnd, AResumeAtAnotherWorldSizeIsSaidAndItsSkippedSamplesAudited) {
-  const fs::path dir = fresh_dir("resume-world");
-  const std::string common = " --worker-hosts 1 --dataset-size 480 --batch-size 8 --image-size 16 --log-every 10"
-                             " --audit-samples --run-dir " + (dir / "run").string() + " --summary-json ";
-  const Result first = run("simulate --procs-per-host 2 --steps 38 --checkpoint-every 37" + common +
-                               (dir / "a.json").string(), dir, 240);
-  ASSERT_EQ(first.code, 0) << first.output;
-  const Result second = run("simulate --procs-per-host 3 --epochs 2" + common + (dir / "b.json").string(), dir, 240);
-  ASSERT_EQ(second.code, 0) << second.output;
-  for (const char* part : {"at another world size", "2 ranks x 8 (global batch 16) at epoch 1, sample 112",
-                           "3 ranks x 8 (global batch 24)", "samples 112-407 of epoch 1's order (296)",
-                           "sample audit: 368 samples planned, 72 consumed: 296 missing"}) {
-    EXPECT_NE(second.output.find(part), std::string::npos) << part << " not in:\n" << second.output;
+// 2 ranks stopped by SIGTERM mid-epoch (480 samples, 8 a rank: 30 steps an epoch), then
+// resumed from a copy of that run on 3 ranks with 2 workers, and on 1 rank: each resume
+// continues the epoch from the checkpoint's sample exactly. Across the two runs every
+// sample of the 2 epochs is trained once, but for the resumed epoch's dropped tail
+// (fewer than one global batch of the new geometry), which the audit counts.
+void expect_exact_resume(const fs::path& dir, const std::string& name, const std::string& geometry, int world) {
+  const std::string common = " --dataset-size 480 --batch-size 8 --image-size 16 --log-every 5 --epochs 2"
+                             " --audit-samples --run-dir " + (dir / name).string() + " --summary-json ";
+  fs::copy(dir / "first", dir / name, fs::copy_options::recursive);
+  const Result r = run("simulate " + geometry + common + (dir / (name + ".json")).string(), dir, 240);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto a = nlohmann::json::parse(slurp(dir / "a.json"));
+  const auto b = nlohmann::json::parse(slurp(dir / (name + ".json")));
+  const int64_t step = a["steps"].get<int64_t>() + a["start_step"].get<int64_t>();
+  EXPECT_EQ(b["start_step"], step) << b.dump(2);
+  const uint64_t place = (static_cast<uint64_t>(step) % 30) * 16;  // in the first run's epoch
+  const uint64_t global = 8 * static_cast<uint64_t>(world), tail = (480 - place) % global;
+  const auto& audit = b["sample_audit"];
+  EXPECT_EQ(audit["missing"], 0) << audit.dump(2);
+  EXPECT_EQ(audit["duplicated"], 0) << audit.dump(2);
+  EXPECT_EQ(audit["unplanned"], 0) << audit.dump(2);
+  EXPECT_EQ(audit["dropped"], tail) << audit.dump(2);
+  EXPECT_EQ(audit["planned"], audit["consumed"]) << audit.dump(2);
+  // Both runs: every sample of the 2 epochs once, less the tail.
+  EXPECT_EQ(a["sample_audit"]["consumed"].get<uint64_t>() + audit["consumed"].get<uint64_t>() + tail, 960u)
+      << a["sample_audit"].dump(2) << audit.dump(2);
+  EXPECT_EQ(b["steps"].get<uint64_t>(), (480 - place) / global + (step < 30 ? 480 / global : 0)) << b.dump(2);
+  // The losses go on from where they were, not from an untrained model's.
+  EXPECT_LT(b["first_loss"].get<double>(), a["first_loss"].get<double>()) << a.dump(2) << b.dump(2);
+  if (world != 2) {
+    for (const char* part : {"continues epoch", "from sample " , "exactly", "--lr stays as given"}) {
+      EXPECT_NE(r.output.find(part), std::string::npos) << part << " not in:\n" << r.output;
+    }
   }
-  const auto s = nlohmann::json::parse(slurp(dir / "b.json"));
-  EXPECT_EQ(s["start_step"], 37);
-  const auto& a = s["sample_audit"];
-  ASSERT_EQ(a["epochs"].size(), 1u) << a.dump(2);
-  EXPECT_EQ(a["epochs"][0]["consumed"], 72) << a.dump(2);
-  EXPECT_EQ(a["missing"], 296) << a.dump(2);
-  EXPECT_EQ(a["from"]["world"], 2) << a.dump(2);
+}
+
+TEST(EndToEnd, AResumeAtAnotherWorldSizeContinuesTheEpochExactly) {
+  const fs::path dir = fresh_dir("resume-world");
+  const std::string first = "simulate --procs-per-host 2 --worker-hosts 1 --dataset-size 480 --batch-size 8"
+                            " --image-size 16 --log-every 5 --epochs 2 --emulate-step-ms 60 --audit-samples"
+                            " --run-dir " + (dir / "first").string() + " --summary-json " + (dir / "a.json").string();
+  Child p = spawn(first, dir / "first.log");
+  ASSERT_TRUE(wait_for_text(dir / "first.log", "step=35 ", std::chrono::seconds(180))) << slurp(dir / "first.log");
+  kill(p.pid, SIGTERM);
+  ASSERT_EQ(wait_exit(p, std::chrono::seconds(60)), tandem::kExitInterrupted) << slurp(dir / "first.log");
+  const auto a = nlohmann::json::parse(slurp(dir / "a.json"));
+  ASSERT_LT(a["steps"].get<int64_t>(), 59) << "SIGTERM came too late to test a resume";
+  EXPECT_EQ(a["sample_audit"]["missing"], 0) << a.dump(2);
+  expect_exact_resume(dir, "three", "--procs-per-host 3 --worker-hosts 2", 3);
+  expect_exact_resume(dir, "one", "--procs-per-host 1 --worker-hosts 1", 1);
 }
 
 TEST(EndToEnd, AnUnknownSettingIsOneClearError) {

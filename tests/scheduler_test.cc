@@ -1,5 +1,6 @@
 #include "tandem/feed/sample_audit.h"
 #include "tandem/feed/scheduler.h"
+#include "tandem/common/error.h"
 
 #include <atomic>
 #include <chrono>
@@ -213,59 +214,86 @@ TEST(SampleAudit, CountsMissingDuplicatedAndUnplannedSamples) {
   EXPECT_EQ(r["missing"], 5) << r.dump(2);  // all of batch 1, and the replaced sample of batch 2
 }
 
-// The case: 4,800 samples, 16 a rank, 2 epochs; a run on `from_world` ranks
-// checkpointed at `step`, resumed on `world` ranks to the end. The merged audit of the
-// second run, planned from the checkpoint's position.
+// 4,800 samples, 16 a rank, 2 epochs; a run on `from_world` ranks checkpointed at
+// `step`, resumed on `world` ranks to the end of epoch 1, anchored at the checkpoint's
+// place as the trainer anchors it. The merged audit of the second run.
 nlohmann::json resumed_audit(int from_world, int world, uint64_t step) {
   const data::DataPosition from = data::position_at(step, 4800, 16, from_world);
   std::vector<nlohmann::json> reports;
   for (int rank = 0; rank < world; ++rank) {
     data::Sampler plan(4800, 16, 7, rank, world);
-    SampleAudit audit(plan, from);
-    for (uint64_t s = step; s < 2 * plan.batches_per_epoch(); ++s) audit.record(made_from(plan, s));
+    plan.anchor(data::anchor_at(step, from));
+    SampleAudit audit(plan, plan.position(step));
+    for (uint64_t s = step; s < plan.epoch_start(2); ++s) audit.record(made_from(plan, s));
     reports.push_back(audit.report());
   }
   return SampleAudit::merge(reports);
 }
 
-TEST(SampleAudit, AResumeAtAnotherWorldSizeCountsTheSkippedAndRepeatedSamples) {
-  // 2 -> 3 ranks at step 193: positions 1376..4463 of epoch 1 are never trained.
+TEST(SampleAudit, AResumeAtAnotherWorldSizeContinuesTheEpochExactly) {
+  // 2 -> 3 ranks at step 193 (epoch 1, sample 1376): the rest of epoch 1 in 71 global
+  // batches of 48 (3,408 samples), its last 16 the dropped tail; nothing skipped or repeated.
   nlohmann::json r = resumed_audit(2, 3, 193);
   ASSERT_EQ(r["epochs"].size(), 1u) << r.dump();
   EXPECT_EQ(r["epochs"][0]["epoch"], 1);
-  EXPECT_EQ(r["epochs"][0]["planned"], 4800 - 1376);
-  EXPECT_EQ(r["epochs"][0]["consumed"], 336);
-  EXPECT_EQ(r["missing"], 3088) << r.dump();
-  EXPECT_EQ(r["duplicated"], 0);
-  // 3 -> 2 ranks at step 93: positions 2976..4463 of epoch 0 are trained twice.
-  r = resumed_audit(3, 2, 93);
-  EXPECT_EQ(r["duplicated"], 1488) << r.dump();
+  EXPECT_EQ(r["planned"], 3408) << r.dump();
+  EXPECT_EQ(r["consumed"], 3408);
+  EXPECT_EQ(r["dropped"], 16);
   EXPECT_EQ(r["missing"], 0) << r.dump();
+  EXPECT_EQ(r["duplicated"], 0);
   EXPECT_EQ(r["unplanned"], 0);
-  // 2 -> 3 at step 140: the rest of epoch 0 (320) and the start of epoch 1 (1,920) are
-  // skipped; epoch 0 has an entry though this run trained none of it.
-  r = resumed_audit(2, 3, 140);
+  // 3 -> 2 ranks at step 93 (epoch 0, sample 4464): the last 336 of epoch 0, then epoch 1 whole.
+  r = resumed_audit(3, 2, 93);
   ASSERT_EQ(r["epochs"].size(), 2u) << r.dump();
-  EXPECT_EQ(r["epochs"][0]["missing"], 320);
-  EXPECT_TRUE(r["epochs"][0]["first_batch"].is_null());
-  EXPECT_EQ(r["epochs"][1]["missing"], 1920);
-  // The same world size: every sample once.
-  r = resumed_audit(2, 2, 193);
+  EXPECT_EQ(r["epochs"][0]["planned"], 320) << r.dump();
+  EXPECT_EQ(r["epochs"][0]["dropped"], 16) << r.dump();
+  EXPECT_EQ(r["epochs"][1]["planned"], 4800);
   EXPECT_EQ(r["missing"], 0);
   EXPECT_EQ(r["duplicated"], 0);
+  // 2 -> 1 rank at step 140 (epoch 0, sample 4480): 20 batches of 16, no tail.
+  r = resumed_audit(2, 1, 140);
+  EXPECT_EQ(r["epochs"][0]["planned"], 320);
+  EXPECT_EQ(r["dropped"], 0);
+  EXPECT_EQ(r["missing"] .get<uint64_t>() + r["duplicated"].get<uint64_t>() + r["unplanned"].get<uint64_t>(), 0u);
+  // The same world size: every sample once, as before anchors.
+  r = resumed_audit(2, 2, 193);
+  EXPECT_EQ(r["missing"], 0);
+  EXPECT_EQ(r["dropped"], 0);
   EXPECT_EQ(r["planned"], r["consumed"]);
 }
 
-TEST(SampleAudit, AResumeAtAnotherGeometryIsSaidWithBothSizesAndTheSamples) {
-  const data::DataPosition two = data::position_at(193, 4800, 16, 2), three = data::position_at(193, 4800, 16, 3);
-  const std::string skip = resume_shift(two, three);
-  for (const char* part : {"2 ranks x 16 (global batch 32)", "3 ranks x 16 (global batch 48)", "epoch 1, sample 1376",
-                           "samples 1376-4463 of epoch 1's order (3088)", "skipped, never trained",
-                           "resume on 2 ranks x 16"}) {
-    EXPECT_NE(skip.find(part), std::string::npos) << part << " not in: " << skip;
+TEST(SampleAudit, AnAnchorCutsTheRestOfItsEpochAndTheNextAsUsual) {
+  const data::DataAnchor a{193, 1, 1376};  // 2 ranks x 16 at step 193
+  EXPECT_EQ(data::position_at(193, 4800, 16, 3, a), (data::DataPosition{1, 1376, 3, 16, 4800, 4800}));
+  EXPECT_EQ(data::position_at(194, 4800, 16, 3, a).sample, 1376u + 48);
+  EXPECT_EQ(data::epoch_start_step(2, 4800, 16, 3, a), 193u + 71);
+  EXPECT_EQ(data::position_at(193 + 71, 4800, 16, 3, a), (data::DataPosition{2, 0, 3, 16, 4800, 4800}));
+  EXPECT_EQ(data::position_at(193 + 71 + 100 + 3, 4800, 16, 3, a).epoch, 3u);
+  EXPECT_EQ(data::anchor_tail(4800, 16, 3, a), 16u);
+  // Unanchored, a geometry's anchor at its own position changes nothing.
+  const data::DataAnchor same = data::anchor_at(193, data::position_at(193, 4800, 16, 3));
+  for (uint64_t s : {193u, 250u, 400u}) {
+    EXPECT_EQ(data::position_at(s, 4800, 16, 3, same), data::position_at(s, 4800, 16, 3)) << s;
   }
-  const std::string again = resume_shift(data::position_at(93, 4800, 16, 3), data::position_at(93, 4800, 16, 2));
-  EXPECT_NE(again.find("samples 2976-4463 of epoch 0's order (1488) are trained again"), std::string::npos) << again;
+  // Each rank's slice of an anchored global batch.
+  data::Sampler one(4800, 16, 7, 1, 3);
+  one.anchor(a);
+  const auto order = one.order(1);
+  const data::BatchRequest r = one.request(193);
+  EXPECT_EQ(r.epoch, 1u);
+  EXPECT_EQ(r.indices, std::vector<uint64_t>(order.begin() + 1376 + 16, order.begin() + 1376 + 32));
+  EXPECT_EQ(one.rank_of(1, 1376 + 20), 1);
+  EXPECT_THROW(one.anchor({0, 0, 4801}), ConfigError);
+}
+
+TEST(SampleAudit, AResumeAtAnotherGeometryIsSaidWithBothSizesAndTheBatch) {
+  const data::DataPosition two = data::position_at(193, 4800, 16, 2), three = data::position_at(193, 4800, 16, 3);
+  const std::string said = resume_shift(two, three);
+  for (const char* part : {"2 ranks x 16 (global batch 32)", "3 ranks x 16 (global batch 48)", "epoch 1, sample 1376",
+                           "continues epoch 1's order from sample 1376 exactly", "its last 16 samples",
+                           "the global batch is 48, not 32", "--lr stays as given", "x1.5"}) {
+    EXPECT_NE(said.find(part), std::string::npos) << part << " not in: " << said;
+  }
   EXPECT_EQ(resume_shift(two, two), "");
   EXPECT_EQ(position_from_json(position_json(three)), three);
   EXPECT_EQ(position_from_json(nlohmann::json::object()), std::nullopt);

@@ -76,7 +76,7 @@ std::string plan(const json& request, const std::atomic<bool>& stop) {
                                      optional_of<int>(request, "rank"), optional_of<int>(request, "world"), settings,
                                      /*need_workers=*/false);
   const std::string dtype = numpy_dtype(data::wire_dtype(settings.data));
-  const uint64_t start_step = request.value("start_step", uint64_t{0});
+  const uint64_t start_step = start_step_of(request);
   feed::FeederOptions f{place.workers, place.rank, place.world, request.value("local_threads", 0), start_step,
                         std::nullopt, names_data(request), place.relay};
   const auto feed =
@@ -94,7 +94,8 @@ std::string plan(const json& request, const std::atomic<bool>& stop) {
                                         float_images(request, feed->info()))},
                {"rank", place.rank},
                {"world", place.world},
-               {"workers", place.workers}});
+               {"workers", place.workers},
+               {"state", feed_state(start_step, feed->sampler().position(start_step), feed->info().fingerprint)}});
 }
 
 // A plan on a thread of its own: Python polls it (tandem_task_wait) so that Ctrl-C lands.
@@ -244,6 +245,10 @@ int tandem_feed_shutdown(void* feed) {
 
 const char* tandem_feed_stats(void* feed) {
   return guarded<const char*>(nullptr, [&] { return give(static_cast<Feed*>(feed)->stats()); });
+}
+
+const char* tandem_feed_state(void* feed, unsigned long long step) {
+  return guarded<const char*>(nullptr, [&] { return give(static_cast<Feed*>(feed)->state(step)); });
 }
 
 void tandem_feed_free(void* feed) {

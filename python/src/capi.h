@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define TANDEM_CAPI_VERSION 3
+#define TANDEM_CAPI_VERSION 4
 
 enum { TANDEM_VALUE_ERROR = 1, TANDEM_RUNTIME_ERROR = 2 };
 /* tandem_feed_next's answers. */
@@ -39,6 +39,7 @@ int tandem_shutdown_workers(const char* request);
 
 /* A feed request: {"workers": [...] or null, "rank": n or null, "world": n or null,
  * "local_threads": n, "start_step": n, "epoch": n or null, "release_workers": bool,
+ * "state": a tandem_feed_state() or null (its step is the start step),
  * "settings": [[key, [values]], ...]}. */
 void* tandem_plan_begin(const char* request); /* a task: what a Feed would deliver */
 int tandem_task_wait(void* task, double seconds); /* 1 done, 0 not yet */
@@ -58,6 +59,9 @@ int tandem_feed_end(void* feed, const char* why, int interrupted);
 int tandem_feed_log(void* feed, const char* name, double value);
 int tandem_feed_shutdown(void* feed);
 const char* tandem_feed_stats(void* feed);
+/* The feed's state before step `step` (state_dict): {"version", "step", "data": the place
+ * in the epoch's order and the geometry, "fingerprint"}; NULL before it started. */
+const char* tandem_feed_state(void* feed, unsigned long long step);
 void tandem_feed_free(void* feed);
 
 const char* tandem_batch_json(void* batch); /* one line, tab-separated: capi.cc describe() */

@@ -15,6 +15,7 @@
 #include "tandem/data/batching/convert.h"
 #include "tandem/data/batching/sampler.h"
 #include "tandem/feed/feeder.h"
+#include "tandem/feed/sample_audit.h"
 #include "tandem/launch/feed_settings.h"
 #include "tandem/launch/run_settings.h"
 #include "capi.h"
@@ -38,8 +39,10 @@ class Feed {
     place_ = feed_place(optional_of<std::vector<std::string>>(request, "workers"), optional_of<int>(request, "rank"),
                         optional_of<int>(request, "world"), settings_, /*need_workers=*/local_threads == 0 && !listed);
     feed::FeederOptions opts{place_.workers, place_.rank,  place_.world, local_threads,
-                             request.value("start_step", uint64_t{0}), optional_of<uint64_t>(request, "epoch"),
-                             names_data(request), place_.relay};
+                             start_step_of(request), optional_of<uint64_t>(request, "epoch"),
+                             names_data(request), place_.relay, resume_of(request)};
+    saved_fingerprint_ = request.contains("state") && request["state"].is_object()
+                             ? request["state"].value("fingerprint", std::string()) : std::string();
     learns_dtype_ = !opts.data_given && local_threads == 0 && settings_.data.wire_dtype.empty();
     feed::FeedOptions feed = launch::feed_options(settings_, {}, opts.rank, opts.world);
     feeder_ = std::make_unique<feed::Feeder>(std::move(opts), std::move(feed), static_cast<uint64_t>(settings_.trainer.steps));
@@ -53,8 +56,13 @@ class Feed {
     std::lock_guard lock(mu_);
     if (info_.empty()) {
       batches_per_epoch_ = feeder_->sampler().batches_per_epoch();
+      check_saved_dataset(feeder_->info());
+      const data::Sampler& plan = feeder_->sampler();
+      geometry_ = plan.position(feeder_->start_step());
+      anchor_ = plan.anchor();
       floats_ = float_images(request_, feeder_->info());
       info_ = dump({{"length", feeder_->steps() - feeder_->start_step()},
+                    {"start_step", feeder_->start_step()},
                     {"batch_size", settings_.trainer.batch_size},
                     {"batches_per_epoch", batches_per_epoch_},
                     {"rank", place_.rank},
@@ -68,6 +76,16 @@ class Feed {
   }
 
   const std::string& info() const { return info_; }
+
+  // state_dict(): the place before `step` in the data, which a feed of any world size
+  // or batch size resumes from exactly (FeederOptions::resume).
+  std::string state(uint64_t step) {
+    std::lock_guard lock(mu_);
+    if (info_.empty()) throw std::runtime_error("state_dict() before the feed started");
+    const data::DataPosition p = data::position_at(step, geometry_.dataset_size, geometry_.batch_size,
+                                                   geometry_.world, anchor_);
+    return dump(feed_state(step, p, fingerprint_));
+  }
 
   int next(double seconds, CBatch** out) {
     Inside in(*this);
@@ -247,6 +265,19 @@ class Feed {
   int busy_ = 0;
   bool closing_ = false;
   std::string stats_;  // kept at close()
+  data::DataPosition geometry_;      // the sampler's, for state()
+  data::DataAnchor anchor_;
+  std::string fingerprint_;          // the dataset's
+  std::string saved_fingerprint_;    // the resumed state's, "" = none
+
+  // A state saved over another dataset is refused by name (its samples are other samples).
+  void check_saved_dataset(const data::DatasetInfo& info) {
+    fingerprint_ = info.fingerprint;
+    if (saved_fingerprint_.empty() || saved_fingerprint_ == info.fingerprint) return;
+    throw ConfigError("the state was saved by a feed of another dataset (fingerprint " + saved_fingerprint_ +
+                      ", this feed's " + info.name + " is " + info.fingerprint + "): resume with the data, seed and "
+                      "pipeline it was saved with");
+  }
 };
 
 }  // namespace tandem::python

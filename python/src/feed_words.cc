@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tandem/common/error.h"
+#include "tandem/feed/sample_audit.h"
 #include "tandem/report/output_root.h"
 
 namespace tandem::python {
@@ -37,6 +38,31 @@ std::vector<Setting> settings_of(const json& request) {
 }
 
 // Whether the request's settings, or the launcher's (TANDEM_SETTINGS), name a dataset.
+std::optional<data::DataPosition> resume_of(const json& request) {
+  if (!request.contains("state") || request["state"].is_null()) return std::nullopt;
+  const json& state = request["state"];
+  const std::optional<data::DataPosition> at =
+      state.is_object() ? feed::position_from_json(state.value("data", json())) : std::nullopt;
+  if (!at || !state.contains("step") || !state["step"].is_number_unsigned()) {
+    throw ConfigError("state= (or load_state_dict) is not a tandem feed's state_dict(): it needs the 'step' and "
+                      "'data' that state_dict() returns; pass what state_dict() gave, unchanged");
+  }
+  return at;
+}
+
+json feed_state(uint64_t step, const data::DataPosition& at, const std::string& fingerprint) {
+  return {{"version", 1}, {"step", step}, {"data", feed::position_json(at)}, {"fingerprint", fingerprint}};
+}
+
+uint64_t start_step_of(const json& request) {
+  const uint64_t start = request.value("start_step", uint64_t{0});
+  if (!resume_of(request)) return start;
+  if (start != 0) {
+    throw ConfigError("start_step and state are both given: the state's step is where it resumes; give one");
+  }
+  return request["state"]["step"].get<uint64_t>();
+}
+
 bool names_data(const json& request) {
   const std::vector<Setting> all = with_launcher_settings(settings_of(request));
   return std::any_of(all.begin(), all.end(), [](const Setting& s) { return s.key == "data"; });

@@ -33,6 +33,15 @@ std::vector<Setting> settings_of(const json& request);
 // Whether the request's settings, or the launcher's (TANDEM_SETTINGS), name a dataset.
 bool names_data(const json& request);
 
+// A request's "state" (a tandem_feed_state() the script saved): its place in the data,
+// nullopt when there is none; ConfigError naming the problem when it is not one.
+std::optional<data::DataPosition> resume_of(const json& request);
+// A feed's state before `step` (tandem_feed_state): the version, the step, the place `at`
+// (feed::position_json) and the dataset's fingerprint.
+json feed_state(uint64_t step, const data::DataPosition& at, const std::string& fingerprint);
+// The step a request starts at: its state's step, else start_step (both: ConfigError).
+uint64_t start_step_of(const json& request);
+
 template <typename T>
 std::optional<T> optional_of(const json& request, const char* key) {
   if (!request.contains(key) || request.at(key).is_null()) return std::nullopt;

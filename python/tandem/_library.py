@@ -4,7 +4,7 @@ RuntimeError for a feed that cannot go on)."""
 import ctypes
 import os
 
-_CAPI_VERSION = 3
+_CAPI_VERSION = 4
 _VALUE_ERROR = 1
 
 
@@ -37,6 +37,7 @@ def _load():
         "tandem_feed_log": ([ctypes.c_void_p, ctypes.c_char_p, ctypes.c_double], ctypes.c_int),
         "tandem_feed_shutdown": ([ctypes.c_void_p], ctypes.c_int),
         "tandem_feed_stats": ([ctypes.c_void_p], ctypes.c_char_p),
+        "tandem_feed_state": ([ctypes.c_void_p, ctypes.c_ulonglong], ctypes.c_char_p),
         "tandem_feed_free": ([ctypes.c_void_p], None),
         "tandem_batch_json": ([ctypes.c_void_p], ctypes.c_char_p),
         "tandem_batch_free": ([ctypes.c_void_p], None),

@@ -8,12 +8,10 @@ last array of it goes. Every wait is cut into slices of 0.1 s, with the GIL rele
 """
 import ctypes
 import json
-import os
-import signal
-import threading
 
 from ._batch import Batch, _dataset
 from ._library import _lib, _raise
+from ._signals import Interrupted, _SigtermWatch
 
 __version__ = "0.1.0"
 _SLICE_S = 0.1
@@ -51,82 +49,10 @@ def _targets(workers):
     return [str(w) for w in workers]
 
 
-def _request(workers, rank, world, local_threads, start_step, epoch, release, settings, images="auto"):
+def _request(workers, rank, world, local_threads, start_step, epoch, release, settings, images="auto", state=None):
     return json.dumps({"workers": _targets(workers), "rank": rank, "world": world, "local_threads": int(local_threads),
                        "start_step": int(start_step), "epoch": epoch, "release_workers": bool(release),
-                       "images": str(images), "settings": _settings(settings)}).encode()
-
-
-class Interrupted(SystemExit):
-    """SIGTERM (a SageMaker stop, a spot interruption, scancel) reached a tandem.Feed. Raised by
-    the signal itself where the script has no SIGTERM handler of its own (a SystemExit with code
-    75, tandem's "interrupted, run again to resume": uncaught, the process exits 75 after the
-    feed wrote its summary), and by Feed() when the stop came while it connected."""
-
-    def __init__(self, message):
-        super().__init__(75)
-        self.message = message
-
-    def __str__(self):
-        return self.message
-
-
-def _live(handler):
-    """`handler` with the handlers of closed feeds' watches taken out of the chain."""
-    seen = set()
-    while (isinstance(getattr(handler, "__self__", None), _SigtermWatch) and not handler.__self__._installed and
-           id(handler.__self__) not in seen):
-        seen.add(id(handler.__self__))
-        handler = handler.__self__._previous
-    return handler
-
-
-class _SigtermWatch:
-    """While a feed is open, SIGTERM is seen by the feed too: the script's own handler (one
-    installed before the Feed, or after it: watch() wraps it again) still runs, then the feed
-    stops waiting (its iteration ends, or Feed() raises Interrupted); without a handler of the
-    script's, the signal raises Interrupted. Only in the main thread (where Python runs signal
-    handlers)."""
-
-    def __init__(self):
-        self.signalled = False
-        self._previous = None
-        self._installed = False
-        self.watch()
-
-    def watch(self):
-        """Installs the watch, wrapping whatever handles SIGTERM now (the script may have
-        installed its own since the feed opened)."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        current = signal.getsignal(signal.SIGTERM)
-        if isinstance(getattr(current, "__self__", None), _SigtermWatch) or current in (signal.SIG_IGN, None):
-            return  # a feed's watch (this one, or a later feed's, which chains to it); ignored, or set outside Python
-        self._previous = _live(current)
-        signal.signal(signal.SIGTERM, self._on_sigterm)
-        self._installed = True
-
-    def _on_sigterm(self, signum, frame):
-        previous = _live(self._previous)
-        if self._installed:
-            self.signalled = True
-        if callable(previous):
-            previous(signum, frame)
-        elif self._installed:  # SIG_DFL: the process would end here; it ends through the feed instead
-            raise Interrupted("stopped by SIGTERM")
-        else:  # a closed feed's watch left in a chain: what the default would do
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    def restore(self):
-        """The script's own handler back; only the main thread may (a close() from another
-        thread leaves it to the feed's end in the main thread). A watch another feed wrapped
-        is only marked closed: that feed's restore skips it."""
-        if not self._installed or threading.current_thread() is not threading.main_thread():
-            return
-        self._installed = False
-        if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
-            signal.signal(signal.SIGTERM, _live(self._previous))
+                       "images": str(images), "state": state, "settings": _settings(settings)}).encode()
 
 
 def _ending(exc_type, exc):
@@ -154,7 +80,7 @@ class Feed:
     """Streams batches from tandem data workers, and from threads of this process, in step order.
 
 Feed(workers=None, *, rank=None, world=None, local_threads=0, start_step=0, epoch=None,
-     release_workers=False, **settings)
+     release_workers=False, images="auto", state=None, **settings)
 
 workers: the data workers, a list of "host:port" (or one "a:1,b:2" string, like --workers).
     None: those `tandem launch` names ($TANDEM_WORKERS), else the worker groups of the
@@ -168,6 +94,10 @@ start_step: the first step delivered, to resume (batches are a pure function of 
 epoch: deliver exactly this epoch (its batches_per_epoch steps, a new shuffle and
     augmentation per epoch) instead of steps [start_step, steps).
 release_workers: when the feed ends or is closed, tell every worker to exit.
+state: a state_dict() an earlier feed gave (the torchdata StatefulDataLoader convention; also
+    load_state_dict()): the feed starts at its step and continues the epoch from exactly the
+    sample it had reached, at any world size and batch size (rank 0 says what changed:
+    the global batch, and that lr is as given). A state of another dataset is refused.
 images: "auto" (float32, normalised as the batch lands, where the dataset's own transform
     ends in ToTensor: a torchvision ImageFolder tandem makes natively; else as they travel),
     "uint8" (as they travel; normalise on the device with dataset["mean"], ["std"]) or
@@ -195,16 +125,23 @@ Rank 0 measures the run (the time spent waiting in next() is its data wait) and 
 metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/python.md."""
 
     def __init__(self, workers=None, *, rank=None, world=None, local_threads=0, start_step=0, epoch=None,
-                 release_workers=False, images="auto", **settings):
+                 release_workers=False, images="auto", state=None, **settings):
         """Connects to the workers (waiting up to connect_timeout for one to answer), checks that they serve
         this dataset, and starts streaming: workers, rank, world, local_threads, start_step, epoch,
-        release_workers and **settings as in help(tandem.Feed)"""
+        release_workers, images, state and **settings as in help(tandem.Feed)"""
+        self._args = (workers, rank, world, local_threads, start_step, epoch, release_workers, settings, images)
+        self._open(state)
+
+    def _open(self, state):
+        workers, rank, world, local_threads, start_step, epoch, release_workers, settings, images = self._args
         self._handle = None
         self._stats = None
+        self._state = None
         self._closed = False
+        self._taken = 0
         self._sigterm = _SigtermWatch()
         self._handle = handle = _lib.tandem_feed_open(_request(workers, rank, world, local_threads, start_step,
-                                                               epoch, release_workers, settings, images))
+                                                               epoch, release_workers, settings, images, state))
         if not handle:
             self._sigterm.restore()
             _raise()
@@ -225,6 +162,7 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
         self._length = info["length"]
         self._batch_size = info["batch_size"]
         self._batches_per_epoch = info["batches_per_epoch"]
+        self._start_step = info["start_step"]
         self._dataset = _dataset(info["dataset"])
 
     def _free(self):
@@ -232,7 +170,38 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
         self._sigterm.restore()
         if handle:
             self._stats = json.loads(_lib.tandem_feed_stats(handle) or b"null")
+            self._state = self._state_at(handle, self._start_step + self._taken)
             _lib.tandem_feed_free(handle)
+
+    @staticmethod
+    def _state_at(handle, step):
+        text = _lib.tandem_feed_state(handle, step)
+        return json.loads(text) if text is not None else None
+
+    def state_dict(self, taken=None):
+        """Where this feed is in the data after the batches it has given (or the first `taken` of them): a dict
+        of plain numbers (the step, the epoch, the sample of the epoch's order, the geometry, the dataset's
+        fingerprint) to save with the model; tandem.Feed(state=...) or load_state_dict() resumes exactly there,
+        at any world size. Every rank's is the same after the same number of steps."""
+        step = self._start_step + (self._taken if taken is None else int(taken))
+        if not self._handle:
+            if self._state is None:
+                raise RuntimeError("state_dict() of a feed that never started")
+            return self._state
+        state = self._state_at(self._handle, step)
+        if state is None:
+            _raise()
+        return state
+
+    def load_state_dict(self, state):
+        """Restarts this feed at a state_dict() (of any world size): before its first batch only"""
+        if self._taken:
+            raise RuntimeError("load_state_dict() after this feed gave batches: load the state before the first "
+                               "batch, or open a new tandem.Feed(state=...)")
+        if not isinstance(state, dict):
+            raise ValueError(f"load_state_dict() takes the dict state_dict() gave, not {type(state).__name__}")
+        self._free()
+        self._open(state)
 
     def __del__(self):
         self._free()
@@ -265,6 +234,7 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
             self._end(*_ending(type(e), e))
             raise
         if status == _NEXT_BATCH:
+            self._taken += 1
             return Batch._from(out.value)
         if status == _NEXT_END:
             self.close()

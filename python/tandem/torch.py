@@ -79,6 +79,9 @@ class TandemDataset(torch.utils.data.IterableDataset):
             raise ValueError("start_step belongs to the step form (steps=N): by epoch, resume with set_epoch(n)")
         self._feed = None
         self._passes = 0
+        self._yielded = 0       # batches the running pass has given
+        self._resume = None     # a loaded state, for the next pass
+        self._last_state = None  # where the last pass ended
         # Every setting is checked now, where the mistake is made; the workers, rank and
         # world are found once (arguments, else tandem launch's or torchrun's environment).
         plan = _tandem.plan(workers, rank=rank, world=world, local_threads=local_threads, start_step=start_step,
@@ -100,6 +103,7 @@ class TandemDataset(torch.utils.data.IterableDataset):
         self.batches_per_epoch = plan["batches_per_epoch"]
         self._len = self.batches_per_epoch if self.by_epoch else plan["steps"]
         self.epoch = 0 if self.by_epoch else None
+        self._first_state = plan["state"]
 
     def set_epoch(self, epoch):
         """Makes the next pass deliver epoch `epoch` (then epoch + 1, ...): its own shuffle
@@ -114,9 +118,39 @@ class TandemDataset(torch.utils.data.IterableDataset):
     def _open(self, release=False):
         args = dict(rank=self.rank, world=self.world, local_threads=self.local_threads,
                     release_workers=release, **self.settings)
+        state, self._resume = self._resume, None
         if self.by_epoch:
-            return _tandem.Feed(self.workers, epoch=self.epoch, **args)
+            if state is not None and self.epoch > state["data"]["epoch"]:
+                state = None  # a later epoch than the state's starts at its beginning
+            return _tandem.Feed(self.workers, epoch=self.epoch, state=state, **args)
+        if state is not None:
+            return _tandem.Feed(self.workers, state=state, **args)
         return _tandem.Feed(self.workers, start_step=self.start_step, **args)
+
+    def state_dict(self):
+        """Where this dataset is in the data after the batches it has given (torchdata's StatefulDataLoader
+        convention): within a pass, after the batches yielded so far; between passes, where the last ended.
+        Save it with the model; load_state_dict() on a new TandemDataset, of any world size or batch size,
+        continues from exactly that sample (tandem.Feed's state=)."""
+        if self._feed is not None:
+            return self._feed.state_dict(taken=self._yielded)
+        for state in (self._resume, self._last_state):
+            if state is not None:
+                return state
+        if self.by_epoch and self.epoch != self._first_state["data"]["epoch"]:
+            raise RuntimeError(f"state_dict() before epoch {self.epoch} began: save it while iterating, or after "
+                               "a pass")
+        return self._first_state
+
+    def load_state_dict(self, state):
+        """The next pass starts at `state` (a state_dict(), of any world size): by epoch, the pass is the
+        state's epoch, from its sample on (set_epoch may change it: a later epoch starts at its beginning)."""
+        if not isinstance(state, dict) or not isinstance(state.get("data"), dict):
+            raise ValueError("load_state_dict() takes the dict state_dict() gave, unchanged")
+        self._resume = state
+        self._passes = 0
+        if self.by_epoch:
+            self.epoch = int(state["data"]["epoch"])
 
     def __len__(self):
         return self._len
@@ -135,14 +169,18 @@ class TandemDataset(torch.utils.data.IterableDataset):
         if self.by_epoch:
             self.epoch += 1
         self._feed = feed
+        self._yielded = 0
         try:
             batches = (batch.map(torch.from_numpy) for batch in feed)
             if self.pin_memory:
                 batches = (self._pinned(b) for b in batches)
             if self.device is not None:
                 batches = _ahead(batches, self.device, self._normalize)
-            yield from batches
+            for batch in batches:
+                self._yielded += 1
+                yield batch
         finally:
+            self._last_state = feed.state_dict(taken=self._yielded)
             self._feed = None
             feed.close()
 

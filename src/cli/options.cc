@@ -184,6 +184,13 @@ void add_worker_options(CLI::App& app, WorkerOptions& o) {
                "On SIGTERM leave the job politely: tell the trainers, answer what was accepted (within --term-grace), "
                "exit 0")
       ->group(kWorkerGroup);
+  app.add_option("--pool-jobs", o.pool_jobs,
+                 "Serve several jobs at once and after one another, each by its own token from this JSON file "
+                 "(re-read when it changes; docs/security.md): a pool that never exits idle")
+      ->group(kWorkerGroup);
+  app.add_option("--share-window-mb", o.share_window_mb,
+                 "A pool's made batches kept (MiB) for other jobs' identical requests; 0 = none shared")
+      ->capture_default_str()->check(in_range(int64_t{0}, int64_t{1} << 20))->group(kWorkerGroup);
   app.add_option("--emulate-slowdown", o.emulate_slowdown,
                  "Simulations only: act like cores this many times slower (bench/plan_sweep.sh)")
       ->capture_default_str()->check(in_range(1.0, 1000.0))->group(kWorkerGroup);

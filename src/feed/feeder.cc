@@ -2,12 +2,16 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include "tandem/cluster/endpoint.h"
 #include "tandem/common/clock.h"
 #include "tandem/common/error.h"
 #include "tandem/common/text.h"
 #include "tandem/data/core/dataset.h"
 #include "tandem/data/sources/source_kinds.h"
+#include "tandem/feed/sample_audit.h"
 
 namespace tandem::feed {
 namespace {
@@ -53,7 +57,7 @@ Feeder::Feeder(FeederOptions opts, FeedOptions feed, uint64_t steps)
   }
   steps_ = steps;
   start_step_ = opts_.start_step;
-  if (opts_.epoch && opts_.start_step > 0) {
+  if (opts_.epoch && opts_.start_step > 0 && !opts_.resume) {
     throw ConfigError("start_step and epoch are both given: an epoch's feed starts at its first step; give one");
   }
   if (!opts_.epoch && opts_.start_step > steps_) {
@@ -75,16 +79,35 @@ void Feeder::start_feed() {
   // Made here, not in the constructor: learning the dataset from the workers waits for
   // them, and close() must be able to end that wait (stop_).
   auto feed = std::make_unique<RankFeed>(feed_options_, stop_);
+  if (opts_.resume) resume_at(*feed);
   if (opts_.epoch) {
-    const uint64_t per_epoch = feed->sampler().batches_per_epoch();
-    start_step_ = *opts_.epoch * per_epoch;
-    steps_ = start_step_ + per_epoch;
+    const auto epoch = static_cast<uint32_t>(*opts_.epoch);
+    if (opts_.resume && epoch < opts_.resume->epoch) {
+      throw ConfigError(fmt::format("epoch {} is before the state's, which was saved in epoch {}: iterate from "
+                                    "epoch {} on (set_epoch)", epoch, opts_.resume->epoch, opts_.resume->epoch));
+    }
+    start_step_ = feed->sampler().epoch_start(epoch);
+    steps_ = feed->sampler().epoch_start(epoch + 1);
   }
   {
     std::lock_guard lock(mu_);
     feed_ = std::move(feed);
   }
   feed_->start(steps_, start_step_, opts_.local_threads);
+}
+
+// A saved state's place (opts_.resume) becomes the sampler's anchor at start_step; a
+// state of another geometry is said once, by rank 0, as the trainer says its own.
+void Feeder::resume_at(RankFeed& feed) const {
+  const data::DataPosition& then = *opts_.resume;
+  if (then.dataset_size != feed.info().size) {
+    throw ConfigError(fmt::format("the state was saved over a dataset of {} samples, and this feed's {} has {}: "
+                                  "resume with the data it was saved with", then.dataset_size, feed.info().name,
+                                  feed.info().size));
+  }
+  const std::string shift = resume_shift(then, feed.sampler().position(opts_.start_step));
+  if (opts_.rank == 0 && !shift.empty()) spdlog::warn("this feed resumes a state of another world size or batch size: {}", shift);
+  feed.anchor(data::anchor_at(opts_.start_step, then));
 }
 
 void Feeder::pump() {

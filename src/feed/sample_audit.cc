@@ -43,20 +43,20 @@ void SampleAudit::record(const data::Batch& batch) {
 // consumed batch (or the epoch's end), and which of them no run consumed.
 nlohmann::json SampleAudit::epoch_report(uint32_t number, const Epoch& e, uint32_t last_epoch,
                                          uint64_t last_sequence) const {
-  const data::DataPosition here = plan_.position(0);
-  const uint64_t global = static_cast<uint64_t>(here.batch_size) * static_cast<uint64_t>(here.world);
-  const uint64_t start = number < from_.epoch ? here.epoch_samples : number == from_.epoch ? from_.sample : 0;
-  const uint64_t end =
-      number < last_epoch ? here.epoch_samples : (last_sequence % plan_.batches_per_epoch() + 1) * global;
+  const uint64_t start = number < from_.epoch ? plan_.epoch_end(number) : number == from_.epoch ? from_.sample : 0;
+  const data::DataPosition after_last = plan_.position(last_sequence + 1);
+  const uint64_t end = number < last_epoch || after_last.epoch > number ? plan_.epoch_end(number) : after_last.sample;
   const std::vector<uint64_t> order = plan_.order(number);
   uint64_t planned = 0, missing = 0;
   for (uint64_t p = start; p < end; ++p) {
-    if (static_cast<int>((p % global) / static_cast<uint64_t>(here.batch_size)) != plan_.rank()) continue;
+    if (plan_.rank_of(number, p) != plan_.rank()) continue;
     ++planned;
     if (e.times.empty() || e.times[order[p]] == 0) ++missing;
   }
   const bool any = e.first_sequence != UINT64_MAX;
+  const uint64_t dropped = number == plan_.anchor().epoch && plan_.rank() == 0 ? plan_.anchor_tail() : 0;
   return {{"epoch", number},
+          {"dropped", dropped},
           {"first_batch", any ? nlohmann::json(e.first_sequence) : nlohmann::json()},
           {"last_batch", any ? nlohmann::json(e.last_sequence) : nlohmann::json()},
           {"planned", planned},
@@ -67,7 +67,7 @@ nlohmann::json SampleAudit::epoch_report(uint32_t number, const Epoch& e, uint32
 }
 
 nlohmann::json SampleAudit::report() const {
-  static const char* kCounts[] = {"planned", "consumed", "missing", "duplicated", "unplanned"};
+  static const char* kCounts[] = {"planned", "consumed", "missing", "duplicated", "unplanned", "dropped"};
   nlohmann::json out = {{"from", position_json(from_)}, {"epochs", nlohmann::json::array()}};
   for (const char* k : kCounts) out[k] = uint64_t{0};
   if (epochs_.empty()) return out;
@@ -87,7 +87,7 @@ nlohmann::json SampleAudit::report() const {
 }
 
 nlohmann::json SampleAudit::merge(const std::vector<nlohmann::json>& reports) {
-  static const char* kCounts[] = {"planned", "consumed", "missing", "duplicated", "unplanned"};
+  static const char* kCounts[] = {"planned", "consumed", "missing", "duplicated", "unplanned", "dropped"};
   nlohmann::json out = {{"ranks", reports.size()}};
   if (!reports.empty() && reports[0].contains("from")) out["from"] = reports[0]["from"];
   for (const char* k : kCounts) out[k] = uint64_t{0};
@@ -98,14 +98,14 @@ nlohmann::json SampleAudit::merge(const std::vector<nlohmann::json>& reports) {
     return nlohmann::json(low ? std::min(a.get<uint64_t>(), b.get<uint64_t>()) : std::max(a.get<uint64_t>(), b.get<uint64_t>()));
   };
   for (const nlohmann::json& r : reports) {
-    for (const char* k : kCounts) out[k] = out[k].get<uint64_t>() + r.at(k).get<uint64_t>();
+    for (const char* k : kCounts) out[k] = out[k].get<uint64_t>() + r.value(k, uint64_t{0});
     for (const nlohmann::json& e : r.at("epochs")) {
       nlohmann::json& m = epochs[e.at("epoch").get<uint64_t>()];
       if (m.is_null()) {
         m = e;
         continue;
       }
-      for (const char* k : kCounts) m[k] = m[k].get<uint64_t>() + e.at(k).get<uint64_t>();
+      for (const char* k : kCounts) m[k] = m.value(k, uint64_t{0}) + e.value(k, uint64_t{0});
       m["first_batch"] = bound(m["first_batch"], e.at("first_batch"), true);
       m["last_batch"] = bound(m["last_batch"], e.at("last_batch"), false);
     }
@@ -146,30 +146,25 @@ std::string geometry(const data::DataPosition& p) {
                      static_cast<uint64_t>(p.world) * static_cast<uint64_t>(p.batch_size));
 }
 
-// Positions from `a` up to (not including) `b`, counted in an epoch of `per_epoch`.
-uint64_t span(const data::DataPosition& a, const data::DataPosition& b, uint64_t per_epoch) {
-  if (a.epoch == b.epoch) return b.sample - a.sample;
-  return (per_epoch > a.sample ? per_epoch - a.sample : 0) + (b.epoch - a.epoch - 1) * per_epoch + b.sample;
-}
-
 }  // namespace
 
 std::string resume_shift(const data::DataPosition& from, const data::DataPosition& to) {
-  if (from.epoch == to.epoch && from.sample == to.sample) return "";
-  const bool skips = std::tie(to.epoch, to.sample) > std::tie(from.epoch, from.sample);
-  const data::DataPosition& lo = skips ? from : to;
-  const data::DataPosition& hi = skips ? to : from;
-  const uint64_t n = span(lo, hi, to.epoch_samples);
-  const std::string which =
-      lo.epoch == hi.epoch
-          ? fmt::format("samples {}-{} of epoch {}'s order ({})", lo.sample, hi.sample - 1, lo.epoch, n)
-          : fmt::format("the samples from position {} of epoch {} up to position {} of epoch {} of their order ({})",
-                        lo.sample, lo.epoch, hi.sample, hi.epoch, n);
-  return fmt::format("it was written by {} at epoch {}, sample {}; this run's {} starts its step at epoch {}, sample "
-                     "{}, so {} {}. tandem does not resume exactly at another world size yet: resume on {} to train "
-                     "every sample once (--audit-samples counts them)",
-                     geometry(from), from.epoch, from.sample, geometry(to), to.epoch, to.sample, which,
-                     skips ? "are skipped, never trained" : "are trained again", geometry(from));
+  if (from.world == to.world && from.batch_size == to.batch_size) return "";
+  const uint64_t tail = data::anchor_tail(to.dataset_size, to.batch_size, to.world, data::anchor_at(0, from));
+  const uint64_t was = static_cast<uint64_t>(from.world) * static_cast<uint64_t>(from.batch_size);
+  const uint64_t now = static_cast<uint64_t>(to.world) * static_cast<uint64_t>(to.batch_size);
+  const std::string dropped =
+      tail == 0 ? ""
+                : fmt::format(" (its last {} samples, fewer than one global batch of {}, are the epoch's dropped tail, "
+                              "as every epoch's remainder)", tail, now);
+  const std::string batch =
+      was == now ? "the global batch is the same"
+                 : fmt::format("the global batch is {}, not {}: --lr stays as given (tandem does not scale it; a "
+                               "recipe that ties it to the global batch scales it x{:.3g} by the linear rule) and "
+                               "a step is now {} samples", now, was, static_cast<double>(now) / static_cast<double>(was), now);
+  return fmt::format("it was written by {} at epoch {}, sample {}; this run's {} continues epoch {}'s order from sample "
+                     "{} exactly{}; {}",
+                     geometry(from), from.epoch, from.sample, geometry(to), from.epoch, from.sample, dropped, batch);
 }
 
 }  // namespace tandem::feed

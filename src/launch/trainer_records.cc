@@ -42,8 +42,11 @@ nlohmann::json make_run_summary(const training::TrainReport& result, const RunFa
     for (const std::string& a : audits) reports.push_back(nlohmann::json::parse(a));
     const nlohmann::json& a = summary["sample_audit"] = feed::SampleAudit::merge(reports);
     const auto n = [&](const char* key) { return a[key].get<uint64_t>(); };
-    const std::string counts = fmt::format("{} samples planned, {} consumed: {} missing, {} duplicated, {} unplanned",
+    std::string counts = fmt::format("{} samples planned, {} consumed: {} missing, {} duplicated, {} unplanned",
                                            n("planned"), n("consumed"), n("missing"), n("duplicated"), n("unplanned"));
+    const std::string tail = a.value("dropped", uint64_t{0}) == 0 ? "" : fmt::format(
+        "; {} samples of the resumed epoch's order, fewer than one global batch, are its dropped tail", n("dropped"));
+    counts += tail;
     if (n("missing") + n("duplicated") + n("unplanned") == 0) {
       spdlog::info("sample audit: every planned sample exactly once ({})", counts);
     } else {

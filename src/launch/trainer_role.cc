@@ -209,22 +209,33 @@ std::string workers_said(const TrainerOptions& t, size_t listed) {
   return counted(listed, "data worker");
 }
 
-// Where this run starts in the data: the checkpoint's position when it says and was of
-// a dataset of this size, else this run's own. Rank 0 says when they differ (a resume at
-// another world size or batch size skips or repeats samples; --audit-samples counts them)
-// and when the checkpoint is at the run's last step already.
-data::DataPosition start_position(const training::Trainer& trainer, const data::Sampler& plan, int rank,
-                                  int64_t steps) {
+// Where this run's steps meet the data (data::DataAnchor): at the checkpoint's place
+// when it says and was of a dataset of this size, whatever geometry wrote it, so a resume
+// at another world size or batch size continues the epoch exactly; else this run's own
+// (step 0, or an old checkpoint's step at this geometry). Rank 0 says when the geometry
+// changed, and when the checkpoint is at the run's last step already.
+data::DataAnchor data_anchor(const training::Trainer& trainer, const data::Sampler& plan, int rank, int64_t steps) {
   if (rank == 0) say_if_complete(trainer, steps);
-  const data::DataPosition here = plan.position(static_cast<uint64_t>(trainer.start_step()));
+  const auto step = static_cast<uint64_t>(trainer.start_step());
+  const data::DataPosition here = plan.position(step);
   const std::optional<data::DataPosition> then = trainer.resumed_position();
-  if (!then || then->dataset_size != here.dataset_size) return here;
+  if (!then || then->dataset_size != here.dataset_size) return data::anchor_at(step, here);
   const std::string shift = feed::resume_shift(*then, here);
   if (rank == 0 && !shift.empty()) {
     spdlog::warn("resuming from {} (step {}) at another world size or batch size: {}", trainer.resumed_from(),
                  trainer.start_step(), shift);
   }
-  return *then;
+  return data::anchor_at(step, *then);
+}
+
+// Anchors the feed's sampler and the trainer's checkpoints at data_anchor's place, and
+// returns the run's last step: --epochs ends where the anchored epochs end.
+int64_t follow_data(training::Trainer& trainer, feed::RankFeed& feed, int64_t epochs, int rank, int64_t steps) {
+  const data::DataAnchor anchor = data_anchor(trainer, feed.sampler(), rank, steps);
+  feed.anchor(anchor);
+  if (epochs > 0) steps = static_cast<int64_t>(feed.sampler().epoch_start(static_cast<uint32_t>(epochs)));
+  trainer.follow(anchor, steps);
+  return steps;
 }
 
 }  // namespace
@@ -254,8 +265,8 @@ int run_trainer(const Settings& settings, const std::vector<std::string>& worker
     ExitIfStuck stuck(kEndingS, kExitPeer, "trainer " + host + " rank " + std::to_string(dist.rank));  // hung reads
     signals.training_starts();
     const auto interrupts = signals.interrupts(feed);
-    const int64_t steps = opts.trainer.loop.steps;
-    const data::DataPosition from = start_position(trainer, feed.sampler(), dist.rank, steps);
+    const int64_t steps = follow_data(trainer, feed, settings.trainer.epochs, dist.rank, opts.trainer.loop.steps);
+    const data::DataPosition from = feed.sampler().position(static_cast<uint64_t>(trainer.start_step()));
     feed.start(static_cast<uint64_t>(steps), static_cast<uint64_t>(trainer.start_step()), opts.local_threads);
     spdlog::info("trainer {} rank {}/{} on {}: {}, {}, {}", host, dist.rank, dist.world, trainer.device(),
                  workers_said(settings.trainer, worker_targets.size()),

@@ -64,6 +64,7 @@ int64_t Trainer::start_step() const { return 0; }
 std::string Trainer::resumed_from() const { return ""; }
 
 std::optional<data::DataPosition> Trainer::resumed_position() const { return std::nullopt; }
+void Trainer::follow(const data::DataAnchor&, int64_t) {}
 
 TrainReport Trainer::run(const NextBatch&, const std::atomic<bool>&, const RunLimits&, const RunObserver&) {
   no_trainer("training");

@@ -118,6 +118,12 @@ std::optional<data::DataPosition> Trainer::resumed_position() const {
   return feed::position_from_json(impl_->resumed_data);
 }
 
+void Trainer::follow(const data::DataAnchor& anchor, int64_t steps) {
+  impl_->anchor = anchor;
+  impl_->config.loop.steps = steps;
+  impl_->config.optimizer.steps = steps;
+}
+
 std::string Trainer::device() const { return impl_->device.str(); }
 
 void Trainer::barrier() { impl_->collective->barrier(); }
@@ -292,7 +298,7 @@ std::string Trainer::Impl::save_checkpoint(int64_t step) {
   const int batch = config.loop.batch_size;
   const bool known = batch > 0 && static_cast<uint64_t>(batch) * static_cast<uint64_t>(dist.world) <= info.size;
   const nlohmann::json data =
-      known ? feed::position_json(data::position_at(static_cast<uint64_t>(step), info.size, batch, dist.world))
+      known ? feed::position_json(data::position_at(static_cast<uint64_t>(step), info.size, batch, dist.world, anchor))
             : nlohmann::json();
   write_checkpoint(dir, step, serialize_state(*model, *optimizer, step), config.checkpoints.keep, job(), data);
   spdlog::info("checkpoint at step {} in {}", step, dir);

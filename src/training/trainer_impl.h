@@ -39,6 +39,7 @@ struct Trainer::Impl {
   std::unique_ptr<Reducer> reducer;
   int64_t start_step = 0;
   std::string resumed_from;  // the checkpoint it resumed from; "" = none
+  data::DataAnchor anchor;       // where the steps meet the data (follow())
   nlohmann::json resumed_data;  // that checkpoint's data position (its sidecar's "data"); null = none
   int64_t next_step = 0;  // where the next run() call starts
   std::shared_ptr<const data::Dataset> eval;

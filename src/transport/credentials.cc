@@ -145,6 +145,35 @@ void add_upstream(grpc::ClientContext& ctx, const std::string& target) { ctx.Add
 
 std::string upstream_of(const grpc::ServerContext& ctx) { return metadata(ctx, kUpstreamKey); }
 
+bool secrets_equal(std::string_view a, std::string_view b) { return same_secret(a, b); }
+
+grpc::Status check_pool_caller(const grpc::ServerContext& ctx, const SecurityOptions& s, PoolJobs& jobs,
+                               PoolCaller& who) {
+  const std::string given = metadata(ctx, "authorization");
+  who = {};
+  if (!s.token.empty() && same_secret(given, "Bearer " + s.token)) {
+    who.operator_token = true;
+    return grpc::Status::OK;
+  }
+  const std::optional<PoolJob> job = given.empty() ? std::nullopt : jobs.find(given);
+  if (!job) {
+    return {grpc::StatusCode::UNAUTHENTICATED,
+            given.empty() ? "this pool of data workers admits jobs by their own tokens: give the trainer its job's "
+                            "token (TANDEM_TOKEN, --token-file or the token setting) from whoever runs the pool"
+                          : "this token is not one of this pool's jobs (revoked, or never issued): ask whoever runs "
+                            "the pool for a job token (its --pool-jobs file, docs/security.md)"};
+  }
+  const std::string said = metadata(ctx, kJobKey);
+  if (!said.empty() && said != job->name) {
+    return {grpc::StatusCode::PERMISSION_DENIED,
+            "this token is job '" + printable(job->name, 80) + "''s, and the trainer says it is job '" +
+                printable(said, 80) + "': give each job its own token, or the job name its token was issued to"};
+  }
+  who.job = job->name;
+  who.weight = job->weight;
+  return grpc::Status::OK;
+}
+
 bool is_loopback(const std::string& address) {
   std::string host = address;
   if (!host.empty() && host.front() == '[') host = host.substr(1, host.find(']') - 1);  // [::1]:port

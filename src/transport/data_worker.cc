@@ -1,5 +1,6 @@
 #include "tandem/transport/data_worker.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -54,10 +55,16 @@ DataWorker::DataWorker(std::shared_ptr<const data::Dataset> dataset, const Worke
       bytes_per_sample_(dataset_->info().sample_bytes() / data::dtype_size(dataset_->info().dtype) *
                             data::dtype_size(wire) + sizeof(int64_t) + extra_field_bytes(dataset_->info())) {
   maker_->set_slowdown(opts.emulate_slowdown);
+  if (!opts.pool_jobs.empty()) {
+    const int most = std::max(2, static_cast<int>(pool_->size()));
+    shared_ = std::make_unique<SharedMaker>(*maker_, SharedMakerOptions{
+                                                         static_cast<uint64_t>(std::max<int64_t>(opts.share_window_mb, 0)) << 20, most});
+  }
 }
 
 DataWorker::~DataWorker() {
   stop();
+  if (shared_) shared_->stop();
   pool_.reset();  // runs what was submitted: callbacks refer to maker_ and streams' states
 }
 
@@ -74,7 +81,12 @@ WorkerInfo DataWorker::describe() const {
   return info;
 }
 
-std::unique_ptr<BatchStream> DataWorker::open_stream(std::function<void()> on_stall, int job_ranks) {
+std::map<std::string, JobTally> DataWorker::job_tallies() const {
+  return shared_ ? shared_->tallies() : std::map<std::string, JobTally>{};
+}
+
+std::unique_ptr<BatchStream> DataWorker::open_stream(std::function<void()> on_stall, int job_ranks, std::string job,
+                                                     double weight) {
   {
     std::lock_guard lock(streams_mu_);
     const int ranks = std::max(job_ranks, claims_.empty() ? 0 : *claims_.rbegin());
@@ -88,7 +100,7 @@ std::unique_ptr<BatchStream> DataWorker::open_stream(std::function<void()> on_st
     claims_.insert(job_ranks);
   }
   touch();
-  return std::unique_ptr<BatchStream>(new BatchStream(*this, std::move(on_stall), job_ranks));
+  return std::unique_ptr<BatchStream>(new BatchStream(*this, std::move(on_stall), job_ranks, std::move(job), weight));
 }
 
 int DataWorker::close_stalled_streams() {
@@ -139,8 +151,9 @@ struct BatchStream::State {
   }
 };
 
-BatchStream::BatchStream(DataWorker& worker, std::function<void()> on_stall, int claim)
-    : worker_(worker), on_stall_(std::move(on_stall)), claim_(claim), state_(std::make_shared<State>(*worker.budget_)) {
+BatchStream::BatchStream(DataWorker& worker, std::function<void()> on_stall, int claim, std::string job, double weight)
+    : worker_(worker), on_stall_(std::move(on_stall)), claim_(claim), job_(std::move(job)), weight_(weight),
+      state_(std::make_shared<State>(*worker.budget_)) {
   std::lock_guard lock(worker_.streams_mu_);
   worker_.streams_.push_back(this);
 }
@@ -235,9 +248,10 @@ bool BatchStream::request(data::BatchRequest request) {
     ++state_->outstanding;
   }
   try {
-    worker_.maker_->make_async(
-        std::move(request), [state = state_, bytes](data::Batch batch) { state->finished(std::move(batch), bytes); },
-        [state = state_, bytes](std::exception_ptr e) { state->fail(std::move(e), bytes); });
+    auto done = [state = state_, bytes](data::Batch batch) { state->finished(std::move(batch), bytes); };
+    auto failed = [state = state_, bytes](std::exception_ptr e) { state->fail(std::move(e), bytes); };
+    if (worker_.shared_) worker_.shared_->make(job_, weight_, std::move(request), std::move(done), std::move(failed));
+    else worker_.maker_->make_async(std::move(request), std::move(done), std::move(failed));
   } catch (...) {  // not started (no memory for the batch): its bytes come back at once
     {
       std::lock_guard lock(state_->mu);

@@ -133,6 +133,13 @@ struct WorkerMetrics::Impl {
   Counter& batches = counter(registry, "tandem_worker_batches_served_total", "Batches written to trainers").Add({});
   Counter& samples = counter(registry, "tandem_worker_samples_served_total", "Samples written to trainers").Add({});
   double batches_seen = 0, samples_seen = 0;
+  // A pool's, per job (label job): what it was served, what was made for it, what it shared.
+  Family<Gauge>& job_served = gauge(registry, "tandem_pool_job_samples_served", "Samples a pool served to the job");
+  Family<Gauge>& job_made = gauge(registry, "tandem_pool_job_samples_made",
+                                  "Samples a pool made for the job (its own requests, asked first by it)");
+  Family<Gauge>& job_shared = gauge(registry, "tandem_pool_job_samples_shared",
+                                    "Samples a pool served the job from batches made for another job's identical request");
+  Family<Gauge>& job_cpu = gauge(registry, "tandem_pool_job_compute_seconds", "CPU-seconds a pool spent on the job");
 };
 
 WorkerMetrics::WorkerMetrics() : impl_(std::make_unique<Impl>()) {}
@@ -146,6 +153,12 @@ std::string WorkerMetrics::page(const WorkerServer::Stats& s) {
   set(m.leaving, {}, s.leaving ? 1 : 0);
   follow(m.batches, static_cast<double>(s.batches_served), m.batches_seen);
   follow(m.samples, static_cast<double>(s.samples_served), m.samples_seen);
+  for (const auto& [job, t] : s.jobs) {
+    set(m.job_served, {{"job", job}}, static_cast<double>(t.samples_served));
+    set(m.job_made, {{"job", job}}, static_cast<double>(t.samples_made));
+    set(m.job_shared, {{"job", job}}, static_cast<double>(t.samples_shared));
+    set(m.job_cpu, {{"job", job}}, t.compute_seconds);
+  }
   return render(m.registry);
 }
 

@@ -4,6 +4,7 @@
 #include "tandem/transport/grpc_runtime.h"
 
 #include "batch_method.h"
+#include "job_streams.h"
 #include "listener.h"
 #include "status.h"
 
@@ -11,7 +12,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <functional>
+#include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <grpc/grpc_posix.h>
@@ -39,7 +43,8 @@ constexpr const char* kPortFlags = "--port (or --worker-port, the same on every 
 struct WorkerServer::Impl final : v1::DataService::Service {
   Impl(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts, std::string host, data::DType wire,
        SecurityOptions sec)
-      : worker(std::move(dataset), opts, std::move(host), wire), security(std::move(sec)), job(security.job) {
+      : worker(std::move(dataset), opts, std::move(host), wire), security(std::move(sec)), job(security.job),
+        pool(opts.pool_jobs.empty() ? nullptr : std::make_unique<PoolJobs>(opts.pool_jobs)) {
     MarkMethodStreamed(stream_batches_method().index,
                        copy_free_handler(this, [this](grpc::ServerContext* ctx, ServerBatchStream* stream) {
                          return stream_batches(ctx, stream);
@@ -52,8 +57,16 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     if (server) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
 
+  // Who may call: the job's token and name, or in a pool, a job by its own token.
+  grpc::Status admit(const grpc::ServerContext& ctx, bool claim, PoolCaller& who) {
+    if (pool) return check_pool_caller(ctx, security, *pool, who);
+    who = {};
+    return check_caller(ctx, security, job, claim);
+  }
+
   grpc::Status Info(grpc::ServerContext* ctx, const v1::InfoRequest*, v1::InfoReply* reply) override {
-    if (grpc::Status s = check_caller(*ctx, security, job, false); !s.ok()) return refuse(*ctx, "Info", s);
+    PoolCaller who;
+    if (grpc::Status s = admit(*ctx, false, who); !s.ok()) return refuse(*ctx, "Info", s);
     contacted = true;
     try {
       *reply = to_proto(worker.describe());
@@ -64,7 +77,12 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   }
 
   grpc::Status Shutdown(grpc::ServerContext* ctx, const v1::ShutdownRequest* req, v1::ShutdownReply*) override {
-    if (grpc::Status s = check_caller(*ctx, security, job, false); !s.ok()) return refuse(*ctx, "Shutdown", s);
+    PoolCaller who;
+    if (grpc::Status s = admit(*ctx, false, who); !s.ok()) return refuse(*ctx, "Shutdown", s);
+    if (pool && !who.operator_token) {
+      release_job(who.job, req->reason());
+      return grpc::Status::OK;
+    }
     spdlog::info("shutdown requested by the trainer at {}: {}", printable(peer(*ctx), 80),
                  req->reason().empty() ? "no reason given" : printable(req->reason()));
     finish(StopReason::kShutdownRpc);
@@ -73,7 +91,8 @@ struct WorkerServer::Impl final : v1::DataService::Service {
 
   grpc::Status stream_batches(grpc::ServerContext* ctx, ServerBatchStream* rw) {
     // The first stream of a worker without a job name makes it that stream's job's.
-    if (grpc::Status s = check_caller(*ctx, security, job, true); !s.ok()) return refuse(*ctx, "StreamBatches", s);
+    PoolCaller who;
+    if (grpc::Status s = admit(*ctx, true, who); !s.ok()) return refuse(*ctx, "StreamBatches", s);
     contacted = true;
     std::unique_ptr<BatchStream> stream;
     try {
@@ -81,10 +100,11 @@ struct WorkerServer::Impl final : v1::DataService::Service {
       // --max-streams more streams: anyone could say 65,536.
       const int claimed = job_ranks_of(*ctx);
       const int ranks = security.token.empty() ? std::min(claimed, worker.max_streams()) : claimed;
-      stream = worker.open_stream([this, ctx] { close_stalled(*ctx); }, ranks);
+      stream = worker.open_stream([this, ctx] { close_stalled(*ctx); }, ranks, who.job, who.weight);
     } catch (const std::exception& e) {
       return refuse(*ctx, "StreamBatches", status_for(e, "opening a stream"));
     }
+    const JobStreams::Held held(job_streams, who.job, ctx, [this](const std::string& j) { say_job(j); });
     std::thread reader([&] { read_requests(rw, *stream); });
     grpc::Status status;
     bool reader_done = false;
@@ -107,6 +127,24 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     stream->close();
     reader.join();
     return status;
+  }
+
+  // A pool's job released its workers: only its own streams end; the pool serves on.
+  void release_job(const std::string& name, const std::string& reason) {
+    const size_t n = job_streams.cancel(name);
+    spdlog::info("job '{}' released the pool ({}): its {} open stream(s) end; the pool serves on", printable(name, 80),
+                 reason.empty() ? "no reason given" : printable(reason), n);
+  }
+
+  // What the pool did for a job whose streams have all ended.
+  void say_job(const std::string& name) {
+    const auto tallies = worker.job_tallies();
+    const auto it = tallies.find(name);
+    if (it == tallies.end()) return;
+    const JobTally& t = it->second;
+    spdlog::info("job '{}': {} batches, {} samples served ({} made for it, {} shared from identical requests), {:.1f} "
+                 "CPU-s, weight {}", printable(name, 80), t.batches, t.samples_served, t.samples_made,
+                 t.samples_shared, t.compute_seconds, t.weight);
   }
 
   // Who called: its address, also for a connection the worker accepted itself.
@@ -188,6 +226,8 @@ struct WorkerServer::Impl final : v1::DataService::Service {
   DataWorker worker;
   SecurityOptions security;
   WorkerJob job;  // security.job, or the first streaming trainer's
+  std::unique_ptr<PoolJobs> pool;  // --pool-jobs: jobs by their own tokens
+  JobStreams job_streams;          // a pool's open streams by job
   std::unique_ptr<grpc::Server> server;
   // Plain connections the worker accepted itself (listener.h), and what gRPC takes them with.
   std::unique_ptr<Listener> listener;
@@ -215,7 +255,7 @@ int WorkerServer::threads() const { return impl_->worker.threads(); }
 
 WorkerServer::Stats WorkerServer::stats() const {
   return {impl_->worker.open_streams(), impl_->worker.threads(), impl_->batches_served.load(),
-          impl_->samples_served.load(), impl_->leaving.load()};
+          impl_->samples_served.load(), impl_->leaving.load(), impl_->worker.job_tallies()};
 }
 
 int WorkerServer::start(const std::string& address) {
@@ -260,13 +300,17 @@ int WorkerServer::start(const std::string& address) {
     });
   }
   const std::string bound = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
-  if (impl_->security.token.empty() && !is_loopback(address)) {
+  if (impl_->pool) {
+    spdlog::info("a pool for {} job(s) (--pool-jobs {}): each admitted by its own token, its streams apart; the "
+                 "cores shared by weight, identical requests made once within {} MiB",
+                 impl_->pool->size(), impl_->worker.options().pool_jobs, impl_->worker.options().share_window_mb);
+  } else if (impl_->security.token.empty() && !is_loopback(address)) {
     spdlog::warn("THE DATA PLANE IS OPEN: no token is set, so anyone who reaches {} can read batches, send its "
                  "own or stop this worker. Set TANDEM_TOKEN (or --token-file) on every host of the job, or keep "
                  "the network private (docs/security.md)",
                  bound);
   }
-  if (impl_->security.job.empty()) {
+  if (impl_->security.job.empty() && !impl_->pool) {
     spdlog::warn("this data worker has no job name (--job-name, TRAINING_JOB_NAME or SLURM_JOB_ID): it will belong "
                  "to the first job that opens a stream to it, and refuse the others");
   }
@@ -285,11 +329,13 @@ StopReason WorkerServer::wait() {
     for (;;) {
       if (impl_->cv.wait_for(lock, std::chrono::milliseconds(500), [&] { return impl_->reason.has_value(); })) break;
       impl_->worker.close_stalled_streams();
-      if (worker.open_streams() == 0 && Clock::now() - worker.last_activity() > idle) {
+      if (impl_->pool) {  // a pool outlives its jobs: only Shutdown with its own token or a signal ends it
+      } else if (worker.open_streams() == 0 && Clock::now() - worker.last_activity() > idle) {
         impl_->reason = StopReason::kIdle;
         break;
       }
-      if (!impl_->contacted && worker.options().claim_timeout_s > 0 && Clock::now() - impl_->started > claim) {
+      if (!impl_->pool && !impl_->contacted && worker.options().claim_timeout_s > 0 &&
+          Clock::now() - impl_->started > claim) {
         impl_->reason = StopReason::kUnclaimed;
         break;
       }

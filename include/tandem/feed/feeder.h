@@ -37,6 +37,10 @@ struct FeederOptions {
   // threads the feed learns whatever its workers serve.
   bool data_given = true;
   std::string relay;  // this host's stream relay (FeedOptions::relay); "" = none
+  // A state saved by an earlier feed (tandem.Feed.state_dict(): its step is start_step):
+  // that feed's place in the data, at any world size or batch size. The feed's steps
+  // meet the data there (data::DataAnchor), so the epoch continues from that sample.
+  std::optional<data::DataPosition> resume;
 };
 
 // The RankFeed options of a Feeder: the settings' (`base`: launch/feed_settings.h, with
@@ -98,6 +102,7 @@ class Feeder {
  private:
   void pump();     // the feed's thread: find the dataset, connect, then move batches from the scheduler
   void start_feed();  // pump's first part: makes and starts feed_
+  void resume_at(RankFeed& feed) const;  // anchors feed at opts_.resume
 
   FeederOptions opts_;
   FeedOptions feed_options_;

@@ -125,6 +125,9 @@ class RankFeed {
   void close();
 
   const data::Sampler& sampler() const { return *sampler_; }
+  // Where the run's steps meet the data (a resumed run's checkpoint place: DataAnchor).
+  // REQUIRES: before start(). Throws ConfigError for a place past the dataset's end.
+  void anchor(const data::DataAnchor& a) { sampler_->anchor(a); }
   // REQUIRES: start() was called.
   const Scheduler& scheduler() const { return *scheduler_; }
   // Every worker link so far, one per worker however many names it was listed under,

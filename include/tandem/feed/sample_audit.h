@@ -32,7 +32,9 @@ class SampleAudit {
 
   // Per epoch: planned samples (this rank's positions from `from` to its last consumed
   // batch, so a skipped sequence counts), consumed, missing, duplicated and unplanned,
-  // plus the totals. All zeros but planned and consumed mean every sample exactly once.
+  // plus the totals; and dropped (rank 0, the anchor's epoch: its remainder of fewer than
+  // one global batch after a resume at another geometry, Sampler::anchor_tail). All zeros
+  // but planned and consumed mean every sample exactly once.
   nlohmann::json report() const;
 
   // The reports of every rank as one: ranks' plans are disjoint slices of each global
@@ -58,9 +60,10 @@ class SampleAudit {
 nlohmann::json position_json(const data::DataPosition& p);
 std::optional<data::DataPosition> position_from_json(const nlohmann::json& j);
 
-// A resume whose checkpoint was written at `from` and whose first step lands at `to`
-// (another world size or batch size): one line naming both geometries and the samples
-// of the epochs' order that are skipped or trained again; "" when they meet.
+// A resume whose checkpoint was written at `from` by a run of another geometry (world
+// size or batch size; `to`: this run's, its position at its first step): one line naming
+// both, the place it continues from, the anchor epoch's dropped tail, and what becomes of
+// the global batch and the learning rate; "" when the geometry is the same.
 std::string resume_shift(const data::DataPosition& from, const data::DataPosition& to);
 
 }  // namespace tandem::feed

@@ -66,6 +66,11 @@ class Trainer {
   // when it started afresh or the checkpoint does not say (written before tandem kept it).
   std::optional<data::DataPosition> resumed_position() const;
 
+  // The run's steps meet the data at `anchor` (the feed's; checkpoints record their
+  // place by it) and end at `steps` (--epochs' end as the anchor cuts them), which also
+  // sets the learning-rate schedule's length. REQUIRES: before run().
+  void follow(const data::DataAnchor& anchor, int64_t steps);
+
   // Trains until loop.steps, the end of the batches, or `stop` on any rank (every rank
   // stops at the same step; rank 0 then checkpoints). Logs a metrics line every
   // loop.log_every steps (rank 0). Writes checkpoints and, when finished, the model.

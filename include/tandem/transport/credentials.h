@@ -7,8 +7,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "tandem/transport/options.h"
+#include "tandem/transport/pool_jobs.h"
 
 
 namespace grpc {
@@ -53,6 +55,20 @@ class WorkerJob {
 // `job` admits it (WorkerJob::admit, claiming it when `claim`); else UNAUTHENTICATED or
 // PERMISSION_DENIED with a message that says which and what to do.
 grpc::Status check_caller(const grpc::ServerContext& ctx, const SecurityOptions& s, WorkerJob& job, bool claim);
+
+// Compares two secrets in constant time (whatever differs first).
+bool secrets_equal(std::string_view a, std::string_view b);
+
+// Who calls a pool (WorkerOptions::pool_jobs): the operator (the pool's own --token: it
+// may stop the pool), or a job by its token (PoolJobs), whose `tandem-job`, when it says
+// one, must be that token's job. Else UNAUTHENTICATED or PERMISSION_DENIED, with the fix.
+struct PoolCaller {
+  std::string job;
+  double weight = 1;
+  bool operator_token = false;
+};
+grpc::Status check_pool_caller(const grpc::ServerContext& ctx, const SecurityOptions& s, PoolJobs& jobs,
+                               PoolCaller& who);
 
 // The caller's job's ranks (its world size), carried as `tandem-job-ranks` on a stream
 // (add_job_ranks): 1 when absent or not a number, at most kMostJobRanks.

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "tandem/data/core/batch.h"
 #include "tandem/data/core/dataset.h"
 #include "tandem/transport/options.h"
+#include "tandem/transport/shared_maker.h"
 #include "tandem/transport/worker_info.h"
 
 namespace tandem {
@@ -75,7 +77,13 @@ class DataWorker {
   // the limit only while it is open. `on_stall` is called if
   // close_stalled_streams() closes it (the adapter cancels its call there, which
   // unblocks a write the peer never takes); it must not block.
-  std::unique_ptr<BatchStream> open_stream(std::function<void()> on_stall = {}, int job_ranks = 0);
+  // In a pool (opts.pool_jobs), the stream is job `job`'s, of weight `weight`: its
+  // requests are shared and fair-shared with the other jobs' (SharedMaker).
+  std::unique_ptr<BatchStream> open_stream(std::function<void()> on_stall = {}, int job_ranks = 0,
+                                           std::string job = "", double weight = 1);
+
+  // What the pool did for each job (empty outside a pool).
+  std::map<std::string, JobTally> job_tallies() const;
 
   // Closes every stream whose trainer has not taken the batch being written to it for
   // opts.idle_timeout_s (a client that asks and never reads): its finished batches give
@@ -105,6 +113,7 @@ class DataWorker {
   const std::string instance_;  // WorkerInfo::instance
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<data::BatchMaker> maker_;
+  std::unique_ptr<SharedMaker> shared_;  // in a pool only
   std::unique_ptr<ByteBudget> budget_;
   uint64_t bytes_per_sample_ = 0;  // one sample as sent, with its label
   std::atomic<int> open_streams_{0};
@@ -160,7 +169,7 @@ class BatchStream {
  private:
   friend class DataWorker;
   // DataWorker::open_stream() makes them; `claim`: the ranks the stream said.
-  BatchStream(DataWorker& worker, std::function<void()> on_stall, int claim);
+  BatchStream(DataWorker& worker, std::function<void()> on_stall, int claim, std::string job, double weight);
   // Closes the stream and runs on_stall if a batch handed out before `since` is still
   // being written. Returns whether it did. REQUIRES: worker_.streams_mu_ held.
   bool close_if_stalled(Clock::time_point since);
@@ -169,6 +178,8 @@ class BatchStream {
   DataWorker& worker_;
   const std::function<void()> on_stall_;
   const int claim_;
+  const std::string job_;  // in a pool
+  const double weight_;
   std::shared_ptr<State> state_;  // shared with batches still being made
 };
 

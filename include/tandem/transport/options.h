@@ -52,6 +52,13 @@ struct WorkerOptions {
   // it tells its trainers, which send it nothing more, answers what it accepted (within
   // --term-grace) and exits 0. Without it, SIGTERM means the whole job is stopping.
   bool drain = false;
+  // --pool-jobs FILE: serve several jobs at once and after one another, each admitted by
+  // its own token from FILE (re-read when it changes: a job taken out is revoked), its
+  // streams apart from the others', the cores shared by weight, identical requests made
+  // once (docs/security.md, "A pool for several jobs"). "" = one job's worker.
+  std::string pool_jobs;
+  // --share-window-mb: a pool's made batches kept for other jobs' identical requests.
+  int64_t share_window_mb = 512;
   // --emulate-slowdown K: for simulations only, behave like a core K times slower (each
   // batch chunk is followed by a sleep of K-1 times its CPU time, reported as compute).
   double emulate_slowdown = 1;

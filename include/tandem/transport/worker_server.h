@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "tandem/data/core/dataset.h"
 #include "tandem/transport/options.h"
+#include "tandem/transport/shared_maker.h"
 
 namespace tandem::transport {
 
@@ -55,6 +57,7 @@ class WorkerServer {
     uint64_t batches_served = 0;
     uint64_t samples_served = 0;
     bool leaving = false;  // drain() was called
+    std::map<std::string, JobTally> jobs;  // a pool's, per job (--pool-jobs)
   };
   Stats stats() const;
 

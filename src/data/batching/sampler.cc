@@ -40,15 +40,73 @@ const std::vector<uint64_t>& Sampler::permutation(uint32_t epoch) const {
   return cached_order_;
 }
 
-DataPosition position_at(uint64_t step, uint64_t dataset_size, int batch_size, int world) {
-  const uint64_t global = static_cast<uint64_t>(batch_size) * static_cast<uint64_t>(world);
-  const uint64_t per_epoch = dataset_size / global;
-  return {static_cast<uint32_t>(step / per_epoch), (step % per_epoch) * global, world, batch_size, dataset_size,
-          per_epoch * global};
+namespace {
+
+// A run's geometry over one dataset, and where its steps meet the data.
+struct Cut {
+  uint64_t global, per_epoch, first;  // a global batch; global batches per epoch; in the anchor's epoch
+  Cut(uint64_t size, int batch_size, int world, const DataAnchor& a)
+      : global(static_cast<uint64_t>(batch_size) * static_cast<uint64_t>(world)),
+        per_epoch(size / global),
+        first(a.sample < size ? (size - a.sample) / global : 0) {}
+};
+
+}  // namespace
+
+DataPosition position_at(uint64_t step, uint64_t dataset_size, int batch_size, int world, const DataAnchor& a) {
+  const Cut c(dataset_size, batch_size, world, a);
+  DataPosition p{a.epoch, a.sample, world, batch_size, dataset_size, c.per_epoch * c.global};
+  const uint64_t after = step > a.step ? step - a.step : 0;
+  if (after < c.first) {
+    p.sample = a.sample + after * c.global;
+  } else {
+    const uint64_t t = after - c.first;
+    p.epoch = a.epoch + 1 + static_cast<uint32_t>(t / c.per_epoch);
+    p.sample = (t % c.per_epoch) * c.global;
+  }
+  return p;
+}
+
+uint64_t epoch_start_step(uint32_t epoch, uint64_t dataset_size, int batch_size, int world, const DataAnchor& a) {
+  const Cut c(dataset_size, batch_size, world, a);
+  if (epoch <= a.epoch) return a.step;
+  return a.step + c.first + static_cast<uint64_t>(epoch - a.epoch - 1) * c.per_epoch;
+}
+
+DataAnchor anchor_at(uint64_t step, const DataPosition& then) { return {step, then.epoch, then.sample}; }
+
+uint64_t anchor_tail(uint64_t dataset_size, int batch_size, int world, const DataAnchor& a) {
+  const Cut c(dataset_size, batch_size, world, a);
+  const uint64_t trained_to = a.sample + c.first * c.global;
+  const uint64_t usual = c.per_epoch * c.global;  // where this geometry ends an epoch anyway
+  return usual > trained_to ? usual - trained_to : 0;
+}
+
+void Sampler::anchor(const DataAnchor& a) {
+  if (a.sample > dataset_size_) {
+    throw ConfigError("a resume position at sample " + std::to_string(a.sample) + " is past the dataset's " +
+                      std::to_string(dataset_size_) + " samples: it was written for another dataset");
+  }
+  anchor_ = a;
 }
 
 DataPosition Sampler::position(uint64_t sequence) const {
-  return position_at(sequence, dataset_size_, batch_size_, world_);
+  return position_at(sequence, dataset_size_, batch_size_, world_, anchor_);
+}
+
+uint64_t Sampler::epoch_start(uint32_t epoch) const {
+  return epoch_start_step(epoch, dataset_size_, batch_size_, world_, anchor_);
+}
+
+uint64_t Sampler::epoch_end(uint32_t epoch) const {
+  const Cut c(dataset_size_, batch_size_, world_, anchor_);
+  return epoch == anchor_.epoch ? anchor_.sample + c.first * c.global : c.per_epoch * c.global;
+}
+
+int Sampler::rank_of(uint32_t epoch, uint64_t p) const {
+  const uint64_t start = epoch == anchor_.epoch ? anchor_.sample : 0;
+  const uint64_t global = static_cast<uint64_t>(batch_size_) * static_cast<uint64_t>(world_);
+  return p < start ? -1 : static_cast<int>(((p - start) % global) / static_cast<uint64_t>(batch_size_));
 }
 
 std::vector<uint64_t> Sampler::order(uint32_t epoch) const {
@@ -59,9 +117,9 @@ std::vector<uint64_t> Sampler::order(uint32_t epoch) const {
 BatchRequest Sampler::request(uint64_t sequence) const {
   BatchRequest req;
   req.sequence = sequence;
-  req.epoch = static_cast<uint32_t>(sequence / batches_per_epoch_);
-  const uint64_t in_epoch = sequence % batches_per_epoch_;
-  const uint64_t first = (in_epoch * world_ + rank_) * static_cast<uint64_t>(batch_size_);
+  const DataPosition at = position(sequence);
+  req.epoch = at.epoch;
+  const uint64_t first = at.sample + static_cast<uint64_t>(rank_) * static_cast<uint64_t>(batch_size_);
   std::lock_guard lock(mu_);
   const auto& order = permutation(req.epoch);
   req.indices.assign(order.begin() + first, order.begin() + first + batch_size_);
