@@ -182,7 +182,7 @@ void expect_exact_resume(const fs::path& dir, const std::string& name, const std
   // The losses go on from where they were, not from an untrained model's.
   EXPECT_LT(b["first_loss"].get<double>(), a["first_loss"].get<double>()) << a.dump(2) << b.dump(2);
   if (world != 2) {
-    for (const char* part : {"continues epoch", "from sample " , "exactly", "--lr stays as given"}) {
+    for (const char* part : {"continues epoch", "from sample " , "exactly", "the learning rate stays as given"}) {
       EXPECT_NE(r.output.find(part), std::string::npos) << part << " not in:\n" << r.output;
     }
   }

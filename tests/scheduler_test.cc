@@ -193,6 +193,7 @@ TEST(SampleAudit, CountsMissingDuplicatedAndUnplannedSamples) {
   data::Sampler plan(40, 4, 0);  // 10 batches an epoch
   SampleAudit clean(plan, plan.position(0));
   for (uint64_t s = 0; s < 15; ++s) clean.record(made_from(plan, s));
+  clean.finish(15);
   auto r = clean.report();
   EXPECT_EQ(r["planned"], 60);
   EXPECT_EQ(r["consumed"], 60);
@@ -208,10 +209,19 @@ TEST(SampleAudit, CountsMissingDuplicatedAndUnplannedSamples) {
   data::Batch wrong = made_from(plan, 2);  // batch 1 never arrives
   wrong.indices[0] = made_from(plan, 5).indices[0];  // made from a sample of another batch
   broken.record(wrong);
+  broken.finish(3);
   r = broken.report();
   EXPECT_EQ(r["duplicated"], 4);
   EXPECT_EQ(r["unplanned"], 1);
   EXPECT_EQ(r["missing"], 5) << r.dump(2);  // all of batch 1, and the replaced sample of batch 2
+
+  // A stop cut the last step short: its batch was taken, never trained.
+  SampleAudit stopped(plan, plan.position(0));
+  for (uint64_t s = 0; s < 5; ++s) stopped.record(made_from(plan, s));
+  stopped.finish(4);
+  r = stopped.report();
+  EXPECT_EQ(r["consumed"], 16) << r.dump(2);
+  EXPECT_EQ(r["planned"], 16) << r.dump(2);
 }
 
 // 4,800 samples, 16 a rank, 2 epochs; a run on `from_world` ranks checkpointed at
@@ -225,6 +235,7 @@ nlohmann::json resumed_audit(int from_world, int world, uint64_t step) {
     plan.anchor(data::anchor_at(step, from));
     SampleAudit audit(plan, plan.position(step));
     for (uint64_t s = step; s < plan.epoch_start(2); ++s) audit.record(made_from(plan, s));
+    audit.finish(plan.epoch_start(2));
     reports.push_back(audit.report());
   }
   return SampleAudit::merge(reports);
@@ -291,7 +302,7 @@ TEST(SampleAudit, AResumeAtAnotherGeometryIsSaidWithBothSizesAndTheBatch) {
   const std::string said = resume_shift(two, three);
   for (const char* part : {"2 ranks x 16 (global batch 32)", "3 ranks x 16 (global batch 48)", "epoch 1, sample 1376",
                            "continues epoch 1's order from sample 1376 exactly", "its last 16 samples",
-                           "the global batch is 48, not 32", "--lr stays as given", "x1.5"}) {
+                           "the global batch is 48, not 32", "the learning rate stays as given", "x1.5"}) {
     EXPECT_NE(said.find(part), std::string::npos) << part << " not in: " << said;
   }
   EXPECT_EQ(resume_shift(two, two), "");

@@ -139,6 +139,7 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
         self._state = None
         self._closed = False
         self._taken = 0
+        self._start_step = None  # known once started
         self._sigterm = _SigtermWatch()
         self._handle = handle = _lib.tandem_feed_open(_request(workers, rank, world, local_threads, start_step,
                                                                epoch, release_workers, settings, images, state))
@@ -170,7 +171,8 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
         self._sigterm.restore()
         if handle:
             self._stats = json.loads(_lib.tandem_feed_stats(handle) or b"null")
-            self._state = self._state_at(handle, self._start_step + self._taken)
+            if self._start_step is not None:  # else the library's error (why it did not start) stays to raise
+                self._state = self._state_at(handle, self._start_step + self._taken)
             _lib.tandem_feed_free(handle)
 
     @staticmethod

@@ -23,6 +23,16 @@ SampleAudit::Epoch& SampleAudit::epoch(uint32_t number) {
 }
 
 void SampleAudit::record(const data::Batch& batch) {
+  if (held_) count(*held_);
+  held_ = Taken{batch.epoch, batch.sequence, batch.indices};
+}
+
+void SampleAudit::finish(uint64_t trained_to) {
+  if (held_ && held_->sequence < trained_to) count(*held_);
+  held_.reset();
+}
+
+void SampleAudit::count(const Taken& batch) {
   Epoch& e = epoch(batch.epoch);
   e.first_sequence = std::min(e.first_sequence, batch.sequence);
   e.last_sequence = std::max(e.last_sequence, batch.sequence);
@@ -159,7 +169,7 @@ std::string resume_shift(const data::DataPosition& from, const data::DataPositio
                               "as every epoch's remainder)", tail, now);
   const std::string batch =
       was == now ? "the global batch is the same"
-                 : fmt::format("the global batch is {}, not {}: --lr stays as given (tandem does not scale it; a "
+                 : fmt::format("the global batch is {}, not {}: the learning rate stays as given (--lr, or the script's: tandem does not scale it; a "
                                "recipe that ties it to the global batch scales it x{:.3g} by the linear rule) and "
                                "a step is now {} samples", now, was, static_cast<double>(now) / static_cast<double>(was), now);
   return fmt::format("it was written by {} at epoch {}, sample {}; this run's {} continues epoch {}'s order from sample "

@@ -124,16 +124,19 @@ feed::FeedOptions rank_feed_options(const Settings& settings, const std::vector<
   return o;
 }
 
-// Trains on the feed; every batch is recorded in `audit` when there is one.
+// Trains on the feed; every batch is recorded in `audit` when there is one, and counts
+// when its step was trained.
 training::TrainReport train(training::Trainer& trainer, feed::RankFeed& feed, feed::SampleAudit* audit,
                             const std::atomic<bool>& stop, LiveRecords& live) {
-  return trainer.run(
+  training::TrainReport report = trainer.run(
       [&] {
         std::optional<data::Batch> b = feed.next();
         if (b && audit) audit->record(*b);
         return b;
       },
       stop, {}, live.observer(feed.scheduler()));
+  if (audit) audit->finish(static_cast<uint64_t>(report.start_step + report.steps));
+  return report;
 }
 
 // --metrics-port on rank 0: its last metrics line and its feed now (null: not asked, or

@@ -248,10 +248,7 @@ bool BatchStream::request(data::BatchRequest request) {
     ++state_->outstanding;
   }
   try {
-    auto done = [state = state_, bytes](data::Batch batch) { state->finished(std::move(batch), bytes); };
-    auto failed = [state = state_, bytes](std::exception_ptr e) { state->fail(std::move(e), bytes); };
-    if (worker_.shared_) worker_.shared_->make(job_, weight_, std::move(request), std::move(done), std::move(failed));
-    else worker_.maker_->make_async(std::move(request), std::move(done), std::move(failed));
+    start(std::move(request), bytes);
   } catch (...) {  // not started (no memory for the batch): its bytes come back at once
     {
       std::lock_guard lock(state_->mu);
@@ -261,6 +258,13 @@ bool BatchStream::request(data::BatchRequest request) {
     return false;
   }
   return true;
+}
+
+void BatchStream::start(data::BatchRequest request, uint64_t bytes) {
+  auto done = [state = state_, bytes](data::Batch batch) { state->finished(std::move(batch), bytes); };
+  auto failed = [state = state_, bytes](std::exception_ptr e) { state->fail(std::move(e), bytes); };
+  if (worker_.shared_) worker_.shared_->make(job_, weight_, std::move(request), std::move(done), std::move(failed));
+  else worker_.maker_->make_async(std::move(request), std::move(done), std::move(failed));
 }
 
 void BatchStream::end_requests() {

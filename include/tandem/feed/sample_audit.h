@@ -27,8 +27,13 @@ class SampleAudit {
   // samples reports them missing and one that repeats them reports them duplicated.
   SampleAudit(const data::Sampler& plan, const data::DataPosition& from);
 
-  // A batch the training loop consumed.
+  // A batch the training loop took. It counts once the next is taken, or at finish()
+  // when its step was trained: a step that a stop (SIGTERM) cut short never trained its
+  // batch, and the resumed run trains it.
   void record(const data::Batch& batch);
+  // The run trained every step before `trained_to` (start step + steps taken): the last
+  // batch taken counts when it is among them.
+  void finish(uint64_t trained_to);
 
   // Per epoch: planned samples (this rank's positions from `from` to its last consumed
   // batch, so a skipped sequence counts), consumed, missing, duplicated and unplanned,
@@ -42,6 +47,14 @@ class SampleAudit {
   static nlohmann::json merge(const std::vector<nlohmann::json>& reports);
 
  private:
+  struct Taken {
+    uint32_t epoch;
+    uint64_t sequence;
+    std::vector<uint64_t> indices;
+  };
+  void count(const Taken& t);
+  std::optional<Taken> held_;  // the last batch taken, until it is known to be trained
+
   struct Epoch {
     std::vector<uint8_t> times;  // per sample: how often consumed (saturating), earlier runs' too
     uint64_t first_sequence = UINT64_MAX, last_sequence = 0;

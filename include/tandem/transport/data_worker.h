@@ -173,6 +173,8 @@ class BatchStream {
   // Closes the stream and runs on_stall if a batch handed out before `since` is still
   // being written. Returns whether it did. REQUIRES: worker_.streams_mu_ held.
   bool close_if_stalled(Clock::time_point since);
+  // Starts making `request`, whose `bytes` it holds: in a pool through its SharedMaker.
+  void start(data::BatchRequest request, uint64_t bytes);
 
   struct State;
   DataWorker& worker_;
