@@ -10,11 +10,12 @@
    samples each job was served, and each job's audit (--audit-samples). Samples per pool
    CPU-second per job: a job's samples over its share of the CPU that served it (the
    shared pool's CPU divided among the N jobs; a separate pool's own CPU).
-2. Fair share. Two jobs that share nothing (batch sizes 16 and 32: their requests
-   differ) with weights 1 and 3 on a pool of one thread (--emulate-slowdown 20, so that
-   the pool and not the trainers on this machine is what both wait for): the samples
-   the pool made for each over --share-s seconds of both running (its /metrics), against
-   their weights.
+2. Fair share. Two jobs with different data settings on one pool (the pool's own,
+   blur-benchmark at 224 px, weight 3; and a job's own settings, 112 px: samples a
+   quarter the cost, weight 1), on one thread (--emulate-slowdown 20, so that the pool
+   and not the trainers on this machine is what both wait for): the CPU-seconds the pool
+   spent for each over --share-s seconds of both running (its /metrics), against their
+   weights.
 Prints the table and writes the raw numbers as JSON."""
 import argparse
 import json
@@ -102,7 +103,7 @@ class Pool:
             self.proc.kill()
 
 
-def trainer(args, work, pool, name, token, lr, batch=16, steps=None):
+def trainer(args, work, pool, name, token, lr, batch=16, steps=None, data=None):
     root = os.path.join(work, name)
     os.makedirs(root, exist_ok=True)
     with open(os.path.join(root, "token"), "w") as f:
@@ -110,9 +111,17 @@ def trainer(args, work, pool, name, token, lr, batch=16, steps=None):
     argv = [args.tandem, "trainer", "--workers", pool.target, "--local-workers", "0", "--train-threads", "1",
             "--model", "small_cnn", "--batch-size", str(batch), "--steps", str(steps or args.steps), "--lr", str(lr),
             "--audit-samples", "--log-every", "10", "--token-file", os.path.join(root, "token"), "--job-name", name,
-            "--sagemaker-root", root, "--summary-json", os.path.join(root, "s.json")] + DATA
+            "--sagemaker-root", root, "--summary-json", os.path.join(root, "s.json")] + with_data(data)
     env = {k: v for k, v in os.environ.items() if k != "TANDEM_TOKEN"}
     return subprocess.Popen(argv, stdout=open(os.path.join(root, "log"), "w"), stderr=subprocess.STDOUT, env=env)
+
+
+def with_data(overrides):
+    """DATA with some flags' values replaced ({"--image-size": "112"})."""
+    out = list(DATA)
+    for flag, value in (overrides or {}).items():
+        out[out.index(flag) + 1] = value
+    return out
 
 
 def finish(procs, timeout):
@@ -162,26 +171,30 @@ def separate_case(args, work):
 
 def fair_case(args, work):
     # The pool is the bottleneck (cores 20 times slower, sleeping, not spinning), not the trainers.
+    light = {"image-size": 112}  # its own data settings: samples a quarter the cost of the pool's own
     pool = Pool(args, work, "fair", 1, metrics=True, slowdown=20,
-                jobs=[{"name": "light", "token": "t-light", "weight": 1},
+                jobs=[{"name": "light", "token": "t-light", "weight": 1, "settings": light},
                       {"name": "heavy", "token": "t-heavy", "weight": 3}])
-    procs = [trainer(args, work, pool, "light", "t-light", 0.05, batch=16, steps=100000),
-             trainer(args, work, pool, "heavy", "t-heavy", 0.05, batch=32, steps=100000)]
+    procs = [trainer(args, work, pool, "light", "t-light", 0.05, steps=100000, data={"--image-size": "112"}),
+             trainer(args, work, pool, "heavy", "t-heavy", 0.05, steps=100000)]
+    metric = "tandem_pool_job_compute_seconds"
     try:
-        wait_until(lambda: len(pool.job_metric("tandem_pool_job_samples_made")) == 2, 120, "both jobs served")
+        wait_until(lambda: len(pool.job_metric(metric)) == 2, 120, "both jobs served")
         time.sleep(5)  # both streaming
-        start = pool.job_metric("tandem_pool_job_samples_made")
+        start = {m: pool.job_metric(m) for m in (metric, "tandem_pool_job_samples_made")}
         time.sleep(args.share_s)
-        end = pool.job_metric("tandem_pool_job_samples_made")
+        end = {m: pool.job_metric(m) for m in (metric, "tandem_pool_job_samples_made")}
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
         for p in procs:
             p.wait(timeout=120)
         pool.stop()
-    made = {k: end[k] - start[k] for k in end}
-    share = made["heavy"] / (made["heavy"] + made["light"])
-    return {"made": made, "heavy_share": share, "weight_share": 0.75, "seconds": args.share_s}
+    cpu = {k: end[metric][k] - start[metric][k] for k in end[metric]}
+    made = {k: end["tandem_pool_job_samples_made"][k] - start["tandem_pool_job_samples_made"][k] for k in cpu}
+    share = cpu["heavy"] / (cpu["heavy"] + cpu["light"])
+    return {"compute_seconds": cpu, "samples_made": made, "heavy_share": share, "weight_share": 0.75,
+            "seconds": args.share_s, "light_settings": light}
 
 
 def main():
@@ -214,8 +227,8 @@ def main():
     print(f"  ratio {result['ratio']:.2f}x; audits clean: shared "
           f"{all(j['audit_clean'] for j in shared['jobs'].values())}, separate "
           f"{all(j['audit_clean'] for j in separate['jobs'].values())}")
-    print(f"  fair share (weights 1:3, one thread, {fair['seconds']:.0f} s): heavy got {fair['heavy_share']:.3f} of "
-          f"the samples made (its weight's 0.750): {fair['made']}")
+    print(f"  fair share (weights 1:3, one thread, {fair['seconds']:.0f} s): the 224 px job got {fair['heavy_share']:.3f} "
+          f"of the pool's CPU time (its weight's 0.750): {fair['compute_seconds']}, samples {fair['samples_made']}")
     return 0
 
 

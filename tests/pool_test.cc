@@ -39,10 +39,10 @@ fs::path token_file(const fs::path& dir, const std::string& name, const std::str
 
 // A trainer of job `name` on the pool: 30 steps of 8 (half an epoch), audited.
 std::string trainer(const fs::path& dir, const Worker& pool, const std::string& name, const std::string& token,
-                    const std::string& extra = "") {
+                    const std::string& extra = "", const std::string& data = kData) {
   fs::create_directories(dir / name);
   return "trainer --workers " + pool.target() + " --local-workers 0 --train-threads 1 --batch-size 8 --steps 30" +
-         kData + " --audit-samples --log-every 10 --token-file " + token_file(dir, name, token).string() +
+         data + " --audit-samples --log-every 10 --token-file " + token_file(dir, name, token).string() +
          " --job-name " + name + " --sagemaker-root " + (dir / name).string() + " --summary-json " +
          (dir / name / "s.json").string() + extra;
 }
@@ -115,6 +115,39 @@ TEST(Pool, TwoJobsByTheirOwnTokensTrainApartAndThePoolOutlivesThem) {
   EXPECT_EQ(waitpid(pool.child.pid, nullptr, WNOHANG), 0) << slurp(dir / "pool.log");
   kill(pool.child.pid, SIGTERM);
   EXPECT_NE(wait_exit(pool.child, 60s), -1) << slurp(dir / "pool.log");
+  fs::remove_all(dir);
+}
+
+// A job whose settings are its own (another image size and seed: other samples, another
+// pipeline) is served its dataset on the same pool; its trainer must ask for that one.
+TEST(Pool, AJobWithSettingsOfItsOwnIsServedItsOwnDataset) {
+  const fs::path dir = fresh_dir("pool-settings");
+  const fs::path jobs = dir / "jobs.json";
+  write_jobs(jobs, {{{"name", "small"}, {"token", "t-small"}},
+                    {{"name", "big"}, {"token", "t-big"}, {"settings", {{"image-size", 24}, {"seed", 4}}}}});
+  Worker pool = start_worker("--threads 2 --pool-jobs " + jobs.string() + kData, dir / "pool.log");
+  ASSERT_GT(pool.port, 0) << slurp(dir / "pool.log");
+  EXPECT_NE(slurp(dir / "pool.log").find(R"(a job's dataset {"image-size":24,"seed":4})"), std::string::npos)
+      << slurp(dir / "pool.log");
+  Child small = spawn(trainer(dir, pool, "small", "t-small"), dir / "small.log");
+  Child big = spawn(trainer(dir, pool, "big", "t-big", "", " --data synthetic --image-size 24 --dataset-size 480 --seed 4"),
+                    dir / "big.log");
+  ASSERT_EQ(wait_exit(small, 120s), 0) << slurp(dir / "small.log");
+  ASSERT_EQ(wait_exit(big, 120s), 0) << slurp(dir / "big.log");
+  expect_clean_audit(dir / "small/s.json");
+  expect_clean_audit(dir / "big/s.json");
+  // Its token with the pool's own settings: the dataset differs, said by name.
+  const Outcome wrong = run_capture(trainer(dir, pool, "big", "t-big") + " --connect-timeout 5", dir / "wrong.log", 60);
+  EXPECT_EQ(wrong.code, 3) << wrong.out;
+  EXPECT_NE(wrong.out.find("image size 24"), std::string::npos) << wrong.out;
+  kill(pool.child.pid, SIGTERM);
+  EXPECT_NE(wait_exit(pool.child, 60s), -1);
+
+  // A setting that is not a data setting stops the pool at its start, named.
+  write_jobs(jobs, {{{"name", "a"}, {"token", "t"}, {"settings", {{"batch-size", 8}}}}});
+  const Outcome bad = run_capture("worker --port 0 --pool-jobs " + jobs.string() + kData, dir / "bad.log", 30);
+  EXPECT_EQ(bad.code, 3) << bad.out;
+  EXPECT_NE(bad.out.find("a pool job's setting 'batch-size' is not a data setting"), std::string::npos) << bad.out;
   fs::remove_all(dir);
 }
 

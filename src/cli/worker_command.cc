@@ -12,7 +12,9 @@ Command add_worker_command(CLI::App& root, Settings& s) {
   add_data_options(*app, s.data);
   add_worker_options(*app, s.worker);
   return {app, [&s] {
-            return launch::run_worker(s, launch::host_name(s.cluster, "worker"));
+            return launch::run_worker(s, launch::host_name(s.cluster, "worker"), [&s](const std::string& settings) {
+              return pool_job_data(s.data, settings);
+            });
           },
           true};
 }

@@ -82,7 +82,25 @@ int exit_code_for(transport::StopReason why, const Settings& settings, const std
 
 }  // namespace
 
-int run_worker(const Settings& settings, const std::string& host) {
+namespace {
+
+// A pool's job's dataset: its data options from `job_data`, made as the worker's own is.
+transport::DatasetFor pool_datasets(const Settings& settings, const JobData& job_data, const DataRole& role) {
+  if (settings.worker.pool_jobs.empty() || !job_data) return {};
+  return [&settings, job_data, role](const std::string& json) {
+    DataOptions d = job_data(json);
+    if (d.python_procs == 0) d.python_procs = settings.worker.threads;
+    transport::PoolDataset out{data::make_dataset(d, role), data::wire_dtype(d)};
+    check_determinism(*out.dataset, d);
+    spdlog::info("a job's dataset {}: '{}' ({}, fingerprint {})", json, out.dataset->info().name,
+                 counted(out.dataset->info().size, "sample"), out.dataset->info().fingerprint);
+    return out;
+  };
+}
+
+}  // namespace
+
+int run_worker(const Settings& settings, const std::string& host, const JobData& job_data) {
   std::atomic<transport::WorkerServer*> live{nullptr};
   std::atomic<bool> signalled{false};
   // A second signal, or SIGINT, stops at once.
@@ -104,13 +122,15 @@ int run_worker(const Settings& settings, const std::string& host) {
   WorkerOptions worker = settings.worker;
   const transport::InflightSplit split = transport::split_inflight(worker.max_inflight_mb);
   worker.max_inflight_mb = static_cast<int64_t>(split.total >> 20);
-  auto dataset = data::make_dataset(data, {.python_shm_bytes = split.python_shm, .read_ahead_bytes = split.read_ahead});
+  const DataRole role{.python_shm_bytes = split.python_shm, .read_ahead_bytes = split.read_ahead};
+  auto dataset = data::make_dataset(data, role);
   check_determinism(*dataset, settings.data);
   if (dataset->shared_memory_bytes() > 0) {
     spdlog::info("its Python processes may map {} MiB of shared memory, half of --max-inflight-mb {}",
                  dataset->shared_memory_bytes() >> 20, worker.max_inflight_mb);
   }
-  transport::WorkerServer server(dataset, worker, host, data::wire_dtype(settings.data), settings.security);
+  transport::WorkerServer server(dataset, worker, host, data::wire_dtype(settings.data), settings.security,
+                                 pool_datasets(settings, job_data, role));
   const int port = settings.worker.port >= 0 ? settings.worker.port : settings.cluster.worker_port;
   const int bound = server.start(settings.worker.bind + ":" + std::to_string(port));
   live = &server;

@@ -171,6 +171,7 @@ grpc::Status check_pool_caller(const grpc::ServerContext& ctx, const SecurityOpt
   }
   who.job = job->name;
   who.weight = job->weight;
+  who.settings = job->settings;
   return grpc::Status::OK;
 }
 

@@ -46,37 +46,57 @@ ServedBatch::~ServedBatch() {
   if (bytes_) budget_->release(bytes_);
 }
 
+ServedData::ServedData(std::shared_ptr<const data::Dataset> d, ThreadPool* pool, data::DType wire, double slowdown)
+    : dataset(std::move(d)),
+      maker(std::make_unique<data::BatchMaker>(dataset, pool, wire)),
+      bytes_per_sample(dataset->info().sample_bytes() / data::dtype_size(dataset->info().dtype) * data::dtype_size(wire) +
+                       sizeof(int64_t) + extra_field_bytes(dataset->info())) {
+  maker->set_slowdown(slowdown);
+}
+
+ServedData::~ServedData() = default;
+
 DataWorker::DataWorker(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts, std::string host,
-                       data::DType wire)
-    : dataset_(std::move(dataset)), opts_(opts), host_(std::move(host)), instance_(random_instance()),
+                       data::DType wire, DatasetFor dataset_for)
+    : opts_(opts), host_(std::move(host)), instance_(random_instance()),
       pool_(std::make_unique<ThreadPool>(opts.threads > 0 ? opts.threads : available_cores())),
-      maker_(std::make_unique<data::BatchMaker>(dataset_, pool_.get(), wire)),
-      budget_(std::make_unique<ByteBudget>(batch_budget(opts, *dataset_))),
-      bytes_per_sample_(dataset_->info().sample_bytes() / data::dtype_size(dataset_->info().dtype) *
-                            data::dtype_size(wire) + sizeof(int64_t) + extra_field_bytes(dataset_->info())) {
-  maker_->set_slowdown(opts.emulate_slowdown);
+      main_(std::make_unique<ServedData>(std::move(dataset), pool_.get(), wire, opts.emulate_slowdown)),
+      dataset_for_(std::move(dataset_for)),
+      budget_(std::make_unique<ByteBudget>(batch_budget(opts, *main_->dataset))) {
   if (!opts.pool_jobs.empty()) {
     const int most = std::max(2, static_cast<int>(pool_->size()));
-    shared_ = std::make_unique<SharedMaker>(*maker_, SharedMakerOptions{
-                                                         static_cast<uint64_t>(std::max<int64_t>(opts.share_window_mb, 0)) << 20, most});
+    shared_ = std::make_unique<SharedMaker>(SharedMakerOptions{
+        static_cast<uint64_t>(std::max<int64_t>(opts.share_window_mb, 0)) << 20, most});
   }
 }
 
 DataWorker::~DataWorker() {
   stop();
   if (shared_) shared_->stop();
-  pool_.reset();  // runs what was submitted: callbacks refer to maker_ and streams' states
+  pool_.reset();  // runs what was submitted: callbacks refer to the makers and streams' states
 }
 
-WorkerInfo DataWorker::describe() const {
+const ServedData& DataWorker::served(const std::string& settings) {
+  if (settings.empty() || !dataset_for_) return *main_;
+  std::lock_guard lock(data_mu_);
+  std::unique_ptr<ServedData>& d = others_[settings];
+  if (!d) {
+    PoolDataset made = dataset_for_(settings);  // throws ConfigError for settings it cannot make
+    d = std::make_unique<ServedData>(std::move(made.dataset), pool_.get(), made.wire, opts_.emulate_slowdown);
+  }
+  return *d;
+}
+
+WorkerInfo DataWorker::describe(const std::string& settings) {
+  const data::Dataset& dataset = *served(settings).dataset;
   WorkerInfo info;
-  info.dataset = dataset_->info();
+  info.dataset = dataset.info();
   info.dataset.fields = info.dataset.schema();  // the image and the label named too
   info.threads = pool_->size();
   info.host = host_;
-  info.skipped = dataset_->skipped();
-  info.skipped_count = dataset_->skipped_count();
-  info.determinism_problem = dataset_->determinism_problem();  // checked at the worker's start, kept
+  info.skipped = dataset.skipped();
+  info.skipped_count = dataset.skipped_count();
+  info.determinism_problem = dataset.determinism_problem();  // checked at the worker's start, kept
   info.instance = instance_;
   return info;
 }
@@ -86,7 +106,8 @@ std::map<std::string, JobTally> DataWorker::job_tallies() const {
 }
 
 std::unique_ptr<BatchStream> DataWorker::open_stream(std::function<void()> on_stall, int job_ranks, std::string job,
-                                                     double weight) {
+                                                     double weight, const std::string& settings) {
+  const ServedData& data = served(settings);
   {
     std::lock_guard lock(streams_mu_);
     const int ranks = std::max(job_ranks, claims_.empty() ? 0 : *claims_.rbegin());
@@ -100,7 +121,8 @@ std::unique_ptr<BatchStream> DataWorker::open_stream(std::function<void()> on_st
     claims_.insert(job_ranks);
   }
   touch();
-  return std::unique_ptr<BatchStream>(new BatchStream(*this, std::move(on_stall), job_ranks, std::move(job), weight));
+  return std::unique_ptr<BatchStream>(
+      new BatchStream(*this, std::move(on_stall), job_ranks, std::move(job), weight, data));
 }
 
 int DataWorker::close_stalled_streams() {
@@ -151,8 +173,9 @@ struct BatchStream::State {
   }
 };
 
-BatchStream::BatchStream(DataWorker& worker, std::function<void()> on_stall, int claim, std::string job, double weight)
-    : worker_(worker), on_stall_(std::move(on_stall)), claim_(claim), job_(std::move(job)), weight_(weight),
+BatchStream::BatchStream(DataWorker& worker, std::function<void()> on_stall, int claim, std::string job, double weight,
+                         const ServedData& data)
+    : worker_(worker), on_stall_(std::move(on_stall)), claim_(claim), job_(std::move(job)), weight_(weight), data_(data),
       state_(std::make_shared<State>(*worker.budget_)) {
   std::lock_guard lock(worker_.streams_mu_);
   worker_.streams_.push_back(this);
@@ -224,7 +247,7 @@ bool BatchStream::request(data::BatchRequest request) {
                                             " per request (--max-request-samples)")));
     return false;
   }
-  const uint64_t bytes = static_cast<uint64_t>(n) * w.bytes_per_sample_;
+  const uint64_t bytes = static_cast<uint64_t>(n) * data_.bytes_per_sample;
   ByteBudget& budget = *w.budget_;
   if (bytes > budget.capacity()) {
     fail(std::make_exception_ptr(Overloaded(
@@ -263,8 +286,11 @@ bool BatchStream::request(data::BatchRequest request) {
 void BatchStream::start(data::BatchRequest request, uint64_t bytes) {
   auto done = [state = state_, bytes](data::Batch batch) { state->finished(std::move(batch), bytes); };
   auto failed = [state = state_, bytes](std::exception_ptr e) { state->fail(std::move(e), bytes); };
-  if (worker_.shared_) worker_.shared_->make(job_, weight_, std::move(request), std::move(done), std::move(failed));
-  else worker_.maker_->make_async(std::move(request), std::move(done), std::move(failed));
+  if (worker_.shared_) {
+    worker_.shared_->make(job_, weight_, *data_.maker, std::move(request), std::move(done), std::move(failed));
+  } else {
+    data_.maker->make_async(std::move(request), std::move(done), std::move(failed));
+  }
 }
 
 void BatchStream::end_requests() {

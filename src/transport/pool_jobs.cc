@@ -22,8 +22,9 @@ PoolJob parse_job(const nlohmann::json& j, size_t i, const std::string& origin) 
   const std::string where = origin + ": jobs[" + std::to_string(i) + "]";
   if (!j.is_object()) throw ConfigError(where + " is not an object: " + kForm);
   for (const auto& [key, value] : j.items()) {
-    if (key != "name" && key != "token" && key != "weight") {
-      throw ConfigError(where + " has an unknown key '" + printable(key, 40) + "' (name, token, weight): " + kForm);
+    if (key != "name" && key != "token" && key != "weight" && key != "settings") {
+      throw ConfigError(where + " has an unknown key '" + printable(key, 40) + "' (name, token, weight, settings): " +
+                        kForm);
     }
   }
   PoolJob job;
@@ -40,6 +41,13 @@ PoolJob parse_job(const nlohmann::json& j, size_t i, const std::string& origin) 
                         ": a weight is a positive number, its share of the cores against the other jobs'");
     }
     job.weight = j["weight"].get<double>();
+  }
+  if (j.contains("settings")) {
+    if (!j["settings"].is_object()) {
+      throw ConfigError(where + " ('" + printable(job.name, 80) + "') has settings that are not an object: give its "
+                        "data settings over the pool's, as a settings file names them, e.g. {\"pipeline\": \"...\"}");
+    }
+    if (!j["settings"].empty()) job.settings = j["settings"].dump();
   }
   return job;
 }
@@ -105,6 +113,11 @@ std::optional<PoolJob> PoolJobs::find(const std::string& authorization) {
     if (secrets_equal(authorization, "Bearer " + job.token)) found = job;  // every one compared: constant time
   }
   return found;
+}
+
+std::vector<PoolJob> PoolJobs::jobs() const {
+  std::lock_guard lock(mu_);
+  return jobs_;
 }
 
 size_t PoolJobs::size() const {

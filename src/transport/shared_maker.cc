@@ -46,23 +46,28 @@ data::Batch copy_batch(const data::Batch& b, uint64_t sequence) {
   return c;
 }
 
-SharedMaker::SharedMaker(data::BatchMaker& maker, SharedMakerOptions opts) : maker_(maker), opts_(opts) {}
+SharedMaker::SharedMaker(SharedMakerOptions opts) : opts_(opts) {}
 
 SharedMaker::~SharedMaker() = default;
 
-uint64_t SharedMaker::key_of(const data::BatchRequest& r) {
-  uint64_t h = fnv1a(std::string_view(reinterpret_cast<const char*>(&r.epoch), sizeof r.epoch));
+uint64_t SharedMaker::key_of(const data::BatchMaker& maker, const data::BatchRequest& r) {
+  uint64_t h = fnv1a(maker.dataset().info().fingerprint);
+  h = fnv1a(std::string_view(reinterpret_cast<const char*>(&r.epoch), sizeof r.epoch), h);
   h = fnv1a(std::string_view(reinterpret_cast<const char*>(r.indices.data()), r.indices.size() * sizeof(uint64_t)), h);
   return h & ~kPrivate;
 }
 
-SharedMaker::Entry* SharedMaker::find(uint64_t key, const data::BatchRequest& r) {
+SharedMaker::Entry* SharedMaker::find(uint64_t key, const data::BatchMaker& maker, const data::BatchRequest& r) {
   const auto it = entries_.find(key);
-  if (it == entries_.end() || it->second.epoch != r.epoch || it->second.indices != r.indices) return nullptr;
+  if (it == entries_.end() || it->second.maker != &maker || it->second.epoch != r.epoch ||
+      it->second.indices != r.indices) {
+    return nullptr;
+  }
   return &it->second;
 }
 
-void SharedMaker::make(const std::string& job, double weight, data::BatchRequest request, Done done, Failed fail) {
+void SharedMaker::make(const std::string& job, double weight, data::BatchMaker& maker, data::BatchRequest request,
+                       Done done, Failed fail) {
   std::shared_ptr<const data::Batch> ready;
   const uint64_t sequence = request.sequence;
   {
@@ -70,8 +75,8 @@ void SharedMaker::make(const std::string& job, double weight, data::BatchRequest
     JobTally& t = tallies_[job];
     t.weight = weight;
     const bool shares = opts_.window_bytes > 0;
-    uint64_t key = shares ? key_of(request) : kPrivate | next_private_++;
-    Entry* e = shares ? find(key, request) : nullptr;
+    uint64_t key = shares ? key_of(maker, request) : kPrivate | next_private_++;
+    Entry* e = shares ? find(key, maker, request) : nullptr;
     if (shares && !e && entries_.count(key)) key = kPrivate | next_private_++;  // a hash collision: not shared
     if (e && e->made) {
       ready = e->batch;
@@ -83,10 +88,12 @@ void SharedMaker::make(const std::string& job, double weight, data::BatchRequest
       return;
     } else {
       Entry& n = entries_[key];
+      n.maker = &maker;
       n.epoch = request.epoch;
       n.indices = request.indices;
       n.waiters.push_back({job, sequence, std::move(done), std::move(fail)});
-      queues_[job].push_back({key, std::move(request)});
+      if (queues_[job].empty()) start_waiting(job);
+      queues_[job].push_back({key, &maker, std::move(request)});
     }
   }
   if (ready) {
@@ -96,16 +103,50 @@ void SharedMaker::make(const std::string& job, double weight, data::BatchRequest
   dispatch();
 }
 
-// The job whose made samples per unit of weight are fewest, among those waiting.
+// A job that starts waiting starts at the least virtual time of those waiting (or of all,
+// when none waits): what it did not ask for while away is not owed to it.
+void SharedMaker::start_waiting(const std::string& job) {
+  double least = std::numeric_limits<double>::infinity();
+  for (const auto& [other, queue] : queues_) {
+    if (other != job && !queue.empty()) least = std::min(least, shares_[other].vtime);
+  }
+  if (least == std::numeric_limits<double>::infinity()) {
+    for (const auto& [other, share] : shares_) {
+      if (other != job) least = std::min(least, share.vtime);
+    }
+  }
+  Share& mine = shares_[job];
+  if (least != std::numeric_limits<double>::infinity()) mine.vtime = std::max(mine.vtime, least);
+}
+
+// Charges `job` for a batch: at its start its estimate, at its end the difference to
+// what it took (`seconds` < 0: the start).
+void SharedMaker::charge(const std::string& job, uint64_t key, double seconds, uint64_t samples) {
+  Share& s = shares_[job];
+  const double weight = tallies_[job].weight;
+  if (seconds < 0) {
+    const double estimate = s.per_sample * static_cast<double>(samples);
+    s.charged[key] = estimate;
+    s.vtime += estimate / weight;
+    return;
+  }
+  const auto it = s.charged.find(key);
+  const double before = it == s.charged.end() ? 0 : it->second;
+  if (it != s.charged.end()) s.charged.erase(it);
+  s.vtime += (seconds - before) / weight;
+  const JobTally& t = tallies_[job];
+  if (t.samples_made > 0) s.per_sample = (t.compute_seconds + seconds) / static_cast<double>(t.samples_made);
+}
+
+// The waiting job with the least virtual time.
 const std::string* SharedMaker::next_job() const {
   const std::string* best = nullptr;
   double least = std::numeric_limits<double>::infinity();
   for (const auto& [job, queue] : queues_) {
     if (queue.empty()) continue;
-    const JobTally& t = tallies_.at(job);
-    const double share = static_cast<double>(t.samples_made) / t.weight;
-    if (share < least) {
-      least = share;
+    const double vtime = shares_.at(job).vtime;
+    if (vtime < least) {
+      least = vtime;
       best = &job;
     }
   }
@@ -123,12 +164,13 @@ void SharedMaker::dispatch() {
       std::deque<Pending>& q = queues_[*job];
       next = std::move(q.front());
       q.pop_front();
-      tallies_[*job].samples_made += next.request.indices.size();  // counted as it starts: the share is the cores'
+      tallies_[*job].samples_made += next.request.indices.size();
+      charge(*job, next.key, -1, next.request.indices.size());
       ++in_maker_;
     }
     const uint64_t key = next.key;
     try {
-      maker_.make_async(
+      next.maker->make_async(
           std::move(next.request), [this, key](data::Batch b) { finished(key, std::move(b)); },
           [this, key](std::exception_ptr e) { failed(key, std::move(e)); });
     } catch (...) {
@@ -161,8 +203,12 @@ void SharedMaker::finished(uint64_t key, data::Batch batch) {
       JobTally& t = tallies_[waiters[i].job];
       ++t.batches;
       t.samples_served += batch.indices.size();
-      if (i == 0) t.compute_seconds += batch.compute_seconds;
-      else t.samples_shared += batch.indices.size();
+      if (i == 0) {
+        charge(waiters[i].job, key, batch.compute_seconds, batch.indices.size());
+        t.compute_seconds += batch.compute_seconds;
+      } else {
+        t.samples_shared += batch.indices.size();
+      }
     }
     if ((key & kPrivate) == 0 && opts_.window_bytes > 0) {
       e.made = true;
@@ -187,6 +233,7 @@ void SharedMaker::failed(uint64_t key, std::exception_ptr e) {
     --in_maker_;
     waiters.swap(entries_[key].waiters);
     entries_.erase(key);
+    if (!waiters.empty()) charge(waiters[0].job, key, 0, 0);  // its estimate back
   }
   for (Waiter& w : waiters) w.failed(e);
   dispatch();

@@ -42,9 +42,13 @@ constexpr const char* kPortFlags = "--port (or --worker-port, the same on every 
 // and the worker's values, and turns the worker's errors into statuses (status.h).
 struct WorkerServer::Impl final : v1::DataService::Service {
   Impl(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts, std::string host, data::DType wire,
-       SecurityOptions sec)
-      : worker(std::move(dataset), opts, std::move(host), wire), security(std::move(sec)), job(security.job),
-        pool(opts.pool_jobs.empty() ? nullptr : std::make_unique<PoolJobs>(opts.pool_jobs)) {
+       SecurityOptions sec, DatasetFor dataset_for)
+      : worker(std::move(dataset), opts, std::move(host), wire, std::move(dataset_for)), security(std::move(sec)),
+        job(security.job), pool(opts.pool_jobs.empty() ? nullptr : std::make_unique<PoolJobs>(opts.pool_jobs)) {
+    // Every job's dataset now: settings that cannot make one stop the pool at its start.
+    if (pool) {
+      for (const PoolJob& j : pool->jobs()) worker.served(j.settings);
+    }
     MarkMethodStreamed(stream_batches_method().index,
                        copy_free_handler(this, [this](grpc::ServerContext* ctx, ServerBatchStream* stream) {
                          return stream_batches(ctx, stream);
@@ -69,7 +73,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     if (grpc::Status s = admit(*ctx, false, who); !s.ok()) return refuse(*ctx, "Info", s);
     contacted = true;
     try {
-      *reply = to_proto(worker.describe());
+      *reply = to_proto(worker.describe(who.settings));
     } catch (const std::exception& e) {
       return status_for(e, "describing its dataset");
     }
@@ -100,7 +104,7 @@ struct WorkerServer::Impl final : v1::DataService::Service {
       // --max-streams more streams: anyone could say 65,536.
       const int claimed = job_ranks_of(*ctx);
       const int ranks = security.token.empty() ? std::min(claimed, worker.max_streams()) : claimed;
-      stream = worker.open_stream([this, ctx] { close_stalled(*ctx); }, ranks, who.job, who.weight);
+      stream = worker.open_stream([this, ctx] { close_stalled(*ctx); }, ranks, who.job, who.weight, who.settings);
     } catch (const std::exception& e) {
       return refuse(*ctx, "StreamBatches", status_for(e, "opening a stream"));
     }
@@ -246,8 +250,9 @@ struct WorkerServer::Impl final : v1::DataService::Service {
 };
 
 WorkerServer::WorkerServer(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts,
-                           std::string host, data::DType wire, SecurityOptions security)
-    : impl_(std::make_unique<Impl>(std::move(dataset), opts, std::move(host), wire, std::move(security))) {}
+                           std::string host, data::DType wire, SecurityOptions security, DatasetFor dataset_for)
+    : impl_(std::make_unique<Impl>(std::move(dataset), opts, std::move(host), wire, std::move(security),
+                                   std::move(dataset_for))) {}
 
 WorkerServer::~WorkerServer() = default;
 

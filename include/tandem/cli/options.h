@@ -38,6 +38,12 @@ void add_launch_options(CLI::App& app, LaunchOptions& o);
 // named workers): `launch`, `train` and `inspect`, which checks a host's whole setup.
 void add_host_options(CLI::App& app, Settings& s);
 
+// A pool's job's data options (`tandem worker --pool-jobs`, a job's "settings": a JSON
+// object of data settings as a settings file names them): `base` with them applied by the
+// flags' own parser. ConfigError naming a setting that is not a data setting or a value
+// that does not parse.
+DataOptions pool_job_data(const DataOptions& base, const std::string& settings);
+
 // Fills options of `cmd` that were not given as flags from opts.config_file, then from
 // <sagemaker_root>/input/config/hyperparameters.json (which wins over the config file).
 // Keys are flag names without "--" ('_' and '-' are interchangeable). Throws

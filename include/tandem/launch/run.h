@@ -4,6 +4,7 @@
 
 #include "tandem/common/exit_codes.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,10 @@ namespace tandem::launch {
 // Serves batches on settings.worker.port (or cluster.worker_port) until a trainer
 // says Shutdown (exit 0), SIGTERM (exit 0), or no trainer speaks for --idle-timeout or
 // claims it within --claim-timeout (exit 5, with the reason in output/failure).
-int run_worker(const Settings& settings, const std::string& host);
+// `job_data`: a pool's (--pool-jobs) data options of a job whose settings are its own
+// (PoolJob::settings over settings.data; the command line's parser, cli/pool_data.h).
+using JobData = std::function<DataOptions(const std::string& settings)>;
+int run_worker(const Settings& settings, const std::string& host, const JobData& job_data = {});
 
 // A data worker host of a launched job: run_worker, and when it cannot start for a
 // reason of the job's configuration (ConfigError: its port taken, its --data missing) it

@@ -65,6 +65,7 @@ bool secrets_equal(std::string_view a, std::string_view b);
 struct PoolCaller {
   std::string job;
   double weight = 1;
+  std::string settings;  // the job's data settings (PoolJob::settings)
   bool operator_token = false;
 };
 grpc::Status check_pool_caller(const grpc::ServerContext& ctx, const SecurityOptions& s, PoolJobs& jobs,

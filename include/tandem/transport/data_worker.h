@@ -55,19 +55,41 @@ class ServedBatch {
 
 class BatchStream;
 
+// A dataset a pool's job asks for by its settings (PoolJob::settings, a JSON object of
+// data settings over the pool's own), made by whoever started the pool (launch/worker_role).
+struct PoolDataset {
+  std::shared_ptr<const data::Dataset> dataset;
+  data::DType wire = data::DType::kFloat32;
+};
+using DatasetFor = std::function<PoolDataset(const std::string& settings)>;
+
+// One dataset a worker serves, and what makes its batches.
+struct ServedData {
+  std::shared_ptr<const data::Dataset> dataset;
+  std::unique_ptr<data::BatchMaker> maker;
+  uint64_t bytes_per_sample = 0;  // one sample as sent, with its label
+  ServedData(std::shared_ptr<const data::Dataset> d, ThreadPool* pool, data::DType wire, double slowdown);
+  ~ServedData();
+};
+
 class DataWorker {
  public:
 
   // `host` names this worker in its description; batches are made as `wire`, on
   // opts.threads threads (0 = every core this process may use).
+  // `dataset_for`: a pool's (opts.pool_jobs) datasets of jobs with settings of their own.
   DataWorker(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts, std::string host,
-             data::DType wire = data::DType::kFloat32);
+             data::DType wire = data::DType::kFloat32, DatasetFor dataset_for = {});
   ~DataWorker();  // REQUIRES: every stream it opened is gone
   DataWorker(const DataWorker&) = delete;
   DataWorker& operator=(const DataWorker&) = delete;
 
-  // What the Info RPC answers.
-  WorkerInfo describe() const;
+  // What the Info RPC answers: of the worker's dataset, or of a pool's job's `settings`.
+  WorkerInfo describe(const std::string& settings = "");
+
+  // The dataset served for a pool's job's `settings` ("" = the worker's own), made on
+  // first use and kept. Throws ConfigError when it cannot be made.
+  const ServedData& served(const std::string& settings);
 
   // Opens one trainer's stream. `job_ranks`: its job's ranks, as the stream says (every
   // caller has passed the job's checks; without a token the server caps what it may say
@@ -80,7 +102,7 @@ class DataWorker {
   // In a pool (opts.pool_jobs), the stream is job `job`'s, of weight `weight`: its
   // requests are shared and fair-shared with the other jobs' (SharedMaker).
   std::unique_ptr<BatchStream> open_stream(std::function<void()> on_stall = {}, int job_ranks = 0,
-                                           std::string job = "", double weight = 1);
+                                           std::string job = "", double weight = 1, const std::string& settings = "");
 
   // What the pool did for each job (empty outside a pool).
   std::map<std::string, JobTally> job_tallies() const;
@@ -107,15 +129,16 @@ class DataWorker {
   friend class BatchStream;
   void touch() { last_activity_ = Clock::now().time_since_epoch().count(); }
 
-  std::shared_ptr<const data::Dataset> dataset_;
   const WorkerOptions opts_;
   const std::string host_;
   const std::string instance_;  // WorkerInfo::instance
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<data::BatchMaker> maker_;
+  std::unique_ptr<ServedData> main_;  // the worker's own dataset
+  const DatasetFor dataset_for_;
+  std::mutex data_mu_;
+  std::map<std::string, std::unique_ptr<ServedData>> others_;  // GUARDED_BY(data_mu_): by a pool's job's settings
   std::unique_ptr<SharedMaker> shared_;  // in a pool only
   std::unique_ptr<ByteBudget> budget_;
-  uint64_t bytes_per_sample_ = 0;  // one sample as sent, with its label
   std::atomic<int> open_streams_{0};
   std::mutex streams_mu_;
   std::multiset<int> claims_;  // GUARDED_BY(streams_mu_): the ranks each open stream said
@@ -169,7 +192,8 @@ class BatchStream {
  private:
   friend class DataWorker;
   // DataWorker::open_stream() makes them; `claim`: the ranks the stream said.
-  BatchStream(DataWorker& worker, std::function<void()> on_stall, int claim, std::string job, double weight);
+  BatchStream(DataWorker& worker, std::function<void()> on_stall, int claim, std::string job, double weight,
+              const ServedData& data);
   // Closes the stream and runs on_stall if a batch handed out before `since` is still
   // being written. Returns whether it did. REQUIRES: worker_.streams_mu_ held.
   bool close_if_stalled(Clock::time_point since);
@@ -182,6 +206,7 @@ class BatchStream {
   const int claim_;
   const std::string job_;  // in a pool
   const double weight_;
+  const ServedData& data_;
   std::shared_ptr<State> state_;  // shared with batches still being made
 };
 

@@ -18,10 +18,14 @@ struct PoolJob {
   std::string name;
   std::string token;
   double weight = 1;  // its share of the pool's cores against the other jobs that want them
+  // Its data settings over the pool's own, as a JSON object ({"pipeline": "...", "image-size":
+  // 64}) in canonical form: jobs with another pipeline on the same pool; "" = the pool's.
+  std::string settings;
 };
 
-// The jobs of FILE's text: {"jobs": [{"name": "lr-0.1", "token": "...", "weight": 2}, ...]}
-// (weight optional, > 0). Throws ConfigError naming `origin`, the entry and the fix for
+// The jobs of FILE's text: {"jobs": [{"name": "lr-0.1", "token": "...", "weight": 2,
+// "settings": {"pipeline": "...", ...}}, ...]} (weight optional, > 0; settings optional,
+// an object of data settings). Throws ConfigError naming `origin`, the entry and the fix for
 // anything else: no jobs list, a name or token missing or empty, a name or token used
 // twice, a weight that is not a positive number, an unknown key.
 std::vector<PoolJob> parse_pool_jobs(const std::string& text, const std::string& origin);
@@ -38,6 +42,8 @@ class PoolJobs {
   std::optional<PoolJob> find(const std::string& authorization);
 
   size_t size() const;
+  // Every job as read last.
+  std::vector<PoolJob> jobs() const;
 
  private:
   void reload_if_changed();  // REQUIRES: mu_ held

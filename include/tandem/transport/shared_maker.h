@@ -1,6 +1,8 @@
 // A pool's batch making for several jobs at once (`tandem worker --pool-jobs`): each
-// job's requests wait in its own queue and the pool's cores go to the job with the least
-// made for it per unit of weight (weighted fair share); and a request identical to one
+// job's requests wait in its own queue and the pool's cores go to the waiting job with
+// the least CPU time spent for it per unit of weight (weighted fair queueing on virtual
+// time: a job that starts waiting starts at the others' time, so one that was away does
+// not take the pool back for what it missed); and a request identical to one
 // made or being made (the same epoch and sample indices: the same bytes, since samples
 // are a pure function of the dataset, seed, epoch and index) is served from it instead
 // of being made again, within a bounded window of made batches. Jobs of a sweep whose
@@ -51,12 +53,14 @@ class SharedMaker {
   using Done = std::function<void(data::Batch)>;
   using Failed = std::function<void(std::exception_ptr)>;
 
-  SharedMaker(data::BatchMaker& maker, SharedMakerOptions opts);
+  explicit SharedMaker(SharedMakerOptions opts);
   ~SharedMaker();  // REQUIRES: nothing in flight (the maker's pool is drained first)
 
-  // Makes `request` for `job` (of `weight` > 0), or serves it from an identical one;
-  // exactly one of done / failed runs, on a pool thread or the caller's.
-  void make(const std::string& job, double weight, data::BatchRequest request, Done done, Failed failed);
+  // Makes `request` for `job` (of `weight` > 0) with `maker` (its dataset's), or serves
+  // it from an identical one of the same maker; exactly one of done / failed runs, on a
+  // pool thread or the caller's. REQUIRES: `maker` outlives this.
+  void make(const std::string& job, double weight, data::BatchMaker& maker, data::BatchRequest request, Done done,
+            Failed failed);
 
   // Requests not yet started fail (their streams are gone or going): the worker stops.
   void stop();
@@ -72,6 +76,7 @@ class SharedMaker {
     Failed failed;
   };
   struct Entry {
+    const data::BatchMaker* maker = nullptr;
     uint32_t epoch = 0;
     std::vector<uint64_t> indices;
     bool made = false;
@@ -80,18 +85,25 @@ class SharedMaker {
   };
   struct Pending {
     uint64_t key;
+    data::BatchMaker* maker;
     data::BatchRequest request;
   };
+  // A job's place in the fair share: CPU-seconds per unit of weight spent for it, with
+  // its batches being made charged at its average cost until they finish.
+  struct Share {
+    double vtime = 0;
+    double per_sample = 0;  // CPU-seconds, the average of its batches made so far
+    std::map<uint64_t, double> charged;  // by key: what each batch in the maker was charged
+  };
 
-  static uint64_t key_of(const data::BatchRequest& r);
-  Entry* find(uint64_t key, const data::BatchRequest& r);
+  static uint64_t key_of(const data::BatchMaker& maker, const data::BatchRequest& r);
+  Entry* find(uint64_t key, const data::BatchMaker& maker, const data::BatchRequest& r);
   void dispatch();
   const std::string* next_job() const;  // REQUIRES: mu_ held
   void finished(uint64_t key, data::Batch batch);
   void failed(uint64_t key, std::exception_ptr e);
   void keep(uint64_t key);  // REQUIRES: mu_ held
 
-  data::BatchMaker& maker_;
   const SharedMakerOptions opts_;
   mutable std::mutex mu_;
   uint64_t next_private_ = 0;                          // GUARDED_BY(mu_): keys when nothing is shared
@@ -100,6 +112,9 @@ class SharedMaker {
   uint64_t kept_bytes_ = 0;                            // GUARDED_BY(mu_)
   std::map<std::string, std::deque<Pending>> queues_;  // GUARDED_BY(mu_)
   std::map<std::string, JobTally> tallies_;            // GUARDED_BY(mu_)
+  std::map<std::string, Share> shares_;                // GUARDED_BY(mu_)
+  void start_waiting(const std::string& job);          // REQUIRES: mu_ held
+  void charge(const std::string& job, uint64_t key, double seconds, uint64_t samples);  // REQUIRES: mu_ held
   int in_maker_ = 0;                                   // GUARDED_BY(mu_)
   bool stopped_ = false;                               // GUARDED_BY(mu_)
 };

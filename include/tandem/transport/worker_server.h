@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tandem/data/core/dataset.h"
+#include "tandem/transport/data_worker.h"
 #include "tandem/transport/options.h"
 #include "tandem/transport/shared_maker.h"
 
@@ -19,9 +20,13 @@ enum class StopReason { kShutdownRpc, kIdle, kStopped, kUnclaimed };
 class WorkerServer {
  public:
   // `host` names this worker in logs and in its Info reply; batches travel as `wire`.
-  // Every RPC but the health check must pass `security` (credentials.h).
+  // Every RPC but the health check must pass `security` (credentials.h). A pool
+  // (opts.pool_jobs) makes the datasets of its jobs with settings of their own with
+  // `dataset_for`, each job's at the start (a ConfigError there stops it) and any job's
+  // added to its file later, at its first call.
   WorkerServer(std::shared_ptr<const data::Dataset> dataset, const WorkerOptions& opts, std::string host,
-               data::DType wire = data::DType::kFloat32, SecurityOptions security = {});
+               data::DType wire = data::DType::kFloat32, SecurityOptions security = {},
+               DatasetFor dataset_for = {});
   ~WorkerServer();
   WorkerServer(const WorkerServer&) = delete;
   WorkerServer& operator=(const WorkerServer&) = delete;
