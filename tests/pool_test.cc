@@ -96,6 +96,12 @@ TEST(Pool, TwoJobsByTheirOwnTokensTrainApartAndThePoolOutlivesThem) {
   EXPECT_EQ(a_served, 240u) << log;
   EXPECT_EQ(b_served, 240u) << log;
   EXPECT_EQ(a_made + b_made, 240u) << "made should be half of served:\n" << log;
+  // And each job's summary says what the pool did for it.
+  const auto sa = nlohmann::json::parse(slurp(dir / "lr-a/s.json"))["pool"];
+  const auto sb = nlohmann::json::parse(slurp(dir / "lr-b/s.json"))["pool"];
+  EXPECT_EQ(sa["samples_served"], 240) << sa.dump();
+  EXPECT_EQ(sa["samples_made"].get<uint64_t>() + sb["samples_made"].get<uint64_t>(), 240u) << sa << sb;
+  EXPECT_EQ(sb["samples_shared"].get<uint64_t>() + sa["samples_shared"].get<uint64_t>(), 240u) << sa << sb;
 
   // A token taken out of the file is refused by name; so is one never issued, and a
   // job's token under another job's name.

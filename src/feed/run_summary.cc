@@ -15,6 +15,15 @@ namespace {
 
 using report::WorkerFacts;
 
+// A pool's account of this job, added to the others' (summary["pool"]).
+void add_pool_tally(nlohmann::json& pool, const transport::WorkerInfo::PoolTally& t) {
+  if (pool.is_null()) pool = {{"pools", 0}, {"samples_served", 0}, {"samples_made", 0}, {"samples_shared", 0}};
+  pool["pools"] = pool["pools"].get<uint64_t>() + 1;
+  pool["samples_served"] = pool["samples_served"].get<uint64_t>() + t.samples_served;
+  pool["samples_made"] = pool["samples_made"].get<uint64_t>() + t.samples_made;
+  pool["samples_shared"] = pool["samples_shared"].get<uint64_t>() + t.samples_shared;
+}
+
 // Samples substituted under --on-bad-sample skip, here (the feed's own dataset, if any)
 // and on every worker, into summary["skipped_samples"/"skipped_files"]; and what each
 // worker is. All asked at once, so a hung worker costs one short deadline.
@@ -30,6 +39,7 @@ std::vector<WorkerFacts> ask_workers(nlohmann::json& summary, const RankFeed& fe
   }
   std::vector<WorkerFacts> facts;
   std::set<std::string> instances;  // one worker reached at two addresses is counted once
+  nlohmann::json pool;  // what pools served this job, made for it and shared (null: no pool)
   for (size_t i = 0; i < answers.size(); ++i) {
     WorkerFacts f{feed.workers()[i]->target(), "", "", 0};
     try {
@@ -38,6 +48,7 @@ std::vector<WorkerFacts> ask_workers(nlohmann::json& summary, const RankFeed& fe
       for (const auto& s : wi.skipped) files.push_back(wi.host + ": " + s);
       count += wi.skipped_count;
       if (!wi.determinism_problem.empty()) unrepeatable.push_back(wi.host + ": " + wi.determinism_problem);
+      if (wi.pool) add_pool_tally(pool, *wi.pool);
       f.host = wi.host;
       f.threads = wi.threads;
       for (const auto& g : cluster.groups) {
@@ -52,6 +63,7 @@ std::vector<WorkerFacts> ask_workers(nlohmann::json& summary, const RankFeed& fe
   summary["skipped_files"] = files;
   for (const std::string& seen : feed.scheduler().determinism_problems()) unrepeatable.push_back(seen);
   summary["determinism_problems"] = unrepeatable;
+  if (!pool.is_null()) summary["pool"] = pool;
   return facts;
 }
 

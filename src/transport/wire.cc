@@ -49,6 +49,12 @@ v1::InfoReply to_proto(const WorkerInfo& info) {
   reply.set_skipped_count(info.skipped_count);
   reply.set_determinism_problem(info.determinism_problem);
   reply.set_instance(info.instance);
+  if (info.pool) {
+    v1::PoolTally* t = reply.mutable_pool();
+    t->set_samples_served(info.pool->samples_served);
+    t->set_samples_made(info.pool->samples_made);
+    t->set_samples_shared(info.pool->samples_shared);
+  }
   return reply;
 }
 
@@ -75,6 +81,10 @@ WorkerInfo from_proto(const v1::InfoReply& reply) {
   info.skipped_count = reply.skipped_count();
   info.determinism_problem = reply.determinism_problem();
   info.instance = printable(reply.instance(), 40);
+  if (reply.has_pool()) {
+    info.pool = WorkerInfo::PoolTally{reply.pool().samples_served(), reply.pool().samples_made(),
+                                      reply.pool().samples_shared()};
+  }
   return info;
 }
 

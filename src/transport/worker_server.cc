@@ -73,7 +73,14 @@ struct WorkerServer::Impl final : v1::DataService::Service {
     if (grpc::Status s = admit(*ctx, false, who); !s.ok()) return refuse(*ctx, "Info", s);
     contacted = true;
     try {
-      *reply = to_proto(worker.describe(who.settings));
+      WorkerInfo info = worker.describe(who.settings);
+      if (pool) {
+        const auto tallies = worker.job_tallies();
+        const auto it = tallies.find(who.job);
+        const JobTally t = it == tallies.end() ? JobTally{} : it->second;
+        info.pool = WorkerInfo::PoolTally{t.samples_served, t.samples_made, t.samples_shared};
+      }
+      *reply = to_proto(info);
     } catch (const std::exception& e) {
       return status_for(e, "describing its dataset");
     }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,11 @@ struct WorkerInfo {
   uint64_t skipped_count = 0;
   std::string determinism_problem;  // data::Dataset::determinism_problem(); "" when deterministic
   std::string instance;  // random per worker process: one worker under two addresses has one
+  // A pool's (--pool-jobs) account of the calling job: served, made for it, shared.
+  struct PoolTally {
+    uint64_t samples_served = 0, samples_made = 0, samples_shared = 0;
+  };
+  std::optional<PoolTally> pool;
 };
 
 }  // namespace tandem::transport
