@@ -14,6 +14,7 @@
 #include "tandem/plan/prices.h"
 #include "tandem/plan/spot.h"
 #include "tandem/report/run_files.h"
+#include "plan/sweep_plan.h"
 
 namespace tandem::plan {
 namespace {
@@ -548,6 +549,43 @@ TEST(PlanCli, BadInputIsOneClearError) {
     EXPECT_EQ(std::count(all.begin(), all.end(), '\n'), 1) << "one line, no plan: " << all;
   }
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tandem::plan
+
+namespace tandem::plan {
+namespace {
+
+// --sweep-jobs: N jobs like the run on one pool make each sample once; the pool needs the
+// workers one job's rate takes (or its NICs the N-fold sending), not N times them.
+TEST(PlanSweep, NJobsOnOnePoolNeedOneJobsWorkersUnlessTheNetworkHoldsThem) {
+  PlanOptions o;
+  o.sweep_jobs = 4;
+  const nlohmann::json p = make_plan(two_workers(), load_price_table(kPriceFile), o);
+  ASSERT_TRUE(p.contains("sweep")) << p.dump(2);
+  const nlohmann::json& s = p["sweep"];
+  const int alone = p["recommended"]["workers"].get<int>();
+  EXPECT_EQ(s["separate_workers"], 4 * alone) << s.dump(2);
+  EXPECT_LE(s["shared_workers"].get<int>(), alone) << s.dump(2);
+  EXPECT_GE(s["shared_workers"].get<int>(), 1) << s.dump(2);
+  EXPECT_NEAR(s["samples_sent_per_sec"].get<double>(), 4 * s["samples_made_per_sec"].get<double>(), 1e-6);
+  EXPECT_GT(s["saving"].get<double>(), 0.5) << s.dump(2);
+  const std::string text = format_plan_text(p);
+  EXPECT_NE(text.find("A sweep of 4 such jobs"), std::string::npos) << text;
+  EXPECT_NE(text.find("instead of " + std::to_string(4 * alone)), std::string::npos) << text;
+  // The network, when it is what holds the pool: a worker NIC that carries 1.5 jobs' rate.
+  ModelParams mp;
+  mp.per_worker = 1000;
+  mp.worker_network = 1500;
+  const nlohmann::json row = {{"workers", 2}, {"samples_per_sec", 2000.0}};
+  const nlohmann::json n = sweep_section(mp, row, 4, false);
+  EXPECT_EQ(n["shared_workers"], 6) << n.dump(2);  // 8,000 samples/s out at 1,500 a NIC
+  EXPECT_EQ(n["limit"], "worker network");
+  EXPECT_FALSE(n.contains("saving"));
+  PlanOptions bad;
+  bad.sweep_jobs = -1;
+  EXPECT_THROW(make_plan(two_workers(), load_price_table(kPriceFile), bad), ConfigError);
 }
 
 }  // namespace

@@ -36,6 +36,9 @@ void add_plan_flags(CLI::App& app, std::string& prices_file, std::vector<std::st
       ->capture_default_str()->check(CLI::Range(0.0, 1000.0));
   app.add_option("--max-workers", options.max_workers, "Largest number of workers in the table")
       ->capture_default_str()->check(CLI::Range(1, 10000));
+  app.add_option("--sweep-jobs", options.sweep_jobs,
+                 "Also plan a sweep of this many such jobs on one pool (tandem worker --pool-jobs) against a pool each")
+      ->capture_default_str()->check(CLI::Range(0, 10000));
   app.add_option("--reserve-per-rank", options.reserve_vcpus_per_rank,
                  "vCPUs of a trainer host each rank's training loop keeps; the rest make samples at N = 0")
       ->capture_default_str()->check(CLI::Range(0, 64));

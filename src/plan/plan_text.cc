@@ -6,6 +6,8 @@
 #include "tandem/common/text.h"
 #include "tandem/plan/planner.h"
 
+#include "sweep_plan.h"
+
 namespace tandem::plan {
 
 namespace {
@@ -214,7 +216,9 @@ std::string format_plan_text(const nlohmann::json& p) {
            group_thousands(fast["samples_per_sec"].get<double>(), 0) + " samples/s)\n";
   }
   out += elastic_text(p, wt) + "\n";
-  out += wrap(printable(p["explanation"].get<std::string>(), 4000), "", "") + "\n" + spot_text(p) + "\nCaveats:\n";
+  out += wrap(printable(p["explanation"].get<std::string>(), 4000), "", "") + "\n" + spot_text(p);
+  if (const std::string sweep = sweep_text(p); !sweep.empty()) out += "\n" + wrap(printable(sweep, 4000), "", "");
+  out += "\nCaveats:\n";
   for (const nlohmann::json& c : p["caveats"]) out += wrap(printable(c.get<std::string>(), 2000), "  ", "- ");
   return out;
 }

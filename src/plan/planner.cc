@@ -9,6 +9,7 @@
 #include "tandem/plan/model.h"
 #include "plan_types.h"
 #include "spot_plan.h"
+#include "sweep_plan.h"
 
 namespace tandem::plan {
 
@@ -364,6 +365,7 @@ void choose(nlohmann::json& p, const std::vector<PlanRow>& rows, double within_p
 nlohmann::json make_plan(const nlohmann::json& summary, const PriceTable& prices, const PlanOptions& options) {
   if (!(options.within_pct >= 0) || options.within_pct > 1000) throw ConfigError("--within must be 0 to 1000 (percent)");
   if (options.max_workers < 1 || options.max_workers > 10000) throw ConfigError("--max-workers must be 1 to 10000");
+  if (options.sweep_jobs < 0 || options.sweep_jobs > 10000) throw ConfigError("--sweep-jobs must be 0 to 10000");
   const RunMeasurements m = read_measurements(summary, options);
   const PlanTypes types = plan_types(prices, m);
   const TrainerCores cores = trainer_cores(m, types.trainer, options);
@@ -382,6 +384,7 @@ nlohmann::json make_plan(const nlohmann::json& summary, const PriceTable& prices
   p["explanation"] = explanation(p, m, types);
   p["caveats"] = caveats(m, prices, types, to_ceiling, options);
   if (const std::string made = made_caveat(summary); !made.empty()) p["caveats"].push_back(made);
+  if (options.sweep_jobs > 0) p["sweep"] = sweep_section(mp, p["recommended"], options.sweep_jobs, types.priced);
   if (types.priced) {  // spot is a discount on a price
     const SpotInputs spot = spot_inputs(m, prices, types.trainer, types.worker);
     p["spot"] = spot_section(spot, mp, rows, cheapest_row(rows));

@@ -62,6 +62,7 @@ struct PlanOptions {
   double within_pct = 5.0;        // "fastest within X% of the cheapest"
   int max_workers = 64;           // the table stops here when the ceiling is further
   int reserve_vcpus_per_rank = 2; // a trainer host's vCPUs each rank's training loop keeps
+  int sweep_jobs = 0;             // --sweep-jobs N: also plan N such jobs on one pool; 0 = none
 };
 
 // The measurements, for the whole job unless said otherwise.
