@@ -251,6 +251,8 @@ const char* tandem_feed_state(void* feed, unsigned long long step) {
   return guarded<const char*>(nullptr, [&] { return give(static_cast<Feed*>(feed)->state(step)); });
 }
 
+void tandem_feed_keep_workers(void* feed) { static_cast<Feed*>(feed)->keep_workers(); }
+
 void tandem_feed_free(void* feed) {
   auto* f = static_cast<Feed*>(feed);
   guarded(0, [&] {

@@ -62,6 +62,9 @@ const char* tandem_feed_stats(void* feed);
 /* The feed's state before step `step` (state_dict): {"version", "step", "data": the place
  * in the epoch's order and the geometry, "fingerprint"}; NULL before it started. */
 const char* tandem_feed_state(void* feed, unsigned long long step);
+/* The feed will not release its workers when it ends (its place is taken by a new feed:
+ * load_state_dict). */
+void tandem_feed_keep_workers(void* feed);
 void tandem_feed_free(void* feed);
 
 const char* tandem_batch_json(void* batch); /* one line, tab-separated: capi.cc describe() */

@@ -172,6 +172,12 @@ class Feed {
     if (busy_ == 0) feeder_.reset();  // else the last call inside lets it go
   }
 
+  // Its end will not release the workers (a new feed takes its place).
+  void keep_workers() {
+    std::lock_guard lock(mu_);
+    release_ = false;
+  }
+
   int shutdown(const std::string& why = "training script finished") {
     Inside in(*this);
     if (!in.feeder) throw std::runtime_error("shutdown() on a closed feed: call tandem.shutdown_workers(workers)");

@@ -38,6 +38,7 @@ def _load():
         "tandem_feed_shutdown": ([ctypes.c_void_p], ctypes.c_int),
         "tandem_feed_stats": ([ctypes.c_void_p], ctypes.c_char_p),
         "tandem_feed_state": ([ctypes.c_void_p, ctypes.c_ulonglong], ctypes.c_char_p),
+        "tandem_feed_keep_workers": ([ctypes.c_void_p], None),
         "tandem_feed_free": ([ctypes.c_void_p], None),
         "tandem_batch_json": ([ctypes.c_void_p], ctypes.c_char_p),
         "tandem_batch_free": ([ctypes.c_void_p], None),

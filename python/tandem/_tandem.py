@@ -202,6 +202,8 @@ metrics.jsonl, summary.json and report.html, as tandem's trainer does. See docs/
                                "batch, or open a new tandem.Feed(state=...)")
         if not isinstance(state, dict):
             raise ValueError(f"load_state_dict() takes the dict state_dict() gave, not {type(state).__name__}")
+        if self._handle:
+            _lib.tandem_feed_keep_workers(self._handle)  # the feed that takes its place may release them
         self._free()
         self._open(state)
 

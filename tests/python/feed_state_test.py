@@ -92,6 +92,18 @@ class FeedStateTest(unittest.TestCase):
         self.assertEqual(f.state_dict()["step"], 14)
         f.close()
 
+    def test_load_state_dict_does_not_release_the_workers(self):
+        _, states = self.first_part()
+        own = Workers(ARGS.tandem, 1, **DATA)
+        try:
+            f = tandem.Feed(own.targets, rank=0, world=1, batch_size=16, epoch=0, release_workers=True, **DATA)
+            f.load_state_dict(states[0])  # the first feed ends without releasing them
+            self.assertEqual(next(iter(f)).sequence, 13)
+            f.close()  # this one does
+            self.assertEqual(own.procs[0].wait(timeout=30), 0, "released at the end, not before")
+        finally:
+            own.close()
+
     def test_a_state_of_other_data_is_refused_by_name(self):
         _, states = self.first_part()
         other = dict(states[0], fingerprint="0123456789abcdef")

@@ -41,17 +41,37 @@ std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) /
 }  // namespace
 
 PythonProcessPool::PythonProcessPool(PythonPoolOptions opts) : opts_(std::move(opts)) {
-  const std::string what = "python:" + opts_.file + ":" + opts_.name;
   opts_.initial_shm_bytes = std::min(opts_.initial_shm_bytes, shm_limit(opts_));
   const int now = opts_.start_procs > 0 ? std::min(opts_.start_procs, opts_.procs) : opts_.procs;
+  std::vector<Process*> started;
   for (int i = 0; i < opts_.procs; ++i) {
     procs_.push_back(std::make_unique<Process>());
-    if (i < now) procs_.back()->start(opts_);  // the others start in run() when first leased
+    if (i < now) {  // the others start in run() when first leased, or in start_rest()
+      procs_.back()->start(opts_);
+      started.push_back(procs_.back().get());
+    }
   }
-  const auto deadline = after(opts_.start_timeout_s);
+  build_in(started);
+}
+
+void PythonProcessPool::start_rest() {
+  std::lock_guard lock(mu_);
+  std::vector<Process*> started;
   for (auto& p : procs_) {
-    if (p->pid <= 0) continue;
-    const bool first = &p == &procs_.front();
+    if (p->pid > 0 || p->busy) continue;
+    p->start(opts_);
+    started.push_back(p.get());
+  }
+  build_in(started);
+}
+
+// Waits (opts_.start_timeout_s) until each of `started` has built the dataset; the first
+// of the pool's processes also says what the dataset is (about_).
+void PythonProcessPool::build_in(const std::vector<Process*>& started) {
+  const std::string what = "python:" + opts_.file + ":" + opts_.name;
+  const auto deadline = after(opts_.start_timeout_s);
+  for (Process* p : started) {
+    const bool first = p == procs_.front().get();
     nlohmann::json reply;
     try {
       pool::send_message(p->channel, pool::init_request(opts_, shm_limit(opts_), first), deadline);
@@ -66,10 +86,9 @@ PythonProcessPool::PythonProcessPool(PythonPoolOptions opts) : opts_(std::move(o
     if (!reply.value("ok", false)) {
       throw ConfigError("cannot build the dataset " + what + ": " + pool::python_error(reply));
     }
+    if (!first) continue;  // the first says what the dataset is; the others build the same
     try {
-      PythonDatasetAbout about = pool::about_of(reply);
-      if (!first) std::tie(about.native_json, about.native_reason) = std::tie(about_.native_json, about_.native_reason);
-      about_ = std::move(about);
+      about_ = pool::about_of(reply);
     } catch (const nlohmann::json::exception& e) {
       throw ConfigError("the Python process for " + what + " answered its start oddly (" + std::string(e.what()) +
                         "): is " + opts_.script + " from this tandem?");

@@ -297,8 +297,9 @@ class PythonDataset final : public Dataset {
 std::shared_ptr<const Dataset> make_python_dataset(const PythonDatasetOptions& opts, const ImageOptions& images) {
   PythonPoolOptions p = python_pool_options(opts);
   p.describe_native = opts.native;
-  // One process answers whether tandem makes it natively; the others start when needed.
-  if (p.describe_native && p.start_procs == 0) p.start_procs = 1;
+  // One process answers whether tandem makes it natively; the others start when it is not.
+  const bool all_at_once = p.start_procs == 0;
+  if (p.describe_native && all_at_once) p.start_procs = 1;
   auto pool = std::make_unique<PythonProcessPool>(p);
   const std::string source = "python:" + p.file + ":" + p.name;
   const std::string native = pool->about().native_json;
@@ -318,6 +319,7 @@ std::shared_ptr<const Dataset> make_python_dataset(const PythonDatasetOptions& o
   const bool folder = !why.empty() && why.find("is not a torchvision") == std::string::npos;
   if (folder) spdlog::warn("{} is made by its own Python code: not made natively: {}", source, why);
   try {
+    if (all_at_once) pool->start_rest();
     return std::make_shared<PythonDataset>(opts, std::move(pool));
   } catch (const ConfigError& e) {
     if (!folder) throw;

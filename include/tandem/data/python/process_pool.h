@@ -122,6 +122,11 @@ class PythonProcessPool {
   PythonProcessPool(const PythonProcessPool&) = delete;
   PythonProcessPool& operator=(const PythonProcessPool&) = delete;
 
+  // Starts the processes opts.start_procs left for later and waits until each has built
+  // the dataset (ConfigError as the constructor's). For a pool that started one to ask
+  // what the dataset is, and then serves it itself.
+  void start_rest();
+
   const PythonDatasetAbout& about() const { return about_; }
   const PythonPoolOptions& options() const { return opts_; }
 
@@ -184,6 +189,7 @@ class PythonProcessPool {
   // back to be made alone.
   void make_alone(Process& p, size_t n, const ManyUse& use, const std::string& why) const;
   void restart(Process& p) const;
+  void build_in(const std::vector<Process*>& started);  // their start: the dataset built
   void serve(uint64_t index, const nlohmann::json& request, std::span<const uint8_t> input,
              const std::function<void(const SampleFields&)>& use) const;
 
