@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -58,16 +59,19 @@ struct Received {
   }
 };
 
+// Declared after the SharedMaker and the Received it calls back: its threads are joined
+// first (as DataWorker's destructor does), so no callback outlives them.
 struct Maker {
   std::shared_ptr<const data::Dataset> dataset = data::make_dataset(testing::small_data());
-  ThreadPool pool{2};
-  data::BatchMaker maker{dataset, &pool};
+  std::unique_ptr<ThreadPool> pool = std::make_unique<ThreadPool>(2);
+  data::BatchMaker maker{dataset, pool.get()};
+  ~Maker() { pool.reset(); }
 };
 
 TEST(SharedMaker, IdenticalRequestsOfTwoJobsAreMadeOnceAndEachGetsTheBatch) {
-  Maker m;
-  SharedMaker shared({64 << 20, 2});
   Received got;
+  SharedMaker shared({64 << 20, 2});
+  Maker m;
   for (uint64_t s = 0; s < 8; ++s) {
     shared.make("a", 1, m.maker, asking(s, 0, 4 * s), got.done("a"), got.fail());
     shared.make("b", 1, m.maker, asking(100 + s, 0, 4 * s), got.done("b"), got.fail());
@@ -93,9 +97,9 @@ TEST(SharedMaker, IdenticalRequestsOfTwoJobsAreMadeOnceAndEachGetsTheBatch) {
 }
 
 TEST(SharedMaker, AJobBeyondTheWindowIsMadeItsOwnBatches) {
-  Maker m;
-  SharedMaker tiny({1, 2});  // one byte: nothing made stays
   Received got;
+  SharedMaker tiny({1, 2});  // one byte: nothing made stays
+  Maker m;
   tiny.make("fast", 1, m.maker, asking(0, 0, 0), got.done("fast"), got.fail());
   ASSERT_TRUE(got.wait(1));
   tiny.make("slow", 1, m.maker, asking(0, 0, 0), got.done("slow"), got.fail());
@@ -108,9 +112,9 @@ TEST(SharedMaker, AJobBeyondTheWindowIsMadeItsOwnBatches) {
 }
 
 TEST(SharedMaker, AFailedBatchFailsEveryJobWaitingForIt) {
-  Maker m;
-  SharedMaker shared({64 << 20, 1});
   Received got;
+  SharedMaker shared({64 << 20, 1});
+  Maker m;
   data::BatchRequest bad = asking(0, 0, 0);
   bad.indices[2] = 1u << 30;  // past the dataset
   shared.make("a", 1, m.maker, bad, got.done("a"), got.fail());
@@ -125,9 +129,9 @@ TEST(SharedMaker, AFailedBatchFailsEveryJobWaitingForIt) {
 // One thread, one batch at a time, both jobs always waiting: of the first 20 batches, a
 // job of weight 3 is given about three times those of a job of weight 1.
 TEST(SharedMaker, TheCoresAreSharedByWeight) {
-  Maker m;
-  SharedMaker shared({0, 1});  // nothing shared: the two jobs ask different batches anyway
   Received got;
+  SharedMaker shared({0, 1});  // nothing shared: the two jobs ask different batches anyway
+  Maker m;
   for (uint64_t s = 0; s < 40; ++s) {
     shared.make("light", 1, m.maker, asking(s, 0, 4 * s), got.done("light"), got.fail());
     shared.make("heavy", 3, m.maker, asking(s, 2, 4 * s), got.done("heavy"), got.fail());
