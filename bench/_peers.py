@@ -2,8 +2,10 @@
 """Shared helpers for the benchmark peer scripts (not a script itself)."""
 import importlib
 import os
+import socket
 import subprocess
 import sys
+import time
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -67,3 +69,28 @@ def reference_args(doc, default_out):
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=default_out)
     return p.parse_args()
+
+
+def free_port():
+    """A loopback port free now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(condition, timeout, what):
+    """Polls condition() every 50 ms; exits naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{os.path.basename(sys.argv[0])}: no {what} within {timeout} s")
+        time.sleep(0.05)
+
+
+def listens(port):
+    """Whether something accepts connections on loopback `port`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False

@@ -20,35 +20,14 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"elastic_pool: no {what} within {timeout} s")
-        time.sleep(0.05)
-
-
-def listens(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from _peers import free_port, listens, wait_until  # noqa: E402
 
 
 class Run:

@@ -22,7 +22,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,30 +29,11 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from _peers import free_port, listens, wait_until  # noqa: E402
+
 DATA = ["--data", "blur-benchmark", "--image-size", "224", "--dataset-size", "2048", "--seed", "1",
         "--wire-dtype", "uint8"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"sweep_pool: no {what} within {timeout} s")
-        time.sleep(0.05)
-
-
-def listens(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 def cpu_seconds(pid):
